@@ -1,0 +1,5 @@
+import sys
+
+from mtmc_lsp.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The MTMC engine: kernel analysis, hardware profiles, actions, verification, policy, search, training."""

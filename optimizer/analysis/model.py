@@ -1,0 +1,228 @@
+"""The model of a Triton file that every check, action, verifier and policy reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from .positions import Position, Span
+
+Value = Union[int, float, bool, str, None]
+
+MEMORY_OPS = frozenset({"load", "store"})
+ATOMIC_OPS = frozenset(
+    {"atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas"}
+)
+REDUCTION_OPS = frozenset({"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cumsum", "cumprod", "associative_scan"})
+TRANSCENDENTAL_OPS = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "sqrt", "rsqrt", "sigmoid", "erf", "tanh", "pow"})
+
+
+@dataclass
+class Param:
+    """One kernel parameter."""
+
+    name: str
+    kind: str  # "pointer" | "scalar" | "constexpr"
+    annotation: str | None
+    default: str | None  # source text of the default
+    default_value: Value  # the default when it is a constant
+    span: Span
+    index: int
+
+
+@dataclass
+class TlCall:
+    """A call into ``triton.language`` inside a kernel, e.g. ``tl.load(ptr + offs, mask=m)``."""
+
+    op: str  # last name: "load", "dot", "program_id", "exp"
+    qualname: str  # as written: "tl.load", "tl.math.exp"
+    span: Span
+    args: list[str]  # positional arguments, source text
+    kwargs: dict[str, str]  # keyword arguments, source text
+    loop_depth: int
+    target: str | None = None  # name assigned from the call: ``acc = tl.dot(a, b)`` -> "acc"
+
+    @property
+    def has_mask(self) -> bool:
+        """Loads take ``(ptr, mask, other)``, stores ``(ptr, value, mask)``."""
+        if "mask" in self.kwargs:
+            return self.kwargs["mask"].strip() != "None"
+        if self.op == "load":
+            return len(self.args) >= 2 and self.args[1].strip() != "None"
+        if self.op == "store":
+            return len(self.args) >= 3 and self.args[2].strip() != "None"
+        return False
+
+    @property
+    def pointer(self) -> str | None:
+        return self.args[0] if self.args else self.kwargs.get("pointer")
+
+
+@dataclass
+class Loop:
+    """A loop in a kernel body."""
+
+    kind: str  # "range" | "tl.range" | "tl.static_range" | "while" | "for"
+    span: Span
+    header_span: Span  # the ``for ... :`` line
+    var: str | None
+    iter_args: list[str]
+    num_stages: int | None
+    depth: int  # 1 for an outermost loop
+
+
+@dataclass
+class AutotuneConfig:
+    """One ``triton.Config(...)``."""
+
+    kwargs: dict[str, Value]
+    num_warps: int | None
+    num_stages: int | None
+    span: Span
+
+
+@dataclass
+class Autotune:
+    """A ``@triton.autotune(configs=..., key=...)`` decorator."""
+
+    configs: list[AutotuneConfig]
+    key: list[str]
+    span: Span
+    configs_source: str  # source of the configs argument (a list, or a name/call when not literal)
+    configs_are_literal: bool
+
+
+@dataclass
+class Decorator:
+    name: str  # "jit" | "autotune" | "heuristics" | other dotted name
+    source: str
+    span: Span
+    kwargs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Kernel:
+    """One ``@triton.jit`` function."""
+
+    name: str
+    span: Span  # decorators through the end of the body
+    def_span: Span  # ``def`` through the end of the body
+    name_span: Span
+    body_span: Span
+    decorators: list[Decorator]
+    jit_kwargs: dict[str, str]
+    autotune: Autotune | None
+    heuristics: dict[str, str]  # constexpr name -> lambda source
+    params: list[Param]
+    calls: list[TlCall]
+    loops: list[Loop]
+    local_constants: dict[str, Value]  # names assigned once from constants inside the body
+    docstring: str | None
+    enclosing_function: str | None  # set for kernels defined inside another function
+    called_functions: list[str]  # plain names called from the body (helper jit functions)
+
+    @property
+    def constexpr_names(self) -> list[str]:
+        return [p.name for p in self.params if p.kind == "constexpr"]
+
+    @property
+    def pointer_params(self) -> list[Param]:
+        return [p for p in self.params if p.kind == "pointer"]
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def calls_of(self, *ops: str) -> list[TlCall]:
+        return [c for c in self.calls if c.op in ops]
+
+    @property
+    def is_autotuned(self) -> bool:
+        return self.autotune is not None
+
+
+@dataclass
+class LaunchArg:
+    """One argument at a launch site, mapped to the kernel parameter it binds when known."""
+
+    param: str | None
+    source: str
+    value: Value  # the constant value when it can be worked out statically
+    span: Span
+    keyword: bool
+
+
+@dataclass
+class LaunchSite:
+    """``kernel[grid](args..., BLOCK=..., num_warps=...)``."""
+
+    kernel: str
+    span: Span
+    grid_source: str
+    grid_span: Span
+    args: list[LaunchArg]
+    num_warps: int | None
+    num_stages: int | None
+    host_function: str | None
+    grid_value: tuple[int, ...] | None  # the grid when it can be worked out statically
+
+    def arg(self, param: str) -> LaunchArg | None:
+        return next((a for a in self.args if a.param == param), None)
+
+    def constexpr_values(self, kernel: Kernel) -> dict[str, Value]:
+        """The constexpr values this launch binds, with kernel defaults filling the rest."""
+        values: dict[str, Value] = {}
+        for p in kernel.params:
+            if p.kind != "constexpr":
+                continue
+            a = self.arg(p.name)
+            if a is not None and a.value is not None:
+                values[p.name] = a.value
+            elif p.default_value is not None:
+                values[p.name] = p.default_value
+        return values
+
+
+@dataclass
+class HostFunction:
+    """A plain Python function that launches kernels (the wrapper a user calls)."""
+
+    name: str
+    span: Span
+    params: list[str]
+    launches: list[str]  # kernel names launched from it
+
+
+@dataclass
+class SyntaxErrorInfo:
+    message: str
+    span: Span
+
+
+@dataclass
+class FileAnalysis:
+    """Everything known about one Triton file."""
+
+    path: str | None
+    text: str
+    kernels: list[Kernel]
+    launches: list[LaunchSite]
+    host_functions: list[HostFunction]
+    constants: dict[str, Value]
+    imports_triton: bool
+    syntax_error: SyntaxErrorInfo | None = None
+    # True when the kernels come from an earlier, parsable version of the text (syntax error now).
+    stale: bool = False
+
+    def kernel(self, name: str) -> Kernel | None:
+        return next((k for k in self.kernels if k.name == name), None)
+
+    def launches_of(self, name: str) -> list[LaunchSite]:
+        return [launch for launch in self.launches if launch.kernel == name]
+
+    def kernel_at(self, pos: Position) -> Kernel | None:
+        """The innermost kernel whose span holds ``pos``."""
+        hits = [k for k in self.kernels if k.span.contains(pos)]
+        return min(hits, key=lambda k: k.span.end_offset - k.span.start_offset) if hits else None
+
+    def host_function(self, name: str) -> HostFunction | None:
+        return next((h for h in self.host_functions if h.name == name), None)

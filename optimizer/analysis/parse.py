@@ -1,0 +1,620 @@
+"""From source text to a ``FileAnalysis``: kernels, their calls and loops, and their launches."""
+
+from __future__ import annotations
+
+import ast
+import math
+
+from .model import (
+    Autotune,
+    AutotuneConfig,
+    Decorator,
+    FileAnalysis,
+    HostFunction,
+    Kernel,
+    LaunchArg,
+    LaunchSite,
+    Loop,
+    Param,
+    SyntaxErrorInfo,
+    TlCall,
+    Value,
+)
+from .positions import SourceMap, Span
+
+LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "grid"})
+POINTER_BASE_OPS = frozenset({"load", "store", "make_block_ptr", "make_tensor_descriptor"}) | frozenset(
+    {"atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas"}
+)
+
+
+class _Names:
+    """How this file spells ``triton`` and ``triton.language`` (aliases and from-imports)."""
+
+    def __init__(self, tree: ast.AST):
+        self.prefix: dict[str, str] = {}  # local name -> canonical dotted name
+        self.imports_triton = False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name == "triton" or alias.name.startswith("triton."):
+                        self.imports_triton = True
+                        if alias.asname:
+                            self.prefix[alias.asname] = alias.name
+                        else:
+                            self.prefix["triton"] = "triton"
+            elif isinstance(node, ast.ImportFrom) and node.module and (
+                node.module == "triton" or node.module.startswith("triton.")
+            ):
+                self.imports_triton = True
+                for alias in node.names:
+                    self.prefix[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        # Snippets without imports still read as Triton.
+        self.prefix.setdefault("triton", "triton")
+        self.prefix.setdefault("tl", "triton.language")
+
+    def canonical(self, node: ast.AST) -> str | None:
+        """``tl.math.exp`` -> ``triton.language.math.exp``; None for non-dotted expressions."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        head = self.prefix.get(node.id, node.id)
+        return ".".join([head, *reversed(parts)])
+
+    def is_tl(self, node: ast.AST) -> str | None:
+        """The op name when ``node`` names something in ``triton.language``."""
+        name = self.canonical(node)
+        if name and name.startswith("triton.language."):
+            return name.rsplit(".", 1)[1]
+        return None
+
+
+def const_eval(node: ast.AST | None, env: dict[str, object]) -> Value | tuple | dict:
+    """Evaluate a constant expression over known names; None when it is not constant."""
+    if node is None:
+        return None
+    try:
+        return _eval(node, env)
+    except Exception:  # noqa: BLE001 - anything unevaluable is simply "not constant"
+        return None
+
+
+def _eval(node: ast.AST, env: dict[str, object]):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in env:
+            return env[node.id]
+        raise KeyError(node.id)
+    if isinstance(node, ast.Tuple | ast.List):
+        return tuple(_eval(e, env) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return {_eval(k, env): _eval(v, env) for k, v in zip(node.keys, node.values) if k is not None}
+    if isinstance(node, ast.UnaryOp):
+        value = _eval(node.operand, env)
+        if isinstance(node.op, ast.USub):
+            return -value
+        if isinstance(node.op, ast.UAdd):
+            return +value
+        if isinstance(node.op, ast.Not):
+            return not value
+        raise ValueError
+    if isinstance(node, ast.BinOp):
+        left, right = _eval(node.left, env), _eval(node.right, env)
+        ops = {
+            ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+            ast.FloorDiv: lambda a, b: a // b, ast.Div: lambda a, b: a / b, ast.Mod: lambda a, b: a % b,
+            ast.Pow: lambda a, b: a**b, ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b,
+        }
+        if isinstance(node.op, ast.Pow) and abs(right) > 64:
+            raise ValueError
+        return ops[type(node.op)](left, right)
+    if isinstance(node, ast.Subscript):
+        container = _eval(node.value, env)
+        return container[_eval(node.slice, env)]
+    if isinstance(node, ast.Attribute) and node.attr == "constexpr":
+        raise ValueError
+    if isinstance(node, ast.Call):
+        fn = node.func
+        name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else None
+        args = [_eval(a, env) for a in node.args]
+        if name == "cdiv" and len(args) == 2:
+            return -(-args[0] // args[1])
+        if name == "next_power_of_2" and len(args) == 1:
+            return 1 if args[0] <= 1 else 1 << (int(args[0]) - 1).bit_length()
+        if name in ("min", "max", "int", "abs") and args:
+            return {"min": min, "max": max, "int": int, "abs": abs}[name](*args)
+        if name == "constexpr" and len(args) == 1:
+            return args[0]
+        if name == "ceil" and len(args) == 1:
+            return math.ceil(args[0])
+        raise ValueError
+    raise ValueError
+
+
+def _is_value(v) -> bool:
+    return isinstance(v, int | float | bool | str) or v is None
+
+
+class _Analyzer:
+    def __init__(self, text: str, path: str | None):
+        self.text = text
+        self.path = path
+        self.map = SourceMap(text)
+
+    def span(self, node: ast.AST) -> Span:
+        return self.map.span(node)
+
+    def src(self, node: ast.AST) -> str:
+        return self.span(node).text(self.text)
+
+    def run(self) -> FileAnalysis:
+        tree = ast.parse(self.text, filename=self.path or "<unknown>")
+        self.names = _Names(tree)
+        self.constants = self._module_constants(tree)
+        self.module_nodes = {
+            t.id: stmt.value
+            for stmt in tree.body
+            if isinstance(stmt, ast.Assign)
+            for t in stmt.targets
+            if isinstance(t, ast.Name)
+        }
+        kernels: list[Kernel] = []
+        functions: list[tuple[ast.FunctionDef, str | None]] = []
+        self._collect_functions(tree, None, functions)
+        for fn, parent in functions:
+            kernel = self._kernel(fn, parent)
+            if kernel is not None:
+                kernels.append(kernel)
+        kernel_by_name = {k.name: k for k in kernels}
+        launches: list[LaunchSite] = []
+        hosts: list[HostFunction] = []
+        for fn, _parent in functions:
+            if fn.name in kernel_by_name and self._is_kernel_def(fn):
+                continue
+            found = self._launches(fn, kernel_by_name)
+            launches.extend(found)
+            if found:
+                hosts.append(
+                    HostFunction(
+                        fn.name, self.span(fn), [a.arg for a in fn.args.args], sorted({l.kernel for l in found})
+                    )
+                )
+        # Launches at module level (scripts that launch directly).
+        module_fn = ast.FunctionDef(name="<module>", args=ast.arguments([], [], None, [], [], None, []), body=[
+            s for s in tree.body if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        ], decorator_list=[], lineno=1, col_offset=0)
+        for launch in self._launches(module_fn, kernel_by_name):
+            launch.host_function = None
+            launches.append(launch)
+        launches.sort(key=lambda l: l.span.start_offset)
+        return FileAnalysis(
+            path=self.path,
+            text=self.text,
+            kernels=kernels,
+            launches=launches,
+            host_functions=hosts,
+            constants={k: v for k, v in self.constants.items() if _is_value(v)},
+            imports_triton=self.names.imports_triton,
+        )
+
+    # ---- module level -------------------------------------------------------------------
+    def _module_constants(self, tree: ast.Module) -> dict[str, object]:
+        env: dict[str, object] = {}
+        for stmt in tree.body:
+            targets, value = _assignment(stmt)
+            for target in targets:
+                v = const_eval(value, env)
+                if v is not None and _is_value(v):
+                    env[target] = v
+                else:
+                    env.pop(target, None)
+        return env
+
+    def _collect_functions(self, node: ast.AST, parent: str | None, out: list) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                out.append((child, parent))
+                self._collect_functions(child, child.name, out)
+            elif isinstance(child, ast.ClassDef):
+                self._collect_functions(child, parent, out)
+            else:
+                self._collect_functions(child, parent, out)
+
+    # ---- kernels ------------------------------------------------------------------------
+    def _decorator_name(self, node: ast.AST) -> str:
+        target = node.func if isinstance(node, ast.Call) else node
+        return self.names.canonical(target) or self.src(target)
+
+    def _is_kernel_def(self, fn) -> bool:
+        return any(self._decorator_name(d) in ("triton.jit", "triton.runtime.jit.jit") for d in fn.decorator_list)
+
+    def _kernel(self, fn: ast.FunctionDef, parent: str | None) -> Kernel | None:
+        if isinstance(fn, ast.AsyncFunctionDef) or not self._is_kernel_def(fn):
+            return None
+        decorators: list[Decorator] = []
+        jit_kwargs: dict[str, str] = {}
+        autotune: Autotune | None = None
+        heuristics: dict[str, str] = {}
+        for dec in fn.decorator_list:
+            canonical = self._decorator_name(dec)
+            short = canonical.rsplit(".", 1)[-1]
+            kwargs = {k.arg: self.src(k.value) for k in dec.keywords if k.arg} if isinstance(dec, ast.Call) else {}
+            decorators.append(Decorator(short if canonical.startswith("triton") else canonical, self.src(dec), self.span(dec), kwargs))
+            if short == "jit":
+                jit_kwargs = kwargs
+            elif short == "autotune" and isinstance(dec, ast.Call):
+                autotune = self._autotune(dec)
+            elif short == "heuristics" and isinstance(dec, ast.Call):
+                mapping = dec.args[0] if dec.args else next((k.value for k in dec.keywords if k.arg == "values"), None)
+                if isinstance(mapping, ast.Dict):
+                    for key, value in zip(mapping.keys, mapping.values):
+                        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                            heuristics[key.value] = self.src(value)
+        first = fn.decorator_list[0] if fn.decorator_list else fn
+        whole = self.span(fn)
+        start = self.span(first)
+        span = Span(start.start, whole.end, start.start_offset, whole.end_offset)
+        def_start, def_offset = self.map.position(fn.lineno, fn.col_offset)
+        def_span = Span(def_start, whole.end, def_offset, whole.end_offset)
+        name_span = self._name_span(fn)
+        body_span = Span(self.span(fn.body[0]).start, whole.end, self.span(fn.body[0]).start_offset, whole.end_offset)
+
+        local_env = dict(self.constants)
+        walker = _BodyWalker(self)
+        for stmt in fn.body:
+            walker.visit(stmt)
+        local_constants: dict[str, Value] = {}
+        for name, values in walker.assigned.items():
+            if len(values) == 1:
+                v = const_eval(values[0], local_env)
+                if v is not None and _is_value(v):
+                    local_constants[name] = v
+        params = self._params(fn, walker.pointer_names())
+        return Kernel(
+            name=fn.name,
+            span=span,
+            def_span=def_span,
+            name_span=name_span,
+            body_span=body_span,
+            decorators=decorators,
+            jit_kwargs=jit_kwargs,
+            autotune=autotune,
+            heuristics=heuristics,
+            params=params,
+            calls=walker.calls,
+            loops=walker.loops,
+            local_constants=local_constants,
+            docstring=ast.get_docstring(fn),
+            enclosing_function=parent,
+            called_functions=sorted(walker.called),
+        )
+
+    def _name_span(self, fn: ast.FunctionDef) -> Span:
+        start, offset = self.map.position(fn.lineno, fn.col_offset)
+        line = self.map.lines[start.line]
+        idx = line.find(fn.name, self.map.offset_of(start) - self.map._line_starts[start.line])
+        if idx < 0:
+            return Span(start, start, offset, offset)
+        line_start = self.map._line_starts[start.line]
+        s = self.map.position(start.line + 1, len(line[:idx].encode("utf-8")))
+        e = self.map.position(start.line + 1, len(line[: idx + len(fn.name)].encode("utf-8")))
+        return Span(s[0], e[0], line_start + idx, line_start + idx + len(fn.name))
+
+    def _params(self, fn: ast.FunctionDef, pointer_names: set[str]) -> list[Param]:
+        args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+        positional = fn.args.posonlyargs + fn.args.args
+        defaults: dict[str, ast.AST] = {}
+        for arg, default in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults):
+            defaults[arg.arg] = default
+        for arg, default in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+            if default is not None:
+                defaults[arg.arg] = default
+        params = []
+        for index, arg in enumerate(args):
+            annotation = self.src(arg.annotation) if arg.annotation is not None else None
+            if annotation and "constexpr" in annotation:
+                kind = "constexpr"
+            elif (annotation and ("pointer" in annotation or "tensor" in annotation.lower())) or arg.arg in pointer_names:
+                kind = "pointer"
+            else:
+                kind = "scalar"
+            default = defaults.get(arg.arg)
+            value = const_eval(default, self.constants) if default is not None else None
+            params.append(
+                Param(
+                    name=arg.arg,
+                    kind=kind,
+                    annotation=annotation,
+                    default=self.src(default) if default is not None else None,
+                    default_value=value if _is_value(value) else None,
+                    span=self.span(arg),
+                    index=index,
+                )
+            )
+        return params
+
+    def _autotune(self, dec: ast.Call) -> Autotune:
+        configs_node = dec.args[0] if dec.args else next((k.value for k in dec.keywords if k.arg == "configs"), None)
+        key_node = dec.args[1] if len(dec.args) > 1 else next((k.value for k in dec.keywords if k.arg == "key"), None)
+        resolved = configs_node
+        if isinstance(configs_node, ast.Name) and configs_node.id in self.module_nodes:
+            resolved = self.module_nodes[configs_node.id]
+        configs: list[AutotuneConfig] = []
+        literal = isinstance(resolved, ast.List | ast.Tuple)
+        if literal:
+            for element in resolved.elts:
+                config = self._config(element)
+                if config is None:
+                    literal = False
+                else:
+                    configs.append(config)
+        key: list[str] = []
+        if isinstance(key_node, ast.List | ast.Tuple):
+            key = [e.value for e in key_node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return Autotune(
+            configs=configs,
+            key=key,
+            span=self.span(dec),
+            configs_source=self.src(configs_node) if configs_node is not None else "",
+            configs_are_literal=literal and isinstance(configs_node, ast.List | ast.Tuple),
+        )
+
+    def _config(self, node: ast.AST) -> AutotuneConfig | None:
+        if not isinstance(node, ast.Call) or (self.names.canonical(node.func) or "").rsplit(".", 1)[-1] != "Config":
+            return None
+        kwargs_node = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "kwargs"), None)
+        kwargs = const_eval(kwargs_node, self.constants) if kwargs_node is not None else {}
+        if not isinstance(kwargs, dict):
+            return None
+        options = {k.arg: const_eval(k.value, self.constants) for k in node.keywords if k.arg}
+        return AutotuneConfig(
+            kwargs={str(k): v for k, v in kwargs.items() if _is_value(v)},
+            num_warps=options.get("num_warps") if isinstance(options.get("num_warps"), int) else None,
+            num_stages=options.get("num_stages") if isinstance(options.get("num_stages"), int) else None,
+            span=self.span(node),
+        )
+
+    # ---- launches -----------------------------------------------------------------------
+    def _launches(self, fn: ast.FunctionDef, kernels: dict[str, Kernel]) -> list[LaunchSite]:
+        sites: list[LaunchSite] = []
+        env = dict(self.constants)
+        assigned: dict[str, ast.AST] = {}
+        events: list[tuple[int, str, ast.AST]] = []
+        for stmt in fn.body:
+            targets, value = _assignment(stmt)
+            for target in targets:
+                events.append((stmt.lineno, target, value))
+        for node in _walk_no_nested(fn):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
+                continue
+            callee = node.func.value
+            name = callee.attr if isinstance(callee, ast.Attribute) else callee.id if isinstance(callee, ast.Name) else None
+            if name not in kernels:
+                continue
+            local_env = dict(env)
+            local_nodes = dict(assigned)
+            for lineno, target, value in events:
+                if lineno < node.lineno:
+                    local_nodes[target] = value
+                    v = const_eval(value, local_env)
+                    if v is not None and _is_value(v):
+                        local_env[target] = v
+                    else:
+                        local_env.pop(target, None)
+            sites.append(self._launch(node, kernels[name], fn, local_env, local_nodes))
+        return sites
+
+    def _launch(self, call: ast.Call, kernel: Kernel, fn, env, nodes) -> LaunchSite:
+        args: list[LaunchArg] = []
+        for index, arg in enumerate(call.args):
+            param = kernel.params[index].name if index < len(kernel.params) else None
+            v = const_eval(arg, env)
+            args.append(LaunchArg(param, self.src(arg), v if _is_value(v) else None, self.span(arg), False))
+        options: dict[str, Value] = {}
+        for kw in call.keywords:
+            if kw.arg is None:
+                continue
+            v = const_eval(kw.value, env)
+            v = v if _is_value(v) else None
+            if kw.arg in LAUNCH_OPTIONS:
+                options[kw.arg] = v
+            args.append(LaunchArg(kw.arg, self.src(kw.value), v, self.span(kw), True))
+        grid_node = call.func.slice
+        site = LaunchSite(
+            kernel=kernel.name,
+            span=self.span(call),
+            grid_source=self.src(grid_node),
+            grid_span=self.span(grid_node),
+            args=[a for a in args if a.param not in LAUNCH_OPTIONS],
+            num_warps=options.get("num_warps") if isinstance(options.get("num_warps"), int) else None,
+            num_stages=options.get("num_stages") if isinstance(options.get("num_stages"), int) else None,
+            host_function=fn.name,
+            grid_value=None,
+        )
+        site.grid_value = self._grid_value(grid_node, env, nodes, site.constexpr_values(kernel))
+        return site
+
+    def _grid_value(self, node: ast.AST, env, nodes, meta: dict) -> tuple[int, ...] | None:
+        if isinstance(node, ast.Name) and node.id in nodes and node.id not in env:
+            node = nodes[node.id]
+        if isinstance(node, ast.Lambda):
+            if len(node.args.args) != 1:
+                return None
+            env = {**env, node.args.args[0].arg: meta}
+            node = node.body
+        value = const_eval(node, env)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = (value,)
+        if isinstance(value, tuple) and value and all(isinstance(v, int) for v in value):
+            return value
+        return None
+
+
+class _BodyWalker(ast.NodeVisitor):
+    """Collects ``tl.*`` calls, loops and simple assignments of a kernel body."""
+
+    def __init__(self, analyzer: _Analyzer):
+        self.a = analyzer
+        self.calls: list[TlCall] = []
+        self.loops: list[Loop] = []
+        self.assigned: dict[str, list[ast.AST]] = {}
+        self.pointer_exprs: list[ast.AST] = []
+        self.called: set[str] = set()
+        self.depth = 0
+        self._target: str | None = None
+
+    def pointer_names(self) -> set[str]:
+        """Names that reach a load/store address through additions (``ptr + offs``), not products."""
+        seen: set[str] = set()
+        found: set[str] = set()
+        stack = list(self.pointer_exprs)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+                stack += [node.left, node.right]
+            elif isinstance(node, ast.Subscript):
+                stack.append(node.value)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "to", "cast", "multiple_of", "max_contiguous", "advance"
+            ):
+                stack += [node.func.value, *node.args[:1]]
+            elif isinstance(node, ast.Name) and node.id not in seen:
+                seen.add(node.id)
+                found.add(node.id)
+                stack += self.assigned.get(node.id, [])
+        return found
+
+    def visit_FunctionDef(self, node):  # nested functions are their own kernels or helpers
+        return
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Assign(self, node: ast.Assign):
+        targets, value = _assignment(node)
+        for t in targets:
+            self.assigned.setdefault(t, []).append(value)
+        self._target = targets[0] if len(targets) == 1 else None
+        self.visit(node.value)
+        self._target = None
+
+    def visit_AnnAssign(self, node: ast.AnnAssign):
+        if isinstance(node.target, ast.Name) and node.value is not None:
+            self.assigned.setdefault(node.target.id, []).append(node.value)
+            self._target = node.target.id
+            self.visit(node.value)
+            self._target = None
+
+    def visit_AugAssign(self, node: ast.AugAssign):
+        if isinstance(node.target, ast.Name):
+            self.assigned.setdefault(node.target.id, []).append(node.value)
+            self._target = node.target.id
+        self.visit(node.value)
+        self._target = None
+
+    def visit_For(self, node: ast.For):
+        kind, iter_args, stages = "for", [], None
+        if isinstance(node.iter, ast.Call):
+            op = self.a.names.is_tl(node.iter.func)
+            if op in ("range", "static_range"):
+                kind = f"tl.{op}"
+            elif isinstance(node.iter.func, ast.Name) and node.iter.func.id == "range":
+                kind = "range"
+            iter_args = [self.a.src(x) for x in node.iter.args]
+            for kw in node.iter.keywords:
+                if kw.arg == "num_stages":
+                    v = const_eval(kw.value, self.a.constants)
+                    stages = v if isinstance(v, int) else None
+        self._loop(node, kind, node.target.id if isinstance(node.target, ast.Name) else None, iter_args, stages)
+        self.visit(node.iter)
+
+    def visit_While(self, node: ast.While):
+        self._loop(node, "while", None, [self.a.src(node.test)], None)
+        self.visit(node.test)
+
+    def _loop(self, node, kind, var, iter_args, stages):
+        self.depth += 1
+        body_start = self.a.span(node.body[0])
+        header_end = body_start.start
+        whole = self.a.span(node)
+        header = self.a.map.line_span(whole.start.line)
+        if header_end.line == whole.start.line:  # one-line loop
+            header = Span(whole.start, header_end, whole.start_offset, body_start.start_offset)
+        else:
+            header = Span(whole.start, header.end, whole.start_offset, header.end_offset)
+        self.loops.append(Loop(kind, whole, header, var, iter_args, stages, self.depth))
+        for stmt in node.body + node.orelse:
+            self.visit(stmt)
+        self.depth -= 1
+
+    def visit_Call(self, node: ast.Call):
+        op = self.a.names.is_tl(node.func)
+        if op is not None:
+            call = TlCall(
+                op=op,
+                qualname=self.a.src(node.func),
+                span=self.a.span(node),
+                args=[self.a.src(x) for x in node.args],
+                kwargs={k.arg: self.a.src(k.value) for k in node.keywords if k.arg},
+                loop_depth=self.depth,
+                target=self._target,
+            )
+            self.calls.append(call)
+            if op in POINTER_BASE_OPS:
+                base = node.args[0] if node.args else next(
+                    (k.value for k in node.keywords if k.arg in ("pointer", "base")), None
+                )
+                if base is not None:
+                    self.pointer_exprs.append(base)
+        elif isinstance(node.func, ast.Name):
+            self.called.add(node.func.id)
+        target = self._target
+        self._target = None
+        self.generic_visit(node)
+        self._target = target
+
+
+def _assignment(stmt: ast.AST) -> tuple[list[str], ast.AST | None]:
+    if isinstance(stmt, ast.Assign):
+        return [t.id for t in stmt.targets if isinstance(t, ast.Name)], stmt.value
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+        return [stmt.target.id], stmt.value
+    return [], None
+
+
+def _walk_no_nested(fn: ast.AST):
+    """``ast.walk`` over a function body without descending into nested function definitions."""
+    stack = list(fn.body) if isinstance(fn, ast.FunctionDef) else [fn]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                stack.append(child)
+
+
+def analyze(text: str, path: str | None = None, previous: FileAnalysis | None = None) -> FileAnalysis:
+    """Analyse one file. On a syntax error, keep ``previous``'s kernels (marked stale) if given."""
+    try:
+        return _Analyzer(text, path).run()
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes in the source
+        source_map = SourceMap(text)
+        lineno = getattr(exc, "lineno", None) or 1
+        line_index = min(max(lineno - 1, 0), len(source_map.lines) - 1)
+        span = source_map.line_span(line_index)
+        message = getattr(exc, "msg", None) or str(exc)
+        error = SyntaxErrorInfo(f"syntax error: {message} (line {lineno})", span)
+        if previous is not None:
+            return FileAnalysis(
+                path=path, text=previous.text, kernels=previous.kernels, launches=previous.launches,
+                host_functions=previous.host_functions, constants=previous.constants,
+                imports_triton=previous.imports_triton, syntax_error=error, stale=True,
+            )
+        return FileAnalysis(path, text, [], [], [], {}, False, syntax_error=error)
+    except RecursionError:
+        span = SourceMap(text).line_span(0)
+        error = SyntaxErrorInfo("file too deeply nested to analyse", span)
+        return FileAnalysis(path, text, [], [], [], {}, False, syntax_error=error)

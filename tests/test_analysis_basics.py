@@ -1,0 +1,83 @@
+"""Kernel analysis on the bundled examples: kernels, parameters, calls, loops, launches, spans."""
+
+from pathlib import Path
+
+import pytest
+
+from mtmc_lsp.optimizer.analysis import Position, analyze
+from mtmc_lsp.optimizer.hardware import get_profile, resolve_target
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "mtmc_lsp" / "examples"
+
+
+def test_matmul_example_kernel_and_launch():
+    analysis = analyze((EXAMPLES / "matmul.py").read_text())
+    kernel = analysis.kernel("matmul_kernel")
+    assert kernel is not None
+    kinds = {p.name: p.kind for p in kernel.params}
+    assert kinds["a_ptr"] == "pointer" and kinds["stride_am"] == "scalar" and kinds["BLOCK_K"] == "constexpr"
+    assert [c.op for c in kernel.calls_of("dot")] == ["dot"]
+    assert kernel.calls_of("dot")[0].loop_depth == 1
+    assert all(c.has_mask for c in kernel.calls_of("load", "store"))
+    (launch,) = analysis.launches_of("matmul_kernel")
+    assert launch.host_function == "matmul"
+    assert launch.num_warps == 4 and launch.num_stages == 1
+    assert launch.constexpr_values(kernel) == {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}
+
+
+def test_spellings_of_jit_and_autotune():
+    text = '''
+from triton import jit, autotune, Config
+import triton.language as language
+
+CONFIGS = [Config({"BLOCK": 128}, num_warps=4, num_stages=2), Config({"BLOCK": 256}, num_warps=8)]
+
+@autotune(configs=CONFIGS, key=["n"])
+@jit(do_not_specialize=["n"])
+def k1(x_ptr, n, BLOCK: language.constexpr):
+    offs = language.program_id(0) * BLOCK + language.arange(0, BLOCK)
+    language.store(x_ptr + offs, language.load(x_ptr + offs) * 2)
+
+def not_a_kernel(x):
+    return x
+'''
+    analysis = analyze(text)
+    assert [k.name for k in analysis.kernels] == ["k1"]
+    kernel = analysis.kernels[0]
+    assert kernel.jit_kwargs == {"do_not_specialize": '["n"]'}
+    assert kernel.autotune is not None and kernel.autotune.key == ["n"]
+    assert [(c.kwargs, c.num_warps, c.num_stages) for c in kernel.autotune.configs] == [
+        ({"BLOCK": 128}, 4, 2), ({"BLOCK": 256}, 8, None)
+    ]
+    assert not any(c.has_mask for c in kernel.calls_of("load", "store"))
+
+
+def test_utf16_positions_after_astral_characters():
+    text = 's = "😀😀"; import triton\n@triton.jit\ndef k(x_ptr):\n    pass  # 😀\n'
+    analysis = analyze(text)
+    kernel = analysis.kernels[0]
+    assert kernel.name_span.start == Position(2, 4)
+    line0 = analyze('x = "😀"; y = 1\n').text.splitlines()[0]
+    assert line0.startswith("x")
+
+
+def test_syntax_error_keeps_last_good_analysis():
+    good = analyze((EXAMPLES / "softmax.py").read_text())
+    broken = analyze("import triton\n@triton.jit\ndef k(:\n", previous=good)
+    assert broken.syntax_error is not None and broken.stale
+    assert broken.syntax_error.span.start.line == 2
+    assert [k.name for k in broken.kernels] == ["softmax_kernel"]
+
+
+@pytest.mark.parametrize("text", ["", "\x00", "def f(:", "x = (" * 200, "print('hello')\n"])
+def test_bad_input_never_raises(text):
+    analysis = analyze(text)
+    assert analysis.kernels == []
+
+
+def test_hardware_profiles_and_default_target():
+    assert get_profile("NVIDIA H200").max_shared_per_block == 227 * 1024
+    assert get_profile("a100").sm_count == 108
+    assert resolve_target("").key in {"h100", "h200", "a100", "v100", "l40s", "rtx4090", "b200"}
+    with pytest.raises(KeyError, match="known targets"):
+        get_profile("tpu")
