@@ -1,0 +1,50 @@
+"""MTMC105: ``num_warps`` must be a power of two (launch sites and autotune configs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..analysis import FileAnalysis
+from ..hardware import GpuProfile
+from ._text import keyword_span
+from .finding import Finding, make_finding
+
+CODE = "MTMC105"
+SEVERITY = "error"
+TITLE = "num_warps is not a power of 2"
+
+
+def is_power_of_2(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+def _message(value: int, where: str) -> str:
+    lower = 1 << (value.bit_length() - 1) if value > 0 else 1
+    upper = lower * 2
+    return (
+        f"num_warps={value} {where} is not a power of 2; Triton lays out warps in powers of 2 "
+        f"and rejects it at compile time: use {lower} or {upper}"
+    )
+
+
+def check(analysis: FileAnalysis, target: GpuProfile) -> Iterator[Finding]:
+    for launch in analysis.launches:
+        value = launch.num_warps
+        if value is not None and not is_power_of_2(value):
+            span = keyword_span(analysis.text, launch.span, "num_warps")
+            yield make_finding(
+                CODE, SEVERITY, span or launch.span, _message(value, f"at this launch of {launch.kernel}"),
+                launch.kernel, num_warps=value,
+            )
+    for kernel in analysis.kernels:
+        if kernel.autotune is None:
+            continue
+        for index, config in enumerate(kernel.autotune.configs):
+            value = config.num_warps
+            if value is not None and not is_power_of_2(value):
+                span = keyword_span(analysis.text, config.span, "num_warps") or config.span
+                yield make_finding(
+                    CODE, SEVERITY, span, _message(value, f"in autotune config {index}"),
+                    kernel.name, num_warps=value, config_index=index,
+                )
+

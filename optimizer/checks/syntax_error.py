@@ -1,0 +1,23 @@
+"""MTMC001: the file does not parse, so its kernels cannot be analysed (or are from an older version)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..analysis import FileAnalysis
+from ..hardware import GpuProfile
+from .finding import Finding, make_finding
+
+CODE = "MTMC001"
+SEVERITY = "error"
+TITLE = "syntax error"
+
+
+def check(analysis: FileAnalysis, target: GpuProfile) -> Iterator[Finding]:
+    error = analysis.syntax_error
+    if error is None:
+        return
+    message = error.message
+    if analysis.stale:
+        message += "; diagnostics below are from the last version that parsed"
+    yield make_finding(CODE, SEVERITY, error.span, message)
