@@ -1,0 +1,73 @@
+"""The optimization actions (micro coding): one module per action, each a small libcst rewrite.
+
+``applicable`` lists what can be done to a kernel on a target; ``apply_candidate`` re-reads the
+text, checks the candidate's preconditions again and returns the edit (or raises ``ActionError``).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..analysis import FileAnalysis, Kernel, analyze
+from ..hardware import GpuProfile
+from .base import KINDS, Action, ActionError, Candidate, Edit
+
+# Registry order is the order candidates are listed in (roughly: the usual order of an expert chain).
+_MODULES = (
+    "tiling", "warps", "pipelining", "reordering", "single_pass", "fusion", "autotune", "use_dot", "hoist",
+    "contiguity", "precision",
+)
+
+
+def _load() -> dict[str, Action]:
+    actions: dict[str, Action] = {}
+    for module_name in _MODULES:
+        try:
+            module = importlib.import_module(f"{__name__}.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{module_name}":
+                continue  # not written yet
+            raise
+        action = module.ACTION
+        actions[action.name] = action
+    return actions
+
+
+ACTIONS: dict[str, Action] = _load()
+
+
+def applicable(analysis: FileAnalysis, kernel: Kernel | str, target: GpuProfile, allow_precision: bool = False) -> list[Candidate]:
+    """Every concrete action that applies to ``kernel`` on ``target``; numerics-changing ones only on request."""
+    if analysis.syntax_error is not None or analysis.stale:
+        return []
+    if isinstance(kernel, str):
+        found = analysis.kernel(kernel)
+        if found is None:
+            return []
+        kernel = found
+    out: list[Candidate] = []
+    for action in ACTIONS.values():
+        if action.changes_numerics and not allow_precision:
+            continue
+        try:
+            out.extend(action.candidates(analysis, kernel, target))
+        except ActionError:
+            continue  # preconditions not provable: the action does not offer itself
+    return out
+
+
+def apply_candidate(text: str, candidate: Candidate, target: GpuProfile) -> Edit:
+    """Apply one candidate to ``text``, re-checking everything against the text as it is now."""
+    action = ACTIONS.get(candidate.action)
+    if action is None:
+        raise ActionError(f"unknown action {candidate.action!r}; known: {', '.join(ACTIONS)}")
+    analysis = analyze(text)
+    if analysis.syntax_error is not None:
+        raise ActionError(f"the file has a syntax error: {analysis.syntax_error.message}")
+    kernel = analysis.kernel(candidate.kernel)
+    if kernel is None:
+        raise ActionError(f"no kernel named {candidate.kernel!r} in the file")
+    return action.apply(text, analysis, kernel, dict(candidate.params), target)
+
+
+__all__ = ["ACTIONS", "KINDS", "Action", "ActionError", "Candidate", "Edit", "applicable", "apply_candidate"]

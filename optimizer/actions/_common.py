@@ -1,0 +1,387 @@
+"""Shared libcst plumbing for the actions: find kernels and launches, read and rewrite their arguments."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from ..analysis import FileAnalysis, Kernel, LaunchSite
+from ..edits import changed_line_count
+from .base import ActionError, Edit
+
+DEFAULT_NUM_WARPS = 4
+DEFAULT_NUM_STAGES = 3  # Triton's default on CUDA when a launch does not say
+# fp32 accumulator elements one thread may hold before the tile spills (of 255 registers).
+MAX_ACC_REGS_PER_THREAD = 128
+
+
+def parse(text: str) -> cst.Module:
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        raise ActionError(f"the file does not parse: {exc.message} (line {exc.raw_line})") from exc
+
+
+def expr(source: str) -> cst.BaseExpression:
+    return cst.parse_expression(source)
+
+
+def stmt(source: str) -> cst.BaseStatement:
+    return cst.parse_statement(source)
+
+
+def code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+class _Replacer(cst.CSTTransformer):
+    def __init__(self, mapping: dict[int, tuple[cst.CSTNode, cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel]]):
+        self.mapping = mapping
+
+    def on_leave(self, original_node, updated_node):
+        hit = self.mapping.get(id(original_node))
+        if hit is not None and hit[0] is original_node:
+            return hit[1]
+        return updated_node
+
+
+def replace_all(module: cst.Module, pairs: list[tuple[cst.CSTNode, object]]) -> cst.Module:
+    """Replace several original nodes of ``module`` in one pass (node identity does not survive a pass)."""
+    return module.visit(_Replacer({id(old): (old, new) for old, new in pairs}))  # type: ignore[return-value]
+
+
+def finish(old_text: str, module: cst.Module, summary: str, notes: list[str] | None = None) -> Edit:
+    new_text = module.code
+    if new_text == old_text:
+        raise ActionError("the action would not change anything here")
+    compile(new_text, "<edit>", "exec")  # never hand back text that does not parse
+    return Edit(new_text=new_text, changed_lines=changed_line_count(old_text, new_text), summary=summary, notes=notes or [])
+
+
+# ---- locating kernels, host functions and launches ------------------------------------------------
+@dataclass
+class LaunchNode:
+    call: cst.Call
+    host: cst.FunctionDef | None  # None for a launch at module level
+
+
+class _Finder(cst.CSTVisitor):
+    def __init__(self, kernel: str):
+        self.kernel = kernel
+        self.defs: list[cst.FunctionDef] = []
+        self.launches: list[LaunchNode] = []
+        self._stack: list[cst.FunctionDef] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.name.value == self.kernel:
+            self.defs.append(node)
+        self._stack.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._stack.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Subscript):
+            callee = func.value
+            name = callee.attr.value if isinstance(callee, cst.Attribute) else callee.value if isinstance(callee, cst.Name) else None
+            if name == self.kernel:
+                self.launches.append(LaunchNode(node, self._stack[-1] if self._stack else None))
+
+
+def locate(module: cst.Module, kernel: str) -> tuple[cst.FunctionDef, list[LaunchNode]]:
+    finder = _Finder(kernel)
+    module.visit(finder)
+    if len(finder.defs) != 1:
+        raise ActionError(f"kernel {kernel!r} is defined {len(finder.defs)} times in this file")
+    return finder.defs[0], finder.launches
+
+
+def host_assignment(host: cst.FunctionDef | cst.Module | None, name: str) -> cst.Assign | None:
+    """The single top-level ``name = value`` of a host function (or module); None when not exactly one."""
+    if host is None:
+        return None
+    body = host.body.body if isinstance(host, cst.FunctionDef) else host.body
+    found: list[cst.Assign] = []
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and any(
+                    isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets
+                ):
+                    found.append(small)
+                elif isinstance(small, cst.AugAssign | cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
+                    return None
+    return found[0] if len(found) == 1 and len(found[0].targets) == 1 else None
+
+
+def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def set_kwarg(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
+    """``call`` with keyword ``name`` set to ``value`` (replaced in place, or appended last)."""
+    args = list(call.args)
+    for i, arg in enumerate(args):
+        if arg.keyword is not None and arg.keyword.value == name:
+            args[i] = arg.with_changes(value=value)
+            return call.with_changes(args=args)
+    new = cst.Arg(value=value, keyword=cst.Name(name), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    if args:
+        last = args[-1]
+        new = new.with_changes(comma=last.comma)
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    args.append(new)
+    return call.with_changes(args=args)
+
+
+def remove_kwargs(call: cst.Call, names: set[str]) -> cst.Call:
+    args = list(call.args)
+    keep = [a for a in args if not (a.keyword is not None and a.keyword.value in names)]
+    if keep and args and keep[-1] is not args[-1]:
+        keep[-1] = keep[-1].with_changes(comma=args[-1].comma)
+    return call.with_changes(args=keep)
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every plain name a node mentions, plus string keys of subscripts (``META["BLOCK"]``)."""
+    found: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.add(n.value)
+
+        def visit_SimpleString(self, n: cst.SimpleString) -> None:
+            found.add(n.evaluated_value if isinstance(n.evaluated_value, str) else "")
+
+    node.visit(V())
+    return found
+
+
+def grid_expression(launch: LaunchNode) -> cst.BaseExpression:
+    """The grid of a launch, following ``grid = ...`` in the host function."""
+    grid = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
+    if isinstance(grid, cst.Name):
+        assign = host_assignment(launch.host, grid.value)
+        if assign is not None:
+            return assign.value
+    return grid
+
+
+# ---- numbers the budget checks need --------------------------------------------------------------
+_DTYPE_BYTES = {"float64": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8": 1}
+
+
+def element_bytes(text: str) -> int:
+    """The widest torch element type the file's host code uses (4 when it names none)."""
+    found = [_DTYPE_BYTES[m] for m in re.findall(r"torch\.(float64|float32|float16|bfloat16|half|float8)\w*", text)]
+    return max(found) if found else 4
+
+
+def dot_shared_bytes(bm: int, bn: int, bk: int, stages: int, elem: int) -> int:
+    """Shared memory a pipelined ``tl.dot`` loop stages: A and B tiles times the stage count."""
+    return (bm * bk + bk * bn) * elem * max(stages, 1)
+
+
+def is_pow2(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0
+
+
+# ---- block-size parameters and how each launch binds them ----------------------------------------
+@dataclass
+class BlockParam:
+    name: str
+    role: str  # "m" | "n" | "k" | "1d"
+    value: int | None  # current value (the same at every launch)
+    tunable: bool
+    reason: str = ""
+
+
+@dataclass
+class TilePlan:
+    """The kernel's block parameters and whether tiling can change them safely."""
+
+    params: dict[str, BlockParam] = field(default_factory=dict)
+    num_warps: int = DEFAULT_NUM_WARPS
+    num_stages: int | None = None
+    has_dot: bool = False
+
+    def values(self) -> dict[str, int | None]:
+        return {p.name: p.value for p in self.params.values()}
+
+
+def is_block_name(name: str) -> bool:
+    upper = name.upper()
+    return "BLOCK" in upper or "TILE" in upper
+
+
+def block_role(name: str) -> str:
+    upper = name.upper()
+    for role in ("M", "N", "K"):
+        if upper.endswith("_" + role) or upper.endswith("SIZE_" + role):
+            return role.lower()
+    return "1d"
+
+
+def loop_tiled(kernel: Kernel, param: str) -> bool:
+    """True when some loop steps over a dimension by ``param`` (``range(0, K, BLOCK_K)``)."""
+    for loop in kernel.loops:
+        if loop.kind in ("range", "tl.range") and len(loop.iter_args) == 3 and loop.iter_args[2].strip() == param:
+            return True
+    return False
+
+
+def all_accesses_masked(kernel: Kernel) -> bool:
+    for call in kernel.calls_of("load", "store"):
+        if not call.has_mask and "boundary_check" not in call.kwargs:
+            return False
+    return True
+
+
+def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst.CSTNode | None]:
+    """How a launch sets a constexpr: ("literal"|"host"|"default"|"other", node to rewrite)."""
+    arg = kwarg(launch.call, param)
+    if arg is None:
+        p = kernel.param(param)
+        positional = [a for a in launch.call.args if a.keyword is None]
+        if p is not None and p.index < len(positional):
+            arg = positional[p.index]
+    if arg is None:
+        return "default", None
+    if isinstance(arg.value, cst.Integer):
+        return "literal", arg
+    if isinstance(arg.value, cst.Name):
+        assign = host_assignment(launch.host, arg.value.value)
+        if assign is not None and isinstance(assign.value, cst.Integer):
+            return "host", assign
+    return "other", arg
+
+
+def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None = None) -> TilePlan:
+    """Which block parameters tiling may change, and why not for the others."""
+    module = module or parse(analysis.text)
+    _kdef, launches = locate(module, kernel.name)
+    sites: list[LaunchSite] = analysis.launches_of(kernel.name)
+    plan = TilePlan(has_dot=bool(kernel.calls_of("dot")))
+    warps = {s.num_warps or DEFAULT_NUM_WARPS for s in sites}
+    plan.num_warps = warps.pop() if len(warps) == 1 else DEFAULT_NUM_WARPS
+    stages = {s.num_stages for s in sites}
+    plan.num_stages = stages.pop() if len(stages) == 1 else None
+    masked = all_accesses_masked(kernel)
+    for p in kernel.params:
+        if p.kind != "constexpr" or not is_block_name(p.name):
+            continue
+        values = {s.constexpr_values(kernel).get(p.name) for s in sites} or {p.default_value}
+        value = values.pop() if len(values) == 1 else None
+        bp = BlockParam(p.name, block_role(p.name), value if isinstance(value, int) else None, False)
+        plan.params[p.name] = bp
+        if kernel.is_autotuned:
+            bp.reason = "the kernel is autotuned: its configs choose the block sizes"
+            continue
+        if not launches:
+            bp.reason = "no launch of the kernel in this file"
+            continue
+        if not masked:
+            bp.reason = "a load or store has no mask, so a different block size could go out of bounds"
+            continue
+        if bp.value is None:
+            bp.reason = "the block size differs between launches or is not a constant"
+            continue
+        ok = True
+        for launch in launches:
+            how, node = binding_of(launch, kernel, p.name)
+            grid_names = names_in(grid_expression(launch))
+            if how == "host":
+                host_var = node.targets[0].target.value  # type: ignore[union-attr]
+                via_grid = host_var in grid_names
+            elif how in ("literal", "default"):
+                via_grid = p.name in grid_names  # lambda META: ... META["BLOCK"]
+                grid_ints = _ints_in(grid_expression(launch))
+                if not via_grid and bp.value in grid_ints:
+                    bp.reason = f"the grid repeats {bp.value} instead of naming the block size"
+                    ok = False
+                    break
+            else:
+                bp.reason = "the launch computes the block size; tiling keeps computed sizes"
+                ok = False
+                break
+            if not via_grid and not loop_tiled(kernel, p.name):
+                bp.reason = "neither the grid nor a loop is derived from this block size"
+                ok = False
+                break
+        bp.tunable = ok
+    return plan
+
+
+def _ints_in(node: cst.CSTNode) -> set[int]:
+    found: set[int] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Integer(self, n: cst.Integer) -> None:
+            found.add(int(n.evaluated_value))
+
+    node.visit(V())
+    return found
+
+
+def set_constexpr(module: cst.Module, analysis: FileAnalysis, kernel: Kernel, values: dict[str, int]) -> cst.Module:
+    """Rewrite every binding of the given constexprs (launch literal, host constant, or default)."""
+    kdef, launches = locate(module, kernel.name)
+    targets: dict[int, tuple[cst.CSTNode, cst.CSTNode]] = {}
+    new_default: dict[str, int] = {}
+    for name, value in values.items():
+        for launch in launches:
+            how, node = binding_of(launch, kernel, name)
+            if how == "literal":
+                targets[id(node)] = (node, node.with_changes(value=cst.Integer(str(value))))
+            elif how == "host":
+                targets[id(node)] = (node, node.with_changes(value=cst.Integer(str(value))))
+            elif how == "default":
+                new_default[name] = value
+            else:
+                raise ActionError(f"cannot rewrite how the launch sets {name}")
+    module = replace_all(module, list(targets.values()))
+    if new_default:
+        kdef, _ = locate(module, kernel.name)
+        params = []
+        for p in kdef.params.params:
+            if p.name.value in new_default:
+                if p.default is None:
+                    raise ActionError(f"{p.name.value} has no default and no launch sets it")
+                p = p.with_changes(default=cst.Integer(str(new_default[p.name.value])))
+            params.append(p)
+        module = replace_all(module, [(kdef, kdef.with_changes(params=kdef.params.with_changes(params=params)))])
+    return module
+
+
+def set_launch_option(module: cst.Module, kernel_name: str, option: str, value: int) -> cst.Module:
+    """Set ``num_warps``/``num_stages`` at every launch (through a host constant when it names one)."""
+    _kdef, launches = locate(module, kernel_name)
+    if not launches:
+        raise ActionError(f"no launch of {kernel_name} in this file")
+    # Rewrite one launch at a time, re-locating after each replacement (nodes change identity).
+    for index in range(len(launches)):
+        _kdef, current = locate(module, kernel_name)
+        launch = current[index]
+        arg = kwarg(launch.call, option)
+        if arg is not None and isinstance(arg.value, cst.Name):
+            assign = host_assignment(launch.host, arg.value.value)
+            if assign is None or not isinstance(assign.value, cst.Integer):
+                raise ActionError(f"{option} at the launch is not a constant this action can change")
+            module = replace_all(module, [(assign, assign.with_changes(value=cst.Integer(str(value))))])
+        elif arg is not None and not isinstance(arg.value, cst.Integer):
+            raise ActionError(f"{option} at the launch is computed; not changing it")
+        else:
+            module = replace_all(module, [(launch.call, set_kwarg(launch.call, option, cst.Integer(str(value))))])
+    return module
+
+
+def kernel_line(kernel: Kernel) -> int:
+    return kernel.def_span.start.line
+
+
+def fmt_params(params: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())
