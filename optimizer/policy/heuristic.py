@@ -1,0 +1,176 @@
+"""A hardware-aware rule policy: the fallback when no model is available, and the baseline a model must beat.
+
+The rules encode what the project measured on the H200 (shared/design.md §2) and the usual
+expert order of the MTMC paper: restructure the work first (tensor cores, fusion, one pass
+instead of several), then tile, then pipeline, then tune warps and launch order.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..actions.base import Candidate
+from ..hardware import GpuProfile
+from .base import Policy, PolicyState, Ranked, sort_ranked
+from .features import KernelFeatures
+
+# Action names (or fragments) that turn a multi-pass reduction into a single pass.
+SINGLE_PASS_HINTS = ("single_pass", "one_pass", "onepass", "online", "whole_row", "single_block")
+
+# Parameter names that are tile sizes per dimension, and the one for 1-D kernels.
+TILE_DIMS = {"BLOCK_M": "m", "BLOCK_N": "n", "BLOCK_K": "k", "BLOCK_SIZE_M": "m", "BLOCK_SIZE_N": "n", "BLOCK_SIZE_K": "k"}
+BLOCK_1D = ("BLOCK_SIZE", "BLOCK", "XBLOCK", "BLOCK_N", "BLOCK_COLS")
+
+
+def preferred_tile(target: GpuProfile) -> dict[str, int]:
+    """The matmul tile that fits the target: 128x128x64 on Hopper-class memory (measured 537 TFLOP/s), smaller below."""
+    if target.max_shared_per_block >= 200 * 1024:
+        return {"m": 128, "n": 128, "k": 64}
+    if target.max_shared_per_block >= 160 * 1024:
+        return {"m": 128, "n": 128, "k": 32}
+    if target.has("cp.async"):
+        return {"m": 128, "n": 64, "k": 32}
+    return {"m": 64, "n": 64, "k": 32}
+
+
+def preferred_stages(target: GpuProfile) -> int:
+    """Software pipelining depth: cp.async/TMA targets hide latency with 3-4 stages; Volta gains little."""
+    if target.has("tma"):
+        return 4 if target.max_shared_per_block >= 200 * 1024 else 3
+    if target.has("cp.async"):
+        return 3
+    return 1
+
+
+def preferred_block_1d(target: GpuProfile) -> int:
+    """Elements per program for streaming kernels: BLOCK 4096 reached 4,388 GB/s on the H200, 128 only 1,690."""
+    if target.memory_bandwidth_gbs >= 3000:
+        return 4096
+    if target.memory_bandwidth_gbs >= 1500:
+        return 2048
+    return 1024
+
+
+class HeuristicPolicy(Policy):
+    """Scores each candidate in [0, 1] from the kernel's features, the target's hardware and the history."""
+
+    name = "heuristic"
+
+    def __init__(self, reason: str = ""):
+        # Why this policy is in use when another one was asked for ("llama_cpp is not installed").
+        self.fallback_reason = reason
+
+    def describe(self) -> str:
+        text = "heuristic policy (hardware-aware rules, no model)"
+        return f"{text}; fallback because {self.fallback_reason}" if self.fallback_reason else text
+
+    def rank(self, state: PolicyState, candidates: list[Candidate]) -> list[Ranked]:
+        ranked = []
+        for candidate in candidates:
+            score, reason = self.score(state, candidate)
+            ranked.append(Ranked(candidate, score, None, reason, {"policy": self.name}))
+        return sort_ranked(ranked)
+
+    def score(self, state: PolicyState, candidate: Candidate) -> tuple[float, str]:
+        """The candidate's score and a one-line reason."""
+        f = state.features
+        target = state.target
+        base, reason = self._prior(f, target, candidate)
+        fit, fit_reason = self._param_fit(f, target, candidate)
+        score = base * fit
+        reasons = [reason] + ([fit_reason] if fit_reason else [])
+        penalty, why = _history_penalty(state, candidate)
+        if penalty:
+            score *= penalty
+            reasons.append(why)
+        return round(score, 4), "; ".join(reasons)
+
+    def _prior(self, f: KernelFeatures, target: GpuProfile, c: Candidate) -> tuple[float, str]:
+        """How much this kind of action is worth for this kind of kernel on this GPU."""
+        name = c.action.lower()
+        multi_pass = f.data_passes > 1 and f.reduction_passes > 0
+        if any(h in name for h in SINGLE_PASS_HINTS):
+            if multi_pass:
+                return 0.95, f"one pass instead of {f.data_passes} over the data"
+            return 0.5, "single pass (the kernel already reads once)"
+        kind = c.kind
+        if kind == "TensorCore":
+            return 0.97, "tensor cores through tl.dot"
+        if kind == "Fusion":
+            if f.intermediate_consumers:
+                return 0.93, "removes the intermediate buffer and a launch"
+            return 0.6, "fusion saves a round trip through memory"
+        if kind == "Tiling":
+            if f.dot_in_loop:
+                return 0.9, f"bigger tiles for tl.dot on {target.name}"
+            if f.elementwise_1d:
+                return 0.85, "bigger blocks for a memory-bound kernel"
+            if multi_pass:
+                return 0.8, "a block that covers the row saves passes"
+            return 0.6, "retiling"
+        if kind == "Pipelining":
+            if f.dot_in_loop and (target.has("cp.async") or target.has("tma")):
+                return 0.85, f"async copies pipeline the K loop on {target.name}"
+            if f.loops:
+                return 0.45 if target.has("cp.async") else 0.2, "pipelining a loop"
+            return 0.1, "no loop to pipeline"
+        if kind == "Reordering":
+            if f.uses_dot and (f.grid_dims or 2) >= 2:
+                return 0.7, "grouped program order for L2 reuse"
+            return 0.35, "memory access order hints"
+        if kind == "Autotune":
+            if f.autotuned:
+                return 0.05, "already autotuned"
+            return 0.6, f"autotune configs pruned for {target.name}"
+        if kind == "Hoist":
+            return 0.55, "loop-invariant work out of the loop"
+        if kind == "Warps":
+            return 0.5, "warps per program"
+        if kind == "Precision":
+            return 0.4, "changes numerics"
+        return 0.3, f"{kind.lower()} step"
+
+    def _param_fit(self, f: KernelFeatures, target: GpuProfile, c: Candidate) -> tuple[float, str]:
+        """A factor in (0, 1]: how close the parameters are to what fits the target."""
+        params = {k: v for k, v in c.params.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if c.kind == "Tiling":
+            dims = {TILE_DIMS[k]: v for k, v in params.items() if k in TILE_DIMS and v > 0}
+            if dims and f.uses_dot:
+                pref = preferred_tile(target)
+                distance = sum(abs(math.log2(v) - math.log2(pref[d])) for d, v in dims.items())
+                return 1.0 / (1.0 + 0.35 * distance), "tile " + "x".join(str(pref[d]) for d in ("m", "n", "k"))
+            blocks = [v for k, v in params.items() if k in BLOCK_1D and v > 0]
+            if blocks:
+                pref = preferred_block_1d(target)
+                distance = abs(math.log2(blocks[0]) - math.log2(pref))
+                return 1.0 / (1.0 + 0.25 * distance), f"block near {pref}"
+        if c.kind == "Pipelining" and "num_stages" in params:
+            distance = abs(params["num_stages"] - preferred_stages(target))
+            return 1.0 / (1.0 + 0.5 * distance), f"{preferred_stages(target)} stages fit"
+        if c.kind == "Warps" and "num_warps" in params:
+            tile = 1
+            for k, v in f.constexprs.items():
+                if k in TILE_DIMS and isinstance(v, int):
+                    tile *= v
+            wanted = 8 if tile >= 128 * 128 else 4
+            distance = abs(math.log2(max(params["num_warps"], 1)) - math.log2(wanted))
+            return 1.0 / (1.0 + 0.5 * distance), f"{wanted} warps for this tile"
+        if c.kind == "Reordering" and "GROUP_M" in params:
+            distance = abs(math.log2(max(params["GROUP_M"], 1)) - 3)
+            return 1.0 / (1.0 + 0.3 * distance), "group of 8"
+        return 1.0, ""
+
+
+def _history_penalty(state: PolicyState, candidate: Candidate) -> tuple[float, str]:
+    """Down-weight actions whose kind already failed, or was just done, on this kernel."""
+    factor, why = 1.0, ""
+    for step in state.history:
+        if step.candidate.key() == candidate.key():
+            return 0.05, "already tried"
+        if step.candidate.kind != candidate.kind:
+            continue
+        if step.correct is False or step.compiled is False:
+            factor, why = min(factor, 0.5), f"a {candidate.kind.lower()} step failed before"
+        elif step.kept:
+            factor, why = min(factor, 0.7), f"a {candidate.kind.lower()} step was already kept"
+    return (factor, why) if factor < 1.0 else (0.0, "")

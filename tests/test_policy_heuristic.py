@@ -1,0 +1,88 @@
+"""The heuristic policy: hardware-aware ordering of hand-built candidates for the bundled examples."""
+
+from pathlib import Path
+
+import pytest
+
+from mtmc_lsp.optimizer.actions.base import Candidate
+from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.hardware import get_profile
+from mtmc_lsp.optimizer.policy import HeuristicPolicy, PolicyState, StepOutcome, make_policy
+from mtmc_lsp.settings import Settings
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "mtmc_lsp" / "examples"
+
+
+def state_for(example: str, kernel: str, target: str = "h100", history=None) -> PolicyState:
+    analysis = analyze((EXAMPLES / f"{example}.py").read_text())
+    return PolicyState(analysis, analysis.kernel(kernel), get_profile(target), list(history or []))
+
+
+def cand(action: str, kind: str, kernel: str, **params) -> Candidate:
+    return Candidate(action, kind, kernel, params, f"{action} {params}", 0)
+
+
+def order(ranked):
+    return [r.candidate.key() for r in ranked]
+
+
+def test_matmul_on_h100_prefers_big_tiles_and_pipelining_over_warps():
+    tiles_big = cand("tiling", "Tiling", "matmul_kernel", BLOCK_M=128, BLOCK_N=128, BLOCK_K=64)
+    tiles_small = cand("tiling", "Tiling", "matmul_kernel", BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
+    stages = cand("pipelining", "Pipelining", "matmul_kernel", num_stages=4)
+    warps = cand("warps", "Warps", "matmul_kernel", num_warps=8)
+    ranked = HeuristicPolicy().rank(state_for("matmul", "matmul_kernel"), [warps, tiles_small, stages, tiles_big])
+    keys = order(ranked)
+    assert keys[0] == tiles_big.key()
+    assert keys.index(stages.key()) < keys.index(warps.key())
+    assert keys.index(tiles_big.key()) < keys.index(tiles_small.key())
+    assert all(r.logprob is None and r.reason for r in ranked)
+    assert [r.score for r in ranked] == sorted((r.score for r in ranked), reverse=True)
+
+
+def test_pipelining_depends_on_async_copies():
+    stages = cand("pipelining", "Pipelining", "matmul_kernel", num_stages=3)
+    policy = HeuristicPolicy()
+    on_a100 = policy.score(state_for("matmul", "matmul_kernel", "a100"), stages)[0]
+    on_v100 = policy.score(state_for("matmul", "matmul_kernel", "v100"), stages)[0]
+    assert on_a100 > 2 * on_v100
+
+
+def test_softmax_prefers_single_pass_and_elementwise_prefers_big_blocks():
+    single = cand("single_pass_reduction", "Reordering", "softmax_kernel")
+    warps = cand("warps", "Warps", "softmax_kernel", num_warps=8)
+    assert order(HeuristicPolicy().rank(state_for("softmax", "softmax_kernel"), [warps, single]))[0] == single.key()
+
+    small = cand("tiling", "Tiling", "gelu_kernel", BLOCK_SIZE=256)
+    big = cand("tiling", "Tiling", "gelu_kernel", BLOCK_SIZE=4096)
+    assert order(HeuristicPolicy().rank(state_for("gelu_bias", "gelu_kernel", "h200"), [small, big]))[0] == big.key()
+
+
+def test_fusion_first_when_an_intermediate_buffer_exists():
+    fusion = cand("fuse_elementwise", "Fusion", "scale_bias_kernel", consumer="gelu_kernel")
+    tiles = cand("tiling", "Tiling", "scale_bias_kernel", BLOCK_SIZE=4096)
+    ranked = HeuristicPolicy().rank(state_for("gelu_bias", "scale_bias_kernel"), [tiles, fusion])
+    assert order(ranked)[0] == fusion.key()
+
+
+def test_history_demotes_failed_kinds_and_repeats():
+    tiles = cand("tiling", "Tiling", "matmul_kernel", BLOCK_M=128, BLOCK_N=128, BLOCK_K=64)
+    other_tiles = cand("tiling", "Tiling", "matmul_kernel", BLOCK_M=128, BLOCK_N=64, BLOCK_K=64)
+    stages = cand("pipelining", "Pipelining", "matmul_kernel", num_stages=4)
+    failed = StepOutcome(tiles, compiled=True, correct=False, speedup=None, reward=0.1, kept=False)
+    ranked = HeuristicPolicy().rank(state_for("matmul", "matmul_kernel", history=[failed]), [tiles, other_tiles, stages])
+    keys = order(ranked)
+    assert keys[0] == stages.key()
+    assert keys[-1] == tiles.key()
+
+
+@pytest.mark.parametrize("settings,expected", [
+    (Settings(policy="heuristic"), "heuristic policy"),
+    (Settings(policy="endpoint"), "needs the policyEndpoint setting"),
+    (Settings(policy="nonsense"), "unknown policy"),
+    (Settings(policy="embedded", policy_model_path="/nonexistent/model.gguf"), "does not exist"),
+])
+def test_make_policy_falls_back_to_heuristic_with_a_reason(settings, expected):
+    policy = make_policy(settings)
+    assert isinstance(policy, HeuristicPolicy)
+    assert expected in policy.describe()
