@@ -1,0 +1,145 @@
+"""Pipelining: ``num_stages`` for loops that feed ``tl.dot``, so the next tiles load while this one multiplies.
+
+At the launch sites when the file launches the kernel, else on the loop itself as
+``tl.range(..., num_stages=S)``. Only on targets with asynchronous copies (``cp.async``, Ampere and
+later) and only while the staged A and B tiles fit the target's shared memory.
+
+Example: kernel=mm_kernel target=h100 params={"num_stages": 4}
+
+```python before
+@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    rm = tl.arange(0, BLOCK_M)
+    rn = tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * BLOCK_N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * BLOCK_N + rn[None, :], acc)
+```
+
+```python after
+@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    rm = tl.arange(0, BLOCK_M)
+    rn = tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in tl.range(0, K, BLOCK_K, num_stages=4):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * BLOCK_N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * BLOCK_N + rn[None, :], acc)
+```
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis import FileAnalysis, Kernel
+from ..analysis.model import Value
+from ..hardware import GpuProfile
+from . import _common as c
+from .base import ActionError, Candidate, Edit
+
+# Preferred stage counts, best first: Hopper hides more latency with 4, Ampere with 3.
+STAGES = {90: (4, 3, 5, 2), 80: (3, 4, 2)}
+
+
+class Pipelining:
+    name = "pipelining"
+    kind = "Pipelining"
+    changes_numerics = False
+
+    def _dot_loops(self, kernel: Kernel):
+        dots = kernel.calls_of("dot")
+        return [
+            loop for loop in kernel.loops
+            if loop.kind in ("range", "tl.range")
+            and any(loop.span.start_offset <= d.span.start_offset < loop.span.end_offset for d in dots)
+        ]
+
+    def _legal(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> tuple[list[int], str, str]:
+        """(stage counts best first, where: "launch" | "loop", reason when none)."""
+        if not target.has("cp.async"):
+            return [], "", f"{target.name} has no asynchronous copies: extra stages only cost shared memory"
+        if kernel.is_autotuned:
+            return [], "", "the kernel is autotuned: its configs set num_stages"
+        loops = self._dot_loops(kernel)
+        if not loops:
+            return [], "", "no loop feeds tl.dot"
+        module = c.parse(analysis.text)
+        _kdef, launches = c.locate(module, kernel.name)
+        plan = c.tile_plan(analysis, kernel, module)
+        if launches:
+            where, current = "launch", plan.num_stages or c.DEFAULT_NUM_STAGES
+            for launch in launches:
+                arg = c.kwarg(launch.call, "num_stages")
+                if arg is not None and not isinstance(arg.value, cst.Integer | cst.Name):
+                    return [], "", "num_stages at a launch is computed"
+        else:
+            if len(loops) != 1:
+                return [], "", "more than one loop feeds tl.dot"
+            where, current = "loop", loops[0].num_stages or c.DEFAULT_NUM_STAGES
+        blocks = {p.role: p.value for p in plan.params.values()}
+        bm, bn, bk = blocks.get("m"), blocks.get("n"), blocks.get("k")
+        elem = c.element_bytes(analysis.text)
+        legal = []
+        for s in STAGES[90 if target.arch >= 90 else 80]:
+            if s == current:
+                continue
+            if bm and bn and bk and c.dot_shared_bytes(bm, bn, bk, s, elem) > target.max_shared_per_block:
+                continue
+            legal.append(s)
+        return legal, where, "" if legal else "no other stage count fits the shared memory"
+
+    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        legal, where, _ = self._legal(analysis, kernel, target)
+        line = self._dot_loops(kernel)[0].span.start.line if legal else 0
+        return [
+            Candidate(self.name, self.kind, kernel.name, {"num_stages": s},
+                      f"Pipeline the tl.dot loop with num_stages={s} for {target.key.upper()} ({'at the launch' if where == 'launch' else 'tl.range'})",
+                      line)
+            for s in legal
+        ]
+
+    def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
+        legal, where, reason = self._legal(analysis, kernel, target)
+        value = params.get("num_stages")
+        if value not in legal:
+            raise ActionError(f"num_stages={value!r} is not offered for {kernel.name}: {reason or f'legal values are {legal}'}")
+        module = c.parse(text)
+        if where == "launch":
+            module = c.set_launch_option(module, kernel.name, "num_stages", int(value))
+        else:
+            module = self._set_loop_stages(module, kernel, int(value))
+        return c.finish(text, module, f"num_stages={value} for {kernel.name}")
+
+    @staticmethod
+    def _set_loop_stages(module: cst.Module, kernel: Kernel, stages: int) -> cst.Module:
+        kdef, _ = c.locate(module, kernel.name)
+        pairs = []
+
+        class Find(cst.CSTVisitor):
+            def visit_For(self, node: cst.For) -> None:
+                it = node.iter
+                if not isinstance(it, cst.Call) or "dot" not in c.code(node.body):
+                    return
+                if isinstance(it.func, cst.Name) and it.func.value == "range":
+                    new = c.set_kwarg(it.with_changes(func=c.expr("tl.range")), "num_stages", cst.Integer(str(stages)))
+                elif c.code(it.func) == "tl.range":
+                    new = c.set_kwarg(it, "num_stages", cst.Integer(str(stages)))
+                else:
+                    return
+                pairs.append((it, new))
+
+        kdef.visit(Find())
+        if len(pairs) != 1:
+            raise ActionError("expected exactly one loop feeding tl.dot")
+        return c.replace_all(module, pairs)
+
+
+ACTION = Pipelining()
