@@ -2,28 +2,38 @@
 
 ``run_checks(analysis, target)`` runs every check over a ``FileAnalysis`` and returns the
 findings sorted by position. Checks are pure functions of the analysis and the target: no
-compilation, no imports of user code, so they fit in the server's first-diagnostics budget.
+compilation and no user code, so they fit in the server's first-diagnostics budget. Compile
+findings (MTMC2xx) come from ``optimizer.compile.compile_findings`` in the background.
 """
 
 from __future__ import annotations
 
+import logging
+
 from ..analysis import FileAnalysis
 from ..hardware import GpuProfile
-from . import num_warps_pow2, syntax_error
+from . import arange_pow2, dot_min_dims, grid_fill, num_warps_pow2, shared_memory, syntax_error, unmasked_access
+from .context import CheckContext
 from .finding import DOCS_FILE, SEVERITIES, Finding, docs_url, make_finding
 
-# Every check module: CODE, SEVERITY, TITLE and check(analysis, target) -> Iterable[Finding].
-CHECKS = [num_warps_pow2]
+log = logging.getLogger(__name__)
+
+# Every check module has CODE, SEVERITY, TITLE and check(ctx) -> Iterable[Finding].
+CHECKS = [syntax_error, arange_pow2, dot_min_dims, unmasked_access, shared_memory, num_warps_pow2, grid_fill]
+CODES = {module.CODE: module for module in CHECKS}
 
 
 def run_checks(analysis: FileAnalysis, target: GpuProfile) -> list[Finding]:
     """All static findings for one analysed file on ``target``, in document order."""
-    findings: list[Finding] = list(syntax_error.check(analysis, target))
-    if not analysis.stale or analysis.kernels:
-        for module in CHECKS:
-            findings.extend(module.check(analysis, target))
+    ctx = CheckContext(analysis, target)
+    findings: list[Finding] = []
+    for module in CHECKS:
+        try:
+            findings.extend(module.check(ctx))
+        except Exception:  # noqa: BLE001 - one broken check must not hide the others' findings
+            log.exception("check %s failed on %s", module.CODE, analysis.path or "<buffer>")
     findings.sort(key=lambda f: (f.span.start_offset, f.code))
     return findings
 
 
-__all__ = ["CHECKS", "DOCS_FILE", "SEVERITIES", "Finding", "docs_url", "make_finding", "run_checks"]
+__all__ = ["CHECKS", "CODES", "DOCS_FILE", "SEVERITIES", "Finding", "docs_url", "make_finding", "run_checks"]

@@ -40,3 +40,16 @@ def name_span(text: str, outer: Span, name: str) -> Span | None:
     if match is None:
         return None
     return offset_span(text, outer, outer.start_offset + match.start(), outer.start_offset + match.end())
+
+
+def dict_entry_span(text: str, outer: Span, key: str) -> Span | None:
+    """The span of ``"key": value`` inside ``outer`` (a dict literal such as a Config's kwargs)."""
+    source = outer.text(text)
+    match = re.search(rf"""(["']){re.escape(key)}\1\s*:\s*([^,(){{}}\[\]\n]*)""", source)
+    if match is None:
+        return None
+    start = outer.start_offset + match.start()
+    end = outer.start_offset + match.end(2)
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return offset_span(text, outer, start, end)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..analysis import FileAnalysis
-from ..hardware import GpuProfile
 from ._text import keyword_span
+from .context import CheckContext
 from .finding import Finding, make_finding
 
 CODE = "MTMC105"
@@ -20,31 +19,30 @@ def is_power_of_2(value: int) -> bool:
 
 def _message(value: int, where: str) -> str:
     lower = 1 << (value.bit_length() - 1) if value > 0 else 1
-    upper = lower * 2
     return (
         f"num_warps={value} {where} is not a power of 2; Triton lays out warps in powers of 2 "
-        f"and rejects it at compile time: use {lower} or {upper}"
+        f"and rejects it at compile time: use {lower} or {lower * 2}"
     )
 
 
-def check(analysis: FileAnalysis, target: GpuProfile) -> Iterator[Finding]:
-    for launch in analysis.launches:
+def check(ctx: CheckContext) -> Iterator[Finding]:
+    text = ctx.text
+    for launch in ctx.analysis.launches:
         value = launch.num_warps
         if value is not None and not is_power_of_2(value):
-            span = keyword_span(analysis.text, launch.span, "num_warps")
+            span = keyword_span(text, launch.span, "num_warps") or launch.span
             yield make_finding(
-                CODE, SEVERITY, span or launch.span, _message(value, f"at this launch of {launch.kernel}"),
+                CODE, SEVERITY, span, _message(value, f"at this launch of {launch.kernel}"),
                 launch.kernel, num_warps=value,
             )
-    for kernel in analysis.kernels:
+    for kernel in ctx.analysis.kernels:
         if kernel.autotune is None:
             continue
         for index, config in enumerate(kernel.autotune.configs):
             value = config.num_warps
             if value is not None and not is_power_of_2(value):
-                span = keyword_span(analysis.text, config.span, "num_warps") or config.span
+                span = keyword_span(text, config.span, "num_warps") or config.span
                 yield make_finding(
-                    CODE, SEVERITY, span, _message(value, f"in autotune config {index}"),
+                    CODE, SEVERITY, span, _message(value, f"in autotune config {index} of {kernel.name}"),
                     kernel.name, num_warps=value, config_index=index,
                 )
-

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..analysis import FileAnalysis
-from ..hardware import GpuProfile
+from .context import CheckContext
 from .finding import Finding, make_finding
 
 CODE = "MTMC001"
@@ -13,11 +12,11 @@ SEVERITY = "error"
 TITLE = "syntax error"
 
 
-def check(analysis: FileAnalysis, target: GpuProfile) -> Iterator[Finding]:
-    error = analysis.syntax_error
+def check(ctx: CheckContext) -> Iterator[Finding]:
+    error = ctx.analysis.syntax_error
     if error is None:
         return
     message = error.message
-    if analysis.stale:
-        message += "; diagnostics below are from the last version that parsed"
+    if ctx.analysis.stale:
+        message += "; the other diagnostics are from the last version that parsed"
     yield make_finding(CODE, SEVERITY, error.span, message)

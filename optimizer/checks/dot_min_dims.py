@@ -1,0 +1,42 @@
+"""MTMC102: ``tl.dot`` needs every operand dimension to be at least 16 (tensor-core tile minimum)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .context import CheckContext, evaluate
+from .finding import Finding, make_finding
+
+CODE = "MTMC102"
+SEVERITY = "error"
+TITLE = "tl.dot operand dimension under 16"
+MIN_DOT_DIM = 16
+
+
+def check(ctx: CheckContext) -> Iterator[Finding]:
+    for kernel in ctx.analysis.kernels:
+        facts = ctx.facts(kernel)
+        if facts is None:
+            continue
+        for dot in facts.dots:
+            a_shape, b_shape = facts.shape_of(dot.a), facts.shape_of(dot.b)
+            if not a_shape or not b_shape or len(a_shape) != 2 or len(b_shape) != 2:
+                continue  # shapes not inferable (or 3-D batched dots): stay quiet
+            reported = False
+            for binding in ctx.bindings(kernel):
+                env = ctx.env(kernel, binding)
+                m, k = (evaluate(d, env) for d in a_shape)
+                k2, n = (evaluate(d, env) for d in b_shape)
+                dims = {"M": m, "N": n, "K": k if k is not None else k2}
+                small = {axis: v for axis, v in dims.items() if v is not None and v < MIN_DOT_DIM}
+                if not small or reported:
+                    continue
+                reported = True
+                shown = ", ".join(f"{axis}={v}" for axis, v in small.items())
+                yield make_finding(
+                    CODE, SEVERITY, ctx.node_span(kernel, facts, dot.node),
+                    f"tl.dot in {kernel.name} has {shown} under {binding.label} "
+                    f"(operands {m}x{k} and {k2}x{n}); tl.dot needs M, N and K >= {MIN_DOT_DIM}: "
+                    f"raise the block sizes to at least {MIN_DOT_DIM}",
+                    kernel.name, dims={a: v for a, v in dims.items()}, binding=binding.label,
+                )
