@@ -1,0 +1,370 @@
+"""``verify_file``: discover the harness, run the job in a worker, turn its result into a report."""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
+
+from ..analysis import analyze
+from ..hardware import GpuProfile, resolve_target
+from .harness import Harness, HarnessMissing, discover_harness
+from .pool import Cancel, JobOutcome, WorkerPool
+from .report import Check, Mismatch, Reward, Speed, VerificationReport
+from .runtime.stats import speedup_stats
+
+# progress(message, percentage or None): what the server forwards as work-done progress.
+ProgressFn = Callable[[str, "int | None"], None]
+
+_PHASE_PERCENT = {"start": 5, "compile": 10, "correctness": 40, "speed": 70, "recheck": 85}
+_ROLE_NAMES = {"reference": "reference", "old": "previous"}
+
+
+@dataclass
+class VerifyOptions:
+    """Knobs of one verification; ``from_settings`` maps the editor's ``mtmc.verification`` section."""
+
+    seeds: int = 3
+    compile_timeout_s: float = 120.0
+    run_timeout_s: float = 60.0
+    mode: str = "auto"  # "auto" | "gpu" | "interpreter"
+    # Keyword arguments for get_inputs (besides device). None: the defaults on a GPU, and every
+    # integer size knob halved down to <= 96 in the interpreter.
+    input_kwargs: dict | None = None
+    atol: float | None = None  # None: by dtype (fp32 1e-4, fp16/bf16 1e-2, fp64 1e-7, ints exact)
+    rtol: float | None = None
+    timing: bool = True
+    timing_rounds: int = 5
+    warmup_ms: int = 25
+    rep_ms: int = 100
+    time_reference: bool = True
+    sync_all_streams: bool = True
+    recheck_speedup_above: float = 10.0
+    entry: str | None = None  # force the host function / model class to call
+    kernel: str | None = None  # the kernel the user asked about (for the summary only)
+    key: str | None = None  # jobs with the same key supersede each other (e.g. the document URI)
+    step_label: str | None = None  # "step 3" in the summary, when the caller numbers steps
+    previous_label: str = "previous"  # "step 2" in the summary
+    pool: WorkerPool | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_settings(cls, settings: Any, **overrides: Any) -> "VerifyOptions":
+        """From ``mtmc_lsp.settings.VerificationSettings`` (compile/run timeouts, seeds)."""
+        base = {
+            "seeds": getattr(settings, "seeds", 3),
+            "compile_timeout_s": getattr(settings, "compile_timeout_s", 120.0),
+            "run_timeout_s": getattr(settings, "run_timeout_s", 60.0),
+        }
+        base.update(overrides)
+        return cls(**{k: v for k, v in base.items() if k in {f.name for f in fields(cls)}})
+
+
+_pools: dict[str, WorkerPool] = {}
+
+
+def pool_for(mode: str) -> WorkerPool:
+    """The process-wide pool for ``mode`` ("auto" picks the GPUs when there are any)."""
+    if mode not in _pools:
+        _pools[mode] = WorkerPool(mode)
+    return _pools[mode]
+
+
+def build_job(harness: Harness, new_text: str, old_text: str | None, mode: str, options: VerifyOptions,
+              old_harness: Harness | None = None) -> dict:
+    """The dictionary a worker runs (see ``runtime/job.py``)."""
+    h = harness.to_json()
+    if old_harness is not None and old_harness.style == harness.style and old_harness.entry:
+        h["old_entry"] = old_harness.entry
+    seeds = max(1, int(options.seeds))
+    return {
+        "id": uuid.uuid4().hex[:12],
+        "mode": mode,
+        "new_text": new_text,
+        "old_text": old_text,
+        "harness": h,
+        "seeds": list(range(seeds)),
+        "input_kwargs": options.input_kwargs,
+        "atol": options.atol,
+        "rtol": options.rtol,
+        "timing": {
+            "rounds": options.timing_rounds, "warmup_ms": options.warmup_ms, "rep_ms": options.rep_ms,
+            "time_reference": options.time_reference, "sync_all_streams": options.sync_all_streams,
+        } if options.timing else None,
+        "recheck_speedup_above": options.recheck_speedup_above,
+    }
+
+
+def verify_file(new_text: str, old_text: str | None, path: str | None = None,
+                target: GpuProfile | str | None = None, options: VerifyOptions | None = None,
+                progress: ProgressFn | None = None, cancel: Cancel = None) -> VerificationReport:
+    """Verify ``new_text`` (against ``old_text``, the last accepted version, when given).
+
+    Blocking; call it from a worker thread. ``cancel`` is a callable or ``threading.Event``;
+    cancelling kills the worker running the job. Never raises for problems in the user's code:
+    they become the report's status, checks and summary.
+    """
+    options = options or VerifyOptions()
+    started = time.monotonic()
+    profile = target if isinstance(target, GpuProfile) else resolve_target(target or "")
+    base = dict(target=profile.key, path=path, kernel=options.kernel)
+
+    analysis = analyze(new_text, path)
+    harness = discover_harness(new_text, path, analysis, options.entry)
+    if isinstance(harness, HarnessMissing):
+        check = Check("harness", "failed", harness.reason, harness.line,
+                      {"host_function": harness.host_function})
+        return VerificationReport(
+            status="no_harness", mode=None, device="", summary=f"not verified: {harness.reason}", compiled=False,
+            correct=None, seeds=0, compared_against=[], checks=[check], reward=Reward.of(False, False, None),
+            error=harness.reason, error_line=harness.line, scaffold=harness.scaffold,
+            duration_s=time.monotonic() - started, **base)
+    old_harness = None
+    if old_text is not None:
+        found = discover_harness(old_text, path)
+        old_harness = found if isinstance(found, Harness) else None
+
+    pool = options.pool or pool_for(options.mode)
+    job = build_job(harness, new_text, old_text, pool.mode, options, old_harness)
+
+    def on_progress(message: str, info: dict) -> None:
+        if progress is not None:
+            progress(message, _PHASE_PERCENT.get(info.get("phase", ""), None))
+
+    outcome = pool.run(job, options.compile_timeout_s, options.run_timeout_s, on_progress, cancel, options.key)
+    report = build_report(outcome, harness, profile, options, pool.mode, old_text is not None, base)
+    report.duration_s = time.monotonic() - started
+    return report
+
+
+# -- result -> report ------------------------------------------------------------------------------
+
+def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, options: VerifyOptions,
+                 mode: str, has_old: bool, base: dict) -> VerificationReport:
+    """Turn a worker's outcome into the report (statuses, checks in order, mismatch, speed, reward)."""
+    harness_check = Check("harness", "passed", harness.describe(), harness.line,
+                          {"style": harness.style, "notes": harness.notes})
+    device_default = "CPU (Triton interpreter)" if mode == "interpreter" else outcome.worker
+    common = dict(mode=mode, harness=harness.to_json(), **base)
+    if outcome.result is None:
+        status = outcome.failure if outcome.failure in ("timeout", "cancelled", "superseded") else "crash"
+        what = {
+            "timeout": f"timed out: {outcome.detail}",
+            "cancelled": "cancelled",
+            "superseded": "cancelled: a newer version of the document was submitted",
+            "crash": f"the worker crashed in the {outcome.phase or 'start'} phase: {outcome.detail}",
+            "start_failed": f"no worker: {outcome.detail}",
+        }.get(outcome.failure or "crash", outcome.detail)
+        hint = _log_hint(outcome.log_tail)
+        name = outcome.phase if outcome.phase in ("compile", "correctness", "speed") else "compile"
+        checks = [harness_check, Check(name, "failed", what + (f" ({hint})" if hint else ""), None,
+                                       {"log_tail": outcome.log_tail})]
+        compiled = outcome.phase in ("correctness", "speed", "recheck")
+        return VerificationReport(
+            status=status, device=device_default, summary=f"not verified: {what}", compiled=compiled,
+            correct=None, seeds=0, compared_against=[], checks=checks, reward=Reward.of(compiled, False, None),
+            error=what + (f"\n{hint}" if hint else ""), raw={"failure": outcome.failure, "detail": outcome.detail,
+                                                            "log_tail": outcome.log_tail}, **common)
+
+    result = outcome.result
+    env = result.get("environment", {})
+    device = env.get("device_name") or device_default
+    if "internal_error" in result:
+        err = result["internal_error"]
+        return VerificationReport(
+            status="error", device=device, summary=f"not verified: internal error in the verifier: {err['message']}",
+            compiled=False, correct=None, seeds=0, compared_against=[], checks=[harness_check],
+            reward=Reward.of(False, False, None), error=err["traceback"], environment=env, raw=result, **common)
+
+    checks = [harness_check]
+    new_compile = result.get("compile", {}).get("new") or {}
+    compiled = bool(new_compile.get("ok"))
+    old_compile = result.get("compile", {}).get("old")
+    if not compiled:
+        where = f"line {new_compile['line'] + 1}: " if new_compile.get("line") is not None else ""
+        msg = f"{new_compile.get('stage', 'compile')} failed: {where}{_first_line(new_compile.get('message', ''))}"
+        checks.append(Check("compile", "failed", msg, new_compile.get("line"), new_compile))
+        return VerificationReport(
+            status="compile_error", device=device, summary=f"not verified: {msg}", compiled=False, correct=None,
+            seeds=0, compared_against=[], checks=checks, reward=Reward.of(False, False, None),
+            error=new_compile.get("message"), error_line=new_compile.get("line"), environment=env, raw=result,
+            **common)
+    compile_msg = f"compiled and launched on {device} in {new_compile.get('seconds', 0):.1f} s"
+    if old_compile is not None and not old_compile.get("ok"):
+        compile_msg += f"; the previous version does not run ({_first_line(old_compile.get('message', ''))})"
+    if new_compile.get("note"):
+        compile_msg = new_compile["note"]
+    checks.append(Check("compile", "passed", compile_msg, None, {"seconds": new_compile.get("seconds")}))
+
+    trials = result.get("trials", [])
+    recheck = result.get("recheck") or {}
+    all_trials = trials + recheck.get("trials", [])
+    ran = [t for t in all_trials if not t.get("skipped")]
+    failed = [t for t in ran if not t.get("ok")]
+    against = sorted({_ROLE_NAMES[r] for t in ran for r in t.get("checks", {})}, key=["reference", "previous"].index)
+    seeds = len({t["seed"] for t in trials if not t.get("skipped")})
+    mismatch = _first_mismatch(failed[0], options) if failed else None
+    correct = not failed and bool(ran)
+    fatal = not result.get("worker_healthy", True)
+    max_abs = max((c.get("max_abs", 0.0) for t in ran for c in t.get("checks", {}).values()), default=0.0)
+    max_rel = max((c.get("max_rel", 0.0) for t in ran for c in t.get("checks", {}).values()), default=0.0)
+    details = {"trials": len(ran), "seeds": seeds, "max_abs_error": max_abs, "max_rel_error": max_rel,
+               "against": against, "input_kwargs": result.get("runtime", {}).get("input_kwargs"),
+               "inputs_from": result.get("runtime", {}).get("inputs_from")}
+    error = None
+    error_line = None
+    if failed:
+        first = failed[0]
+        if first.get("error"):
+            err = first["error"]
+            error, error_line = err.get("message"), err.get("line")
+            where = f" (line {error_line + 1})" if error_line is not None else ""
+            text = f"{'device fault' if fatal else 'run failed'}{where}: {_first_line(err.get('message', ''))}"
+            hint = _log_hint(outcome.log_tail) if fatal else ""
+            if hint and hint not in text:
+                text += f" ({hint})"
+        else:
+            text = mismatch.describe() if mismatch else "incorrect"
+            error = text
+        checks.append(Check("correctness", "failed", f"incorrect: {text}", error_line, details))
+    elif not against:
+        note = "ran without errors or NaN/Inf, but nothing to compare with (no reference, no previous version)"
+        checks.append(Check("correctness", "passed", note, None, details))
+    else:
+        checks.append(Check("correctness", "passed",
+                            f"correct over {seeds} seeds vs {' and '.join(against)} "
+                            f"(max abs err {max_abs:.2g}, max rel err {max_rel:.2g})", None, details))
+
+    speed, speed_reason = _speed(result, recheck, has_old, profile, mode, correct, options)
+    if speed is not None:
+        label = options.previous_label if speed.baseline == "previous" else "the reference"
+        checks.append(Check("speed", "passed" if speed.believed else "failed", speed.describe(label), None,
+                            {"raw_rounds": speed.raw_rounds}))
+    else:
+        checks.append(Check("speed", "unavailable", f"speed: {speed_reason}", None, {}))
+    if speed is not None and not speed.believed:
+        correct = False if recheck.get("trials") and any(not t.get("ok") for t in recheck["trials"]) else correct
+    reward = Reward.of(True, correct, speed)
+    status = "verified" if correct else ("crash" if fatal else "incorrect")
+    summary = _summary(status, device, mode, seeds, against, speed, speed_reason, checks, options)
+    return VerificationReport(
+        status=status, device=device, summary=summary, compiled=True, correct=correct, seeds=seeds,
+        compared_against=against, checks=checks, reward=reward, mismatch=mismatch, speed=speed,
+        speed_unavailable_reason=speed_reason, error=error, error_line=error_line, environment=env, raw=result,
+        **common)
+
+
+def _speed(result: dict, recheck: dict, has_old: bool, profile: GpuProfile, mode: str, correct: bool,
+           options: VerifyOptions) -> tuple[Speed | None, str | None]:
+    if mode != "gpu":
+        return None, "unavailable (no GPU: checked in the Triton interpreter, which says nothing about speed)"
+    if not options.timing:
+        return None, "not measured (timing turned off)"
+    if not correct:
+        return None, "not measured (the kernel is not correct)"
+    timed = result.get("speed")
+    if not timed:
+        return None, "not measured"
+    rounds = timed["rounds"]
+    baseline = "old" if has_old and rounds and "old" in rounds[0] else "reference"
+    stats = speedup_stats(rounds, baseline, "new")
+    if stats is None:
+        return None, "not measured (no previous version and no reference to compare with)"
+    ref_stats = speedup_stats(rounds, "reference", "new") if baseline != "reference" else stats
+    believed, note = True, ""
+    if stats["speedup"] > options.recheck_speedup_above:
+        re_trials = recheck.get("trials") or []
+        re_rounds = recheck.get("rounds")
+        re_stats = speedup_stats(re_rounds, baseline, "new") if re_rounds else None
+        if not re_trials or any(not t.get("ok") for t in re_trials):
+            believed, note = False, "the recheck with more seeds and shapes found wrong results"
+        elif re_stats is None:
+            believed, note = False, "the recheck could not time it again"
+        else:
+            shapes = "and other shapes " if recheck.get("shapes_varied") else ""
+            note = (f"over {options.recheck_speedup_above:g}x: rechecked with {len(re_trials)} more trials "
+                    f"{shapes}and timed again at {re_stats['speedup']:.2f}x")
+            believed = re_stats["speedup"] > options.recheck_speedup_above / 2
+            if not believed:
+                note += " - the second timing disagrees"
+    runtime = result.get("runtime", {})
+    moved = (runtime.get("input_bytes") or 0) + (runtime.get("output_bytes") or 0)
+    achieved = moved / (stats["candidate_ms"] * 1e-3) / 1e9 if moved and stats["candidate_ms"] > 0 else None
+    speed = Speed(
+        baseline=_ROLE_NAMES[baseline], baseline_ms=stats["baseline_ms"], candidate_ms=stats["candidate_ms"],
+        speedup=stats["speedup"], band=stats["band"], rounds=stats["rounds"], ratios=stats["ratios"],
+        believed=believed, recheck=note,
+        reference_ms=ref_stats["baseline_ms"] if ref_stats else None,
+        speedup_vs_reference=ref_stats["speedup"] if ref_stats else None,
+        bytes_moved=moved or None, achieved_gbs=achieved,
+        roofline_pct=100 * achieved / profile.memory_bandwidth_gbs if achieved else None,
+        raw_rounds=rounds,
+    )
+    return speed, None
+
+
+def _first_mismatch(trial: dict, options: VerifyOptions) -> Mismatch | None:
+    common = dict(seed=trial.get("seed"), trial=trial.get("kind", "fresh"), test=trial.get("test"))
+    if trial.get("mutated"):
+        m = trial["mutated"]
+        return Mismatch(against="self", kind="mutated_input", output=m.get("output", "input"), index=m.get("index"),
+                        actual=m.get("actual"), expected=m.get("expected"), count=m.get("count"),
+                        reason=m.get("reason", ""), **common)
+    for role, result in trial.get("checks", {}).items():
+        if result.get("ok"):
+            continue
+        m = result.get("mismatch") or {}
+        if "index" not in m:
+            return Mismatch(against=_ROLE_NAMES[role], kind="structure", output=m.get("output", "output"),
+                            reason=m.get("reason", "differs"), **common)
+        return Mismatch(against=_ROLE_NAMES[role], kind="values", output=m["output"], index=m["index"],
+                        actual=m["actual"], expected=m["expected"], max_abs_error=result.get("max_abs"),
+                        max_rel_error=result.get("max_rel"), count=m.get("count"), elements=m.get("elements"),
+                        atol=m.get("atol"), rtol=m.get("rtol"), **common)
+    if trial.get("nonfinite"):
+        m = trial["nonfinite"]
+        return Mismatch(against="self", kind="nonfinite", output=m["output"], index=m["index"], actual=m["value"],
+                        count=m["count"], **common)
+    return None
+
+
+def _summary(status: str, device: str, mode: str, seeds: int, against: list[str], speed: Speed | None,
+             speed_reason: str | None, checks: list[Check], options: VerifyOptions) -> str:
+    who = f"{options.step_label} " if options.step_label else ""
+    where = "CPU interpreter" if mode == "interpreter" else device
+    against_text = " and ".join(options.previous_label if a == "previous" else a for a in against)
+    if status == "verified":
+        head = f"{who}verified on {where}: correct over {seeds} seeds" + (f" vs {against_text}" if against else
+                                                                             " (nothing to compare with)")
+    else:
+        correctness = next((c for c in checks if c.name == "correctness"), None)
+        head = f"{who}failed on {where}: {correctness.message if correctness else status}"
+    if speed is not None:
+        label = options.previous_label if speed.baseline == "previous" else "the reference"
+        return f"{head}; {speed.describe(label)}"
+    if status == "verified":
+        return f"{head}; speed: {speed_reason}" if mode == "gpu" else f"{head}; speed: unavailable (no GPU)"
+    return head
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _log_hint(log: str) -> str:
+    """The most telling line of a dead worker's output (CUDA error, segfault, OOM)."""
+    keys = ("illegal memory access", "CUDA error", "out of memory", "Segmentation fault", "Fatal Python error",
+            "Aborted", "core dumped")
+    for line in reversed(log.splitlines()):
+        if any(k in line for k in keys):
+            return line.strip()[:300]
+    return ""
+
+
+def speed_within_noise(report: VerificationReport) -> bool | None:
+    """Whether the report's speedup is 1.0x within its noise band (None without a measurement)."""
+    if report.speed is None:
+        return None
+    return abs(report.speed.speedup - 1.0) <= report.speed.band or math.isclose(report.speed.speedup, 1.0)

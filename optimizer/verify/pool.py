@@ -1,0 +1,390 @@
+"""Worker processes that run user code: one per GPU (or one CPU interpreter worker), started lazily.
+
+The caller (the language server, the CLI, the search loop) never imports the user's file. A job
+goes to a worker over a pipe; the worker answers with phase messages and a result. The pool
+enforces the compile and run timeouts per phase, kills the worker's whole process group on a
+timeout, a crash, a cancellation or a superseded job, and starts a fresh worker for the next job.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Union
+
+RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
+STARTUP_TIMEOUT_S = 180.0
+LOG_TAIL_CHARS = 3000
+
+# The worker loads the runtime package by path under a private name, so it works the same from an
+# install, an editable checkout, or the uninstalled copy on the GPU machine.
+_BOOT = """
+import importlib.util, sys
+folder = sys.argv[1]
+spec = importlib.util.spec_from_file_location(
+    "mtmc_verify_runtime", folder + "/__init__.py", submodule_search_locations=[folder])
+module = importlib.util.module_from_spec(spec)
+sys.modules["mtmc_verify_runtime"] = module
+spec.loader.exec_module(module)
+from mtmc_verify_runtime.worker import main
+sys.exit(main(int(sys.argv[2]), int(sys.argv[3])))
+"""
+
+Cancel = Union[Callable[[], bool], threading.Event, None]
+Progress = Callable[[str, dict], None]
+
+
+def _cancel_check(cancel: Cancel) -> Callable[[], bool]:
+    if cancel is None:
+        return lambda: False
+    if hasattr(cancel, "is_set"):
+        return cancel.is_set
+    return cancel
+
+
+@dataclass
+class JobOutcome:
+    """What came back from a worker: a result, or why there is none."""
+
+    result: dict | None
+    # None when ``result`` is set; else "timeout" | "crash" | "cancelled" | "superseded" | "start_failed".
+    failure: str | None = None
+    phase: str | None = None  # the phase the job was in when it failed
+    detail: str = ""  # exit code / signal / timeout figure, in words
+    log_tail: str = ""  # the worker's stdout+stderr tail (user prints, tracebacks, CUDA messages)
+    worker: str = ""  # "cpu" or "cuda:0"
+    seconds: float = 0.0
+    events: list[dict] = field(default_factory=list)
+
+
+class Worker:
+    """One worker subprocess bound to one device (a GPU index, or None for the CPU interpreter)."""
+
+    def __init__(self, gpu: int | None):
+        self.gpu = gpu
+        self.name = "cpu" if gpu is None else f"cuda:{gpu}"
+        self.proc: subprocess.Popen | None = None
+        self._job_w: int | None = None
+        self._res_r: int | None = None
+        self._buffer = b""
+        self.log_path = Path(tempfile.mkstemp(prefix=f"mtmc-worker-{self.name.replace(':', '')}-", suffix=".log")[1])
+        self.jobs_run = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, cancelled: Callable[[], bool]) -> str | None:
+        """Start the process and wait for its "ready"; an error message on failure."""
+        env = dict(os.environ)
+        if self.gpu is None:
+            env["TRITON_INTERPRET"] = "1"
+            env["MTMC_VERIFY_MODE"] = "interpreter"
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        else:
+            env.pop("TRITON_INTERPRET", None)
+            env["MTMC_VERIFY_MODE"] = "gpu"
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+        job_r, job_w = os.pipe()
+        res_r, res_w = os.pipe()
+        log = open(self.log_path, "ab")  # O_APPEND: the pool may truncate it between jobs
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(RUNTIME_DIR), str(job_r), str(res_w)],
+                pass_fds=(job_r, res_w), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=env, start_new_session=True,  # own process group: kill reaches its children too
+            )
+        except OSError as exc:
+            for fd in (job_r, job_w, res_r, res_w):
+                os.close(fd)
+            return f"could not start a worker: {exc}"
+        finally:
+            log.close()
+        os.close(job_r)
+        os.close(res_w)
+        self._job_w, self._res_r, self._buffer = job_w, res_r, b""
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            msg, status = self._next_message(deadline, cancelled)
+            if msg is not None and msg.get("event") == "ready":
+                return None
+            if status is not None:
+                self.kill()
+                return f"worker did not start ({status}): {self.log_tail()}"
+
+    def run(self, job: dict, compile_timeout_s: float, run_timeout_s: float,
+            progress: Progress | None, cancelled: Callable[[], bool]) -> JobOutcome:
+        """Send one job and wait for its result under per-phase deadlines."""
+        started = time.monotonic()
+        outcome = JobOutcome(result=None, worker=self.name)
+        try:
+            os.truncate(self.log_path, 0)
+        except OSError:
+            pass
+        try:
+            os.write(self._job_w, (json.dumps(job) + "\n").encode())
+        except OSError as exc:
+            self.kill()
+            outcome.failure, outcome.detail = "crash", f"could not send the job: {exc}"
+            return outcome
+        self.jobs_run += 1
+        phase = "compile"
+        deadline = time.monotonic() + compile_timeout_s
+        while True:
+            msg, status = self._next_message(deadline, cancelled)
+            if msg is not None:
+                outcome.events.append(msg)
+                event = msg.get("event")
+                if event == "phase":
+                    phase = msg["phase"]
+                    limit = compile_timeout_s if phase == "compile" else run_timeout_s
+                    deadline = time.monotonic() + limit
+                    if progress:
+                        progress(f"{phase}", {"phase": phase})
+                elif event == "progress" and progress:
+                    progress(msg.get("message", ""), {"phase": phase})
+                elif event == "result":
+                    outcome.result = msg["result"]
+                    outcome.seconds = time.monotonic() - started
+                    if not msg["result"].get("worker_healthy", True):
+                        outcome.log_tail = self.log_tail()
+                        self.kill()
+                    return outcome
+                continue
+            outcome.phase = phase
+            outcome.seconds = time.monotonic() - started
+            if status == "timeout":
+                limit = compile_timeout_s if phase == "compile" else run_timeout_s
+                outcome.failure, outcome.detail = "timeout", f"no answer within {limit:g} s in the {phase} phase"
+            elif status == "cancelled":
+                outcome.failure, outcome.detail = "cancelled", "cancelled before it finished"
+            else:
+                outcome.failure, outcome.detail = "crash", status
+            self.kill()
+            outcome.log_tail = self.log_tail()
+            return outcome
+
+    def _next_message(self, deadline: float, cancelled: Callable[[], bool]) -> tuple[dict | None, str | None]:
+        """The next JSON message, or (None, why): "timeout", "cancelled" or how the process ended."""
+        while b"\n" not in self._buffer:
+            if cancelled():
+                return None, "cancelled"
+            now = time.monotonic()
+            if now >= deadline:
+                return None, "timeout"
+            ready, _, _ = select.select([self._res_r], [], [], min(0.1, deadline - now))
+            if not ready:
+                continue
+            chunk = os.read(self._res_r, 1 << 20)
+            if not chunk:
+                return None, self._exit_description()
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            return json.loads(line), None
+        except json.JSONDecodeError:
+            return None, f"garbled message from the worker: {line[:200]!r}"
+
+    def _exit_description(self) -> str:
+        try:
+            code = self.proc.wait(timeout=5) if self.proc else None
+        except subprocess.TimeoutExpired:
+            return "the worker closed its pipe but did not exit"
+        if code is None:
+            return "the worker is gone"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"the worker died from {name}"
+        return f"the worker exited with code {code}"
+
+    def log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")[-LOG_TAIL_CHARS:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """Kill the worker's process group (user code may have started children) and close the pipes."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        for fd in (self._job_w, self._res_r):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._job_w = self._res_r = None
+        self.proc = None
+
+    def close(self) -> None:
+        self.kill()
+        try:
+            self.log_path.unlink()
+        except OSError:
+            pass
+
+
+def detect_gpus() -> list[int]:
+    """Indices of the local NVIDIA GPUs (nvidia-smi -L), honouring CUDA_VISIBLE_DEVICES; [] without."""
+    import shutil
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return []
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    count = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    if visible:
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        return [int(v) for v in ids if v.isdigit() and int(v) < count] if all(v.isdigit() for v in ids) else list(range(len(ids)))
+    return list(range(count))
+
+
+class _Token:
+    def __init__(self):
+        self.event = threading.Event()
+        self.reason = "cancelled"
+
+
+class WorkerPool:
+    """Holds the workers; ``run`` blocks until a worker is free, then runs one job on it.
+
+    Thread-safe: the language server may call ``run`` from several threads. Jobs submitted with
+    the same ``key`` (e.g. a document URI) supersede each other: the older one is cancelled.
+    """
+
+    def __init__(self, mode: str = "auto", gpus: list[int] | None = None):
+        if mode not in ("auto", "gpu", "interpreter"):
+            raise ValueError(f"mode must be auto, gpu or interpreter, not {mode!r}")
+        if mode == "interpreter":
+            gpus = []
+        elif gpus is None:
+            gpus = detect_gpus()
+        if mode == "gpu" and not gpus:
+            raise RuntimeError("mode 'gpu' asked for, but no NVIDIA GPU is visible")
+        self.mode = "gpu" if gpus else "interpreter"
+        self._workers = [Worker(g) for g in gpus] if gpus else [Worker(None)]
+        self._idle: queue.Queue[Worker] = queue.Queue()
+        for w in self._workers:
+            self._idle.put(w)
+        self._lock = threading.Lock()
+        self._by_key: dict[str, _Token] = {}
+        self._closed = False
+        atexit.register(self.close)
+
+    @property
+    def size(self) -> int:
+        return len(self._workers)
+
+    @property
+    def devices(self) -> list[str]:
+        return [w.name for w in self._workers]
+
+    def cancel(self, key: str, reason: str = "cancelled") -> bool:
+        """Cancel the running or waiting job submitted under ``key``; True if there was one."""
+        with self._lock:
+            token = self._by_key.get(key)
+        if token is None:
+            return False
+        token.reason = reason
+        token.event.set()
+        return True
+
+    def run(self, job: dict, compile_timeout_s: float = 120.0, run_timeout_s: float = 60.0,
+            progress: Progress | None = None, cancel: Cancel = None, key: str | None = None) -> JobOutcome:
+        """Run ``job`` on the next free worker (starting it if needed) and return its outcome."""
+        if self._closed:
+            raise RuntimeError("the worker pool is closed")
+        token = _Token()
+        if key is not None:
+            with self._lock:
+                previous = self._by_key.get(key)
+                self._by_key[key] = token
+            if previous is not None:
+                previous.reason = "superseded"
+                previous.event.set()
+        user_cancelled = _cancel_check(cancel)
+
+        def cancelled() -> bool:
+            if user_cancelled():
+                token.reason = "cancelled"
+                return True
+            return token.event.is_set()
+
+        try:
+            worker = self._acquire(cancelled)
+            if worker is None:
+                return JobOutcome(result=None, failure=token.reason, detail="cancelled while waiting for a worker")
+            try:
+                if not worker.alive:
+                    if progress:
+                        progress(f"starting a verification worker on {worker.name}", {"phase": "start"})
+                    error = worker.start(cancelled)
+                    if error is not None:
+                        failure = token.reason if cancelled() else "start_failed"
+                        return JobOutcome(result=None, failure=failure, detail=error, worker=worker.name)
+                outcome = worker.run(job, compile_timeout_s, run_timeout_s, progress, cancelled)
+                if outcome.failure == "cancelled":
+                    outcome.failure = token.reason
+                return outcome
+            finally:
+                self._idle.put(worker)
+        finally:
+            if key is not None:
+                with self._lock:
+                    if self._by_key.get(key) is token:
+                        del self._by_key[key]
+
+    def _acquire(self, cancelled: Callable[[], bool]) -> Worker | None:
+        while True:
+            if cancelled():
+                return None
+            try:
+                return self._idle.get(timeout=0.1)
+            except queue.Empty:
+                continue
+
+    def close(self) -> None:
+        """Kill every worker; the pool cannot be used afterwards."""
+        self._closed = True
+        for w in self._workers:
+            w.close()
+
+
+_default_pool: WorkerPool | None = None
+_default_lock = threading.Lock()
+
+
+def default_pool() -> WorkerPool:
+    """The process-wide pool used when a caller passes none (started lazily, on first job)."""
+    global _default_pool
+    with _default_lock:
+        if _default_pool is None:
+            _default_pool = WorkerPool()
+        return _default_pool

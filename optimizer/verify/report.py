@@ -1,0 +1,199 @@
+"""The verification report: every check with its outcome, the raw figures, the reward, one summary line.
+
+Everything here is plain data (JSON-able through ``to_json``/``from_json``): the language server
+turns it into diagnostics, hovers and code lenses; the search loop and the trajectory recorder
+store it as is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+# Report statuses, from best to worst. "verified": compiled and correct (speed may be unavailable).
+STATUSES = ("verified", "incorrect", "compile_error", "no_harness", "timeout", "crash", "cancelled", "superseded",
+            "error")
+
+# Reward terms (the project's brief): compile +0.1, correct +0.3, + log(speedup) when measured.
+COMPILE_REWARD = 0.1
+CORRECT_REWARD = 0.3
+
+
+@dataclass
+class Check:
+    """One check, in the order run: harness, compile, correctness, speed."""
+
+    name: str  # "harness" | "compile" | "correctness" | "speed"
+    status: str  # "passed" | "failed" | "skipped" | "unavailable"
+    message: str
+    line: int | None = None  # 0-based line in the new text the message is about (compile errors)
+    details: dict = field(default_factory=dict)
+
+
+@dataclass
+class Mismatch:
+    """The first disagreement found: where, by how much, against what, on which trial."""
+
+    against: str  # "reference" | "previous" | "self" (NaN in the output, mutated input)
+    kind: str  # "values" | "nonfinite" | "mutated_input" | "structure"
+    seed: int | None
+    trial: str  # "fresh" | "same_storage" | "shape" | "test"
+    output: str = ""  # "output", "output[1]", "output['y']", "input[0]"
+    index: list[int] | None = None
+    actual: Any = None
+    expected: Any = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    count: int | None = None  # mismatching elements
+    elements: int | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    reason: str = ""
+    test: str | None = None
+
+    def describe(self) -> str:
+        where = f"{self.output}" + (f" at index {self.index}" if self.index is not None else "")
+        trial = {"same_storage": "same input storage, new values", "shape": "other shape"}.get(self.trial, "")
+        ctx = f"seed {self.seed}" + (f", {trial}" if trial else "") + (f", {self.test}()" if self.test else "")
+        if self.kind == "nonfinite":
+            return (f"{where} is {self.actual} where the expected output is finite ({self.count} such elements; "
+                    f"an output left unwritten stays NaN-poisoned) [{ctx}]")
+        if self.kind == "mutated_input":
+            return f"the kernel changed its input {where}: {self.expected} became {self.actual} [{ctx}]"
+        if self.kind == "structure":
+            return f"{where}: {self.reason} vs {self.against} [{ctx}]"
+        errors = ""
+        if self.max_abs_error is not None:
+            errors = f"; max abs err {self.max_abs_error:.3g}, max rel err {self.max_rel_error:.3g}"
+        share = f"; {self.count} of {self.elements} elements off" if self.count is not None else ""
+        tol = f" (atol=rtol={self.atol:g})" if self.atol is not None else ""
+        return (f"{where}: {self.actual} vs {self.expected} from the {self.against}{tol}{errors}{share} [{ctx}]")
+
+
+@dataclass
+class Speed:
+    """Interleaved do_bench medians (ms) and what they mean; all raw figures kept."""
+
+    baseline: str  # "previous" | "reference"
+    baseline_ms: float
+    candidate_ms: float
+    speedup: float  # median over rounds of baseline/candidate
+    band: float  # +/- around speedup: the largest deviation of any round's ratio
+    rounds: int
+    ratios: list[float]
+    believed: bool  # False when a >10x speedup was not confirmed by the recheck
+    recheck: str = ""  # what the recheck did, when one ran
+    reference_ms: float | None = None
+    speedup_vs_reference: float | None = None
+    bytes_moved: int | None = None  # inputs + outputs, for the memory roofline
+    achieved_gbs: float | None = None
+    roofline_pct: float | None = None  # achieved / target's datasheet bandwidth
+    raw_rounds: list[dict] = field(default_factory=list)
+
+    @property
+    def within_noise(self) -> bool:
+        """Whether 1.0x lies inside the speedup's own noise band."""
+        return abs(self.speedup - 1.0) <= self.band
+
+    def describe(self, baseline_name: str) -> str:
+        pct = f"{100 * self.band_rel:.0f}%" if self.band_rel >= 0.01 else f"{100 * self.band_rel:.1f}%"
+        word = "faster" if self.speedup >= 1 else "slower"
+        factor = self.speedup if self.speedup >= 1 else 1 / self.speedup
+        text = (f"{factor:.2f}x {word} than {baseline_name} ({self.baseline_ms:.4g} -> {self.candidate_ms:.4g} ms "
+                f"+/-{pct})")
+        if self.within_noise:
+            text += ", within noise"
+        if self.roofline_pct is not None:
+            text += f", {self.roofline_pct:.0f}% of the memory roofline"
+        if not self.believed:
+            text += f" - NOT believed: {self.recheck}"
+        return text
+
+    @property
+    def band_rel(self) -> float:
+        return self.band / self.speedup if self.speedup else 0.0
+
+
+@dataclass
+class Reward:
+    """compile 0.1 + correct 0.3 + log(speedup) (the last only when speed was measured and believed)."""
+
+    total: float
+    compile: float
+    correct: float
+    speed: float | None  # log(speedup), None when not measured
+    speedup: float | None
+
+    @classmethod
+    def of(cls, compiled: bool, correct: bool, speed: "Speed | None") -> "Reward":
+        c = COMPILE_REWARD if compiled else 0.0
+        k = CORRECT_REWARD if compiled and correct else 0.0
+        s = math.log(speed.speedup) if (speed is not None and correct and speed.believed and speed.speedup > 0) else None
+        return cls(total=c + k + (s or 0.0), compile=c, correct=k, speed=s,
+                   speedup=speed.speedup if speed is not None else None)
+
+
+@dataclass
+class Scaffold:
+    """Text to insert so a file gets a verification harness (a quick fix for a "no harness" report)."""
+
+    edits: list[dict]  # [{"line": 0-based, "character": 0, "text": "..."}], in increasing line order
+    function: str  # the host function the inputs are for
+    title: str
+
+
+@dataclass
+class VerificationReport:
+    """Everything one verification found; ``summary`` is the one-line message for an editor."""
+
+    status: str  # one of STATUSES
+    mode: str | None  # "gpu" | "interpreter" | None when nothing ran
+    device: str  # "NVIDIA H200", "CPU (Triton interpreter)"
+    target: str  # the target GPU profile key the figures refer to
+    summary: str
+    compiled: bool
+    correct: bool | None  # None: not checked (no harness, compile failure, crash)
+    seeds: int  # seeds run for correctness
+    compared_against: list[str]  # "reference", "previous"
+    checks: list[Check]
+    reward: Reward
+    harness: dict | None = None  # style, entry, reference, inputs, tests
+    mismatch: Mismatch | None = None
+    speed: Speed | None = None
+    speed_unavailable_reason: str | None = None
+    error: str | None = None  # compile error / crash / timeout text
+    error_line: int | None = None  # 0-based line for ``error`` when known
+    scaffold: Scaffold | None = None
+    kernel: str | None = None
+    path: str | None = None
+    duration_s: float = 0.0
+    environment: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict)  # the worker's own result, for the record
+
+    def to_json(self) -> dict:
+        return _jsonable(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, data: dict) -> "VerificationReport":
+        data = dict(data)
+        data["checks"] = [Check(**c) for c in data.get("checks", [])]
+        data["reward"] = Reward(**data["reward"])
+        for key, typ in (("mismatch", Mismatch), ("speed", Speed), ("scaffold", Scaffold)):
+            if data.get(key) is not None:
+                data[key] = typ(**data[key])
+        return cls(**data)
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

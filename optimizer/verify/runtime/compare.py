@@ -1,0 +1,179 @@
+"""Comparing outputs: flattening results, tolerances by dtype, first mismatch and error figures."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+# KernelBench's tolerances (atol = rtol); integer and bool outputs must match exactly.
+TOLERANCES = {
+    torch.float64: 1e-7,
+    torch.float32: 1e-4,
+    torch.float16: 1e-2,
+    torch.bfloat16: 1e-2,
+}
+FP8_TOLERANCE = 1e-1
+
+
+def tolerance_for(dtype: torch.dtype) -> float:
+    """The atol/rtol used for outputs of ``dtype`` (0 for exact types)."""
+    if dtype in TOLERANCES:
+        return TOLERANCES[dtype]
+    if dtype.is_floating_point:  # fp8 variants
+        return FP8_TOLERANCE
+    return 0.0
+
+
+def flatten(value: Any, prefix: str = "output") -> list[tuple[str, Any]]:
+    """Tensors and scalars in a result, with a readable path: ``output[1]``, ``output['y']``."""
+    if isinstance(value, torch.Tensor):
+        return [(prefix, value)]
+    if isinstance(value, dict):
+        out = []
+        for key in sorted(value, key=str):
+            out.extend(flatten(value[key], f"{prefix}[{key!r}]"))
+        return out
+    if isinstance(value, (list, tuple)):
+        out = []
+        for i, item in enumerate(value):
+            out.extend(flatten(item, f"{prefix}[{i}]"))
+        return out
+    if isinstance(value, (int, float, bool)) or value is None:
+        return [(prefix, value)]
+    raise TypeError(f"{prefix}: cannot compare a result of type {type(value).__name__}")
+
+
+def nonfinite(value: Any) -> dict | None:
+    """The first NaN/Inf in a result as ``{"output", "index", "value", "count"}``, or None."""
+    for name, item in flatten(value):
+        if not isinstance(item, torch.Tensor) or not item.dtype.is_floating_point or item.numel() == 0:
+            continue
+        bad = ~torch.isfinite(item)
+        count = int(bad.sum().item())
+        if count:
+            flat = int(bad.reshape(-1).nonzero()[0].item())
+            index = _unravel(flat, tuple(item.shape))
+            return {"output": name, "index": index, "value": _scalar(item.reshape(-1)[flat]), "count": count}
+    return None
+
+
+def compare(actual: Any, expected: Any, atol: float | None = None, rtol: float | None = None) -> dict:
+    """Compare two results element-wise; returns ``{"ok", "max_abs", "max_rel", "mismatch", ...}``.
+
+    ``mismatch`` (when not ok) names the output, the first bad index, both values, the count of
+    bad elements and the tolerance used. A NaN where the expected value is finite counts as bad.
+    """
+    got, want = flatten(actual), flatten(expected)
+    summary = {"ok": True, "max_abs": 0.0, "max_rel": 0.0, "mismatch": None, "elements": 0}
+    if len(got) != len(want):
+        summary.update(ok=False, mismatch={"reason": f"{len(got)} outputs, expected {len(want)}"})
+        return summary
+    for (name, a), (_, b) in zip(got, want):
+        result = _compare_one(name, a, b, atol, rtol)
+        summary["elements"] += result.get("elements", 0)
+        summary["max_abs"] = max(summary["max_abs"], result.get("max_abs", 0.0))
+        summary["max_rel"] = max(summary["max_rel"], result.get("max_rel", 0.0))
+        if not result["ok"] and summary["ok"]:
+            summary["ok"] = False
+            summary["mismatch"] = result["mismatch"]
+    return summary
+
+
+def _compare_one(name: str, a: Any, b: Any, atol: float | None, rtol: float | None) -> dict:
+    if not isinstance(b, torch.Tensor):
+        if isinstance(a, torch.Tensor):
+            return _bad(name, f"a tensor where {type(b).__name__} {b!r} was expected")
+        if isinstance(a, float) and isinstance(b, float):
+            tol = 1e-4 if atol is None else atol
+            ok = math.isclose(a, b, rel_tol=tol, abs_tol=tol) or (math.isnan(a) and math.isnan(b))
+        else:
+            ok = a == b
+        return {"ok": ok, "elements": 1, "mismatch": None if ok else {"output": name, "actual": a, "expected": b}}
+    if not isinstance(a, torch.Tensor):
+        return _bad(name, f"{type(a).__name__} where a tensor was expected")
+    if tuple(a.shape) != tuple(b.shape):
+        return _bad(name, f"shape {tuple(a.shape)}, expected {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        return _bad(name, f"dtype {a.dtype}, expected {b.dtype}".replace("torch.", ""))
+    tol = tolerance_for(b.dtype)
+    a_tol = tol if atol is None else atol
+    r_tol = tol if rtol is None else rtol
+    if a.numel() == 0:
+        return {"ok": True, "elements": 0, "max_abs": 0.0, "max_rel": 0.0, "mismatch": None}
+    a64 = a.detach().to(torch.float64) if a.dtype != torch.bool else a.detach().to(torch.int64).to(torch.float64)
+    b64 = b.detach().to(a64.device, torch.float64) if b.dtype != torch.bool else b.detach().to(a64.device, torch.int64).to(torch.float64)
+    diff = (a64 - b64).abs()
+    both_nan = torch.isnan(a64) & torch.isnan(b64)
+    same_inf = torch.isinf(a64) & torch.isinf(b64) & (a64 == b64)
+    close = (diff <= a_tol + r_tol * b64.abs()) | both_nan | same_inf
+    finite = torch.isfinite(diff)
+    max_abs = float(diff[finite].max().item()) if bool(finite.any()) else 0.0
+    rel = diff / b64.abs().clamp_min(1e-12)
+    max_rel = float(rel[finite].max().item()) if bool(finite.any()) else 0.0
+    bad = ~close
+    count = int(bad.sum().item())
+    out = {"ok": count == 0, "elements": a.numel(), "max_abs": max_abs, "max_rel": max_rel, "mismatch": None}
+    if count:
+        flat = int(bad.reshape(-1).nonzero()[0].item())
+        out["mismatch"] = {
+            "output": name,
+            "index": _unravel(flat, tuple(a.shape)),
+            "actual": _scalar(a.reshape(-1)[flat]),
+            "expected": _scalar(b.reshape(-1)[flat]),
+            "count": count,
+            "elements": a.numel(),
+            "atol": a_tol,
+            "rtol": r_tol,
+            "dtype": str(b.dtype).replace("torch.", ""),
+        }
+    return out
+
+
+def _bad(name: str, reason: str) -> dict:
+    return {"ok": False, "elements": 0, "mismatch": {"output": name, "reason": reason}}
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    index = []
+    for dim in reversed(shape):
+        index.append(flat % dim)
+        flat //= dim
+    return list(reversed(index))
+
+
+def _scalar(t: torch.Tensor) -> float | int | bool | str:
+    value = t.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN/Inf
+    return value
+
+
+def tensors_equal(a: Any, b: Any) -> dict | None:
+    """Bit-exact equality of two results (used for the input-mutation check); the first difference or None."""
+    for (name, x), (_, y) in zip(flatten(a, "input"), flatten(b, "input")):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return {"output": name, "reason": "shape or dtype changed"}
+            same = (x == y) | (torch.isnan(x) & torch.isnan(y)) if x.dtype.is_floating_point else (x == y)
+            if not bool(same.all()):
+                flat = int((~same).reshape(-1).nonzero()[0].item())
+                return {
+                    "output": name,
+                    "index": _unravel(flat, tuple(x.shape)),
+                    "actual": _scalar(x.reshape(-1)[flat]),
+                    "expected": _scalar(y.reshape(-1)[flat]),
+                    "count": int((~same).sum().item()),
+                }
+        elif x != y:
+            return {"output": name, "reason": f"{x!r} became {y!r}"}
+    return None
+
+
+def nbytes(value: Any) -> int:
+    """Total bytes of the tensors in a value (inputs or outputs), for the memory roofline."""
+    try:
+        return sum(t.numel() * t.element_size() for _, t in flatten(value) if isinstance(t, torch.Tensor))
+    except TypeError:
+        return 0

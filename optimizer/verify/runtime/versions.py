@@ -1,0 +1,165 @@
+"""Loading one version of a user's file into a fresh module namespace and calling into it."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import random
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+
+class UserCodeError(Exception):
+    """An exception raised by user code, with the line in the user's file when known."""
+
+    def __init__(self, stage: str, exc: BaseException, version: "Version | None"):
+        self.stage = stage
+        self.exc = exc
+        self.info = describe_exception(exc, version)
+        super().__init__(f"{stage}: {self.info['message']}")
+
+
+def describe_exception(exc: BaseException, version: "Version | None") -> dict:
+    """Type, message, 0-based line in the user's file (when known) and a short traceback."""
+    line = None
+    if version is not None:
+        for frame in traceback.extract_tb(exc.__traceback__):
+            if frame.filename == str(version.file):
+                line = frame.lineno - 1
+        kernel_line = _triton_compile_error_line(exc, version.text)
+        if kernel_line is not None:
+            line = kernel_line
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return {
+        "type": type(exc).__name__,
+        "message": text[-2000:],
+        "line": line,
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:],
+    }
+
+
+def _triton_compile_error_line(exc: BaseException, text: str) -> int | None:
+    """Triton's CompilationError counts lines from the kernel's ``def``; map that to the file."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        src, node = getattr(exc, "src", None), getattr(exc, "node", None)
+        if isinstance(src, str) and src and hasattr(node, "lineno") and src in text:
+            return text[: text.index(src)].count("\n") + node.lineno - 1
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+class Version:
+    """One version of the file (``new`` or ``old``) imported under a unique module name."""
+
+    def __init__(self, role: str, text: str, folder: Path, job_id: str):
+        self.role = role
+        self.text = text
+        self.module_name = f"mtmc_verify_{role}_{job_id}"
+        self.file = folder / f"{self.module_name}.py"
+        self.file.write_text(text, encoding="utf-8")
+        self.module: Any = None
+
+    def load(self) -> None:
+        """Execute the file as a fresh module (its own globals: nothing shared with other versions)."""
+        spec = importlib.util.spec_from_file_location(self.module_name, self.file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[self.module_name] = module  # dataclasses and pickling look modules up here
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as exc:  # noqa: BLE001 - any failure of user code is a result
+            raise UserCodeError("import", exc, self) from None
+        self.module = module
+
+    def unload(self) -> None:
+        sys.modules.pop(self.module_name, None)
+        self.module = None
+
+    def attr(self, name: str | None) -> Any:
+        return getattr(self.module, name, None) if name else None
+
+
+def accepts(fn: Callable, name: str) -> bool:
+    """Whether ``fn`` takes a keyword argument ``name`` (or ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def int_defaults(fn: Callable) -> dict[str, int]:
+    """Integer keyword defaults of ``get_inputs`` (the size knobs), excluding ``device``/``seed``."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {
+        name: p.default
+        for name, p in params.items()
+        if isinstance(p.default, int) and not isinstance(p.default, bool) and name not in ("device", "seed")
+    }
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed % (2**32))
+    except ImportError:
+        pass
+
+
+def to_device(value: Any, device: str) -> Any:
+    """Move tensors (also inside lists/tuples/dicts) to ``device``; leave everything else."""
+    if isinstance(value, torch.Tensor):
+        return value if value.device.type == torch.device(device).type else value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of the tensors in ``value`` (fresh storage), everything else as is."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(clone(v) for v in value)
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    return value
+
+
+def copy_into(held: Any, fresh: Any) -> bool:
+    """Write ``fresh``'s values into ``held``'s tensors in place (same storage); False if shapes differ."""
+    if isinstance(held, torch.Tensor) and isinstance(fresh, torch.Tensor):
+        if held.shape != fresh.shape or held.dtype != fresh.dtype:
+            return False
+        with torch.no_grad():
+            held.copy_(fresh)
+        return True
+    if isinstance(held, (list, tuple)) and isinstance(fresh, (list, tuple)) and len(held) == len(fresh):
+        return all(copy_into(h, f) for h, f in zip(held, fresh))
+    if isinstance(held, dict) and isinstance(fresh, dict) and held.keys() == fresh.keys():
+        return all(copy_into(held[k], fresh[k]) for k in held)
+    return held == fresh
+
+
+def shapes(value: Any) -> list:
+    """A short description of a list of inputs: shapes and dtypes of tensors, values of the rest."""
+    out = []
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, torch.Tensor):
+            out.append(f"{tuple(item.shape)} {str(item.dtype).replace('torch.', '')}")
+        else:
+            out.append(repr(item)[:40])
+    return out

@@ -1,0 +1,51 @@
+"""The worker process: reads jobs (JSON lines) from one pipe, answers on another, until EOF.
+
+User code may print anything: stdout and stderr go to a log file that the pool reads after a
+crash; the protocol uses two dedicated pipe descriptors passed on the command line.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+
+
+def main(job_fd: int, result_fd: int) -> int:
+    # TRITON_INTERPRET (CPU) or CUDA_VISIBLE_DEVICES (GPU) were set by the pool before we started.
+    import torch  # noqa: F401  - imported once, before any job, so jobs measure only their own work
+
+    from .job import run_job
+
+    jobs = os.fdopen(job_fd, "r", encoding="utf-8")
+    results = os.fdopen(result_fd, "w", encoding="utf-8")
+
+    def emit(message: dict) -> None:
+        results.write(json.dumps(message) + "\n")
+        results.flush()
+
+    mode = os.environ.get("MTMC_VERIFY_MODE", "interpreter")
+    if mode == "gpu":
+        import torch
+
+        torch.cuda.init()
+    emit({"event": "ready", "pid": os.getpid(), "mode": mode})
+    for line in jobs:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        result = run_job(job, emit)
+        emit({"event": "result", "id": job.get("id"), "result": result})
+        gc.collect()
+        if mode == "gpu":
+            import torch
+
+            torch.cuda.empty_cache()
+        if not result.get("worker_healthy", True):
+            return 3  # the pool starts a fresh worker for the next job
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]), int(sys.argv[2])))
