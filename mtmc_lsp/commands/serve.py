@@ -1,0 +1,45 @@
+"""``mtmc serve``: run the language server over stdio (default) or a TCP socket."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
+    parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on a TCP socket instead, e.g. 127.0.0.1:2087")
+    parser.add_argument("--log-file", metavar="PATH", help="write the server's own log here (default: stderr)")
+    parser.add_argument(
+        "--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="level of the server's own log (editor messages go through window/logMessage)",
+    )
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--tcp wants HOST:PORT, got {value!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def run(args: argparse.Namespace) -> int:
+    # stdout carries the protocol: the log goes to stderr or a file, never to stdout.
+    handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, args.log_level), handlers=[handler], force=True)
+
+    from mtmc_lsp.server.app import create_server
+
+    server = create_server()
+    if args.tcp:
+        try:
+            host, port = parse_host_port(args.tcp)
+        except ValueError as exc:
+            print(f"mtmc serve: {exc}", file=sys.stderr)
+            return 2
+        server.start_tcp(host, port)
+    else:
+        server.start_io()
+    return 0

@@ -1,0 +1,143 @@
+"""The MTMC language server object: settings, target, open documents and background executors."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from .. import __version__
+from ..optimizer.hardware import GpuProfile, get_profile, resolve_target
+from ..settings import Settings
+from .positions import TextIndex
+from .state import DocumentStore
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "mtmc-lsp"
+
+
+class MtmcLanguageServer(LanguageServer):
+    """pygls server plus the state every feature module shares."""
+
+    def __init__(self) -> None:
+        super().__init__(SERVER_NAME, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.settings = Settings()
+        # A target picked with mtmc.selectTarget; it wins until the targetGpu setting changes.
+        self.selected_target: str | None = None
+        self.documents = DocumentStore()
+        # One analysis at a time (newer versions supersede older ones), off the event loop.
+        self.analysis_executor = ThreadPoolExecutor(1, thread_name_prefix="mtmc-analysis")
+        # Compilation waits on subprocesses; one job at a time keeps the 2-core budget for typing.
+        self.compile_executor = ThreadPoolExecutor(1, thread_name_prefix="mtmc-compile")
+        # Step work (apply, verify, optimize): separate so a long verification never delays diagnostics.
+        self.step_executor = ThreadPoolExecutor(2, thread_name_prefix="mtmc-steps")
+        self.background_jobs = 0
+        # Set once the first settings arrived (initializationOptions or workspace/configuration):
+        # diagnostics wait for it so the first ones are for the right target.
+        self.settings_ready = asyncio.Event()
+        self.model_state = "off"
+        self._target: GpuProfile | None = None
+        self._target_key: str | None = None
+
+    # ---- target -------------------------------------------------------------------------
+    @property
+    def target(self) -> GpuProfile:
+        """The GPU diagnostics and actions are for: the selected target, else the setting, else local/H100."""
+        wanted = self.selected_target or self.settings.target_gpu
+        if self._target is None or wanted != self._target_key:
+            try:
+                profile = resolve_target(wanted)
+            except KeyError as exc:
+                self.log(f"{exc}; using the default target", types.MessageType.Warning)
+                profile = resolve_target("")
+            self._target, self._target_key = profile, wanted
+        return self._target
+
+    def select_target(self, key: str) -> GpuProfile:
+        profile = get_profile(key)
+        self.selected_target = profile.key
+        return self.target
+
+    def apply_settings(self, settings: Settings) -> bool:
+        """Adopt new settings; True when something diagnostics depend on changed."""
+        old = self.settings
+        if settings.target_gpu != old.target_gpu:
+            self.selected_target = None
+        self.settings = settings
+        self.model_state = "off" if settings.policy == "heuristic" else ("ready" if self.model_state == "ready" else "not loaded")
+        return (
+            settings.target_gpu != old.target_gpu
+            or settings.compile_diagnostics != old.compile_diagnostics
+        )
+
+    # ---- positions ----------------------------------------------------------------------
+    @property
+    def position_encoding(self) -> str:
+        try:
+            encoding = self.workspace.position_encoding or types.PositionEncodingKind.Utf16
+        except RuntimeError:
+            return types.PositionEncodingKind.Utf16
+        return getattr(encoding, "value", encoding)
+
+    def index(self, text: str) -> TextIndex:
+        return TextIndex(text, self.position_encoding)
+
+    # ---- client capabilities ------------------------------------------------------------
+    def client_supports(self, dotted: str, default: Any = False) -> Any:
+        """A client capability by dotted snake_case path, e.g. ``workspace.configuration``."""
+        value: Any = self.client_capabilities
+        for part in dotted.split("."):
+            value = getattr(value, part, None)
+            if value is None:
+                return default
+        return value
+
+    # ---- messages to the client ---------------------------------------------------------
+    def log(self, message: str, level: types.MessageType = types.MessageType.Info) -> None:
+        """``window/logMessage`` (the editor's output channel), mirrored to the server's own log."""
+        logger.log(_PY_LEVELS.get(level, logging.INFO), "%s", message)
+        try:
+            self.window_log_message(types.LogMessageParams(type=level, message=message))
+        except Exception:  # no transport yet (before initialize) or the client went away
+            logger.debug("could not send a log message", exc_info=True)
+
+    def send_status(self) -> None:
+        """``mtmc/status``: the target, the policy model's state, and the number of background jobs."""
+        self.protocol.notify(
+            "mtmc/status", {"target": self.target.key, "model": self.model_state, "queue": self.background_jobs}
+        )
+
+    def job_started(self) -> None:
+        self.background_jobs += 1
+        self.send_status()
+
+    def job_finished(self) -> None:
+        self.background_jobs = max(self.background_jobs - 1, 0)
+        self.send_status()
+
+    def shutdown(self) -> None:
+        for executor in (self.analysis_executor, self.compile_executor, self.step_executor):
+            executor.shutdown(wait=False, cancel_futures=True)
+        super().shutdown()
+
+
+_PY_LEVELS = {
+    types.MessageType.Error: logging.ERROR,
+    types.MessageType.Warning: logging.WARNING,
+    types.MessageType.Info: logging.INFO,
+    types.MessageType.Log: logging.DEBUG,
+}
+
+
+def create_server() -> MtmcLanguageServer:
+    """A server with every feature module registered."""
+    from .features import register_all
+
+    server = MtmcLanguageServer()
+    register_all(server)
+    return server

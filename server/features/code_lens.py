@@ -1,0 +1,57 @@
+"""Code lens: one summary line above each kernel (launches, configs, shared memory, target)."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from ..kernel_facts import lens_title
+
+# A lens must carry a command to be shown; the summary opens the optimize flow for its kernel.
+LENS_COMMAND = "mtmc.optimizeKernel"
+
+
+def _compiled_shared(state, kernel_name: str) -> int | None:
+    if state.compile_version != state.version:
+        return None
+    values = []
+    for report in state.compile_reports.get(kernel_name) or []:
+        shared = report.get("shared") if isinstance(report, dict) else getattr(report, "shared", None)
+        if isinstance(shared, int):
+            values.append(shared)
+    return max(values) if values else None
+
+
+def lenses_for(ls, state) -> list[types.CodeLens]:
+    analysis = state.analysis
+    if analysis is None:
+        return []
+    index = ls.index(analysis.text)
+    target = ls.target
+    lenses = []
+    for kernel in analysis.kernels:
+        title = lens_title(analysis, kernel, target, _compiled_shared(state, kernel.name))
+        lenses.append(types.CodeLens(
+            range=_first_line(index, kernel),
+            command=types.Command(title=title, command=LENS_COMMAND, arguments=[state.uri, kernel.name]),
+        ))
+    return lenses
+
+
+def _first_line(index, kernel) -> types.Range:
+    start = index.position_at(kernel.span.start_offset)
+    return types.Range(start=start, end=start)
+
+
+def request_refresh(ls) -> None:
+    """Ask the client to re-request lenses (target changed) when it supports the refresh request."""
+    if ls.client_supports("workspace.code_lens.refresh_support"):
+        ls.workspace_code_lens_refresh(None)
+
+
+def register(server) -> None:
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
+    def code_lens(ls, params: types.CodeLensParams) -> list[types.CodeLens]:
+        state = ls.documents.get(params.text_document.uri)
+        if state is None:
+            return []
+        return lenses_for(ls, state)

@@ -1,0 +1,87 @@
+"""Compile findings (registers, spills, real shared memory) in the background, for one version only."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from typing import Any
+
+from lsprotocol import types
+
+from ..state import DocumentState
+
+_missing_logged = False
+
+
+def _compile_api():
+    """``optimizer.compile.compile_findings`` when that module is installed, else None."""
+    try:
+        from ...optimizer import compile as compile_module
+    except ImportError:
+        return None
+    return getattr(compile_module, "compile_findings", None)
+
+
+def start(ls, state: DocumentState, target) -> None:
+    """Compile the kernels of ``state``'s current analysis unless already done for this version/target."""
+    global _missing_logged
+    analysis = state.analysis
+    if not ls.settings.compile_diagnostics or analysis is None or analysis.stale or not analysis.kernels:
+        return
+    if state.compile_version == state.version and state.compile_target == target.key:
+        return
+    api = _compile_api()
+    if api is None:
+        if not _missing_logged:
+            ls.log("compile diagnostics are not available in this build (no optimizer.compile)", types.MessageType.Log)
+            _missing_logged = True
+        return
+    if state.compile_task is not None and not state.compile_task.done():
+        state.compile_task.cancel()
+    state.compile_task = asyncio.ensure_future(_run(ls, state, api, target, state.version, analysis))
+
+
+def _call(api, analysis, target, settings, cancel: threading.Event) -> tuple[list, dict[str, list[Any]]]:
+    """Run the compile API in a worker thread; it compiles in subprocesses and returns findings."""
+    kwargs: dict[str, Any] = {}
+    accepted = inspect.signature(api).parameters
+    if "timeout_s" in accepted:
+        kwargs["timeout_s"] = settings.verification.compile_timeout_s
+    if "cancel" in accepted:
+        kwargs["cancel"] = cancel
+    result = api(analysis, target, **kwargs)
+    if isinstance(result, tuple):
+        findings, reports = result
+    else:
+        findings, reports = result, {}
+    return list(findings), dict(reports or {})
+
+
+async def _run(ls, state: DocumentState, api, target, version: int | None, analysis) -> None:
+    cancel = threading.Event()
+    loop = asyncio.get_running_loop()
+    ls.job_started()
+    try:
+        findings, reports = await loop.run_in_executor(
+            ls.compile_executor, _call, api, analysis, target, ls.settings, cancel
+        )
+    except asyncio.CancelledError:
+        cancel.set()  # the worker stops its subprocess; its result is never published
+        raise
+    except Exception as exc:
+        ls.log(f"compile diagnostics failed for {state.uri}: {type(exc).__name__}: {exc}", types.MessageType.Warning)
+        return
+    finally:
+        ls.job_finished()
+    if state.version != version or ls.documents.get(state.uri) is not state or ls.target.key != target.key:
+        return
+    state.compile_findings, state.compile_reports = findings, reports
+    state.compile_version, state.compile_target = version, target.key
+    from .diagnostics import publish
+
+    publish(ls, state)
+
+
+def register(server) -> None:
+    """Started by the diagnostics job; nothing to register."""

@@ -1,0 +1,126 @@
+"""Diagnostics: debounced static checks for the latest version, then compile findings in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from lsprotocol import types
+
+from ...optimizer.analysis import FileAnalysis, analyze
+from ...optimizer.checks import Finding, run_checks
+from ...optimizer.hardware import GpuProfile
+from ..diagnostics_convert import to_diagnostic
+from ..state import DocumentState
+
+# Larger documents are not analysed (a 1 MB Python file is generated, not a kernel someone edits);
+# the server says so in the log and publishes no findings for them.
+MAX_ANALYSIS_CHARS = 1_000_000
+# How long the first diagnostics wait for the client's settings before using the defaults.
+SETTINGS_WAIT_S = 2.0
+
+
+@dataclass
+class StaticResult:
+    analysis: FileAnalysis
+    findings: list[Finding]
+    seconds: float
+
+
+def analyse(text: str, path: str | None, previous: FileAnalysis | None, target: GpuProfile) -> StaticResult:
+    """Analysis plus static checks; runs in the analysis thread, touches no server state."""
+    started = time.perf_counter()
+    analysis = analyze(text, path, previous=previous)
+    findings = run_checks(analysis, target)
+    return StaticResult(analysis, findings, time.perf_counter() - started)
+
+
+def schedule(ls, uri: str, delay_s: float) -> None:
+    """(Re)start the diagnostics job of ``uri``: wait ``delay_s``, analyse the newest text, publish."""
+    state = ls.documents.get(uri)
+    if state is None:
+        return
+    if state.analysis_task is not None and not state.analysis_task.done():
+        state.analysis_task.cancel()
+    state.analysis_task = asyncio.ensure_future(_run(ls, state, delay_s))
+
+
+def refresh_all(ls) -> None:
+    """Recompute every open document now (target or settings changed)."""
+    for state in ls.documents:
+        state.compile_version = None
+        schedule(ls, state.uri, delay_s=0.0)
+
+
+def publish(ls, state: DocumentState) -> None:
+    """Publish the findings that belong to ``state.version``, tagged with that version."""
+    if state.analysis is None:
+        diagnostics: list[types.Diagnostic] = []
+    else:
+        # Spans refer to the analysed text: the current one, or the last that parsed when stale.
+        index = ls.index(state.analysis.text)
+        current = ls.index(state.text) if state.analysis.stale else index
+        with_docs = ls.client_supports("text_document.publish_diagnostics.code_description_support", True)
+        diagnostics = []
+        for finding in state.findings():
+            on_current = finding.code == "MTMC001" or not state.analysis.stale
+            diagnostics.append(to_diagnostic(finding, current if on_current else index, with_code_description=with_docs))
+    ls.text_document_publish_diagnostics(
+        types.PublishDiagnosticsParams(uri=state.uri, diagnostics=diagnostics, version=state.version)
+    )
+
+
+async def _run(ls, state: DocumentState, delay_s: float) -> None:
+    if not ls.settings_ready.is_set():
+        try:
+            await asyncio.wait_for(ls.settings_ready.wait(), SETTINGS_WAIT_S)
+        except asyncio.TimeoutError:
+            ls.settings_ready.set()  # the client never answered: go on with what we have
+    if delay_s > 0:
+        await asyncio.sleep(delay_s)
+    document = ls.workspace.get_text_document(state.uri)
+    text, version = document.source, document.version
+    target = ls.target
+    if len(text) > MAX_ANALYSIS_CHARS:
+        _skip(ls, state, text, version, f"document is {len(text) / 1e6:.1f} MB; MTMC analyses files up to "
+              f"{MAX_ANALYSIS_CHARS / 1e6:.0f} MB")
+        return
+    loop = asyncio.get_running_loop()
+    try:
+        result = await loop.run_in_executor(ls.analysis_executor, analyse, text, state.path, state.last_good, target)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a crash in a check must not take diagnostics down for good
+        ls.log(f"analysis of {state.uri} failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
+        _skip(ls, state, text, version, f"analysis failed: {exc}")
+        return
+    if ls.workspace.get_text_document(state.uri).version != version or ls.documents.get(state.uri) is not state:
+        return  # a newer version is already scheduled
+    state.text, state.version, state.skipped_reason = text, version, None
+    state.analysis = result.analysis
+    if not result.analysis.stale and result.analysis.syntax_error is None:
+        state.last_good = result.analysis
+    state.static_findings = result.findings
+    publish(ls, state)
+    if ls.protocol.trace != types.TraceValue.Off:
+        ls.log_trace(types.LogTraceParams(
+            message=f"analysed {state.uri} v{version}: {len(result.analysis.kernels)} kernels, "
+            f"{len(result.findings)} findings in {result.seconds * 1000:.0f} ms"
+        ))
+    from . import compile_diagnostics
+
+    compile_diagnostics.start(ls, state, target)
+
+
+def _skip(ls, state: DocumentState, text: str, version: int | None, reason: str) -> None:
+    state.text, state.version = text, version
+    state.analysis, state.static_findings, state.compile_findings = None, [], []
+    if state.skipped_reason != reason:
+        ls.log(f"{state.uri}: {reason}", types.MessageType.Warning)
+    state.skipped_reason = reason
+    publish(ls, state)
+
+
+def register(server) -> None:
+    """Diagnostics are pushed; nothing to register beyond document sync."""

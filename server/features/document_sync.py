@@ -1,0 +1,32 @@
+"""didOpen / didChange / didClose: keep per-document state and schedule diagnostics."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from . import diagnostics
+
+
+def register(server) -> None:
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls, params: types.DidOpenTextDocumentParams) -> None:
+        document = ls.workspace.get_text_document(params.text_document.uri)
+        ls.documents.open(document.uri, document.path)
+        diagnostics.schedule(ls, document.uri, delay_s=0.0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls, params: types.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        state = ls.documents.get(uri)
+        if state is None:
+            return
+        # Anything computed for an older version is now stale: stop it before it publishes.
+        if state.compile_task is not None and not state.compile_task.done():
+            state.compile_task.cancel()
+        diagnostics.schedule(ls, uri, delay_s=ls.settings.diagnostics_debounce_ms / 1000)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.documents.close(uri)
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))

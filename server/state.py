@@ -1,0 +1,77 @@
+"""Per-document state: the text the server has analysed, its last good analysis and its findings."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..optimizer.analysis import FileAnalysis, Kernel
+from ..optimizer.checks import Finding
+
+
+@dataclass
+class DocumentState:
+    """What the server knows about one open document."""
+
+    uri: str
+    path: str | None
+    # The version and text the current analysis and findings belong to.
+    version: int | None = None
+    text: str = ""
+    analysis: FileAnalysis | None = None
+    # The last analysis that parsed: passed as ``previous`` so a syntax error keeps the kernels.
+    last_good: FileAnalysis | None = None
+    static_findings: list[Finding] = field(default_factory=list)
+    # Compile findings and reports, valid only for ``compile_version``.
+    compile_findings: list[Finding] = field(default_factory=list)
+    compile_reports: dict[str, list[Any]] = field(default_factory=dict)
+    compile_version: int | None = None
+    compile_target: str | None = None
+    # Background jobs of this document, cancelled when a newer version arrives.
+    analysis_task: asyncio.Task | None = None
+    compile_task: asyncio.Task | None = None
+    # Set when the last analysis was skipped (document too large, or analysis crashed).
+    skipped_reason: str | None = None
+
+    def kernel_at_offset(self, offset: int) -> Kernel | None:
+        """The innermost kernel whose span holds a code-point offset of ``text``."""
+        if self.analysis is None or self.analysis.stale:
+            return None
+        hits = [k for k in self.analysis.kernels if k.span.start_offset <= offset <= k.span.end_offset]
+        return min(hits, key=lambda k: k.span.end_offset - k.span.start_offset) if hits else None
+
+    def findings(self) -> list[Finding]:
+        """Static findings plus the compile findings that belong to the current version."""
+        if self.compile_version is not None and self.compile_version == self.version:
+            return self.static_findings + self.compile_findings
+        return list(self.static_findings)
+
+    def cancel_jobs(self) -> None:
+        for task in (self.analysis_task, self.compile_task):
+            if task is not None and not task.done():
+                task.cancel()
+
+
+class DocumentStore:
+    """Open documents by URI."""
+
+    def __init__(self) -> None:
+        self._docs: dict[str, DocumentState] = {}
+
+    def open(self, uri: str, path: str | None) -> DocumentState:
+        state = self._docs.get(uri)
+        if state is None:
+            state = self._docs[uri] = DocumentState(uri, path)
+        return state
+
+    def get(self, uri: str) -> DocumentState | None:
+        return self._docs.get(uri)
+
+    def close(self, uri: str) -> None:
+        state = self._docs.pop(uri, None)
+        if state is not None:
+            state.cancel_jobs()
+
+    def __iter__(self):
+        return iter(list(self._docs.values()))

@@ -1,0 +1,25 @@
+"""The real server over stdio, driven with the VS Code and the Neovim client capability sets."""
+
+from __future__ import annotations
+
+import pytest
+import pytest_lsp
+
+from .editor import CLIENTS, CONFIG, EditorClient, initialize_params
+
+# Short debounce so tests do not wait on the 200 ms default; compile diagnostics off unless a test
+# asks for them (they compile in subprocesses for seconds).
+TEST_SETTINGS = {"targetGpu": "h100", "diagnosticsDebounceMs": 20, "compileDiagnostics": False}
+
+
+@pytest_lsp.fixture(config=CONFIG, params=CLIENTS)
+async def client(request, lsp_client: EditorClient, tmp_path):
+    lsp_client.set_configuration({"mtmc": dict(TEST_SETTINGS)})
+    await lsp_client.initialize_session(initialize_params(request.param, tmp_path))
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    return tmp_path
