@@ -1,0 +1,187 @@
+// The extension's commands. Their ids differ from the server's (`mtmc.optimizeKernel` ...): the
+// language client registers the server's own command ids itself, for code actions to call.
+import * as vscode from "vscode";
+import { parseTargets, ServerCommands, Step } from "./protocol";
+import { findKernels, kernelAtLine } from "./triton";
+import { KernelNode, SHOW_STEP_DIFF_COMMAND, StepNode, StepTreeProvider } from "./stepTree";
+import { showStepDiff, StepContentProvider } from "./stepDiff";
+import { SpeedupChartPanel } from "./speedupChart";
+
+export const ClientCommands = {
+  optimizeKernel: "mtmc.client.optimizeKernel",
+  verifyKernel: "mtmc.client.verifyKernel",
+  acceptStep: "mtmc.client.acceptStep",
+  rejectStep: "mtmc.client.rejectStep",
+  showStepHistory: "mtmc.client.showStepHistory",
+  selectTarget: "mtmc.client.selectTarget",
+  restartServer: "mtmc.client.restartServer",
+  refreshSteps: "mtmc.client.refreshSteps",
+  showStepDiff: SHOW_STEP_DIFF_COMMAND,
+} as const;
+
+/** What the commands need from the running extension. */
+export interface CommandContext {
+  executeServerCommand<T = unknown>(command: string, args: unknown[]): Promise<T>;
+  restartServer(): Promise<void>;
+  isTrusted(): boolean;
+  steps: StepTreeProvider;
+  stepContents: StepContentProvider;
+  chart: SpeedupChartPanel;
+  stepViewId: string;
+}
+
+/** Why optimize/verify are off in Restricted Mode, with a way out. */
+export async function explainRestrictedMode(what: string): Promise<void> {
+  const choice = await vscode.window.showWarningMessage(
+    `MTMC: ${what} runs your kernel code (compilation, correctness and timing runs), so it is disabled while this workspace is in Restricted Mode. Static diagnostics still work. Trust the workspace to enable it.`,
+    "Manage Workspace Trust",
+  );
+  if (choice === "Manage Workspace Trust") await vscode.commands.executeCommand("workbench.trust.manage");
+}
+
+function isKernelNode(arg: unknown): arg is KernelNode {
+  return !!arg && typeof arg === "object" && (arg as KernelNode).type === "kernel";
+}
+
+function isStepNode(arg: unknown): arg is StepNode {
+  return !!arg && typeof arg === "object" && (arg as StepNode).type === "step";
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * The document and kernel a kernel command works on: a step-view kernel node, else the active editor's
+ * kernel at the cursor, else a quick pick of its kernels. `required: false` allows "the whole file".
+ */
+export async function resolveKernelTarget(arg: unknown, required: boolean): Promise<{ uri: string; kernel?: string } | undefined> {
+  if (isKernelNode(arg)) return { uri: arg.documentUri, kernel: arg.kernel };
+  const editor = vscode.window.activeTextEditor;
+  if (!editor || editor.document.languageId !== "python") {
+    void vscode.window.showInformationMessage("MTMC: open a Python file with a @triton.jit kernel first.");
+    return undefined;
+  }
+  const uri = editor.document.uri.toString();
+  const kernels = findKernels(editor.document.getText());
+  if (kernels.length === 0) {
+    if (!required) return { uri };
+    void vscode.window.showInformationMessage("MTMC: this file has no @triton.jit kernel.");
+    return undefined;
+  }
+  const atCursor = kernelAtLine(kernels, editor.selection.active.line);
+  if (atCursor) return { uri, kernel: atCursor.name };
+  if (kernels.length === 1) return { uri, kernel: kernels[0].name };
+  if (!required) return { uri };
+  const picked = await vscode.window.showQuickPick(
+    kernels.map((k) => ({ label: k.name, description: `line ${k.line + 1}` })),
+    { placeHolder: "Which kernel?" },
+  );
+  return picked ? { uri, kernel: picked.label } : undefined;
+}
+
+/** The step a step command works on: a step-view node, else a pick among the shown document's steps. */
+async function resolveStep(arg: unknown, ctx: CommandContext, statuses: string[]): Promise<{ uri: string; step: Step } | undefined> {
+  if (isStepNode(arg)) return { uri: arg.documentUri, step: arg.step };
+  const uri = ctx.steps.currentDocument;
+  const candidates = ctx.steps.currentSteps.filter((s) => statuses.includes(s.status));
+  if (!uri || candidates.length === 0) {
+    void vscode.window.showInformationMessage("MTMC: no step to choose from in the current document.");
+    return undefined;
+  }
+  if (candidates.length === 1) return { uri, step: candidates[0] };
+  const picked = await vscode.window.showQuickPick(
+    candidates.map((step) => ({ label: `${step.kernel}: ${step.index + 1}. ${step.title}`, description: step.status, step })),
+    { placeHolder: "Which step?" },
+  );
+  return picked ? { uri, step: picked.step } : undefined;
+}
+
+export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
+  const run = async (label: string, command: string, args: unknown[]): Promise<unknown> => {
+    try {
+      return await ctx.executeServerCommand(command, args);
+    } catch (error) {
+      void vscode.window.showErrorMessage(`MTMC: ${label} failed: ${errorText(error)}`);
+      return undefined;
+    }
+  };
+
+  const optimizeKernel = async (arg?: unknown) => {
+    if (!ctx.isTrusted()) return explainRestrictedMode("Optimize Kernel");
+    const target = await resolveKernelTarget(arg, true);
+    if (!target?.kernel) return;
+    void vscode.window.showInformationMessage(`MTMC: optimizing ${target.kernel} in the background; its steps appear in the MTMC Steps view for you to review.`);
+    await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Window, title: `MTMC: optimizing ${target.kernel}` },
+      () => run("Optimize Kernel", ServerCommands.optimizeKernel, [target.uri, target.kernel]),
+    );
+    await ctx.steps.refresh();
+  };
+
+  const verifyKernel = async (arg?: unknown) => {
+    if (!ctx.isTrusted()) return explainRestrictedMode("Verify Kernel");
+    const target = await resolveKernelTarget(arg, false);
+    if (!target) return;
+    const args = target.kernel ? [target.uri, target.kernel] : [target.uri];
+    await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Window, title: `MTMC: verifying ${target.kernel ?? "kernels"}` },
+      () => run("Verify Kernel", ServerCommands.verifyKernel, args),
+    );
+  };
+
+  const decideStep = (accept: boolean) => async (arg?: unknown) => {
+    const chosen = await resolveStep(arg, ctx, ["applied"]);
+    if (!chosen) return;
+    const command = accept ? ServerCommands.acceptStep : ServerCommands.rejectStep;
+    await run(accept ? "Accept Step" : "Reject Step", command, [chosen.uri, chosen.step.id]);
+    await ctx.steps.refresh();
+  };
+
+  const showStepHistory = async () => {
+    const editor = vscode.window.activeTextEditor;
+    if (editor && editor.document.languageId === "python" && editor.document.uri.scheme !== "mtmc-step") {
+      await ctx.steps.setDocument(editor.document.uri.toString());
+    } else {
+      await ctx.steps.refresh();
+    }
+    await vscode.commands.executeCommand(`${ctx.stepViewId}.focus`);
+    if (ctx.steps.currentDocument) ctx.chart.show(ctx.steps.currentDocument, ctx.steps.currentSteps);
+  };
+
+  const selectTarget = async () => {
+    const targets = parseTargets(await run("List Targets", ServerCommands.listTargets, []));
+    if (targets.length === 0) return;
+    const current = vscode.workspace.getConfiguration("mtmc").get<string>("targetGpu") ?? "";
+    const picked = await vscode.window.showQuickPick(
+      targets.map((t) => ({ label: t.name, description: t.key === current ? `${t.key} (current)` : t.key, detail: t.summary, key: t.key })),
+      { placeHolder: "Target GPU for diagnostics, optimization and verification", matchOnDetail: true },
+    );
+    if (!picked) return;
+    await run("Select Target GPU", ServerCommands.selectTarget, [picked.key]);
+    // Persist the choice; the configuration change is pushed to the server like any other setting.
+    const target = vscode.workspace.workspaceFolders?.length ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
+    await vscode.workspace.getConfiguration("mtmc").update("targetGpu", picked.key, target);
+  };
+
+  const restartServer = async () => {
+    await ctx.restartServer();
+    void vscode.window.showInformationMessage("MTMC: the language server was restarted.");
+  };
+
+  const showDiff = async (arg?: unknown) => {
+    if (isStepNode(arg)) await showStepDiff(ctx.stepContents, arg.step, arg.documentUri);
+  };
+
+  return [
+    vscode.commands.registerCommand(ClientCommands.optimizeKernel, optimizeKernel),
+    vscode.commands.registerCommand(ClientCommands.verifyKernel, verifyKernel),
+    vscode.commands.registerCommand(ClientCommands.acceptStep, decideStep(true)),
+    vscode.commands.registerCommand(ClientCommands.rejectStep, decideStep(false)),
+    vscode.commands.registerCommand(ClientCommands.showStepHistory, showStepHistory),
+    vscode.commands.registerCommand(ClientCommands.selectTarget, selectTarget),
+    vscode.commands.registerCommand(ClientCommands.restartServer, restartServer),
+    vscode.commands.registerCommand(ClientCommands.refreshSteps, () => ctx.steps.refresh()),
+    vscode.commands.registerCommand(ClientCommands.showStepDiff, showDiff),
+  ];
+}
