@@ -1,0 +1,286 @@
+"""Compile kernels for a target GPU in a worker process, with an in-memory and an on-disk cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..analysis import FileAnalysis, Kernel, analyze
+from ..hardware import GpuProfile
+from .module_builder import CompileSetupError, build_module
+from .report import CompileReport
+
+WORKER = Path(__file__).with_name("worker.py")
+CACHE_VERSION = 1
+FLOAT_SCALAR_NAMES = frozenset(
+    {"eps", "epsilon", "scale", "sm_scale", "alpha", "beta", "p", "dropout_p", "momentum", "temperature", "slope",
+     "negative_slope", "softmax_scale", "qk_scale", "lr", "weight_decay", "gamma", "theta"}
+)
+_MEMORY: dict[str, dict] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+def default_cache_dir() -> Path:
+    """``$MTMC_CACHE_DIR/compile``, else ``$XDG_CACHE_HOME/mtmc-lsp/compile``, else ``~/.cache/...``."""
+    base = os.environ.get("MTMC_CACHE_DIR")
+    if base:
+        return Path(base) / "compile"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "mtmc-lsp" / "compile"
+
+
+def triton_version() -> str:
+    """The installed triton's version without importing it (the server must stay light)."""
+    try:
+        from importlib.metadata import version
+
+        return version("triton")
+    except Exception:  # noqa: BLE001 - not installed: the worker reports it
+        return "none"
+
+
+@dataclass
+class CompileJob:
+    """One kernel config to compile."""
+
+    kernel: str
+    constexprs: dict
+    num_warps: int = 4
+    num_stages: int = 3
+    signature_overrides: dict[str, str] | None = None
+    label: str = ""
+    extra_options: dict = field(default_factory=dict)
+
+
+def default_signature(kernel: Kernel, overrides: dict[str, str] | None = None,
+                      launch_values: dict[str, object] | None = None) -> dict[str, str]:
+    """Triton types for the kernel's parameters.
+
+    Pointers are ``*fp16`` in kernels that call ``tl.dot`` (tensor-core inputs) and ``*fp32``
+    otherwise; scalars are ``i32`` unless annotated or named as floats (eps, scale ...) or bound
+    to a float at the launch. ``overrides`` wins over all of that.
+    """
+    overrides = overrides or {}
+    launch_values = launch_values or {}
+    uses_dot = bool(kernel.calls_of("dot"))
+    signature: dict[str, str] = {}
+    for param in kernel.params:
+        if param.kind == "constexpr":
+            signature[param.name] = "constexpr"
+        elif param.name in overrides:
+            signature[param.name] = overrides[param.name]
+        elif param.kind == "pointer":
+            signature[param.name] = "*fp16" if uses_dot else "*fp32"
+        else:
+            annotation = (param.annotation or "").lower()
+            value = launch_values.get(param.name)
+            is_float = (
+                "float" in annotation or "fp" in annotation
+                or param.name.lower() in FLOAT_SCALAR_NAMES
+                or (isinstance(value, float))
+                or isinstance(param.default_value, float)
+            )
+            signature[param.name] = "fp32" if is_float else ("i1" if "bool" in annotation else "i32")
+    for name, value in overrides.items():
+        if name in signature and signature[name] != "constexpr":
+            signature[name] = value
+    return signature
+
+
+def _constexpr_values(kernel: Kernel, constexprs: dict) -> tuple[dict, dict, list[str]]:
+    """Literal values, expressions to evaluate in the worker (non-literal defaults), and what is missing."""
+    values: dict = {}
+    expressions: dict[str, str] = {}
+    missing: list[str] = []
+    for param in kernel.params:
+        if param.kind != "constexpr":
+            continue
+        if param.name in constexprs and constexprs[param.name] is not None:
+            values[param.name] = constexprs[param.name]
+        elif param.default_value is not None:
+            values[param.name] = param.default_value
+        elif param.default is not None:
+            expressions[param.name] = param.default
+        else:
+            missing.append(param.name)
+    return values, expressions, missing
+
+
+def _cache_key(module_text: str, job: CompileJob, signature: dict, values: dict, expressions: dict, target: GpuProfile,
+               options: dict) -> str:
+    blob = json.dumps(
+        [CACHE_VERSION, triton_version(), module_text, job.kernel, signature, values, expressions, target.arch, options],
+        sort_keys=True, default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _read_disk(cache_dir: Path | None, key: str) -> dict | None:
+    if cache_dir is None:
+        return None
+    try:
+        return json.loads((cache_dir / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_disk(cache_dir: Path | None, key: str, data: dict) -> None:
+    if cache_dir is None:
+        return
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = cache_dir / f".{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(data))
+        tmp.replace(cache_dir / f"{key}.json")
+    except OSError:
+        pass  # a read-only home must not break compilation
+
+
+def clear_memory_cache() -> None:
+    with _MEMORY_LOCK:
+        _MEMORY.clear()
+
+
+def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_s: float = 120,
+                 analysis: FileAnalysis | None = None, cache_dir: Path | None | str = "default",
+                 python: str | None = None) -> list[CompileReport]:
+    """Compile several configs of a file's kernels in one worker process (one triton import)."""
+    if cache_dir == "default":
+        cache_dir = default_cache_dir()
+    cache_dir = Path(cache_dir) if cache_dir else None
+    analysis = analysis or analyze(text)
+    reports: list[CompileReport | None] = [None] * len(jobs)
+    todo: dict[str, list] = {}  # module text -> [(index, key, payload)]
+    for index, job in enumerate(jobs):
+        options = {"num_warps": job.num_warps, "num_stages": job.num_stages, **job.extra_options}
+        base = dict(kernel=job.kernel, target=target.key, arch=target.arch, constexprs=dict(job.constexprs),
+                    num_warps=job.num_warps, num_stages=job.num_stages, signature={}, label=job.label)
+        kernel = analysis.kernel(job.kernel)
+        if kernel is None:
+            reports[index] = CompileReport(**base, status="skipped", error=f"no kernel named {job.kernel} in the file")
+            continue
+        launch_values = {}
+        signature = default_signature(kernel, job.signature_overrides, launch_values)
+        base["signature"] = signature
+        values, expressions, missing = _constexpr_values(kernel, job.constexprs)
+        base["constexprs"] = {**values, **{k: f"<{v}>" for k, v in expressions.items()}}
+        if missing:
+            reports[index] = CompileReport(
+                **base, status="skipped",
+                error=f"no value for constexpr {', '.join(missing)}: pass it at a launch, in an autotune config or as a default",
+            )
+            continue
+        descriptor_params = _descriptor_params(kernel, analysis.text)
+        if descriptor_params and not all(p in (job.signature_overrides or {}) for p in descriptor_params):
+            reports[index] = CompileReport(
+                **base, status="skipped",
+                error=f"parameter {', '.join(descriptor_params)} looks like a host-built tensor descriptor; "
+                      "pass its type in signature_overrides to compile",
+            )
+            continue
+        try:
+            built = build_module(text, job.kernel)
+        except CompileSetupError as exc:
+            reports[index] = CompileReport(**base, status="skipped", error=str(exc))
+            continue
+        key = _cache_key(built.text, job, signature, values, expressions, target, options)
+        with _MEMORY_LOCK:
+            hit = _MEMORY.get(key)
+        hit = hit or _read_disk(cache_dir, key)
+        if hit is not None:
+            with _MEMORY_LOCK:
+                _MEMORY[key] = hit
+            reports[index] = CompileReport(**base, **_result_fields(hit), cached=True)
+            continue
+        payload = {"kernel": job.kernel, "signature": signature, "constexprs": values, "constexpr_exprs": expressions,
+                   "arch": target.arch, "options": options}
+        todo.setdefault(built.text, []).append((index, key, payload, base))
+    for module_text, entries in todo.items():
+        results, wall = _run_worker(module_text, [e[2] for e in entries], timeout_s * len(entries), python)
+        for (index, key, _payload, base), result in zip(entries, results):
+            if result.get("status") in ("ok", "error"):
+                with _MEMORY_LOCK:
+                    _MEMORY[key] = result
+                _write_disk(cache_dir, key, result)
+            reports[index] = CompileReport(**base, **_result_fields(result), wall_s=round(wall / len(entries), 3))
+    return [r for r in reports if r is not None]
+
+
+def _result_fields(result: dict) -> dict:
+    fields = {k: result.get(k) for k in (
+        "status", "error", "registers", "spill_stores", "spill_loads", "stack_bytes", "local_bytes", "shared_bytes",
+        "ptx_bytes", "cubin_bytes", "compile_s",
+    )}
+    fields["error_line"] = result.get("line")
+    fields["error_col"] = result.get("col")
+    fields["detail"] = result.get("detail") or result.get("ptxas_log") or ""
+    fields["status"] = fields["status"] or "error"
+    return fields
+
+
+def _descriptor_params(kernel: Kernel, text: str) -> list[str]:
+    """Parameters used as ``desc.load(...)``/``desc.store(...)``: host tensor descriptors."""
+    body = kernel.body_span.text(text)
+    return [p.name for p in kernel.params if p.kind != "constexpr" and (f"{p.name}.load(" in body or f"{p.name}.store(" in body)]
+
+
+def _run_worker(module_text: str, jobs: list[dict], timeout_s: float, python: str | None) -> tuple[list[dict], float]:
+    """Run the worker on one module; one result per job, timeouts and crashes included."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mtmc-compile-") as tmp:
+        module_path = Path(tmp) / "kernel_module.py"
+        module_path.write_text(module_text)
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env.update({
+            "TRITON_CACHE_DIR": str(Path(tmp) / "triton-cache"),  # fresh: we want ptxas to run (and log)
+            "TRITON_DUMP_PTXAS_LOG": "1",
+            "TRITON_DEFAULT_FP_FUSION": env.get("TRITON_DEFAULT_FP_FUSION", "1"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        })
+        request = json.dumps({"module_path": str(module_path), "jobs": jobs})
+        try:
+            proc = subprocess.Popen(
+                [python or sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, cwd=tmp, env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            return [{"status": "error", "error": f"cannot start the compile worker: {exc}"}] * len(jobs), 0.0
+        timed_out = False
+        try:
+            stdout, stderr = proc.communicate(request, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            proc.kill()
+            stdout, stderr = proc.communicate()
+    results: list[dict] = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                results.append(json.loads(line))
+            except ValueError:
+                pass
+    while len(results) < len(jobs):
+        if timed_out:
+            results.append({"status": "timeout", "error": f"compilation did not finish within {timeout_s:.0f} s"})
+        else:
+            tail = (stderr or "").strip().splitlines()[-3:]
+            results.append({"status": "error", "error": f"the compile worker exited with code {proc.returncode}: "
+                            + (" | ".join(tail) or "no output"), "detail": (stderr or "")[-3000:]})
+    return results, time.perf_counter() - start
+
+
+def compile_kernel(text: str, kernel_name: str, constexprs: dict, target: GpuProfile, num_warps: int = 4,
+                   num_stages: int = 3, signature_overrides: dict[str, str] | None = None, timeout_s: float = 120,
+                   cache_dir: Path | None | str = "default", label: str = "") -> CompileReport:
+    """Compile one kernel of ``text`` for ``target`` in a subprocess and report its resource usage."""
+    job = CompileJob(kernel_name, dict(constexprs), num_warps, num_stages, signature_overrides, label)
+    return compile_jobs(text, [job], target, timeout_s=timeout_s, cache_dir=cache_dir)[0]

@@ -1,0 +1,48 @@
+"""Which configs of a kernel to compile: each launch site, each autotune config, else the defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..analysis import FileAnalysis, Kernel, Span
+from ..checks.context import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, CheckContext
+from ..hardware import GpuProfile
+from .compiler import CompileJob
+
+
+@dataclass
+class PlannedJob:
+    job: CompileJob
+    span: Span  # where findings about this config belong (the launch, the config, the kernel name)
+
+
+def plan_jobs(analysis: FileAnalysis, target: GpuProfile, kernels: list[str] | None = None,
+              max_per_kernel: int = 8) -> list[PlannedJob]:
+    """One job per distinct (constexprs, num_warps, num_stages) of each kernel, in source order."""
+    ctx = CheckContext(analysis, target)
+    planned: list[PlannedJob] = []
+    for kernel in analysis.kernels:
+        if kernels is not None and kernel.name not in kernels:
+            continue
+        seen = set()
+        bindings = ctx.bindings(kernel)
+        if kernel.autotune is not None and kernel.autotune.configs:
+            bindings = [b for b in bindings if b.kind == "config"]  # launches leave the tuned values to the configs
+        for binding in bindings:
+            values = {k: v for k, v in binding.values.items() if _is_constexpr(kernel, k)}
+            warps = binding.num_warps or DEFAULT_NUM_WARPS
+            stages = binding.num_stages or DEFAULT_NUM_STAGES
+            key = (tuple(sorted(values.items(), key=lambda kv: kv[0])), warps, stages)
+            if key in seen:
+                continue
+            seen.add(key)
+            span = binding.fallback if binding.kind != "defaults" else kernel.name_span
+            planned.append(PlannedJob(CompileJob(kernel.name, values, warps, stages, label=binding.label), span))
+            if len(seen) >= max_per_kernel:
+                break
+    return planned
+
+
+def _is_constexpr(kernel: Kernel, name: str) -> bool:
+    param = kernel.param(name)
+    return param is not None and param.kind == "constexpr"

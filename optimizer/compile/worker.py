@@ -1,0 +1,168 @@
+"""The compile worker: runs in its own process, imports only the standard library and triton.
+
+Reads one JSON request on stdin: ``{"module_path", "jobs": [{"kernel", "signature", "constexprs",
+"constexpr_exprs", "arch", "options"}]}`` and prints one JSON line per job as it finishes, so a
+parent that times out still gets the results of the jobs that completed.
+
+The module at ``module_path`` keeps the user's line numbers (see ``module_builder``), so every
+line this worker reports is a line of the user's file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import traceback
+
+PTXAS_PATTERNS = {
+    "registers": re.compile(r"Used (\d+) registers"),
+    "spill_stores": re.compile(r"(\d+) bytes spill stores"),
+    "spill_loads": re.compile(r"(\d+) bytes spill loads"),
+    "stack_bytes": re.compile(r"(\d+) bytes stack frame"),
+}
+RESOURCE_PATTERN = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
+
+
+def _load_module(path: str):
+    spec = importlib.util.spec_from_file_location("mtmc_compile_unit", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mtmc_compile_unit"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _file_line(exc: BaseException, path: str) -> tuple[int | None, int | None]:
+    """The line of the user's file where ``exc`` points: triton's AST node, else the traceback."""
+    line = col = None
+    seen = set()
+    current = exc
+    while current is not None and id(current) not in seen:  # innermost CompilationError wins
+        seen.add(id(current))
+        node = getattr(current, "node", None)
+        src = getattr(current, "src", None)
+        if node is not None and getattr(node, "lineno", None) is not None and src:
+            start = _def_line_of_source(src)
+            if start is not None:
+                line, col = start + node.lineno - 1, getattr(node, "col_offset", None)
+        current = current.__cause__ or current.__context__
+    if line is None:
+        for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+            if os.path.abspath(frame.filename) == os.path.abspath(path):
+                return frame.lineno, None
+        if isinstance(exc, SyntaxError) and exc.filename and os.path.abspath(exc.filename) == os.path.abspath(path):
+            return exc.lineno, exc.offset
+    return line, col
+
+
+_JIT_FUNCTIONS: list = []
+
+
+def _def_line_of_source(src: str) -> int | None:
+    for fn in _JIT_FUNCTIONS:
+        if getattr(fn, "src", None) == src or getattr(fn, "_src", None) == src:
+            return fn.def_file_line_number
+    return None
+
+
+def _resource_usage(cubin: bytes) -> dict:
+    """REG/STACK/SHARED/LOCAL from cuobjdump, shipped in triton's backends/nvidia/bin."""
+    import tempfile
+
+    import triton
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.path.exists(tool):
+        return {}
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as handle:
+        handle.write(cubin)
+    try:
+        out = subprocess.run([tool, "--dump-resource-usage", handle.name], capture_output=True, text=True, timeout=30)
+    finally:
+        os.unlink(handle.name)
+    match = RESOURCE_PATTERN.search(out.stdout)
+    if not match:
+        return {}
+    reg, stack, shared, local = (int(g) for g in match.groups())
+    return {"registers": reg, "stack_bytes": stack, "static_shared": shared, "local_bytes": local}
+
+
+def _compile(module, job: dict) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = getattr(module, job["kernel"], None)
+    if fn is None:
+        return {"status": "error", "error": f"kernel {job['kernel']} is not defined at module level", "line": None}
+    fn = getattr(fn, "fn", fn) if not hasattr(fn, "def_file_line_number") else fn  # unwrap leftover autotuners
+    constexprs = dict(job["constexprs"])
+    for name, expression in job.get("constexpr_exprs", {}).items():
+        constexprs[name] = eval(expression, vars(module))  # noqa: S307 - the user's own default, in the worker
+    source = ASTSource(fn, job["signature"], constexprs)
+    target = GPUTarget("cuda", job["arch"], 32)
+    log = io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(log):
+        compiled = triton.compile(source, target=target, options=job["options"])
+    elapsed = time.perf_counter() - start
+    result = {
+        "status": "ok",
+        "compile_s": round(elapsed, 3),
+        "shared_bytes": int(getattr(compiled.metadata, "shared", 0) or 0),
+        "ptx_bytes": len(compiled.asm.get("ptx", "") or ""),
+        "cubin_bytes": len(compiled.asm.get("cubin", b"") or b""),
+        "ptxas_log": log.getvalue()[-4000:],
+    }
+    text = log.getvalue()
+    for key, pattern in PTXAS_PATTERNS.items():
+        match = pattern.search(text)
+        if match:
+            result[key] = int(match.group(1))
+    usage = _resource_usage(compiled.asm["cubin"]) if "cubin" in compiled.asm else {}
+    for key, value in usage.items():
+        result.setdefault(key, value)
+    return result
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.read())
+    path = request["module_path"]
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    try:
+        module = _load_module(path)
+    except BaseException as exc:  # noqa: BLE001 - any failure of user module code is a report, not a crash
+        line, col = _file_line(exc, path)
+        message = f"{type(exc).__name__}: {exc}"
+        for _job in request["jobs"]:
+            print(json.dumps({"status": "error", "error": f"the kernel's module does not load: {message}",
+                              "line": line, "col": col}), flush=True)
+        return 0
+    try:
+        from triton.runtime.jit import JITFunction
+
+        _JIT_FUNCTIONS.extend(v for v in vars(module).values() if isinstance(v, JITFunction))
+    except Exception:  # noqa: BLE001
+        pass
+    for job in request["jobs"]:
+        try:
+            result = _compile(module, job)
+        except BaseException as exc:  # noqa: BLE001
+            line, col = _file_line(exc, path)
+            message = getattr(exc, "error_message", None) or str(exc).strip().splitlines()[-1:] or [type(exc).__name__]
+            if isinstance(message, list):
+                message = message[0] if message else type(exc).__name__
+            result = {"status": "error", "error": f"{type(exc).__name__}: {message}", "line": line, "col": col,
+                      "detail": str(exc)[-3000:]}
+        print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
