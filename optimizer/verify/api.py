@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 import uuid
 from dataclasses import dataclass, field, fields
@@ -157,14 +158,17 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
             "start_failed": f"no worker: {outcome.detail}",
         }.get(outcome.failure or "crash", outcome.detail)
         hint = _log_hint(outcome.log_tail)
+        line = _user_line_in_log(outcome.log_tail)
+        if line is not None and outcome.failure in ("timeout", "crash"):
+            what += f" (at line {line + 1})"
         name = outcome.phase if outcome.phase in ("compile", "correctness", "speed") else "compile"
-        checks = [harness_check, Check(name, "failed", what + (f" ({hint})" if hint else ""), None,
+        checks = [harness_check, Check(name, "failed", what + (f" ({hint})" if hint else ""), line,
                                        {"log_tail": outcome.log_tail})]
         compiled = outcome.phase in ("correctness", "speed", "recheck")
         return VerificationReport(
             status=status, device=device_default, summary=f"not verified: {what}", compiled=compiled,
             correct=None, seeds=0, compared_against=[], checks=checks, reward=Reward.of(compiled, False, None),
-            error=what + (f"\n{hint}" if hint else ""), raw={"failure": outcome.failure, "detail": outcome.detail,
+            error=what + (f"\n{hint}" if hint else ""), error_line=line, raw={"failure": outcome.failure, "detail": outcome.detail,
                                                             "log_tail": outcome.log_tail}, **common)
 
     result = outcome.result
@@ -311,6 +315,10 @@ def _first_mismatch(trial: dict, options: VerifyOptions) -> Mismatch | None:
         return Mismatch(against="self", kind="mutated_input", output=m.get("output", "input"), index=m.get("index"),
                         actual=m.get("actual"), expected=m.get("expected"), count=m.get("count"),
                         reason=m.get("reason", ""), **common)
+    if trial.get("nonfinite"):
+        m = trial["nonfinite"]
+        return Mismatch(against="self", kind="nonfinite", output=m["output"], index=m["index"], actual=m["value"],
+                        count=m["count"], **common)
     for role, result in trial.get("checks", {}).items():
         if result.get("ok"):
             continue
@@ -322,10 +330,6 @@ def _first_mismatch(trial: dict, options: VerifyOptions) -> Mismatch | None:
                         actual=m["actual"], expected=m["expected"], max_abs_error=result.get("max_abs"),
                         max_rel_error=result.get("max_rel"), count=m.get("count"), elements=m.get("elements"),
                         atol=m.get("atol"), rtol=m.get("rtol"), **common)
-    if trial.get("nonfinite"):
-        m = trial["nonfinite"]
-        return Mismatch(against="self", kind="nonfinite", output=m["output"], index=m["index"], actual=m["value"],
-                        count=m["count"], **common)
     return None
 
 
@@ -351,6 +355,13 @@ def _summary(status: str, device: str, mode: str, seeds: int, against: list[str]
 def _first_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else ""
+
+
+def _user_line_in_log(log: str) -> int | None:
+    """0-based line of the new version's innermost frame in a dead worker's faulthandler dump."""
+    frames = re.findall(r'File "[^"]*mtmc_verify_new_[0-9a-f]+\.py", line (\d+)', log)
+    # faulthandler prints the innermost frame first.
+    return int(frames[0]) - 1 if frames else None
 
 
 def _log_hint(log: str) -> str:

@@ -165,6 +165,7 @@ class Worker:
             outcome.phase = phase
             outcome.seconds = time.monotonic() - started
             if status == "timeout":
+                self._dump_stacks()
                 limit = compile_timeout_s if phase == "compile" else run_timeout_s
                 outcome.failure, outcome.detail = "timeout", f"no answer within {limit:g} s in the {phase} phase"
             elif status == "cancelled":
@@ -210,6 +211,16 @@ class Worker:
                 name = f"signal {-code}"
             return f"the worker died from {name}"
         return f"the worker exited with code {code}"
+
+    def _dump_stacks(self) -> None:
+        """Ask a hung worker for its Python stacks (faulthandler on SIGUSR1) before it is killed."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.kill(self.proc.pid, signal.SIGUSR1)
+        except OSError:
+            return
+        time.sleep(0.5)
 
     def log_tail(self) -> str:
         try:

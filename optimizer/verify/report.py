@@ -61,7 +61,7 @@ class Mismatch:
             return (f"{where} is {self.actual} where the expected output is finite ({self.count} such elements; "
                     f"an output left unwritten stays NaN-poisoned) [{ctx}]")
         if self.kind == "mutated_input":
-            return f"the kernel changed its input {where}: {self.expected} became {self.actual} [{ctx}]"
+            return f"the kernel changed its input {where}: {_fmt(self.expected)} became {_fmt(self.actual)} [{ctx}]"
         if self.kind == "structure":
             return f"{where}: {self.reason} vs {self.against} [{ctx}]"
         errors = ""
@@ -69,7 +69,8 @@ class Mismatch:
             errors = f"; max abs err {self.max_abs_error:.3g}, max rel err {self.max_rel_error:.3g}"
         share = f"; {self.count} of {self.elements} elements off" if self.count is not None else ""
         tol = f" (atol=rtol={self.atol:g})" if self.atol is not None else ""
-        return (f"{where}: {self.actual} vs {self.expected} from the {self.against}{tol}{errors}{share} [{ctx}]")
+        return (f"{where}: {_fmt(self.actual)} vs {_fmt(self.expected)} from the {self.against}{tol}{errors}{share} "
+                f"[{ctx}]")
 
 
 @dataclass
@@ -187,6 +188,10 @@ class VerificationReport:
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def _jsonable(value: Any) -> Any:

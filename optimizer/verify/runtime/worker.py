@@ -6,14 +6,20 @@ crash; the protocol uses two dedicated pipe descriptors passed on the command li
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import json
 import os
+import signal
 import sys
 
 
 def main(job_fd: int, result_fd: int) -> int:
     # TRITON_INTERPRET (CPU) or CUDA_VISIBLE_DEVICES (GPU) were set by the pool before we started.
+    # A segfault or abort in user code then leaves a Python traceback (with the user's line) in the log.
+    faulthandler.enable()
+    # The pool sends SIGUSR1 before killing a job that timed out: the dump shows where it hung.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     import torch  # noqa: F401  - imported once, before any job, so jobs measure only their own work
 
     from .job import run_job
