@@ -1,121 +1,94 @@
-"""Facts about one kernel for hover and code lens: configurations, shared-memory estimate, intensity."""
+"""Facts about one kernel for hover and code lens, computed with the checks' own shape model.
+
+Shared-memory figures use the same tile shapes, element sizes, bindings and rule as check MTMC104,
+so the code lens and the diagnostic never disagree.
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..optimizer.analysis import FileAnalysis, Kernel
-from ..optimizer.analysis.model import Value
+from ..optimizer.checks.context import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, Binding, CheckContext, evaluate
+from ..optimizer.checks.shared_memory import estimate
 from ..optimizer.hardware import KIB, GpuProfile
 
-# Triton's defaults when a launch or config does not say (CUDA backend).
-DEFAULT_NUM_WARPS = 4
-DEFAULT_NUM_STAGES = 3
-# Dot operands in Triton kernels are usually fp16/bf16; the estimate says "est." for this reason.
-ASSUMED_DOT_OPERAND_BYTES = 2
-
-_TILE_NAME = re.compile(r"^(?:BLOCK|TILE)(?:_SIZE)?_?([MNK])$", re.IGNORECASE)
+__all__ = ["DEFAULT_NUM_STAGES", "DEFAULT_NUM_WARPS", "BindingFacts", "binding_facts", "format_bytes", "lens_title"]
 
 
 @dataclass
-class KernelConfig:
-    """One way the kernel runs: an autotune config or one launch site's constexprs and options."""
+class BindingFacts:
+    """One way the kernel runs (launch, autotune config or defaults) and what it costs."""
 
-    label: str  # "config 0" or "launch in matmul (line 52)"
-    constexprs: dict[str, Value]
-    num_warps: int | None
-    num_stages: int | None
-    launch_scalars: dict[str, Value]  # scalar arguments with known values (shapes)
+    binding: Binding
+    shared_bytes: int | None  # estimated dot-operand shared memory; None when shapes are unknown
+    tile: tuple[int, int, int] | None  # (M, N, K) of the largest dot
+    dtype_known: bool
+    shape: dict[str, int]  # scalar launch arguments with constant values (M, N, K ...)
 
 
-def kernel_configs(analysis: FileAnalysis, kernel: Kernel) -> list[KernelConfig]:
-    """Autotune configs when the kernel has them, else one entry per launch site."""
-    launches = analysis.launches_of(kernel.name)
-    scalars: dict[str, Value] = {}
+def binding_facts(ctx: CheckContext, kernel: Kernel) -> list[BindingFacts]:
+    """Every binding of ``kernel`` with its shared-memory estimate (0 when the kernel has no dot)."""
+    facts = ctx.facts(kernel)
+    out = []
+    for binding in ctx.bindings(kernel):
+        env = ctx.env(kernel, binding)
+        shared: int | None = 0 if facts is not None and not facts.dots else None
+        tile, dtype_known = None, True
+        for dot in facts.dots if facts is not None else []:
+            a_shape, b_shape = facts.shape_of(dot.a), facts.shape_of(dot.b)
+            if not a_shape or not b_shape or len(a_shape) != 2 or len(b_shape) != 2:
+                continue
+            m, k = (evaluate(d, env) for d in a_shape)
+            n = evaluate(b_shape[1], env)
+            if None in (m, k, n):
+                continue
+            a_bytes, a_known = facts.dtype_bytes(dot.a)
+            b_bytes, b_known = facts.dtype_bytes(dot.b)
+            loop_stages = evaluate(dot.loop_num_stages, env) if dot.loop_num_stages is not None else None
+            stages = 1 if dot.loop_depth == 0 else (loop_stages or binding.num_stages or DEFAULT_NUM_STAGES)
+            need = estimate(m, n, k, a_bytes, b_bytes, stages)
+            if shared is None or need > shared:
+                shared, tile, dtype_known = need, (m, n, k), a_known and b_known
+        out.append(BindingFacts(binding, shared, tile, dtype_known, _launch_shape(ctx.analysis, kernel, binding)))
+    return out
+
+
+def _launch_shape(analysis: FileAnalysis, kernel: Kernel, binding: Binding) -> dict[str, int]:
+    if binding.kind != "launch":
+        launches = analysis.launches_of(kernel.name)
+    else:
+        launches = [l for l in analysis.launches_of(kernel.name) if l.span == binding.fallback]
+    shape: dict[str, int] = {}
     for launch in launches:
         for arg in launch.args:
             param = kernel.param(arg.param) if arg.param else None
-            if param is not None and param.kind == "scalar" and isinstance(arg.value, (int, float)):
-                scalars.setdefault(param.name, arg.value)
-    defaults = {p.name: p.default_value for p in kernel.params if p.kind == "constexpr" and p.default_value is not None}
-    if kernel.autotune is not None and kernel.autotune.configs:
-        return [
-            KernelConfig(f"config {i}", {**defaults, **c.kwargs}, c.num_warps, c.num_stages, scalars)
-            for i, c in enumerate(kernel.autotune.configs)
-        ]
-    configs = []
-    for launch in launches:
-        where = launch.host_function or "module"
-        configs.append(
-            KernelConfig(
-                f"launch in {where} (line {launch.span.start.line + 1})",
-                launch.constexpr_values(kernel), launch.num_warps, launch.num_stages,
-                {a.param: a.value for a in launch.args if a.param and isinstance(a.value, (int, float))},
-            )
-        )
-    return configs
+            if param is not None and param.kind == "scalar" and isinstance(arg.value, int) and not isinstance(arg.value, bool):
+                shape.setdefault(param.name, arg.value)
+    return shape
 
 
-def tile_sizes(kernel: Kernel, constexprs: dict[str, Value]) -> dict[str, int]:
-    """``{"M": 128, "N": 256, "K": 64}`` from constexprs named like BLOCK_M / BLOCK_SIZE_N / TILE_K."""
-    tiles: dict[str, int] = {}
-    for name in kernel.constexpr_names:
-        match = _TILE_NAME.match(name)
-        value = constexprs.get(name)
-        if match and isinstance(value, int) and not isinstance(value, bool):
-            tiles[match.group(1).upper()] = value
-    return tiles
-
-
-def estimate_shared_bytes(kernel: Kernel, config: KernelConfig) -> int | None:
-    """Shared memory for the ``tl.dot`` operand buffers, one set per pipeline stage; None if unknown.
-
-    Triton stages both dot operands through shared memory (``num_stages`` copies when the loop is
-    pipelined), so a tile of BLOCK_M x BLOCK_K plus BLOCK_K x BLOCK_N dominates the budget.
-    """
-    if not kernel.calls_of("dot"):
-        return 0 if not kernel.calls_of(*_REDUCTIONS) else None
-    tiles = tile_sizes(kernel, config.constexprs)
-    if not {"M", "N", "K"} <= tiles.keys():
+def arithmetic_intensity(facts: BindingFacts, element_bytes: int = 2) -> float | None:
+    """FLOP per byte of a matmul when the launch gives M, N and K as constants; None otherwise."""
+    if facts.tile is None:
         return None
-    in_loop = any(c.loop_depth > 0 for c in kernel.calls_of("dot"))
-    stages = config.num_stages if config.num_stages is not None else DEFAULT_NUM_STAGES
-    buffers = max(stages, 1) if in_loop else 1
-    per_stage = (tiles["M"] * tiles["K"] + tiles["K"] * tiles["N"]) * ASSUMED_DOT_OPERAND_BYTES
-    return buffers * per_stage
-
-
-_REDUCTIONS = ("sum", "max", "min", "argmax", "argmin", "reduce", "cumsum", "cumprod", "associative_scan")
-
-
-def arithmetic_intensity(kernel: Kernel, config: KernelConfig, element_bytes: int = ASSUMED_DOT_OPERAND_BYTES) -> float | None:
-    """FLOP per byte of a matmul-like kernel when the launch gives M, N and K; None otherwise."""
-    if not kernel.calls_of("dot"):
+    dims = {k: facts.shape.get(k) for k in ("M", "N", "K")}
+    if any(not isinstance(v, int) or v <= 0 for v in dims.values()):
         return None
-    shape = {k: v for k, v in config.launch_scalars.items() if k in ("M", "N", "K") and isinstance(v, int) and v > 0}
-    if len(shape) != 3:
-        return None
-    m, n, k = shape["M"], shape["N"], shape["K"]
+    m, n, k = dims["M"], dims["N"], dims["K"]
     return 2 * m * n * k / ((m * k + k * n + m * n) * element_bytes)
 
 
 def format_bytes(n: int) -> str:
-    if n >= KIB and n % KIB == 0 or n >= 10 * KIB:
-        return f"{n / KIB:.0f} KiB"
-    if n >= KIB:
-        return f"{n / KIB:.1f} KiB"
-    return f"{n} B"
+    if n < KIB:
+        return f"{n} B"
+    value = n / KIB
+    return f"{value:.0f} KiB" if value >= 10 or value == int(value) else f"{value:.1f} KiB"
 
 
-def max_shared_estimate(analysis: FileAnalysis, kernel: Kernel) -> int | None:
-    """The largest estimate over the kernel's configs (None when none can be estimated)."""
-    values = [v for c in kernel_configs(analysis, kernel) if (v := estimate_shared_bytes(kernel, c)) is not None]
-    return max(values) if values else None
-
-
-def lens_title(analysis: FileAnalysis, kernel: Kernel, target: GpuProfile, compiled_shared: int | None = None) -> str:
-    """One line: ``matmul_kernel · 3 launches · 4 configs · est. 16 KiB smem · H100``."""
+def lens_title(ctx: CheckContext, kernel: Kernel, target: GpuProfile, compiled_shared: int | None = None) -> str:
+    """One line: ``matmul_kernel · 3 launches · 4 autotune configs · est. 16 KiB smem · H100``."""
+    analysis = ctx.analysis
     launches = len(analysis.launches_of(kernel.name))
     parts = [kernel.name, f"{launches} launch" + ("" if launches == 1 else "es")]
     if kernel.autotune is not None:
@@ -124,9 +97,10 @@ def lens_title(analysis: FileAnalysis, kernel: Kernel, target: GpuProfile, compi
     if compiled_shared is not None:
         parts.append(f"{format_bytes(compiled_shared)} smem ({target.sm_name})")
     else:
-        smem = max_shared_estimate(analysis, kernel)
-        if smem:
-            over = " > limit" if smem > target.max_shared_per_block else ""
+        estimates = [f.shared_bytes for f in binding_facts(ctx, kernel) if f.shared_bytes]
+        if estimates:
+            smem = max(estimates)
+            over = f" > {format_bytes(target.max_shared_per_block)} limit" if smem > target.max_shared_per_block else ""
             parts.append(f"est. {format_bytes(smem)} smem{over}")
     parts.append(target.key.upper())
     return " · ".join(parts)

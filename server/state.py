@@ -6,8 +6,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..optimizer.analysis import FileAnalysis, Kernel
+from ..optimizer.analysis import FileAnalysis
 from ..optimizer.checks import Finding
+from ..optimizer.checks.context import CheckContext
+from ..optimizer.hardware import GpuProfile
 
 
 @dataclass
@@ -33,13 +35,16 @@ class DocumentState:
     compile_task: asyncio.Task | None = None
     # Set when the last analysis was skipped (document too large, or analysis crashed).
     skipped_reason: str | None = None
+    _context: CheckContext | None = None
 
-    def kernel_at_offset(self, offset: int) -> Kernel | None:
-        """The innermost kernel whose span holds a code-point offset of ``text``."""
-        if self.analysis is None or self.analysis.stale:
+    def check_context(self, target: GpuProfile) -> CheckContext | None:
+        """The checks' view of the current analysis (kernel facts, bindings), cached per target."""
+        if self.analysis is None:
             return None
-        hits = [k for k in self.analysis.kernels if k.span.start_offset <= offset <= k.span.end_offset]
-        return min(hits, key=lambda k: k.span.end_offset - k.span.start_offset) if hits else None
+        ctx = self._context
+        if ctx is None or ctx.analysis is not self.analysis or ctx.target.key != target.key:
+            ctx = self._context = CheckContext(self.analysis, target)
+        return ctx
 
     def findings(self) -> list[Finding]:
         """Static findings plus the compile findings that belong to the current version."""

@@ -22,14 +22,14 @@ def _compiled_shared(state, kernel_name: str) -> int | None:
 
 
 def lenses_for(ls, state) -> list[types.CodeLens]:
-    analysis = state.analysis
-    if analysis is None:
-        return []
-    index = ls.index(analysis.text)
     target = ls.target
+    ctx = state.check_context(target)
+    if ctx is None:
+        return []
+    index = ls.index(ctx.analysis.text)
     lenses = []
-    for kernel in analysis.kernels:
-        title = lens_title(analysis, kernel, target, _compiled_shared(state, kernel.name))
+    for kernel in ctx.analysis.kernels:
+        title = lens_title(ctx, kernel, target, _compiled_shared(state, kernel.name))
         lenses.append(types.CodeLens(
             range=_first_line(index, kernel),
             command=types.Command(title=title, command=LENS_COMMAND, arguments=[state.uri, kernel.name]),

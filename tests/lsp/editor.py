@@ -142,12 +142,21 @@ def _code_lens_refresh(client: EditorClient, params: Any) -> None:
     client.code_lens_refreshes += 1
 
 
+def as_dict(value: Any) -> Any:
+    """pygls hands untyped JSON objects over as namedtuples; turn them back into dicts."""
+    if hasattr(value, "_asdict"):
+        return {k: as_dict(v) for k, v in value._asdict().items()}
+    if isinstance(value, (list, tuple)):
+        return [as_dict(v) for v in value]
+    return value
+
+
 def _status(client: EditorClient, params: Any) -> None:
-    client.statuses.append(params if isinstance(params, dict) else default_converter().unstructure(params))
+    client.statuses.append(as_dict(params))
 
 
 def _steps_changed(client: EditorClient, params: Any) -> None:
-    client.steps_changed.append(params)
+    client.steps_changed.append(as_dict(params))
 
 
 def make_editor_client() -> EditorClient:

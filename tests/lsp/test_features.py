@@ -1,0 +1,124 @@
+"""Hover, code lens, settings changes, target commands and mtmc/status, end to end."""
+
+from __future__ import annotations
+
+import asyncio
+
+from lsprotocol import types
+
+from .editor import EXAMPLES, EditorClient
+
+MATMUL = (EXAMPLES / "matmul.py").read_text()
+# 128x128x64 fp16 tiles, 4 stages: 128 KiB of shared memory, over the V100's 96 KiB, under the H100's 227.
+BIG_TILES = (MATMUL.replace("BLOCK_M = 32", "BLOCK_M = 128").replace("BLOCK_N = 32", "BLOCK_N = 128")
+             .replace("BLOCK_K = 32", "BLOCK_K = 64").replace("num_stages=1", "num_stages=4"))
+
+
+def _position(text: str, needle: str, delta: int = 0) -> types.Position:
+    offset = text.index(needle) + delta
+    line = text.count("\n", 0, offset)
+    return types.Position(line=line, character=offset - (text.rfind("\n", 0, offset) + 1))
+
+
+async def _hover(client, uri, position):
+    return await client.text_document_hover_async(
+        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=position))
+
+
+async def _lenses(client, uri):
+    return await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+
+
+async def test_hover_on_kernel_shows_params_launches_and_resources(client: EditorClient, workspace):
+    uri = (workspace / "matmul.py").as_uri()
+    client.open(uri, MATMUL)
+    await client.diagnostics_for(uri, version=1)
+    hover = await _hover(client, uri, _position(MATMUL, "def matmul_kernel", 6))
+    assert hover is not None
+    text = hover.contents.value
+    assert hover.contents.kind == types.MarkupKind.Markdown
+    assert "`matmul_kernel`" in text and "H100" in text
+    assert "`a_ptr`" in text and "`BLOCK_K`" in text
+    assert "**Launches** (1)" in text and "`matmul()`" in text and "num_stages=1" in text
+    # 32x32 fp16 tiles of A and B, one stage: 4 KiB.
+    assert "| 4 KiB |" in text
+    start = hover.range.start
+    assert MATMUL.splitlines()[start.line][start.character:hover.range.end.character] == "matmul_kernel"
+    # Inside the body and outside kernels there is no kernel hover.
+    assert await _hover(client, uri, _position(MATMUL, "acc += tl.dot")) is None
+    assert await _hover(client, uri, _position(MATMUL, "def get_inputs", 5)) is None
+
+
+async def test_hover_reports_arithmetic_intensity_when_shapes_are_known(client: EditorClient, workspace):
+    text = MATMUL.replace("a, b, c, M, N, K,", "a, b, c, 4096, 4096, 4096,")
+    uri = (workspace / "fixed.py").as_uri()
+    client.open(uri, text)
+    await client.diagnostics_for(uri, version=1)
+    hover = await _hover(client, uri, _position(text, "@triton.jit", 2))
+    assert "Arithmetic intensity** (M=4096, N=4096, K=4096" in hover.contents.value
+    assert "1365.3 FLOP/byte" in hover.contents.value
+
+
+async def test_code_lens_summarises_each_kernel(client: EditorClient, workspace):
+    text = (EXAMPLES / "gelu_bias.py").read_text() + "\n\n" + BIG_TILES.split("def matmul(")[0].split("import triton.language as tl")[1]
+    uri = (workspace / "two.py").as_uri()
+    client.open(uri, text)
+    await client.diagnostics_for(uri, version=1)
+    lenses = await _lenses(client, uri)
+    titles = [l.command.title for l in lenses]
+    assert titles[0].startswith("scale_bias_kernel · 1 launch") and titles[0].endswith("H100")
+    assert any(t.startswith("matmul_kernel · 0 launches") for t in titles)
+    for lens in lenses:
+        assert lens.command.command == "mtmc.optimizeKernel"
+        assert lens.command.arguments[0] == uri
+        line = text.splitlines()[lens.range.start.line]
+        assert line.startswith("@triton.jit") or line.startswith("def ")
+
+
+async def test_target_switch_in_settings_changes_shared_memory_finding(client: EditorClient, workspace):
+    uri = (workspace / "big.py").as_uri()
+    client.open(uri, BIG_TILES)
+    first = await client.diagnostics_for(uri, version=1)
+    assert "MTMC104" not in [d.code for d in first]
+    count = len(client.published)
+    client.set_configuration({"targetGpu": "v100", "diagnosticsDebounceMs": 20, "compileDiagnostics": False},
+                             section="mtmc")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    await client.diagnostics_for(uri, version=1, predicate=lambda d: any(x.code == "MTMC104" for x in d))
+    smem = next(d for d in client.published[-1].diagnostics if d.code == "MTMC104")
+    assert "131,072 bytes" in smem.message and "V100" in smem.message
+    assert len(client.published) > count
+    lenses = await _lenses(client, uri)
+    assert lenses[0].command.title.endswith("V100") and "> 96 KiB limit" in lenses[0].command.title
+    await asyncio.sleep(0.05)
+    assert client.statuses[-1]["target"] == "v100"
+
+
+async def test_list_and_select_targets(client: EditorClient, workspace):
+    targets = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="mtmc.listTargets", arguments=[]))
+    keys = [t["key"] for t in targets]
+    assert {"v100", "a100", "h100", "h200"} <= set(keys)
+    assert all(t["name"] and "SMs" in t["summary"] for t in targets)
+    uri = (workspace / "big.py").as_uri()
+    client.open(uri, BIG_TILES)
+    await client.diagnostics_for(uri, version=1)
+    chosen = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="mtmc.selectTarget", arguments=["V100"]))
+    assert chosen["key"] == "v100"
+    await client.diagnostics_for(uri, version=1, predicate=lambda d: any(x.code == "MTMC104" for x in d))
+    await asyncio.sleep(0.05)
+    assert client.statuses[-1]["target"] == "v100"
+    assert set(client.statuses[-1]) == {"target", "model", "queue"}
+
+
+async def test_status_notification_after_initialized(client: EditorClient, workspace):
+    for _ in range(100):
+        if client.statuses:
+            break
+        await asyncio.sleep(0.02)
+    status = client.statuses[-1]
+    assert status["target"] == "h100" and status["queue"] == 0
+    assert status["model"] in ("not loaded", "loading", "ready", "off")
+    assert any("target GPU: H100" in m.message for m in client.log_messages)
