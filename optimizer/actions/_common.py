@@ -161,6 +161,23 @@ def names_in(node: cst.CSTNode) -> set[str]:
     return found
 
 
+def count_name(node: cst.CSTNode, name: str) -> int:
+    """How often ``name`` is read or assigned in ``node`` (keyword names of calls do not count)."""
+    count = 0
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            nonlocal count
+            count += n.value == name
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)
+            return False
+
+    node.visit(V())
+    return count
+
+
 def grid_expression(launch: LaunchNode) -> cst.BaseExpression:
     """The grid of a launch, following ``grid = ...`` in the host function."""
     grid = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
@@ -234,9 +251,43 @@ def loop_tiled(kernel: Kernel, param: str) -> bool:
     return False
 
 
-def all_accesses_masked(kernel: Kernel) -> bool:
+def block_derived_names(kernel: Kernel, text: str) -> set[str]:
+    """Local names whose value depends on a block size or ``tl.arange`` (transitively)."""
+    import ast
+
+    tree = ast.parse(kernel.def_span.text(text))  # starts at ``def``: deeper body indentation is fine
+    assigns: list[tuple[set[str], set[str]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        elif isinstance(node, ast.For):
+            targets, value = [node.target], node.iter
+        else:
+            continue
+        written = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        read = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(value) if isinstance(n, ast.Attribute)}
+        assigns.append((written, read))
+    tainted = {p.name for p in kernel.params if p.kind == "constexpr" and is_block_name(p.name)} | {"arange"}
+    changed = True
+    while changed:
+        changed = False
+        for written, read in assigns:
+            if read & tainted and not written <= tainted:
+                tainted |= written
+                changed = True
+    return tainted
+
+
+def all_accesses_masked(kernel: Kernel, text: str | None = None) -> bool:
+    """Every load/store whose address depends on a block size is masked (scalar accesses need none)."""
+    tainted = block_derived_names(kernel, text) if text is not None else None
     for call in kernel.calls_of("load", "store"):
-        if not call.has_mask and "boundary_check" not in call.kwargs:
+        if call.has_mask or "boundary_check" in call.kwargs:
+            continue
+        pointer = call.pointer or ""
+        if tainted is None or "arange" in pointer or any(re.search(rf"\b{re.escape(n)}\b", pointer) for n in tainted):
             return False
     return True
 
@@ -270,7 +321,7 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
     plan.num_warps = warps.pop() if len(warps) == 1 else DEFAULT_NUM_WARPS
     stages = {s.num_stages for s in sites}
     plan.num_stages = stages.pop() if len(stages) == 1 else None
-    masked = all_accesses_masked(kernel)
+    masked = all_accesses_masked(kernel, analysis.text)
     for p in kernel.params:
         if p.kind != "constexpr" or not is_block_name(p.name):
             continue

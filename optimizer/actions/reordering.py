@@ -146,7 +146,7 @@ class Reordering:
         grid_node = grid
         var = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
         if isinstance(var, cst.Name) and launch.host is not None:
-            uses = sum(1 for n in _all_names(launch.host) if n == var.value)
+            uses = c.count_name(launch.host, var.value)
             if uses != 2:  # the assignment and this launch
                 raise ActionError(f"the grid variable {var.value} is used elsewhere too")
         return kdef, launch, statements, mapped, grid_node, is_lambda
@@ -214,17 +214,6 @@ class Reordering:
         pairs.append((launch.call, new_call))
         module = c.replace_all(module, pairs)
         return c.finish(text, module, f"grouped program order for {kernel.name} ({GROUP_PARAM}={group})")
-
-
-def _all_names(node: cst.CSTNode) -> list[str]:
-    found: list[str] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.append(n.value)
-
-    node.visit(V())
-    return found
 
 
 ACTION = Reordering()

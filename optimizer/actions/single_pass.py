@@ -1,0 +1,240 @@
+"""Single pass: a row kernel that loops over its row in blocks several times reads the row once.
+
+When every loop of the kernel is ``for v in range(0, N, BLOCK)`` over the same row length ``N``
+and block, the launch sets ``BLOCK = triton.next_power_of_2(N)``; each loop then runs exactly once
+with ``v = 0``, so its body replaces the loop, and the repeated ``cols = ...`` / ``x = tl.load(...)``
+of the later passes are dropped (nothing was stored in between). Multi-pass softmax becomes the
+one-read kernel of the Triton tutorial. Offered only when the grid does not depend on the block.
+
+Example: kernel=rowsum_kernel target=h100 params={}
+
+```python before
+@triton.jit
+def rowsum_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    row = x_ptr + tl.program_id(0) * n_cols
+    total = 0.0
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(row + cols, mask=cols < n_cols, other=0.0)
+        total += tl.sum(x, axis=0)
+    # Second pass: subtract the mean.
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(row + cols, mask=cols < n_cols, other=0.0)
+        tl.store(out_ptr + tl.program_id(0) * n_cols + cols, x - total / n_cols, mask=cols < n_cols)
+
+
+def center(x):
+    out = torch.empty_like(x)
+    rowsum_kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=256)
+    return out
+```
+
+```python after
+@triton.jit
+def rowsum_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    row = x_ptr + tl.program_id(0) * n_cols
+    total = 0.0
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(row + cols, mask=cols < n_cols, other=0.0)
+    total += tl.sum(x, axis=0)
+    # Second pass: subtract the mean.
+    tl.store(out_ptr + tl.program_id(0) * n_cols + cols, x - total / n_cols, mask=cols < n_cols)
+
+
+def center(x):
+    out = torch.empty_like(x)
+    rowsum_kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+```
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis import FileAnalysis, Kernel
+from ..analysis.model import Value
+from ..hardware import GpuProfile
+from . import _common as c
+from .base import ActionError, Candidate, Edit
+
+# Past this many elements a whole row no longer fits the registers of one program (it spills).
+MAX_ROW_HINT = 32768
+_SIDE_EFFECTS = ("tl.store", "tl.atomic", "tl.debug_barrier")
+
+
+class _ZeroVar(cst.CSTTransformer):
+    """Substitute 0 for the loop variable and drop the resulting ``0 + x``."""
+
+    def __init__(self, var: str):
+        self.var = var
+
+    def leave_Name(self, original_node, updated_node):
+        return cst.Integer("0") if updated_node.value == self.var else updated_node
+
+    def leave_BinaryOperation(self, original_node, updated_node):
+        if isinstance(updated_node.operator, cst.Add):
+            if isinstance(updated_node.left, cst.Integer) and updated_node.left.value == "0":
+                return updated_node.right.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar) if updated_node.lpar else updated_node.right
+            if isinstance(updated_node.right, cst.Integer) and updated_node.right.value == "0":
+                return updated_node.left
+        return updated_node
+
+
+def _loop_shape(loop: cst.For) -> tuple[str, str, str] | None:
+    """``for v in range(0, N, BLOCK)`` -> (v, N, BLOCK)."""
+    it = loop.iter
+    if not (isinstance(loop.target, cst.Name) and isinstance(it, cst.Call) and c.code(it.func) in ("range", "tl.range")):
+        return None
+    args = [a.value for a in it.args if a.keyword is None]
+    if len(args) != 3 or len(it.args) != 3 or c.code(args[0]) != "0":
+        return None
+    if not isinstance(args[1], cst.Name) or not isinstance(args[2], cst.Name) or loop.orelse is not None:
+        return None
+    return loop.target.value, args[1].value, args[2].value
+
+
+def _assigned_names(node: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
+            found.update(c.names_in(n.target))
+
+        def visit_AugAssign(self, n: cst.AugAssign) -> None:
+            found.update(c.names_in(n.target))
+
+        def visit_For(self, n: cst.For) -> None:
+            found.update(c.names_in(n.target))
+
+    node.visit(V())
+    return found
+
+
+def _single_assign(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        a = statement.body[0]
+        if isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name):
+            return a.targets[0].target.value, a.value
+    return None
+
+
+def dedupe(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """Drop ``x = e`` when an earlier ``x = e`` still holds (no name of it reassigned, no store since if ``e`` loads)."""
+    out: list[cst.BaseStatement] = []
+    live: dict[str, tuple[str, set[str], bool]] = {}  # target -> (value code, names read, reads memory)
+    carried: list[cst.EmptyLine] = []  # comments of dropped statements move to the next kept one
+    for statement in statements:
+        single = _single_assign(statement)
+        if single is not None:
+            target, value = single
+            value_code = c.code(value)
+            known = live.get(target)
+            if known is not None and known[0] == value_code:
+                carried.extend(statement.leading_lines)
+                continue  # the same value is still in ``target``
+        if carried:
+            statement = statement.with_changes(leading_lines=[*carried, *statement.leading_lines])
+            carried = []
+        text = c.code(statement)
+        written = _assigned_names(statement)
+        side_effect = any(s in text for s in _SIDE_EFFECTS)
+        for name in list(live):
+            _code, reads, loads = live[name]
+            if name in written or reads & written or (loads and side_effect):
+                del live[name]
+        if single is not None and not isinstance(statement, cst.For):
+            target, value = single
+            reads = c.names_in(value)
+            if target not in reads:
+                live[target] = (c.code(value), reads, "load" in c.code(value))
+        out.append(statement)
+    return out
+
+
+class SinglePass:
+    name = "single_pass"
+    kind = "Tiling"
+    changes_numerics = False
+
+    def _plan(self, module: cst.Module, analysis: FileAnalysis, kernel: Kernel):
+        kdef, launches = c.locate(module, kernel.name)
+        if len(launches) != 1:
+            raise ActionError("needs exactly one launch of the kernel in this file")
+        if kernel.is_autotuned:
+            raise ActionError("the kernel is autotuned")
+        if kernel.calls_of("dot"):
+            raise ActionError("a tl.dot loop is a reduction over K, not a row held in one block")
+        loops = [s for s in kdef.body.body if isinstance(s, cst.For)]
+        if not loops or any(l.depth > 1 for l in kernel.loops) or len(loops) != len(kernel.loops):
+            raise ActionError("needs one or more top-level loops, none nested")
+        shapes = {_loop_shape(l) for l in loops}
+        if None in shapes or len({(n, b) for _v, n, b in shapes}) != 1:
+            raise ActionError("not every loop is `for v in range(0, N, BLOCK)` over the same N and BLOCK")
+        _v, n_name, block = next(iter(shapes))
+        if block not in kernel.constexpr_names or kernel.param(n_name) is None or c.block_role(block) != "1d":
+            raise ActionError(f"{block} is not a constexpr or {n_name} not a kernel argument")
+        for loop in loops:
+            var = _loop_shape(loop)[0]
+            if var in _assigned_names(loop.body):
+                raise ActionError(f"the loop assigns its variable {var}")
+            after = kdef.body.body[list(kdef.body.body).index(loop) + 1:]
+            if any(var in c.names_in(s) and not (isinstance(s, cst.For) and _loop_shape(s)[0] == var) for s in after):
+                raise ActionError(f"{var} is read after its loop")
+        launch = launches[0]
+        if block in c.names_in(c.grid_expression(launch)):
+            raise ActionError("the grid depends on the block size")
+        how, _node = c.binding_of(launch, kernel, block)
+        arg = c.kwarg(launch.call, block)
+        if how not in ("literal", "host", "default") or (arg is None and how != "default"):
+            raise ActionError(f"the launch passes {block} positionally or computes it")
+        if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value in c.names_in(c.grid_expression(launch)):
+            raise ActionError("the grid depends on the block size")
+        site = analysis.launches_of(kernel.name)[0]
+        n_arg = site.arg(n_name)
+        if n_arg is None or n_arg.keyword:
+            raise ActionError(f"the launch does not pass {n_name} positionally")
+        return kdef, launch, loops, block, n_arg.source
+
+    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        try:
+            _kdef, _launch, loops, block, n_source = self._plan(c.parse(analysis.text), analysis, kernel)
+        except ActionError:
+            return []
+        passes = f"{len(loops)} passes" if len(loops) > 1 else "the loop"
+        return [Candidate(self.name, self.kind, kernel.name, {},
+                          f"Read each row once: {passes} -> one block of {block}=next_power_of_2({n_source})",
+                          kernel.loops[0].span.start.line)]
+
+    def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
+        if params:
+            raise ActionError(f"single_pass takes no parameters, got {sorted(params)}")
+        module = c.parse(text)
+        kdef, launch, loops, block, n_source = self._plan(module, analysis, kernel)
+        body: list[cst.BaseStatement] = []
+        for statement in kdef.body.body:
+            if isinstance(statement, cst.For) and statement in loops:
+                inner = [s.visit(_ZeroVar(_loop_shape(statement)[0])) for s in statement.body.body]
+                inner[0] = inner[0].with_changes(leading_lines=[*statement.leading_lines, *inner[0].leading_lines])
+                body.extend(inner)
+            else:
+                body.append(statement)
+        body = dedupe(body)
+        new_kdef = kdef.with_changes(body=kdef.body.with_changes(body=body))
+        value = c.expr(f"triton.next_power_of_2({n_source})")
+        new_call = c.set_kwarg(launch.call, block, value)
+        pairs = [(kdef, new_kdef), (launch.call, new_call)]
+        old_arg = c.kwarg(launch.call, block)
+        notes = [f"rows longer than about {MAX_ROW_HINT} elements spill registers in one block"]
+        if old_arg is not None and isinstance(old_arg.value, cst.Name) and launch.host is not None:
+            host_var = old_arg.value.value
+            assign = c.host_assignment(launch.host, host_var)
+            if assign is not None and c.count_name(launch.host, host_var) == 2:  # its assignment and this launch: now dead
+                line = next(s for s in launch.host.body.body if isinstance(s, cst.SimpleStatementLine) and assign in s.body)
+                pairs.append((line, cst.RemovalSentinel.REMOVE))
+        module = c.replace_all(module, pairs)
+        return c.finish(text, module, f"single pass over each row in {kernel.name}", notes)
+
+
+ACTION = SinglePass()

@@ -1,0 +1,77 @@
+"""Runs before/after versions of corpus files under TRITON_INTERPRET=1 and compares their outputs.
+
+Usage: ``TRITON_INTERPRET=1 python _equivalence.py JOBS.json RESULTS.json``. Each job is
+``{"name", "before", "after", "atol", "rtol"}`` with file paths (``"reference": true`` compares
+``before`` with its own ``reference(...)`` instead); every file defines ``ENTRY`` (its
+host function) and ``get_inputs(device=...)``. All jobs run in this one process, so the
+interpreter starts once. A job's result is ``{"name", "ok", "max_abs_diff", "error"}``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+
+assert os.environ.get("TRITON_INTERPRET") == "1", "set TRITON_INTERPRET=1 before starting"
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.runtime import autotuner  # noqa: E402
+
+# The interpreter has no GPU timer: every autotune config "takes" the same time, so each one runs
+# once (an invalid config still fails the job) and the first config is used for the result.
+autotuner.Autotuner.do_bench = property(lambda self: (lambda fn, quantiles: (fn(), [1.0] * len(quantiles))[1]))
+
+
+def load(path: str, tag: str):
+    spec = importlib.util.spec_from_file_location(f"equiv_{tag}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(module, seed: int):
+    torch.manual_seed(seed)
+    inputs = module.get_inputs(device="cpu")
+    return getattr(module, module.ENTRY)(*[x.clone() for x in inputs])
+
+
+def compare(job: dict, index: int) -> dict:
+    result = {"name": job["name"], "ok": False, "max_abs_diff": None, "error": None}
+    try:
+        before = load(job["before"], f"{index}_before")
+        after = load(job["after"], f"{index}_after")
+        worst = 0.0
+        for seed in job.get("seeds", [0, 1]):
+            if job.get("reference"):  # the corpus file itself against its PyTorch reference
+                torch.manual_seed(seed)
+                expected, got = before.reference(*before.get_inputs(device="cpu")), run(before, seed)
+            else:
+                expected, got = run(before, seed), run(after, seed)
+            if expected.shape != got.shape or expected.dtype != got.dtype:
+                result["error"] = f"shape/dtype {tuple(got.shape)}/{got.dtype} != {tuple(expected.shape)}/{expected.dtype}"
+                return result
+            diff = (expected.double() - got.double()).abs()
+            worst = max(worst, float(diff.nan_to_num(float("inf")).max()) if diff.numel() else 0.0)
+            if not torch.allclose(expected.double(), got.double(), atol=job["atol"], rtol=job["rtol"], equal_nan=True):
+                result["max_abs_diff"] = worst
+                return result
+        result.update(ok=True, max_abs_diff=worst)
+    except Exception as exc:  # noqa: BLE001 - any failure of the new version is a finding
+        result["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300] + "\n" + traceback.format_exc()[-600:]
+    return result
+
+
+def main() -> int:
+    jobs = json.load(open(sys.argv[1]))
+    results = [compare(job, i) for i, job in enumerate(jobs)]
+    json.dump(results, open(sys.argv[2], "w"), indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    del triton
+    sys.exit(main())
