@@ -5,6 +5,8 @@ import torch
 import triton
 import triton.language as tl
 
+OP_CLASS = "attention"  # groups kernels in the benchmark report
+
 
 @triton.jit
 def scores_kernel(

@@ -4,6 +4,8 @@ import torch
 import triton
 import triton.language as tl
 
+OP_CLASS = "reduction"  # groups kernels in the benchmark report
+
 
 @triton.jit
 def col_sum_kernel(x_ptr, out_ptr, n_rows, row_stride, BLOCK_SIZE: tl.constexpr):

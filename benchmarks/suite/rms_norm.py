@@ -4,6 +4,8 @@ import torch
 import triton
 import triton.language as tl
 
+OP_CLASS = "normalization"  # groups kernels in the benchmark report
+
 
 @triton.jit
 def rms_kernel(x_ptr, rstd_ptr, n_cols, row_stride, eps, BLOCK_SIZE: tl.constexpr):

@@ -4,6 +4,8 @@ import torch
 import triton
 import triton.language as tl
 
+OP_CLASS = "reduction"  # groups kernels in the benchmark report
+
 
 @triton.jit
 def row_sum_kernel(x_ptr, out_ptr, n_cols, row_stride, BLOCK_SIZE: tl.constexpr):

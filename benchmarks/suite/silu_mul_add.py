@@ -4,6 +4,8 @@ import torch
 import triton
 import triton.language as tl
 
+OP_CLASS = "elementwise"  # groups kernels in the benchmark report
+
 
 @triton.jit
 def silu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):

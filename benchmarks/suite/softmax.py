@@ -4,6 +4,8 @@ import torch
 import triton
 import triton.language as tl
 
+OP_CLASS = "softmax"  # groups kernels in the benchmark report
+
 
 @triton.jit
 def softmax_stats_kernel(x_ptr, max_ptr, denom_ptr, n_cols, row_stride, BLOCK_SIZE: tl.constexpr):

@@ -1,0 +1,908 @@
+#!/usr/bin/env python3
+"""Benchmark the suite: naive Triton -> MTMC-optimized Triton vs PyTorch eager, torch.compile and the roofline.
+
+Run from the repo root on a GPU machine: ``python3 benchmarks/bench.py --out DIR`` (or ``mtmc bench``).
+For every kernel of ``benchmarks/suite``: optimize it with a fixed step budget, check every variant
+against the high-precision reference on fresh inputs, then time all variants interleaved over
+rounds (``triton.testing.do_bench`` medians, L2 flushed). Both ceilings (copy bandwidth, bf16 matmul
+rate) are measured in the same run; each kernel's floor is max(bytes / bandwidth, FLOPs / peak).
+Writes ``results.json`` (after every kernel, so a cut-short run still leaves numbers) and a report.
+
+``--cpu-smoke`` runs every naive kernel under the Triton interpreter at tiny sizes instead and
+checks it (and the eager baseline) against the reference: no timing, no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.util
+import inspect
+import json
+import math
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import types
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+import _bootstrap  # noqa: E402,F401  (makes mtmc_lsp importable from an uninstalled checkout)
+
+DEFAULT_SUITE = HERE / "suite"
+VARIANTS = ("naive", "mtmc", "eager", "compile", "compile_max_autotune")
+TRITON_VARIANTS = ("naive", "mtmc")
+# Relative L2 error allowed against the reference, by output dtype (fp32 math vs half-precision storage).
+TOLERANCE = {"float32": 1e-4, "float64": 1e-8, "float16": 1e-2, "bfloat16": 2e-2}
+# A kept step must beat the current version by more than the timing noise (same-version spread is ~1%).
+KEEP_MARGIN = 0.97
+
+
+# --------------------------------------------------------------------------------------------
+# Suite discovery
+# --------------------------------------------------------------------------------------------
+
+def load_module(path: Path, name: str | None = None) -> types.ModuleType:
+    """Import a Python file under a unique module name (Triton reads kernel source from the file)."""
+    name = name or f"_bench_{path.stem}_{abs(hash(str(path))) % 10**8}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def discover(suite: Path, only: list[str] | None) -> list[Path]:
+    """The suite files that define the full harness, in a stable order (or the order asked for)."""
+    files = {p.stem: p for p in sorted(suite.glob("*.py")) if not p.name.startswith("_")}
+    if only:
+        missing = [k for k in only if k not in files]
+        if missing:
+            raise SystemExit(f"unknown kernels: {', '.join(missing)}; the suite has: {', '.join(files)}")
+        return [files[k] for k in only]
+    return list(files.values())
+
+
+def check_harness(module: types.ModuleType, stem: str) -> list[str]:
+    """What a suite file is missing, if anything."""
+    needed = [stem, "get_inputs", "reference", "eager", "roofline_cost"]
+    return [n for n in needed if not callable(getattr(module, n, None))]
+
+
+# --------------------------------------------------------------------------------------------
+# Correctness
+# --------------------------------------------------------------------------------------------
+
+def relative_error(out, ref) -> float:
+    """||out - ref|| / ||ref|| in float64; inf for a wrong shape or any non-finite value."""
+    import torch
+
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(ref.shape):
+        return math.inf
+    o, r = out.detach().double(), ref.detach().double()
+    if not bool(torch.isfinite(o).all()):
+        return math.inf
+    denom = r.norm().item() or 1.0
+    return (o - r).norm().item() / denom
+
+
+def tolerance_for(module, ref) -> float:
+    return float(getattr(module, "TOLERANCE", TOLERANCE.get(str(ref.dtype).replace("torch.", ""), 1e-4)))
+
+
+def poison_allocator(nbytes: int, device: str, copies: int = 3) -> None:
+    """Leave NaN-filled blocks in the caching allocator so an output a kernel forgets to write shows up."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return
+    blocks = [torch.full((nbytes // 4 + 1,), float("nan"), device=device) for _ in range(copies)]
+    del blocks
+
+
+def check_variant(fn, inputs, ref, tol: float, device: str) -> dict:
+    """Run ``fn`` once on clones of the inputs and compare with the reference; also catch input mutation."""
+    import torch
+
+    clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    poison_allocator(ref.numel() * ref.element_size(), device)
+    try:
+        out = fn(*clones)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+    except Exception as exc:  # a variant that crashes is reported, not fatal to the run
+        return {"correct": False, "rel_err": None, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    err = relative_error(out, ref)
+    mutated = any(
+        isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(clones, inputs)
+    )
+    result = {"correct": bool(err <= tol) and not mutated, "rel_err": err if math.isfinite(err) else None}
+    if mutated:
+        result["error"] = "modified its inputs in place"
+    elif not math.isfinite(err):
+        result["error"] = "wrong shape or non-finite output"
+    elif err > tol:
+        result["error"] = f"relative error {err:.3g} over tolerance {tol:g}"
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Environment and ceilings
+# --------------------------------------------------------------------------------------------
+
+def libcst_status(wheels: Path | None) -> dict:
+    """Whether libcst (the micro coder's rewriting library) imports; installs it from wheels when given."""
+    try:
+        import libcst
+
+        return {"available": True, "version": getattr(libcst, "__version__", "present"), "source": "installed"}
+    except ImportError as exc:
+        first_error = str(exc)
+    found = sorted(glob.glob(str(wheels / "*.whl"))) if wheels and wheels.is_dir() else []
+    if found:
+        target = Path(tempfile.mkdtemp(prefix="mtmc-wheels-"))
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet", "--target", str(target),
+             *found], capture_output=True, text=True,
+        )
+        if proc.returncode == 0:
+            sys.path.insert(0, str(target))
+            try:
+                import libcst
+
+                return {"available": True, "version": getattr(libcst, "__version__", "present"),
+                        "source": f"wheels in {wheels}"}
+            except ImportError as exc:
+                first_error = f"installed from {wheels} but still fails: {exc}"
+        else:
+            first_error = f"pip install from {wheels} failed: {proc.stderr.strip()[-300:]}"
+    return {"available": False, "version": None, "source": None, "error": first_error}
+
+
+def environment() -> dict:
+    import torch
+    import triton
+
+    info = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "host": platform.node(),
+    }
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(gpu=torch.cuda.get_device_name(0), sm_count=props.multi_processor_count,
+                    memory_gib=round(props.total_memory / 2**30, 1), l2_bytes=getattr(props, "L2_cache_size", None))
+        try:
+            smi = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,power.limit", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20,
+            ).stdout.strip().splitlines()
+            if smi:
+                driver, clock, power = (s.strip() for s in (smi[0].split(",") + ["", "", ""])[:3])
+                info.update(driver=driver, max_sm_clock=clock, power_limit=power)
+        except (OSError, subprocess.SubprocessError):
+            info["driver"] = None
+    return info
+
+
+def measure_ceilings(device: str) -> dict:
+    """The two roofs, measured now: device-to-device copy (read + write bytes) and a large bf16 matmul."""
+    import torch
+
+    gpu = device.startswith("cuda")
+    # 1 GiB copied (2 GiB of traffic) and an 8192^3 bf16 product on a GPU; small fp32 stand-ins on a CPU.
+    src = torch.randn((1 << 29) if gpu else (1 << 22), device=device, dtype=torch.bfloat16 if gpu else torch.float32)
+    dst = torch.empty_like(src)
+    copy_ms = measure_ms(lambda: dst.copy_(src), [], device, 25, 200)
+    copy_gbs = 2 * src.numel() * src.element_size() / (copy_ms * 1e-3) / 1e9
+    del src, dst
+    m = 8192 if gpu else 256
+    dtype = torch.bfloat16 if gpu else torch.float32
+    a = torch.randn(m, m, device=device, dtype=dtype)
+    b = torch.randn(m, m, device=device, dtype=dtype)
+    mm_ms = measure_ms(lambda: a @ b, [], device, 25, 200)
+    del a, b
+    if gpu:
+        torch.cuda.empty_cache()
+    return {"copy_gbs": copy_gbs, "copy_ms": copy_ms, "matmul_tflops": 2 * m**3 / (mm_ms * 1e-3) / 1e12,
+            "matmul_ms": mm_ms, "matmul_shape": [m, m, m], "matmul_dtype": str(dtype).replace("torch.", "")}
+
+
+# --------------------------------------------------------------------------------------------
+# The optimizer: the MTMC loop when it exists, else greedy policy-ranked steps verified here
+# --------------------------------------------------------------------------------------------
+
+class CompileTimeout(Exception):
+    """torch.compile or an optimize loop ran past its limit."""
+
+
+class time_limit:
+    """Raise ``CompileTimeout`` in the main thread after ``seconds`` (SIGALRM; a no-op elsewhere)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = max(1, int(math.ceil(seconds)))
+        self.armed = False
+
+    def _fire(self, signum, frame):
+        raise CompileTimeout(f"over the {self.seconds} s limit")
+
+    def __enter__(self):
+        if hasattr(signal, "SIGALRM") and _in_main_thread():
+            self.previous = signal.signal(signal.SIGALRM, self._fire)
+            signal.alarm(self.seconds)
+            self.armed = True
+        return self
+
+    def __exit__(self, *exc):
+        if self.armed:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def optimizer_status(libcst: dict) -> dict:
+    """Which parts of the MTMC engine import here: the loop, the actions, the policy, the verifier."""
+    status: dict = {"libcst": libcst["available"]}
+    for part, module in (("search", "mtmc_lsp.optimizer.search"), ("actions", "mtmc_lsp.optimizer.actions"),
+                         ("policy", "mtmc_lsp.optimizer.policy"), ("verify", "mtmc_lsp.optimizer.verify")):
+        try:
+            mod = importlib.import_module(module)
+            status[part] = True
+            if part == "actions":
+                status["action_names"] = sorted(getattr(mod, "ACTIONS", {}))
+            if part == "search":
+                status["search_has_optimize"] = callable(getattr(mod, "optimize", None))
+        except Exception as exc:  # noqa: BLE001 - any import failure means "not usable here"
+            status[part] = False
+            status[f"{part}_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    if status.get("search") and status.get("search_has_optimize"):
+        status["method"] = "search"
+    elif status.get("actions") and status.get("action_names"):
+        status["method"] = "greedy"
+    else:
+        status["method"] = "none"
+    if not libcst["available"] and status["method"] == "none":
+        status["note"] = ("libcst is not importable on this machine and the micro coder needs it: "
+                          "no optimized variants. Carry libcst wheels (--wheels DIR) to enable the optimizer.")
+    return status
+
+
+def make_policy(name: str):
+    """The policy that ranks candidates (heuristic by default: the GPU machine has no llama.cpp)."""
+    from mtmc_lsp.optimizer.policy import make_policy as factory
+    from mtmc_lsp.settings import Settings
+
+    return factory(Settings(policy=name))
+
+
+def _first_attr(obj, *names, default=None):
+    for name in names:
+        if isinstance(obj, dict) and name in obj:
+            return obj[name]
+        if hasattr(obj, name):
+            return getattr(obj, name)
+    return default
+
+
+def run_search(text: str, path: Path, args, target, time_left_s: float) -> dict:
+    """Call ``optimizer.search.optimize`` with the arguments its signature asks for; return the final text."""
+    from mtmc_lsp.optimizer import search
+    from mtmc_lsp.settings import Settings
+
+    settings = Settings(policy=args.policy, target_gpu=args.target)
+    offered = {
+        "text": text, "source": text, "path": str(path), "document_path": str(path), "target": target,
+        "settings": settings, "steps": args.steps, "max_steps": args.steps, "budget": args.steps,
+        "step_budget": args.steps, "exhaustive": False, "policy": None, "time_budget_s": time_left_s,
+        "deadline_s": time_left_s,
+    }
+    params = inspect.signature(search.optimize).parameters
+    kwargs = {k: v for k, v in offered.items() if k in params and v is not None}
+    if "policy" in params:
+        kwargs["policy"] = make_policy(args.policy)
+    with time_limit(time_left_s):
+        result = search.optimize(**kwargs)
+    final = _first_attr(result, "final_text", "text", "best_text")
+    steps = _first_attr(result, "steps", default=[]) or []
+    if final is None and steps:
+        kept = [s for s in steps if _first_attr(s, "accepted", "kept", default=False)]
+        final = _first_attr((kept or steps)[-1], "text_after", "new_text")
+    step_log = []
+    for s in steps:
+        to_json = getattr(s, "to_json", None)
+        entry = to_json() if callable(to_json) else (dict(s) if isinstance(s, dict) else {"repr": repr(s)[:300]})
+        entry.pop("text_before", None)
+        entry.pop("text_after", None)
+        step_log.append(entry)
+    verifications = _first_attr(result, "verifications", "verification_count", default=None)
+    return {"final_text": final or text, "steps": step_log,
+            "verifications": verifications if verifications is not None else len(steps)}
+
+
+class GreedyOptimizer:
+    """Without the MTMC loop: apply the top policy-ranked candidate, verify and time it here, keep it if faster."""
+
+    def __init__(self, args, target, device: str, workdir: Path):
+        from mtmc_lsp.optimizer import actions
+
+        self.actions = actions
+        self.args = args
+        self.target = target
+        self.device = device
+        self.workdir = workdir
+        self.history: dict[str, list] = {}
+        self.action_errors: dict[str, str] = {}
+        try:
+            self.policy = make_policy(args.policy)
+            self.policy_error = None
+        except Exception as exc:  # noqa: BLE001 - rank in registry order instead
+            self.policy, self.policy_error = None, f"{type(exc).__name__}: {exc}"[:300]
+
+    def next_candidate(self, analysis, tried: set[str]):
+        """The best untried candidate over all kernels of the file: each kernel's list ranked by the policy
+        with that kernel's own state and history, then the highest score across kernels (file order on ties)."""
+        best, best_score = None, -math.inf
+        for kernel in analysis.kernels:
+            candidates = [c for c in self.applicable(analysis, kernel) if c.key() not in tried]
+            if not candidates:
+                continue
+            ranked = self._rank(analysis, kernel, candidates)
+            top = ranked[0]
+            score = top[1] if top[1] is not None else -len(tried)
+            if best is None or score > best_score:
+                best, best_score = top[0], score
+        return best, best_score
+
+    def applicable(self, analysis, kernel) -> list:
+        """``actions.applicable``; when one action crashes, the others' candidates still count (error noted)."""
+        try:
+            return self.actions.applicable(analysis, kernel, self.target)
+        except Exception:  # noqa: BLE001 - isolate the failing action below
+            pass
+        out = []
+        for name, action in self.actions.ACTIONS.items():
+            if getattr(action, "changes_numerics", False):
+                continue
+            try:
+                out.extend(action.candidates(analysis, kernel, self.target))
+            except Exception as exc:  # noqa: BLE001
+                if not isinstance(exc, self.actions.ActionError):
+                    self.action_errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+        return out
+
+    def _rank(self, analysis, kernel, candidates: list) -> list[tuple]:
+        """``[(candidate, score)]`` best first; registry order (score None) when no policy ranks."""
+        if self.policy is not None:
+            try:
+                from mtmc_lsp.optimizer.policy import PolicyState
+
+                state = PolicyState(analysis, kernel, self.target, list(self.history.get(kernel.name, [])))
+                return [(r.candidate, r.score) for r in self.policy.rank(state, candidates)]
+            except Exception as exc:  # noqa: BLE001 - fall back to the registry order, and say so
+                self.policy_error = f"rank failed: {type(exc).__name__}: {exc}"[:300]
+        return [(c, None) for c in candidates]
+
+    def remember(self, candidate, correct: bool | None, speedup: float | None, kept: bool) -> None:
+        """Feed the outcome back so the policy's history penalties see it on the next step."""
+        try:
+            from mtmc_lsp.optimizer.policy import StepOutcome
+
+            outcome = StepOutcome(candidate, compiled=correct is not None, correct=correct, speedup=speedup,
+                                  reward=None, kept=kept)
+            self.history.setdefault(candidate.kernel, []).append(outcome)
+        except Exception:  # noqa: BLE001 - history is advisory
+            pass
+
+    def run(self, module, stem: str, text: str, inputs, ref, tol: float, deadline: float) -> dict:
+        from mtmc_lsp.optimizer.analysis import analyze
+
+        host = getattr(module, stem)
+        best_ms = measure_ms(host, inputs, self.device, 10, 50)
+        best_text, tried, steps = text, set(), []
+        for index in range(self.args.steps):
+            if time.monotonic() > deadline:
+                steps.append({"index": index, "status": "stopped", "reason": "time budget"})
+                break
+            candidate, score = self.next_candidate(analyze(best_text), tried)
+            if candidate is None:
+                steps.append({"index": index, "status": "stopped", "reason": "no untried candidate"})
+                break
+            tried.add(candidate.key())
+            step = {"index": index, "candidate": candidate.to_json(), "key": candidate.key(),
+                    "score": score if math.isfinite(score) else None}
+            correct, speedup = None, None
+            try:
+                edit = self.actions.apply_candidate(best_text, candidate, self.target)
+                path = self.workdir / f"{stem}_step{index:02d}.py"
+                path.write_text(edit.new_text)
+                fn = getattr(load_module(path), stem)
+                check = check_variant(fn, inputs, ref, tol, self.device)
+                correct = check["correct"]
+                step.update(rel_err=check["rel_err"])
+                if not correct:
+                    step.update(status="rejected", reason=check.get("error", "incorrect"))
+                else:
+                    ms = measure_ms(fn, inputs, self.device, 10, 50)
+                    speedup = best_ms / ms
+                    step.update(ms=ms, previous_ms=best_ms, speedup=speedup)
+                    if ms < best_ms * KEEP_MARGIN:
+                        best_ms, best_text = ms, edit.new_text
+                        step["status"] = "accepted"
+                    else:
+                        step.update(status="rejected", reason="not faster")
+            except Exception as exc:  # noqa: BLE001 - a failing action is a rejected step, not a crash
+                step.update(status="rejected", reason=f"{type(exc).__name__}: {exc}"[:300])
+            self.remember(candidate, correct, speedup, step.get("status") == "accepted")
+            sync(self.device)
+            steps.append(step)
+        verifications = sum(1 for s in steps if "candidate" in s)
+        result = {"final_text": best_text, "steps": steps, "verifications": verifications}
+        if self.policy_error:
+            result["policy_error"] = self.policy_error
+        if self.action_errors:
+            result["action_errors"] = self.action_errors
+        return result
+
+
+# --------------------------------------------------------------------------------------------
+# torch.compile and timing
+# --------------------------------------------------------------------------------------------
+
+def compiled(fn, mode: str | None):
+    """torch.compile of a private copy of ``fn`` (its own code object, so each mode gets its own cache)."""
+    import torch
+
+    fresh = types.FunctionType(fn.__code__.replace(), fn.__globals__, f"{fn.__name__}_{mode or 'default'}",
+                               fn.__defaults__, fn.__closure__)
+    return torch.compile(fresh, mode=mode) if mode else torch.compile(fresh)
+
+
+def warm_compile(fn, inputs, device: str, timeout_s: float) -> tuple[float | None, str | None]:
+    """Run once to compile; return (seconds, error)."""
+    start = time.perf_counter()
+    try:
+        with time_limit(timeout_s):
+            fn(*inputs)
+            sync(device)
+    except CompileTimeout as exc:
+        return None, f"compile timeout: {exc}"
+    except Exception as exc:  # noqa: BLE001 - recorded per variant
+        return None, f"{type(exc).__name__}: {exc}"[:500]
+    return time.perf_counter() - start, None
+
+
+def time_interleaved(fns: dict, inputs, device: str, rounds: int, warmup_ms: int, rep_ms: int) -> dict[str, list[float]]:
+    """Median ms of each variant per round; the order rotates every round so no variant always goes first."""
+    names = list(fns)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(measure_ms(fns[name], inputs, device, warmup_ms, rep_ms))
+    return samples
+
+
+def sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def measure_ms(fn, inputs, device: str, warmup_ms: int, rep_ms: int) -> float:
+    """Median milliseconds of one call: do_bench (CUDA events, L2 flushed) on a GPU, a host clock on the CPU."""
+    if device.startswith("cuda"):
+        from triton.testing import do_bench
+
+        return do_bench(lambda: fn(*inputs), warmup=warmup_ms, rep=rep_ms, return_mode="median")
+    fn(*inputs)
+    times = []
+    deadline = time.perf_counter() + rep_ms / 1e3
+    while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 100):
+        start = time.perf_counter()
+        fn(*inputs)
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+# --------------------------------------------------------------------------------------------
+# One kernel on the GPU
+# --------------------------------------------------------------------------------------------
+
+def bench_kernel(path: Path, args, ceilings: dict, opt_status: dict, target, deadline: float,
+                 kernels_left: int, out: Path) -> dict:
+    import torch
+
+    started = time.monotonic()
+    stem = path.stem
+    module = load_module(path)
+    record: dict = {"name": stem, "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
+                    "op_class": getattr(module, "OP_CLASS", "other"),
+                    "description": (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else "",
+                    "variants": {}}
+    missing = check_harness(module, stem)
+    if missing:
+        record["error"] = f"suite file lacks: {', '.join(missing)}"
+        return record
+    device = args.device
+    torch.manual_seed(0)
+    inputs = module.get_inputs(device=device)
+    record["shapes"] = [list(x.shape) for x in inputs if isinstance(x, torch.Tensor)]
+    record["dtypes"] = [str(x.dtype).replace("torch.", "") for x in inputs if isinstance(x, torch.Tensor)]
+    cost = module.roofline_cost(*inputs)
+    record["bytes"], record["flops"] = int(cost["bytes"]), int(cost["flops"])
+    memory_ms = record["bytes"] / (ceilings["copy_gbs"] * 1e9) * 1e3
+    compute_ms = record["flops"] / (ceilings["matmul_tflops"] * 1e12) * 1e3
+    record["floor_ms"] = max(memory_ms, compute_ms)
+    record["bound"] = "memory" if memory_ms >= compute_ms else "compute"
+    record["intensity"] = record["flops"] / record["bytes"]
+    ref = module.reference(*inputs)
+    tol = tolerance_for(module, ref)
+    record["tolerance"] = tol
+
+    # 1. The MTMC loop (or its greedy stand-in), with a share of the remaining time.
+    text = path.read_text()
+    workdir = out / "variants" / stem
+    workdir.mkdir(parents=True, exist_ok=True)
+    reserve_s = 25.0 * kernels_left  # what the remaining kernels need for checks, compiles and timing
+    opt_budget = min(args.optimize_timeout_s, deadline - time.monotonic() - reserve_s)
+    optimize: dict = {"method": opt_status["method"], "steps_budget": args.steps}
+    if opt_status["method"] == "none":
+        optimize["skipped"] = opt_status.get("note") or "optimizer not available"
+        final_text = text
+    elif args.steps <= 0:
+        optimize["skipped"] = "--steps 0"
+        final_text = text
+    elif opt_budget < 10:
+        optimize["skipped"] = "time budget spent"
+        final_text = text
+    else:
+        opt_start = time.monotonic()
+        try:
+            if opt_status["method"] == "search":
+                result = run_search(text, path, args, target, opt_budget)
+            else:
+                greedy = GreedyOptimizer(args, target, device, workdir)
+                result = greedy.run(module, stem, text, inputs, ref, tol, time.monotonic() + opt_budget)
+            final_text = result.pop("final_text")
+            optimize.update(result)
+        except Exception as exc:  # noqa: BLE001 - the run goes on with the naive version as "final"
+            optimize["error"] = f"{type(exc).__name__}: {exc}"[:800]
+            optimize["traceback"] = traceback.format_exc()[-2000:]
+            final_text = text
+        optimize["wall_s"] = time.monotonic() - opt_start
+        sync(device)
+    optimize["changed"] = final_text != text
+    record["optimize"] = optimize
+    final_path = workdir / f"{stem}.py"
+    final_path.write_text(final_text)
+
+    # 2. The variants.
+    fns: dict = {"naive": getattr(module, stem)}
+    if final_text != text:
+        try:
+            fns["mtmc"] = getattr(load_module(final_path), stem)
+        except Exception as exc:  # noqa: BLE001
+            record["variants"]["mtmc"] = {"correct": False, "error": f"import failed: {exc}"[:500]}
+    fns["eager"] = module.eager
+    if not args.no_compile:
+        modes = [("compile", None)]
+        wants_autotune = args.max_autotune == "all" or (args.max_autotune == "auto" and record["bound"] == "compute")
+        if wants_autotune:
+            modes.append(("compile_max_autotune", "max-autotune"))
+        for name, mode in modes:
+            remaining = deadline - time.monotonic() - 20.0 * kernels_left
+            if remaining < 15:
+                record["variants"][name] = {"correct": False, "skipped": "time budget spent"}
+                continue
+            fn = compiled(module.eager, mode)
+            seconds, error = warm_compile(fn, inputs, device, min(args.compile_timeout_s, remaining))
+            if error:
+                record["variants"][name] = {"correct": False, "error": error}
+                continue
+            record["variants"][name] = {"compile_s": seconds}
+            fns[name] = fn
+        if not wants_autotune:
+            record["variants"]["compile_max_autotune"] = {
+                "correct": False, "skipped": "memory-bound kernel (max-autotune run only for compute-bound ones)"}
+
+    # 3. Correctness of every variant on fresh inputs (two seeds) before any timing.
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        check_inputs = module.get_inputs(device=device)
+        check_ref = module.reference(*check_inputs)
+        for name in list(fns):
+            result = check_variant(fns[name], check_inputs, check_ref, tol, device)
+            entry = record["variants"].setdefault(name, {})
+            entry["rel_err"] = max(entry.get("rel_err") or 0.0, result["rel_err"] or 0.0) if result["correct"] else result["rel_err"]
+            if not result["correct"]:
+                entry.update(correct=False, error=f"seed {seed}: {result.get('error')}")
+                del fns[name]
+            else:
+                entry["correct"] = True
+        del check_inputs, check_ref
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+    # 4. Timing, interleaved.
+    samples = time_interleaved(fns, inputs, device, args.rounds, args.warmup_ms, args.rep_ms)
+    for name, ms_list in samples.items():
+        med = statistics.median(ms_list)
+        entry = record["variants"][name]
+        entry.update(
+            ms=med, ms_rounds=ms_list, noise=(max(ms_list) - min(ms_list)) / med,
+            gbs=record["bytes"] / (med * 1e-3) / 1e9, tflops=record["flops"] / (med * 1e-3) / 1e12,
+            pct_of_floor=100.0 * record["floor_ms"] / med,
+        )
+    if "mtmc" not in fns and "mtmc" not in record["variants"]:
+        # Nothing changed: the final version is the naive one (same code, same time).
+        record["variants"]["mtmc"] = dict(record["variants"]["naive"], same_as="naive")
+    record["noise"] = max((record["variants"][n]["noise"] for n in samples), default=None)
+    record["speedups"] = speedups(record["variants"])
+    record["wall_s"] = time.monotonic() - started
+    return record
+
+
+def speedups(variants: dict) -> dict:
+    """The final (mtmc) version's speedup over each other variant, where both were timed."""
+    final = variants.get("mtmc", {}).get("ms")
+    out: dict = {}
+    if not final:
+        return out
+    for name in ("naive", "eager", "compile", "compile_max_autotune"):
+        ms = variants.get(name, {}).get("ms")
+        if ms:
+            out[f"over_{name}"] = ms / final
+    best_compile = [variants.get(n, {}).get("ms") for n in ("compile", "compile_max_autotune")]
+    best_compile = [m for m in best_compile if m]
+    if best_compile:
+        out["over_best_compile"] = min(best_compile) / final
+    return out
+
+
+def summarize(kernels: list[dict]) -> dict:
+    """Geometric means and the issue's targets: >= 4x over naive, >= torch.compile, >= 70% of floor."""
+    done = [k for k in kernels if k.get("speedups")]
+    over = lambda key: [k["speedups"].get(key) for k in done]  # noqa: E731
+    vs_compile = [k["speedups"].get("over_best_compile") for k in done if k["speedups"].get("over_best_compile")]
+    memory = [k for k in done if k.get("bound") == "memory"]
+    pct = {k["name"]: k["variants"]["mtmc"].get("pct_of_floor") for k in memory}
+    summary = {
+        "kernels": len(kernels), "timed": len(done),
+        "geomean_over_naive": geomean(over("over_naive")),
+        "geomean_over_eager": geomean(over("over_eager")),
+        "geomean_over_compile": geomean(over("over_compile")),
+        "geomean_over_best_compile": geomean(vs_compile),
+        "memory_bound_pct_of_floor": pct,
+        "optimize_wall_s": sum(k.get("optimize", {}).get("wall_s", 0.0) for k in kernels),
+        "verifications": sum(int(k.get("optimize", {}).get("verifications") or 0) for k in kernels),
+    }
+    summary["targets"] = {
+        "geomean_over_naive_ge_4": (summary["geomean_over_naive"] or 0) >= 4.0,
+        "every_kernel_within_1_25x_of_compile": bool(vs_compile) and all(v >= 1 / 1.25 for v in vs_compile),
+        "geomean_over_compile_ge_1": (summary["geomean_over_best_compile"] or 0) >= 1.0,
+        "memory_bound_ge_70pct_of_floor": bool(pct) and all((v or 0) >= 70.0 for v in pct.values()),
+    }
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# CPU smoke mode (Triton interpreter, tiny sizes)
+# --------------------------------------------------------------------------------------------
+
+def cpu_smoke(files: list[Path]) -> dict:
+    """Every naive kernel (and its eager baseline) against the reference on two fresh tiny input sets."""
+    import torch
+
+    kernels = []
+    for path in files:
+        entry: dict = {"name": path.stem}
+        started = time.monotonic()
+        try:
+            module = load_module(path)
+            missing = check_harness(module, path.stem)
+            if missing:
+                raise RuntimeError(f"suite file lacks: {', '.join(missing)}")
+            errors = {"naive": 0.0, "eager": 0.0}
+            for seed in (1, 2):
+                torch.manual_seed(seed)
+                inputs = module.get_inputs(device="cpu")
+                ref = module.reference(*inputs)
+                tol = tolerance_for(module, ref)
+                for name, fn in (("naive", getattr(module, path.stem)), ("eager", module.eager)):
+                    check = check_variant(fn, inputs, ref, tol, "cpu")
+                    if not check["correct"]:
+                        raise RuntimeError(f"{name}, seed {seed}: {check.get('error')}")
+                    errors[name] = max(errors[name], check["rel_err"])
+                cost = module.roofline_cost(*inputs)
+                if not (cost["bytes"] > 0 and cost["flops"] > 0):
+                    raise RuntimeError(f"roofline_cost must be positive, got {cost}")
+            entry.update(ok=True, rel_err=errors, tolerance=tol, shapes=[list(x.shape) for x in inputs])
+        except Exception as exc:  # noqa: BLE001 - one failing kernel must not hide the others
+            entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:800])
+        entry["wall_s"] = time.monotonic() - started
+        kernels.append(entry)
+    return {"mode": "cpu-smoke", "kernels": kernels, "ok": all(k["ok"] for k in kernels)}
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--suite", type=Path, default=DEFAULT_SUITE, help="folder of suite kernels")
+    parser.add_argument("--kernels", nargs="+", default=None, help="only these suite kernels (file stems)")
+    parser.add_argument("--steps", type=int, default=4, help="optimization step budget per kernel")
+    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="where results.json and the report go")
+    parser.add_argument("--cpu-smoke", action="store_true",
+                        help="check every naive kernel under the Triton interpreter at tiny sizes (no GPU)")
+    parser.add_argument("--policy", default="heuristic", help="policy that ranks candidates (heuristic, embedded)")
+    parser.add_argument("--target", default="h200", help="GPU profile the optimizer targets")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
+    parser.add_argument("--warmup-ms", type=int, default=20, help="do_bench warm-up per round (ms)")
+    parser.add_argument("--rep-ms", type=int, default=80, help="do_bench measuring time per round (ms)")
+    parser.add_argument("--budget-s", type=float, default=450.0,
+                        help="whole-run time budget: optional work (optimize, compiles) is skipped to fit it")
+    parser.add_argument("--optimize-timeout-s", type=float, default=60.0, help="limit for one kernel's optimize loop")
+    parser.add_argument("--compile-timeout-s", type=float, default=90.0, help="limit for one torch.compile")
+    parser.add_argument("--max-autotune", choices=("auto", "all", "none"), default="auto",
+                        help="torch.compile max-autotune: compute-bound kernels only (auto), all, or none")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile entirely")
+    parser.add_argument("--wheels", type=Path, default=ROOT / ".whl",
+                        help="folder of wheels (libcst) to install into a temp dir when libcst is missing")
+    parser.add_argument("--no-report", action="store_true", help="write results.json only")
+    parser.add_argument("--device", default="cuda",
+                        help="cuda; or cpu: the whole pipeline under the Triton interpreter at tiny sizes "
+                             "(for tests: timings there mean nothing)")
+
+
+def print_table(results: dict) -> None:
+    rows = [("kernel", "naive", "mtmc", "eager", "compile", "c-maxat", "floor", "%floor", "x naive", "x comp", "verif")]
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    for k in results["kernels"]:
+        v = k.get("variants", {})
+        sp = k.get("speedups", {})
+        rows.append((
+            k["name"], fmt(v.get("naive", {}).get("ms")), fmt(v.get("mtmc", {}).get("ms")),
+            fmt(v.get("eager", {}).get("ms")), fmt(v.get("compile", {}).get("ms")),
+            fmt(v.get("compile_max_autotune", {}).get("ms")), fmt(k.get("floor_ms")),
+            "-" if v.get("mtmc", {}).get("pct_of_floor") is None else f"{v['mtmc']['pct_of_floor']:.0f}",
+            "-" if sp.get("over_naive") is None else f"{sp['over_naive']:.2f}",
+            "-" if sp.get("over_best_compile") is None else f"{sp['over_best_compile']:.2f}",
+            str(k.get("optimize", {}).get("verifications", "-")),
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+    s = results.get("summary", {})
+    if s:
+        g = lambda key: "-" if s.get(key) is None else f"{s[key]:.2f}x"  # noqa: E731
+        print(f"geomean: over naive {g('geomean_over_naive')}, over eager {g('geomean_over_eager')}, "
+              f"over best torch.compile {g('geomean_over_best_compile')}; "
+              f"verifications {s.get('verifications')}, optimize wall {s.get('optimize_wall_s', 0):.0f} s")
+
+
+def write_results(out: Path, results: dict) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "results.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=1, default=str))
+    tmp.replace(path)
+    return path
+
+
+def run_gpu(args, files: list[Path]) -> int:
+    import torch
+
+    started = time.monotonic()
+    deadline = started + args.budget_s
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("bench: no CUDA GPU here; use --cpu-smoke for the interpreter check", file=sys.stderr)
+        return 2
+    libcst = libcst_status(args.wheels)
+    opt_status = optimizer_status(libcst)
+    from mtmc_lsp.optimizer.hardware import get_profile
+
+    target = get_profile(args.target)
+    print(f"bench: optimizer method={opt_status['method']} libcst={'yes' if libcst['available'] else 'NO'}"
+          + (f" ({opt_status['note']})" if opt_status.get("note") else ""), flush=True)
+    results = {
+        "schema": 1, "mode": "gpu" if args.device.startswith("cuda") else "cpu-interpreter",
+        "device": args.device, "environment": environment(), "libcst": libcst, "optimizer": opt_status,
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if not k.startswith("_")},
+        "ceilings": measure_ceilings(args.device), "kernels": [],
+    }
+    c = results["ceilings"]
+    print(f"bench: ceilings copy {c['copy_gbs']:.0f} GB/s, bf16 matmul {c['matmul_tflops']:.0f} TFLOP/s", flush=True)
+    write_results(args.out, results)
+    for index, path in enumerate(files):
+        try:
+            record = bench_kernel(path, args, results["ceilings"], opt_status, target, deadline,
+                                  len(files) - index - 1, args.out)
+        except Exception as exc:  # noqa: BLE001 - one broken kernel must not lose the others
+            record = {"name": path.stem, "error": f"{type(exc).__name__}: {exc}"[:800],
+                      "traceback": traceback.format_exc()[-2000:], "variants": {}}
+        results["kernels"].append(record)
+        ms = {n: round(v["ms"], 3) for n, v in record.get("variants", {}).items() if v.get("ms")}
+        print(f"bench: {path.stem}: {ms} ({record.get('wall_s', 0):.0f} s)"
+              + (f" ERROR {record['error']}" if record.get("error") else ""), flush=True)
+        results["summary"] = summarize(results["kernels"])
+        results["total_wall_s"] = time.monotonic() - started
+        write_results(args.out, results)
+        import gc
+
+        gc.collect()
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    write_results(args.out, results)
+    if not args.no_report:
+        make_report(args.out / "results.json")
+    print_table(results)
+    print(f"bench: total {results['total_wall_s']:.0f} s; results in {args.out / 'results.json'}")
+    return 0
+
+
+def make_report(results_path: Path) -> None:
+    """Markdown always; plots when matplotlib is importable (the GPU machine may lack it)."""
+    try:
+        import report
+
+        written = report.generate(results_path)
+        print("bench: report " + ", ".join(str(p) for p in written))
+    except Exception as exc:  # noqa: BLE001 - the JSON is the result; the report can be regenerated anywhere
+        print(f"bench: report not generated here ({type(exc).__name__}: {exc}); "
+              f"run `python3 benchmarks/report.py {results_path}`", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) -> int:
+    if args is None:
+        parser = argparse.ArgumentParser(prog="bench", description=__doc__.split("\n\n")[0])
+        add_arguments(parser)
+        args = parser.parse_args(argv)
+    files = discover(args.suite, args.kernels)
+    if args.cpu_smoke or args.device == "cpu":
+        # The interpreter must be chosen before triton is first imported; callers use a fresh process.
+        os.environ["TRITON_INTERPRET"] = "1"
+        if "triton" in sys.modules and os.environ.get("MTMC_BENCH_ALLOW_LATE_INTERPRET") != "1":
+            print("bench --cpu-smoke: triton was imported before TRITON_INTERPRET=1; run it in a fresh process",
+                  file=sys.stderr)
+            return 2
+    if args.device == "cpu" and not args.cpu_smoke:
+        return run_gpu(args, files)
+    if args.cpu_smoke:
+        results = cpu_smoke(files)
+        write_results(args.out, results)
+        for k in results["kernels"]:
+            status = "ok " if k["ok"] else "FAIL"
+            detail = f"naive err {k['rel_err']['naive']:.2e}" if k["ok"] else k["error"]
+            print(f"{status} {k['name']:<20} {k['wall_s']:5.1f} s  {detail}")
+        print(f"cpu-smoke: {sum(k['ok'] for k in results['kernels'])}/{len(results['kernels'])} kernels match")
+        return 0 if results["ok"] else 1
+    return run_gpu(args, files)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
