@@ -113,10 +113,14 @@ export class MtmcServer implements vscode.Disposable {
         { scheme: "untitled", language: "python" },
       ],
       outputChannel: this.output,
-      initializationOptions: { settings, trusted: settings.trusted },
+      // The server reads its settings from `initializationOptions.mtmc` (server/features/lifecycle.py).
+      initializationOptions: { mtmc: settings, trusted: settings.trusted },
       errorHandler: new CrashRestartHandler(() => this.reportGiveUp()),
       middleware: {
         workspace: {
+          // pushSettings() sends the one didChangeConfiguration per change (with `trusted`); without
+          // this the client would send a second one once the server registers for the section.
+          didChangeConfiguration: async () => undefined,
           // Answer `workspace/configuration` pulls for section `mtmc` with the same JSON we push.
           configuration: async (params, token, next) => {
             const result = await next(params, token);

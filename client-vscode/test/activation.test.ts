@@ -114,7 +114,7 @@ describe("settings reach the server", () => {
     await activateExtension();
     const client = lastClient();
     expect(client.clientOptions.initializationOptions).toEqual({
-      settings: { targetGpu: "A100", verification: {}, trusted: true },
+      mtmc: { targetGpu: "A100", verification: {}, trusted: true },
       trusted: true,
     });
     changeConfiguration({ "mtmc.targetGpu": "H200", "mtmc.verification.runTimeoutS": 30 });
@@ -124,6 +124,15 @@ describe("settings reach the server", () => {
     expect(pushed?.params).toEqual({
       settings: { mtmc: { targetGpu: "H200", verification: { runTimeoutS: 30 }, trusted: true } },
     });
+  });
+
+  it("leaves the one didChangeConfiguration per change to the extension itself", async () => {
+    await activateExtension();
+    let forwarded = false;
+    await lastClient().clientOptions.middleware.workspace.didChangeConfiguration(["mtmc"], async () => {
+      forwarded = true;
+    });
+    expect(forwarded).toBe(false);
   });
 
   it("answers workspace/configuration pulls for `mtmc` with the same JSON", async () => {
@@ -201,7 +210,7 @@ describe("workspace trust", () => {
     const client = lastClient();
     expect(client.serverOptions.command).toBe("python3");
     expect(client.clientOptions.initializationOptions.trusted).toBe(false);
-    expect(client.clientOptions.initializationOptions.settings.verification.enabled).toBe(false);
+    expect(client.clientOptions.initializationOptions.mtmc.verification.enabled).toBe(false);
     expect(api.statusBar.text).toBe("$(sync~spin) MTMC: starting");
     client.emit("mtmc/status", { target: "H100", model: "off", queue: 0 });
     expect(api.statusBar.text).toContain("restricted");
