@@ -34,7 +34,7 @@ class _Names:
     def __init__(self, tree: ast.AST):
         self.prefix: dict[str, str] = {}  # local name -> canonical dotted name
         self.imports_triton = False
-        for node in ast.walk(tree):
+        for node in _statements(tree):  # imports are statements: no need to visit expressions
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name == "triton" or alias.name.startswith("triton."):
@@ -215,12 +215,11 @@ class _Analyzer:
         return env
 
     def _collect_functions(self, node: ast.AST, parent: str | None, out: list) -> None:
-        for child in ast.iter_child_nodes(node):
+        # Definitions are statements, so only statement lists are walked (expressions cannot hold one).
+        for child in _child_statements(node):
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 out.append((child, parent))
                 self._collect_functions(child, child.name, out)
-            elif isinstance(child, ast.ClassDef):
-                self._collect_functions(child, parent, out)
             else:
                 self._collect_functions(child, parent, out)
 
@@ -585,15 +584,44 @@ def _assignment(stmt: ast.AST) -> tuple[list[str], ast.AST | None]:
     return [], None
 
 
+_BLOCK_TYPES = (ast.stmt, ast.excepthandler, ast.match_case)
+_NESTED_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _child_statements(node: ast.AST) -> list[ast.AST]:
+    """The statements (and except/case clauses) directly inside ``node``, in source order."""
+    out: list[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if value.__class__ is list and value and isinstance(value[0], _BLOCK_TYPES):
+            out.extend(value)
+    return out
+
+
+def _statements(tree: ast.AST):
+    """Every statement under ``tree`` (any order), skipping expressions: cheaper than ``ast.walk``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(_child_statements(node))
+
+
 def _walk_no_nested(fn: ast.AST):
     """``ast.walk`` over a function body without descending into nested function definitions."""
     stack = list(fn.body) if isinstance(fn, ast.FunctionDef) else [fn]
     while stack:
         node = stack.pop()
         yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                stack.append(child)
+        # Direct field access instead of ast.iter_child_nodes: this runs over every host function.
+        for name in node._fields:
+            if name == "ctx":
+                continue
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                stack.extend(c for c in value if isinstance(c, ast.AST) and not isinstance(c, _NESTED_DEFS))
+            elif isinstance(value, ast.AST) and not isinstance(value, _NESTED_DEFS):
+                stack.append(value)
 
 
 def analyze(text: str, path: str | None = None, previous: FileAnalysis | None = None) -> FileAnalysis:
