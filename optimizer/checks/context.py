@@ -85,7 +85,9 @@ class KernelFacts:
             if node.id in self._shapes:
                 return self._shapes[node.id]
             values = self.assignments.get(node.id)
-            self._shapes[node.id] = None  # cycle guard (acc = acc + ...)
+            # cycle guard: in ``acc += x`` / ``X += row * stride`` the name's own earlier value is taken
+            # as scalar, so the other operand decides (and a pointer parameter stays a scalar base)
+            self._shapes[node.id] = ()
             shape = None
             if values:
                 shapes = [self.shape_of(v, depth + 1) for v in values]

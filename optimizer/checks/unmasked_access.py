@@ -45,6 +45,8 @@ def check(ctx: CheckContext) -> Iterator[Finding]:
                 continue
             if _is_block_pointer(facts, op.pointer):
                 continue
+            if not facts.shape_of(op.pointer):
+                continue  # one element per program (``out_ptr + row``): the grid bounds it, no block overruns
             chain = ", ".join(via) if via else "tl.program_id"
             bound_list = ", ".join(bounds)
             yield make_finding(
