@@ -147,7 +147,7 @@ def remove_kwargs(call: cst.Call, names: set[str]) -> cst.Call:
 
 
 def names_in(node: cst.CSTNode) -> set[str]:
-    """Every plain name a node mentions, plus string keys of subscripts (``META["BLOCK"]``)."""
+    """Every name a node reads or assigns, plus string keys of subscripts (``META["BLOCK"]``)."""
     found: set[str] = set()
 
     class V(cst.CSTVisitor):
@@ -156,6 +156,14 @@ def names_in(node: cst.CSTNode) -> set[str]:
 
         def visit_SimpleString(self, n: cst.SimpleString) -> None:
             found.add(n.evaluated_value if isinstance(n.evaluated_value, str) else "")
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)  # ``tl.erf`` reads ``tl``, not a name ``erf``
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)  # keyword names are not reads
+            return False
 
     node.visit(V())
     return found

@@ -1,0 +1,283 @@
+"""Fusion: fold an elementwise kernel that consumes another kernel's output into that kernel's store.
+
+The producer computes the consumer's expression on its value in registers and stores the final
+result; the intermediate buffer, its allocation and the second launch go away. Offered when both
+kernels are 1-D elementwise kernels launched once, one after the other in the same host function
+over the same grid, indexing and size arguments, the consumer reads only the intermediate, and the
+intermediate buffer is used for nothing else. The value is cast to the intermediate's element type
+first (what storing and reloading it did), so the numbers stay exactly the same.
+
+Example: kernel=scale_kernel target=h100 params={"consumer": "relu_kernel"}
+
+```python before
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, 3.0 * tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def relu_kernel(y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(y, 0.0), mask=mask)
+
+
+def scaled_relu(x):
+    y = torch.empty_like(x)
+    out = torch.empty_like(x)
+    grid = (triton.cdiv(x.numel(), 256),)
+    scale_kernel[grid](x, y, x.numel(), BLOCK=256)
+    relu_kernel[grid](y, out, x.numel(), BLOCK=256)
+    return out
+```
+
+```python after
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = (3.0 * tl.load(x_ptr + offs, mask=mask)).to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + offs, tl.maximum(y, 0.0), mask=mask)
+
+
+@triton.jit
+def relu_kernel(y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(y, 0.0), mask=mask)
+
+
+def scaled_relu(x):
+    out = torch.empty_like(x)
+    grid = (triton.cdiv(x.numel(), 256),)
+    scale_kernel[grid](x, out, x.numel(), BLOCK=256)
+    return out
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ..analysis import FileAnalysis, Kernel
+from ..analysis.model import Value
+from ..hardware import GpuProfile
+from . import _common as c
+from .base import ActionError, Candidate, Edit
+
+_ALLOCATORS = ("torch.empty_like", "torch.empty", "torch.zeros_like", "torch.zeros")
+_ALWAYS_FREE = {"tl", "triton", "float", "int"}
+
+
+@dataclass
+class _Plan:
+    producer: Kernel
+    consumer: Kernel
+    host: cst.FunctionDef
+    p_launch: c.LaunchNode
+    c_launch: c.LaunchNode
+    p_store: cst.SimpleStatementLine
+    p_value: cst.BaseExpression
+    p_dest: str  # producer pointer param the store writes
+    load_target: str
+    segment: list[cst.BaseStatement]  # consumer statements between its load and its store
+    c_value: cst.BaseExpression
+    buffer: str  # host name of the intermediate
+    out_source: str  # host expression the consumer writes to
+
+
+def _call_of(statement: cst.CSTNode) -> cst.Call | None:
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr):
+        value = statement.body[0].value
+        return value if isinstance(value, cst.Call) else None
+    return None
+
+
+def _store_parts(statement: cst.CSTNode) -> tuple[str, str, cst.BaseExpression, str] | None:
+    """``tl.store(P + OFFS, VALUE, mask=M)`` -> (P, OFFS, VALUE, M)."""
+    call = _call_of(statement)
+    if call is None or c.code(call.func) != "tl.store" or len(call.args) != 3:
+        return None
+    ptr, value, mask = call.args
+    if mask.keyword is None or mask.keyword.value != "mask" or ptr.keyword or value.keyword:
+        return None
+    p = ptr.value
+    if not (isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Add) and isinstance(p.left, cst.Name)):
+        return None
+    return p.left.value, c.code(p.right), value.value, c.code(mask.value)
+
+
+def _load_parts(statement: cst.CSTNode) -> tuple[str, str, str, str] | None:
+    """``t = tl.load(P + OFFS, mask=M)`` -> (t, P, OFFS, M)."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Assign)):
+        return None
+    assign = statement.body[0]
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        return None
+    call = assign.value
+    if not (isinstance(call, cst.Call) and c.code(call.func) == "tl.load" and call.args):
+        return None
+    p = call.args[0].value
+    if not (isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Add) and isinstance(p.left, cst.Name)):
+        return None
+    mask = c.kwarg(call, "mask")
+    return assign.targets[0].target.value, p.left.value, c.code(p.right), c.code(mask.value) if mask else ""
+
+
+def _top_statement(host: cst.FunctionDef, call: cst.Call) -> int | None:
+    for i, statement in enumerate(host.body.body):
+        if _call_of(statement) is call:
+            return i
+    return None
+
+
+class Fusion:
+    name = "fusion"
+    kind = "Fusion"
+    changes_numerics = False
+
+    def _pairs(self, analysis: FileAnalysis, kernel: Kernel) -> list[tuple[str, str]]:
+        """(producer, consumer) pairs that involve ``kernel`` and launch one after the other."""
+        out = []
+        for host in analysis.host_functions:
+            sites = [s for s in analysis.launches if s.host_function == host.name]
+            for first, second in zip(sites, sites[1:]):
+                if kernel.name in (first.kernel, second.kernel) and first.kernel != second.kernel:
+                    out.append((first.kernel, second.kernel))
+        return out
+
+    def _plan(self, module: cst.Module, analysis: FileAnalysis, producer_name: str, consumer_name: str) -> _Plan:
+        producer, consumer = analysis.kernel(producer_name), analysis.kernel(consumer_name)
+        if producer is None or consumer is None:
+            raise ActionError(f"no kernels {producer_name} and {consumer_name}")
+        for k in (producer, consumer):
+            if k.is_autotuned or k.loops or len(k.calls_of("program_id")) != 1 or k.calls_of("dot", *(
+                    "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg")):
+                raise ActionError(f"{k.name} is not a plain 1-D elementwise kernel")
+            if len(analysis.launches_of(k.name)) != 1:
+                raise ActionError(f"{k.name} is launched more than once")
+        pdef, (p_launch,) = c.locate(module, producer.name)
+        cdef, (c_launch,) = c.locate(module, consumer.name)
+        if p_launch.host is None or p_launch.host is not c_launch.host:
+            raise ActionError("the two launches are not in the same host function")
+        host = p_launch.host
+        pi, ci = _top_statement(host, p_launch.call), _top_statement(host, c_launch.call)
+        if pi is None or ci != pi + 1:
+            raise ActionError(f"{consumer.name} is not launched right after {producer.name}")
+        if c.code(p_launch.call.func.slice[0].slice) != c.code(c_launch.call.func.slice[0].slice):  # type: ignore[union-attr]
+            raise ActionError("the launches use different grids")
+        # Kernel bodies: the producer ends in its only store; the consumer is prefix, load, segment, store.
+        p_body, c_body = list(pdef.body.body), list(cdef.body.body)
+        p_parts = _store_parts(p_body[-1])
+        if p_parts is None or len(producer.calls_of("store")) != 1:
+            raise ActionError(f"{producer.name} does not end in its only `tl.store(ptr + offsets, value, mask=mask)`")
+        p_dest, p_offs, p_value, p_mask = p_parts
+        loads = [i for i, s in enumerate(c_body) if _load_parts(s)]
+        c_parts = _store_parts(c_body[-1])
+        if len(loads) != 1 or len(consumer.calls_of("load")) != 1 or c_parts is None or len(consumer.calls_of("store")) != 1:
+            raise ActionError(f"{consumer.name} does not load one input and store one output")
+        target, c_src, c_offs, c_mask = _load_parts(c_body[loads[0]])
+        c_dest, c_store_offs, c_value, c_store_mask = c_parts
+        if not (p_offs == c_offs == c_store_offs and p_mask == c_mask == c_store_mask):
+            raise ActionError("the kernels index or mask differently")
+        prefix = [c.code(s).strip() for s in c_body[:loads[0]]]
+        p_prefix = {c.code(s).strip() for s in p_body[:-1]}
+        if not set(prefix) <= p_prefix:
+            raise ActionError(f"{consumer.name} computes its indices differently from {producer.name}")
+        # Launch arguments: same host sources for same-named parameters; the buffer links them.
+        p_site, c_site = analysis.launches_of(producer.name)[0], analysis.launches_of(consumer.name)[0]
+        buffer_arg, out_arg = c_site.arg(c_src), c_site.arg(c_dest)
+        dest_arg = p_site.arg(p_dest)
+        if buffer_arg is None or out_arg is None or dest_arg is None or buffer_arg.source != dest_arg.source:
+            raise ActionError(f"{consumer.name} does not read the buffer {producer.name} writes")
+        for arg in c_site.args:
+            if arg.param in (c_src, c_dest):
+                continue
+            twin = p_site.arg(arg.param) if arg.param else None
+            if twin is None or twin.source.strip() != arg.source.strip():
+                raise ActionError(f"{arg.param} is passed differently to the two kernels")
+        buffer = buffer_arg.source.strip()
+        if c.count_name(host, buffer) != 3:  # allocation + the two launches
+            raise ActionError(f"the buffer {buffer} is used for more than passing it between the kernels")
+        alloc = c.host_assignment(host, buffer)
+        out_alloc = c.host_assignment(host, out_arg.source.strip())
+        if alloc is None or not (isinstance(alloc.value, cst.Call) and c.code(alloc.value.func) in _ALLOCATORS):
+            raise ActionError(f"{buffer} is not a fresh torch.empty/zeros allocation")
+        if out_alloc is None or c.code(out_alloc.value) != c.code(alloc.value):
+            raise ActionError(f"{out_arg.source} is not allocated like {buffer} (its element type may differ)")
+        out_line = next(i for i, s in enumerate(host.body.body) if isinstance(s, cst.SimpleStatementLine) and out_alloc in s.body)
+        if out_line > pi:
+            raise ActionError(f"{out_arg.source} is allocated after the first launch")
+        # The consumer's segment must read only what the producer also has under the same name.
+        segment = c_body[loads[0] + 1:-1]
+        defined = {target}
+        for s in segment:
+            if not (isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Assign) for b in s.body)):
+                raise ActionError(f"{consumer.name} does more than compute a value between its load and store")
+        seg_written = set().union(*[c.names_in(t.target) for s in segment for b in s.body for t in b.targets]) if segment else set()
+        free = (set().union(*[c.names_in(s) for s in segment]) if segment else set()) | c.names_in(c_value)
+        allowed = defined | seg_written | _ALWAYS_FREE | {n for s in c_body[:loads[0]] for n in c.names_in(s)}
+        same_params = {a.param for a in c_site.args if a.param not in (c_src, c_dest)}
+        allowed |= same_params
+        if not free <= allowed:
+            raise ActionError(f"{consumer.name} reads {', '.join(sorted(free - allowed))}, which the producer does not have")
+        clobbered = (seg_written | {target}) & (c.names_in(c.expr(p_offs)) | c.names_in(c.expr(p_mask)) | {p_dest})
+        if clobbered:
+            raise ActionError(f"the consumer's names {', '.join(sorted(clobbered))} would overwrite the producer's")
+        return _Plan(producer, consumer, host, p_launch, c_launch, p_body[-1], p_value, p_dest, target, segment,
+                     c_value, buffer, out_arg.source.strip())
+
+    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        module = c.parse(analysis.text)
+        out = []
+        for producer, consumer in self._pairs(analysis, kernel):
+            try:
+                plan = self._plan(module, analysis, producer, consumer)
+            except ActionError:
+                continue
+            out.append(Candidate(
+                self.name, self.kind, producer, {"consumer": consumer},
+                f"Fuse {consumer} into {producer}'s store (drops buffer {plan.buffer} and one launch)",
+                analysis.kernel(producer).calls_of("store")[0].span.start.line,
+            ))
+        return out
+
+    def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
+        consumer = params.get("consumer")
+        if not isinstance(consumer, str):
+            raise ActionError("fusion needs params {'consumer': kernel name}")
+        module = c.parse(text)
+        plan = self._plan(module, analysis, kernel.name, consumer)
+        cast = c.stmt(f"{plan.load_target} = ({c.code(plan.p_value)}).to({plan.p_dest}.dtype.element_ty)\n")
+        cast = cast.with_changes(leading_lines=plan.p_store.leading_lines)
+        store_call = _call_of(plan.p_store)
+        new_store = plan.p_store.with_changes(
+            leading_lines=[],
+            body=[plan.p_store.body[0].with_changes(value=store_call.with_changes(
+                args=[store_call.args[0], store_call.args[1].with_changes(value=plan.c_value), store_call.args[2]]))],
+        )
+        fused = cst.FlattenSentinel([cast, *plan.segment, new_store])
+        # Host: the producer now writes the consumer's output; the buffer and second launch go.
+        p_call = plan.p_launch.call
+        args = [a.with_changes(value=c.expr(plan.out_source)) if a.keyword is None and isinstance(a.value, cst.Name)
+                and a.value.value == plan.buffer else a for a in p_call.args]
+        c_line = next(s for s in plan.host.body.body if _call_of(s) is plan.c_launch.call)
+        alloc = c.host_assignment(plan.host, plan.buffer)
+        alloc_line = next(s for s in plan.host.body.body if isinstance(s, cst.SimpleStatementLine) and alloc in s.body)
+        module = c.replace_all(module, [
+            (plan.p_store, fused),
+            (p_call, p_call.with_changes(args=args)),
+            (c_line, cst.RemovalSentinel.REMOVE),
+            (alloc_line, cst.RemovalSentinel.REMOVE),
+        ])
+        return c.finish(text, module, f"fused {consumer} into {kernel.name}",
+                        [f"{consumer} is no longer launched here; {plan.buffer} is gone"])
+
+
+ACTION = Fusion()
