@@ -264,13 +264,15 @@ def detect_gpus() -> list[int]:
     if visible is not None and visible.strip() in ("", "-1"):
         return []
     smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    count = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    count = 0
+    if smi is not None:
+        try:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10)
+            count = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+        except (OSError, subprocess.TimeoutExpired):
+            count = 0
+    if count == 0:  # no nvidia-smi in a container: count the device nodes
+        count = sum(1 for p in Path("/dev").glob("nvidia[0-9]*") if p.name[6:].isdigit())
     if visible:
         ids = [v.strip() for v in visible.split(",") if v.strip()]
         return [int(v) for v in ids if v.isdigit() and int(v) < count] if all(v.isdigit() for v in ids) else list(range(len(ids)))
