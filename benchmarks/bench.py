@@ -45,6 +45,8 @@ TRITON_VARIANTS = ("naive", "mtmc")
 TOLERANCE = {"float32": 1e-4, "float64": 1e-8, "float16": 1e-2, "bfloat16": 2e-2}
 # A kept step must beat the current version by more than the timing noise (same-version spread is ~1%).
 KEEP_MARGIN = 0.97
+# Seconds one kernel needs besides its optimize loop (checks, torch.compile, timing) when budgeting the run.
+PER_KERNEL_RESERVE_S = 25.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,7 +260,7 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def optimizer_status(libcst: dict) -> dict:
+def optimizer_status(libcst: dict, method: str = "auto") -> dict:
     """Which parts of the MTMC engine import here: the loop, the actions, the policy, the verifier."""
     status: dict = {"libcst": libcst["available"]}
     for part, module in (("search", "mtmc_lsp.optimizer.search"), ("actions", "mtmc_lsp.optimizer.actions"),
@@ -273,15 +275,19 @@ def optimizer_status(libcst: dict) -> dict:
         except Exception as exc:  # noqa: BLE001 - any import failure means "not usable here"
             status[part] = False
             status[f"{part}_error"] = f"{type(exc).__name__}: {exc}"[:300]
-    if status.get("search") and status.get("search_has_optimize"):
-        status["method"] = "search"
-    elif status.get("actions") and status.get("action_names"):
-        status["method"] = "greedy"
+    usable = {"none": True, "greedy": bool(status.get("actions") and status.get("action_names"))}
+    usable["search"] = usable["greedy"] and bool(status.get("search_has_optimize") and status.get("verify"))
+    if method == "auto":
+        status["method"] = "search" if usable["search"] else "greedy" if usable["greedy"] else "none"
     else:
-        status["method"] = "none"
-    if not libcst["available"] and status["method"] == "none":
-        status["note"] = ("libcst is not importable on this machine and the micro coder needs it: "
-                          "no optimized variants. Carry libcst wheels (--wheels DIR) to enable the optimizer.")
+        status["method"] = method if usable[method] else "none"
+    if status["method"] == "none" and method != "none":
+        if not libcst["available"]:
+            status["note"] = ("libcst is not importable on this machine and the micro coder needs it: no optimized "
+                              "variants. Carry libcst wheels in --wheels DIR (default .whl/) to enable the optimizer.")
+        else:
+            status["note"] = f"optimizer method {method!r} not available: " + "; ".join(
+                f"{k}: {v}" for k, v in status.items() if k.endswith("_error"))
     return status
 
 
@@ -293,48 +299,39 @@ def make_policy(name: str):
     return factory(Settings(policy=name))
 
 
-def _first_attr(obj, *names, default=None):
-    for name in names:
-        if isinstance(obj, dict) and name in obj:
-            return obj[name]
-        if hasattr(obj, name):
-            return getattr(obj, name)
-    return default
-
-
-def run_search(text: str, path: Path, args, target, time_left_s: float) -> dict:
-    """Call ``optimizer.search.optimize`` with the arguments its signature asks for; return the final text."""
+def run_search(text: str, path: Path, args, target, device: str, budget_s: float) -> dict:
+    """The MTMC loop (``optimizer.search.optimize``) over every kernel of the file, verified in its workers."""
     from mtmc_lsp.optimizer import search
-    from mtmc_lsp.settings import Settings
+    from mtmc_lsp.optimizer.verify import VerifyOptions
 
-    settings = Settings(policy=args.policy, target_gpu=args.target)
-    offered = {
-        "text": text, "source": text, "path": str(path), "document_path": str(path), "target": target,
-        "settings": settings, "steps": args.steps, "max_steps": args.steps, "budget": args.steps,
-        "step_budget": args.steps, "exhaustive": False, "policy": None, "time_budget_s": time_left_s,
-        "deadline_s": time_left_s,
-    }
-    params = inspect.signature(search.optimize).parameters
-    kwargs = {k: v for k, v in offered.items() if k in params and v is not None}
-    if "policy" in params:
-        kwargs["policy"] = make_policy(args.policy)
-    with time_limit(time_left_s):
-        result = search.optimize(**kwargs)
-    final = _first_attr(result, "final_text", "text", "best_text")
-    steps = _first_attr(result, "steps", default=[]) or []
-    if final is None and steps:
-        kept = [s for s in steps if _first_attr(s, "accepted", "kept", default=False)]
-        final = _first_attr((kept or steps)[-1], "text_after", "new_text")
-    step_log = []
-    for s in steps:
-        to_json = getattr(s, "to_json", None)
-        entry = to_json() if callable(to_json) else (dict(s) if isinstance(s, dict) else {"repr": repr(s)[:300]})
-        entry.pop("text_before", None)
-        entry.pop("text_after", None)
-        step_log.append(entry)
-    verifications = _first_attr(result, "verifications", "verification_count", default=None)
-    return {"final_text": final or text, "steps": step_log,
-            "verifications": verifications if verifications is not None else len(steps)}
+    # One seed and short timing per step: the bench re-checks the final version on two fresh seeds
+    # and times it interleaved with everything else, so each step only has to be right and faster.
+    options = VerifyOptions(seeds=1, timing_rounds=3, warmup_ms=10, rep_ms=50, time_reference=False,
+                            mode="gpu" if device.startswith("cuda") else "interpreter")
+    verify = search.make_verifier(str(path), target, options)
+    result = search.optimize(text, str(path), kernel=None, target=target, policy=make_policy(args.policy),
+                             verify=verify, steps=args.steps, beam=1, budget_s=budget_s)
+    attempts = []
+    for attempt in result.attempts:
+        entry = attempt.to_json()
+        entry.pop("report", None)  # the full verification report is large; its summary stays
+        attempts.append(entry)
+    verified = [a for a in result.attempts if a.status not in ("not_applied", "unchanged")]
+    return {"final_text": result.final_text, "steps": attempts, "kept": len(result.steps),
+            "verifications": len(verified), "stopped": result.stopped, "notes": list(result.notes),
+            "policy": result.policy, "speed_measured": result.speed_measured}
+
+
+def close_worker_pools() -> None:
+    """Stop the verifier's worker processes (they hold a CUDA context and cached memory) at the end of a run."""
+    try:
+        from mtmc_lsp.optimizer.verify import api
+
+        for pool in list(getattr(api, "_pools", {}).values()):
+            pool.close()
+        getattr(api, "_pools", {}).clear()
+    except Exception:  # noqa: BLE001 - nothing was started
+        pass
 
 
 class GreedyOptimizer:
@@ -567,8 +564,10 @@ def bench_kernel(path: Path, args, ceilings: dict, opt_status: dict, target, dea
     text = path.read_text()
     workdir = out / "variants" / stem
     workdir.mkdir(parents=True, exist_ok=True)
-    reserve_s = 25.0 * kernels_left  # what the remaining kernels need for checks, compiles and timing
-    opt_budget = min(args.optimize_timeout_s, deadline - time.monotonic() - reserve_s)
+    # Each kernel needs ~25 s besides optimizing (checks, torch.compile, timing); what is left of the run's
+    # budget is shared evenly among this and the remaining kernels (time one leaves unused flows on).
+    spare = deadline - time.monotonic() - PER_KERNEL_RESERVE_S * (kernels_left + 1)
+    opt_budget = min(args.optimize_timeout_s, spare / (kernels_left + 1))
     optimize: dict = {"method": opt_status["method"], "steps_budget": args.steps}
     if opt_status["method"] == "none":
         optimize["skipped"] = opt_status.get("note") or "optimizer not available"
@@ -583,7 +582,7 @@ def bench_kernel(path: Path, args, ceilings: dict, opt_status: dict, target, dea
         opt_start = time.monotonic()
         try:
             if opt_status["method"] == "search":
-                result = run_search(text, path, args, target, opt_budget)
+                result = run_search(text, path, args, target, device, opt_budget)
             else:
                 greedy = GreedyOptimizer(args, target, device, workdir)
                 result = greedy.run(module, stem, text, inputs, ref, tol, time.monotonic() + opt_budget)
@@ -614,7 +613,7 @@ def bench_kernel(path: Path, args, ceilings: dict, opt_status: dict, target, dea
         if wants_autotune:
             modes.append(("compile_max_autotune", "max-autotune"))
         for name, mode in modes:
-            remaining = deadline - time.monotonic() - 20.0 * kernels_left
+            remaining = deadline - time.monotonic() - PER_KERNEL_RESERVE_S * kernels_left
             if remaining < 15:
                 record["variants"][name] = {"correct": False, "skipped": "time budget spent"}
                 continue
@@ -755,10 +754,15 @@ def cpu_smoke(files: list[Path]) -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", type=Path, default=DEFAULT_SUITE, help="folder of suite kernels")
     parser.add_argument("--kernels", nargs="+", default=None, help="only these suite kernels (file stems)")
-    parser.add_argument("--steps", type=int, default=4, help="optimization step budget per kernel")
+    parser.add_argument("--steps", type=int, default=3,
+                        help="step budget: kept MTMC steps per kernel function (search), or verified candidates "
+                             "per file (greedy)")
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="where results.json and the report go")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="check every naive kernel under the Triton interpreter at tiny sizes (no GPU)")
+    parser.add_argument("--method", choices=("auto", "search", "greedy", "none"), default="auto",
+                        help="search: the MTMC loop (optimizer.search, verified in worker processes); greedy: "
+                             "top policy-ranked steps verified and timed in this process; auto: search if present")
     parser.add_argument("--policy", default="heuristic", help="policy that ranks candidates (heuristic, embedded)")
     parser.add_argument("--target", default="h200", help="GPU profile the optimizer targets")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
@@ -766,7 +770,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rep-ms", type=int, default=80, help="do_bench measuring time per round (ms)")
     parser.add_argument("--budget-s", type=float, default=450.0,
                         help="whole-run time budget: optional work (optimize, compiles) is skipped to fit it")
-    parser.add_argument("--optimize-timeout-s", type=float, default=60.0, help="limit for one kernel's optimize loop")
+    parser.add_argument("--optimize-timeout-s", type=float, default=45.0, help="limit for one kernel's optimize loop")
     parser.add_argument("--compile-timeout-s", type=float, default=90.0, help="limit for one torch.compile")
     parser.add_argument("--max-autotune", choices=("auto", "all", "none"), default="auto",
                         help="torch.compile max-autotune: compute-bound kernels only (auto), all, or none")
@@ -823,7 +827,7 @@ def run_gpu(args, files: list[Path]) -> int:
         print("bench: no CUDA GPU here; use --cpu-smoke for the interpreter check", file=sys.stderr)
         return 2
     libcst = libcst_status(args.wheels)
-    opt_status = optimizer_status(libcst)
+    opt_status = optimizer_status(libcst, args.method)
     from mtmc_lsp.optimizer.hardware import get_profile
 
     target = get_profile(args.target)
@@ -857,6 +861,7 @@ def run_gpu(args, files: list[Path]) -> int:
         gc.collect()
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
+    close_worker_pools()
     write_results(args.out, results)
     if not args.no_report:
         make_report(args.out / "results.json")
