@@ -13,11 +13,7 @@ LENS_COMMAND = "mtmc.optimizeKernel"
 def _compiled_shared(state, kernel_name: str) -> int | None:
     if state.compile_version != state.version:
         return None
-    values = []
-    for report in state.compile_reports.get(kernel_name) or []:
-        shared = report.get("shared") if isinstance(report, dict) else getattr(report, "shared", None)
-        if isinstance(shared, int):
-            values.append(shared)
+    values = [r.shared_bytes for r in state.compile_reports.get(kernel_name) or [] if r.ok and r.shared_bytes is not None]
     return max(values) if values else None
 
 

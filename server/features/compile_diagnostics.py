@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import threading
 from typing import Any
 
@@ -15,12 +14,12 @@ _missing_logged = False
 
 
 def _compile_api():
-    """``optimizer.compile.compile_findings`` when that module is installed, else None."""
+    """``optimizer.compile.compile_file_findings`` (plans, compiles in a worker, reports), or None."""
     try:
-        from ...optimizer import compile as compile_module
+        from ...optimizer.compile import compile_file_findings
     except ImportError:
         return None
-    return getattr(compile_module, "compile_findings", None)
+    return compile_file_findings
 
 
 def start(ls, state: DocumentState, target) -> None:
@@ -43,19 +42,14 @@ def start(ls, state: DocumentState, target) -> None:
 
 
 def _call(api, analysis, target, settings, cancel: threading.Event) -> tuple[list, dict[str, list[Any]]]:
-    """Run the compile API in a worker thread; it compiles in subprocesses and returns findings."""
-    kwargs: dict[str, Any] = {}
-    accepted = inspect.signature(api).parameters
-    if "timeout_s" in accepted:
-        kwargs["timeout_s"] = settings.verification.compile_timeout_s
-    if "cancel" in accepted:
-        kwargs["cancel"] = cancel
-    result = api(analysis, target, **kwargs)
-    if isinstance(result, tuple):
-        findings, reports = result
-    else:
-        findings, reports = result, {}
-    return list(findings), dict(reports or {})
+    """Run the compile API in a worker thread (it compiles in a subprocess); reports grouped by kernel."""
+    if cancel.is_set():  # the document changed while this job waited for the executor
+        return [], {}
+    findings, reports = api(analysis, target, timeout_s=settings.verification.compile_timeout_s)
+    by_kernel: dict[str, list[Any]] = {}
+    for report in reports:
+        by_kernel.setdefault(report.kernel, []).append(report)
+    return list(findings), by_kernel
 
 
 async def _run(ls, state: DocumentState, api, target, version: int | None, analysis) -> None:

@@ -15,14 +15,6 @@ def _value(v) -> str:
     return repr(v) if isinstance(v, str) else str(v)
 
 
-def _field(report, *names):
-    for name in names:
-        value = report.get(name) if isinstance(report, dict) else getattr(report, name, None)
-        if value is not None:
-            return value
-    return None
-
-
 def _parameters(kernel: Kernel) -> list[str]:
     groups: dict[str, list[str]] = {"pointer": [], "scalar": [], "constexpr": []}
     for p in kernel.params:
@@ -50,7 +42,7 @@ def _launches(analysis: FileAnalysis, kernel: Kernel) -> list[str]:
 
 def _resources(ctx: CheckContext, kernel: Kernel, target: GpuProfile, reports: list | None) -> list[str]:
     facts = binding_facts(ctx, kernel)
-    compiled = {str(_field(r, "label", "binding", "config")): r for r in reports or [] if _field(r, "label", "binding", "config")}
+    compiled = {r.label: r for r in reports or [] if r.label}
     title = f"**Resources per config on {target.key.upper()}**" + ("" if compiled else " (static estimate; compile for registers)")
     header, rule = "| config | constexprs | warps | stages | smem est. |", "|---|---|---|---|---|"
     if compiled:
@@ -66,11 +58,13 @@ def _resources(ctx: CheckContext, kernel: Kernel, target: GpuProfile, reports: l
                f"{b.num_stages if b.num_stages is not None else DEFAULT_NUM_STAGES} | {smem} |")
         if compiled:
             report = compiled.get(b.label)
-            shared = _field(report, "shared", "shared_bytes", "shared_memory") if report else None
-            regs = _field(report, "registers", "n_regs") if report else None
-            spills = _field(report, "spills", "n_spills") if report else None
-            row += (f" {format_bytes(shared) if isinstance(shared, int) else '-'} | "
-                    f"{regs if regs is not None else '-'} | {spills if spills is not None else '-'} |")
+            if report is None:
+                row += " - | - | - |"
+            elif not report.ok:
+                row += f" {report.status} | - | - |"
+            else:
+                shared = format_bytes(report.shared_bytes) if report.shared_bytes is not None else "-"
+                row += f" {shared} | {report.registers if report.registers is not None else '-'} | {report.spills} B |"
         lines.append(row)
     for f in facts:
         intensity = arithmetic_intensity(f)
