@@ -1,0 +1,208 @@
+"""Autotune: wrap a kernel in ``@triton.autotune`` with a compact config set for the target.
+
+The configs cover the block sizes (plus ``num_warps``/``num_stages``), pruned by the target's
+shared memory and registers; ``key`` names the size arguments the kernel masks or loops against.
+The autotuned arguments leave the launch sites, and a grid that read the block sizes becomes a
+``lambda META:`` over them. Offered when every block size is tunable (see tiling) and set at the
+launches by keyword, a host constant or the default.
+
+Example: kernel=scale_kernel target=h100 params={"configs": 4}
+
+```python before
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    BLOCK = 128
+    scale_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, out, x.numel(), BLOCK=BLOCK, num_warps=4)
+    return out
+```
+
+```python after
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK": 1024}, num_warps=4),
+        triton.Config({"BLOCK": 2048}, num_warps=4),
+        triton.Config({"BLOCK": 2048}, num_warps=8),
+        triton.Config({"BLOCK": 4096}, num_warps=8),
+    ],
+    key=["n"],
+)
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    scale_kernel[lambda META: (triton.cdiv(x.numel(), META["BLOCK"]),)](x, out, x.numel())
+    return out
+```
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from ..analysis import FileAnalysis, Kernel
+from ..analysis.model import Value
+from ..hardware import GpuProfile
+from . import _common as c
+from .base import ActionError, Candidate, Edit
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by architecture; pruned per target below.
+DOT_CONFIGS: dict[int, list[tuple[int, int, int, int, int]]] = {
+    90: [(128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4), (64, 64, 64, 4, 3)],
+    80: [(128, 256, 32, 8, 3), (128, 128, 32, 4, 4), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 64, 32, 4, 4)],
+    70: [(128, 128, 32, 8, 2), (64, 128, 32, 4, 2), (64, 64, 32, 4, 2), (32, 64, 32, 4, 2)],
+}
+ROW_CONFIGS = [(1024, 4), (2048, 4), (2048, 8), (4096, 8)]
+LAUNCH_OPTIONS = ("num_warps", "num_stages")
+
+
+def _size_keys(kernel: Kernel, text: str) -> list[str]:
+    """Scalar arguments the kernel compares indices with or loops up to (what the best config depends on)."""
+    body = kernel.body_span.text(text)
+    loops = " ".join(" ".join(l.iter_args) for l in kernel.loops)
+    keys = []
+    for p in kernel.params:
+        if p.kind != "scalar" or p.name.startswith("stride"):
+            continue
+        compared = re.search(rf"[<>]=?\s*{p.name}\b|\b{p.name}\s*[<>]", body)
+        if compared or re.search(rf"\b{p.name}\b", loops):
+            keys.append(p.name)
+    return keys
+
+
+class _MetaNames(cst.CSTTransformer):
+    def __init__(self, mapping: dict[str, str]):
+        self.mapping = mapping
+
+    def leave_Name(self, original_node, updated_node):
+        if updated_node.value in self.mapping:
+            return c.expr(f'META["{self.mapping[updated_node.value]}"]')
+        return updated_node
+
+
+class Autotune:
+    name = "autotune"
+    kind = "Autotune"
+    changes_numerics = False
+
+    def _configs(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> tuple[list[str], list[str], c.TilePlan]:
+        plan = c.tile_plan(analysis, kernel)
+        blocks = list(plan.params.values())
+        if not blocks or not all(b.tunable for b in blocks):
+            reasons = "; ".join(f"{b.name}: {b.reason}" for b in blocks if not b.tunable)
+            raise ActionError(f"block sizes are not all tunable ({reasons or 'none found'})")
+        keys = _size_keys(kernel, analysis.text)
+        if not keys:
+            raise ActionError("no size argument to key the tuning on")
+        configs: list[str] = []
+        if plan.has_dot:
+            roles = {b.role: b.name for b in blocks}
+            if set(roles) != {"m", "n", "k"} or len(blocks) != 3:
+                raise ActionError("a tl.dot kernel needs exactly BLOCK_M, BLOCK_N and BLOCK_K to autotune")
+            elem = c.element_bytes(analysis.text)
+            bucket = 90 if target.arch >= 90 else 80 if target.arch >= 80 else 70
+            for bm, bn, bk, warps, stages in DOT_CONFIGS[bucket]:
+                if c.dot_shared_bytes(bm, bn, bk, stages, elem) > target.max_shared_per_block:
+                    continue
+                if bm * bn // (32 * warps) > c.MAX_ACC_REGS_PER_THREAD:
+                    continue
+                values = {roles["m"]: bm, roles["n"]: bn, roles["k"]: bk}
+                configs.append(f"triton.Config({_dict(values)}, num_warps={warps}, num_stages={stages})")
+        else:
+            if len(blocks) != 1:
+                raise ActionError("autotune handles one block size for kernels without tl.dot")
+            for block, warps in ROW_CONFIGS:
+                configs.append(f"triton.Config({_dict({blocks[0].name: block})}, num_warps={warps})")
+        if not configs:
+            raise ActionError(f"no config fits {target.name}")
+        return configs, keys, plan
+
+    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        try:
+            configs, keys, _plan = self._configs(analysis, kernel, target)
+        except ActionError:
+            return []
+        return [Candidate(self.name, self.kind, kernel.name, {"configs": len(configs)},
+                          f"Autotune {kernel.name} over {len(configs)} configs for {target.key.upper()} (key: {', '.join(keys)})",
+                          c.kernel_line(kernel))]
+
+    def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
+        configs, keys, plan = self._configs(analysis, kernel, target)
+        wanted = params.get("configs", len(configs))
+        if not isinstance(wanted, int) or wanted < 1:
+            raise ActionError(f"configs={wanted!r}: give how many configs to keep (1..{len(configs)})")
+        configs = configs[:wanted]
+        module = c.parse(text)
+        kdef, launches = c.locate(module, kernel.name)
+        block_names = set(plan.params)
+        pairs: list[tuple[cst.CSTNode, object]] = []
+        dead_host: list[cst.Assign] = []
+        for launch in launches:
+            mapping: dict[str, str] = {}  # host name in the grid -> block parameter
+            for name in block_names:
+                how, node = c.binding_of(launch, kernel, name)
+                if how == "host":
+                    mapping[node.targets[0].target.value] = name
+                elif how not in ("literal", "default"):
+                    raise ActionError(f"the launch sets {name} in a way autotune cannot take over")
+                if c.kwarg(launch.call, name) is None and how != "default":
+                    raise ActionError(f"the launch passes {name} positionally")
+            new_call = c.remove_kwargs(launch.call, block_names | set(LAUNCH_OPTIONS))
+            grid_node = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
+            grid = c.grid_expression(launch)
+            body = grid.body if isinstance(grid, cst.Lambda) else grid
+            meta = grid.params.params[0].name.value if isinstance(grid, cst.Lambda) else "META"
+            new_body = body.visit(_MetaNames(mapping)) if mapping else body
+            if meta != "META" and mapping:
+                raise ActionError("the grid lambda does not name its argument META")
+            if not set(mapping) & c.names_in(grid) and not isinstance(grid, cst.Lambda):
+                pairs.append((launch.call, new_call))  # the grid does not depend on the block sizes
+                continue
+            new_grid = c.expr(f"lambda {meta}: {c.code(new_body)}")
+            if grid is not grid_node and c.count_name(launch.host, grid_node.value) == 2:
+                pairs.append((grid, new_grid))  # ``grid = ...`` used by this launch only
+            else:
+                new_call = new_call.with_changes(func=new_call.func.with_changes(
+                    slice=[new_call.func.slice[0].with_changes(slice=cst.Index(new_grid))]))
+            pairs.append((launch.call, new_call))
+            for host_name in mapping:
+                assign = c.host_assignment(launch.host, host_name)
+                reads = c.count_name(grid, host_name) + sum(
+                    c.count_name(a.value, host_name) for a in launch.call.args if a.keyword and a.keyword.value in block_names)
+                if assign is not None and c.count_name(launch.host, host_name) == 1 + reads:
+                    dead_host.append(assign)
+        for assign in dead_host:
+            for host in {id(l.host): l.host for l in launches if l.host is not None}.values():
+                for statement in host.body.body:
+                    if isinstance(statement, cst.SimpleStatementLine) and assign in statement.body:
+                        pairs.append((statement, cst.RemovalSentinel.REMOVE))
+        decorator_code = "@triton.autotune(\n    configs=[\n" + "".join(f"        {cfg},\n" for cfg in configs) + \
+            f"    ],\n    key=[{', '.join(repr(k).replace(chr(39), chr(34)) for k in keys)}],\n)\n"
+        decorator = cst.parse_module(decorator_code + "def _f():\n    pass\n").body[0].decorators[0]
+        decorators = list(kdef.decorators)
+        jit_index = next(i for i, d in enumerate(decorators) if "jit" in c.code(d.decorator))
+        decorators.insert(jit_index, decorator)
+        if jit_index == 0:
+            decorators[0] = decorators[0].with_changes(leading_lines=decorators[1].leading_lines)
+            decorators[1] = decorators[1].with_changes(leading_lines=[])
+        pairs.append((kdef, kdef.with_changes(decorators=decorators)))
+        module = c.replace_all(module, pairs)
+        return c.finish(text, module, f"autotune {kernel.name} over {len(configs)} configs keyed on {', '.join(keys)}")
+
+
+def _dict(values: dict[str, int]) -> str:
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in values.items()) + "}"
+
+
+ACTION = Autotune()
