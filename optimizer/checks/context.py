@@ -65,7 +65,6 @@ class KernelFacts:
     fn: ast.FunctionDef
     line_shift: int  # add to a node's 1-based lineno to get the 0-based... see CheckContext.node_span
     assignments: dict[str, list[ast.AST]]
-    program_id_names: set[str]  # names whose value derives from tl.program_id, unwrapped by % or clamps
     memory_ops: list[MemoryOp]
     aranges: list[ast.Call]
     shape_tuples: list[tuple[ast.Call, ast.AST]]  # tl.zeros/tl.full/block_shape=... with the shape node
@@ -73,6 +72,11 @@ class KernelFacts:
     compared_names: set[str]  # names used in a comparison (``offs < n``): bounds the author checks
     tl_names: frozenset[str]  # how the file spells triton.language (``tl``, ``language``)
     _shapes: dict[str, tuple | None] = field(default_factory=dict)
+
+    @functools.cached_property
+    def program_id_names(self) -> set[str]:
+        """Names whose value derives from tl.program_id, not wrapped by % or a clamp (computed on demand)."""
+        return _program_id_names(self.assignments, self.tl_op)
 
     # ---- shapes ------------------------------------------------------------------------------
     def shape_of(self, node: ast.AST, depth: int = 0) -> tuple | None:
@@ -467,7 +471,6 @@ def kernel_facts(source: str, indented: bool, tl_names: frozenset[str]) -> Kerne
         fn=fn,
         line_shift=-1 if indented else 0,
         assignments=walker.assignments,
-        program_id_names=_program_id_names(walker.assignments, walker.tl_op),
         memory_ops=walker.memory_ops,
         aranges=walker.aranges,
         shape_tuples=walker.shape_tuples,
@@ -506,6 +509,9 @@ class CheckContext:
         self._facts: dict[str, KernelFacts | None] = {}
         self._bindings: dict[str, list[Binding]] = {}
         self.tl_names = _tl_names(analysis.text)
+        self.launches_by_kernel: dict[str, list] = {}
+        for launch in analysis.launches:
+            self.launches_by_kernel.setdefault(launch.kernel, []).append(launch)
 
     @property
     def source_map(self) -> SourceMap:
@@ -545,7 +551,7 @@ class CheckContext:
                 where[name] = keyword_span(self.text, config.span, name) or _quoted_key_span(self.text, config.span, name)
             out.append(Binding(f"autotune config {index}", values, where, config.span, config.num_warps,
                                config.num_stages, "config", frozenset(defaults) - set(config.kwargs)))
-        for launch in self.analysis.launches_of(kernel.name):
+        for launch in self.launches_by_kernel.get(kernel.name, []):
             values = dict(defaults)
             where = dict(default_where)
             bound: set[str] = set()
