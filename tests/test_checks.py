@@ -1,0 +1,362 @@
+"""Static checks: each fires on a planted case at the right span and stays quiet on correct code."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.checks import CHECKS, DOCS_FILE, Finding, run_checks
+from mtmc_lsp.optimizer.checks.context import kernel_facts
+from mtmc_lsp.optimizer.hardware import PROFILES, get_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "mtmc_lsp" / "examples"
+H100 = get_profile("h100")
+A100 = get_profile("a100")
+
+HEADER = "import triton\nimport triton.language as tl\n\n"
+
+
+def findings(text: str, target=H100, code: str | None = None) -> list[Finding]:
+    result = run_checks(analyze(text), target)
+    return [f for f in result if code is None or f.code == code]
+
+
+def spanned(text: str, finding: Finding) -> str:
+    return finding.span.text(text)
+
+
+# ---- the public contract ------------------------------------------------------------------------
+
+
+def test_every_check_has_code_severity_title_and_a_docs_section():
+    docs = DOCS_FILE.read_text()
+    codes = [module.CODE for module in CHECKS]
+    assert len(codes) == len(set(codes))
+    for module in CHECKS:
+        assert module.SEVERITY in ("error", "warning", "information", "hint")
+        assert module.TITLE
+        assert f'<a id="{module.CODE.lower()}"></a>' in docs, module.CODE
+        assert f"## {module.CODE}" in docs
+
+
+def test_repository_docs_and_packaged_docs_are_the_same_file():
+    assert (ROOT / "docs" / "checks.md").read_text() == DOCS_FILE.read_text()
+
+
+def test_docs_url_is_a_file_uri_to_the_packaged_reference_with_an_anchor():
+    text = HEADER + "@triton.jit\ndef k(x, BLOCK: tl.constexpr):\n    tl.arange(0, 12)\n"
+    (finding,) = findings(text)
+    url = urlparse(finding.docs_url)
+    assert url.scheme == "file" and url.fragment == "mtmc101"
+    assert Path(url.path) == DOCS_FILE.resolve() and DOCS_FILE.exists()
+
+
+def test_finding_to_json_has_lsp_range_and_data():
+    text = HEADER + "@triton.jit\ndef k(x, BLOCK: tl.constexpr):\n    tl.arange(0, 12)\n"
+    (finding,) = findings(text)
+    data = finding.to_json()
+    assert data["range"] == {"start": {"line": 5, "character": 4}, "end": {"line": 5, "character": 20}}
+    assert data["code"] == "MTMC101" and data["severity"] == "error" and data["kernel"] == "k"
+    assert data["data"]["size"] == 12
+
+
+def test_finding_rejects_unknown_severity():
+    span = analyze("x = 1\n").syntax_error
+    with pytest.raises(ValueError):
+        Finding("MTMC999", "fatal", span, "m", "u")
+
+
+# ---- MTMC001 ------------------------------------------------------------------------------------
+
+
+def test_syntax_error_is_reported_on_its_line():
+    text = HEADER + "@triton.jit\ndef k(x:\n    pass\n"
+    (finding,) = findings(text)
+    assert finding.code == "MTMC001" and finding.severity == "error"
+    assert "syntax error" in finding.message
+
+
+def test_stale_analysis_keeps_kernel_findings_and_says_so():
+    good = HEADER + "@triton.jit\ndef k(x, BLOCK: tl.constexpr):\n    tl.arange(0, 12)\n"
+    previous = analyze(good)
+    broken = analyze(good + "def oops(:\n", previous=previous)
+    result = run_checks(broken, H100)
+    assert {f.code for f in result} == {"MTMC001", "MTMC101"}
+    assert "last version that parsed" in next(f for f in result if f.code == "MTMC001").message
+
+
+# ---- MTMC101 ------------------------------------------------------------------------------------
+
+ARANGE_KERNEL = HEADER + '''@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 1.0, mask=offs < n)
+'''
+
+
+def test_arange_literal_not_power_of_2():
+    text = HEADER + "@triton.jit\ndef k(x):\n    a = tl.arange(0, 48)\n    b = tl.arange(16, 80)\n    c = tl.arange(0, 96 - 32)\n"
+    result = findings(text, code="MTMC101")
+    assert [spanned(text, f) for f in result] == ["tl.arange(0, 48)"]
+    assert "48" in result[0].message and "32 or 64" in result[0].message
+
+
+def test_arange_size_from_launch_keyword_reports_at_the_keyword():
+    text = ARANGE_KERNEL + "\ndef run(x, n):\n    k[(n,)](x, n, BLOCK=100)\n    k[(n,)](x, n, BLOCK=128)\n"
+    (finding,) = findings(text, code="MTMC101")
+    assert spanned(text, finding) == "BLOCK=100"
+    assert "100" in finding.message and "64 or 128" in finding.message and "line" in finding.message
+
+
+def test_arange_size_from_positional_launch_argument_and_local_constant():
+    text = ARANGE_KERNEL + "\ndef run(x, n):\n    B = 3 * 100\n    k[(n,)](x, n, B)\n"
+    (finding,) = findings(text, code="MTMC101")
+    assert spanned(text, finding) == "B" and "300" in finding.message
+
+
+def test_arange_size_from_default_and_module_constant():
+    text = HEADER + "SIZE = 24\n\n@triton.jit\ndef k(x, BLOCK: tl.constexpr = SIZE):\n    tl.arange(0, BLOCK)\n"
+    (finding,) = findings(text, code="MTMC101")
+    assert "default of BLOCK" in finding.message and "24" in finding.message
+
+
+def test_arange_size_from_autotune_config_reports_at_the_config_entry():
+    text = HEADER + '''@triton.autotune(configs=[triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 192})], key=["n"])
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 1.0, mask=offs < n)
+'''
+    (finding,) = findings(text, code="MTMC101")
+    assert spanned(text, finding) == '"BLOCK": 192'
+    assert "autotune config 1" in finding.message
+
+
+def test_block_shape_dimensions_must_be_powers_of_2():
+    text = HEADER + "@triton.jit\ndef k(x, BM: tl.constexpr = 64, BN: tl.constexpr = 48):\n    acc = tl.zeros((BM, BN), dtype=tl.float32)\n"
+    (finding,) = findings(text, code="MTMC101")
+    assert "block shape dimension 48" in finding.message
+
+
+def test_arange_quiet_for_powers_of_2_and_unknown_sizes():
+    text = ARANGE_KERNEL + "\ndef run(x, n, b):\n    k[(n,)](x, n, BLOCK=256)\n    k[(n,)](x, n, BLOCK=triton.next_power_of_2(n))\n    k[(n,)](x, n, BLOCK=b)\n"
+    assert findings(text, code="MTMC101") == []
+
+
+def test_arange_span_is_utf16_after_astral_characters():
+    text = HEADER + "@triton.jit\ndef k(x):\n    s = '\U0001F600'; a = tl.arange(0, 12)\n"
+    (finding,) = findings(text, code="MTMC101")
+    assert spanned(text, finding) == "tl.arange(0, 12)"
+    # "    s = '" is 9 units, the emoji 2, then "'; a = " 7: the call starts at UTF-16 column 18
+    assert finding.span.start.character == 18
+
+
+# ---- MTMC102 ------------------------------------------------------------------------------------
+
+DOT_KERNEL = HEADER + '''@triton.jit
+def mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=rm[:, None] < M)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=rn[None, :] < N)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=rm[:, None] < M)
+'''
+
+
+def test_dot_with_small_k_fires_at_the_dot():
+    text = DOT_KERNEL + "\ndef run(a, b, c, M, N, K):\n    mm[(M,)](a, b, c, M, N, K, BM=64, BN=64, BK=8)\n"
+    (finding,) = findings(text, code="MTMC102")
+    assert spanned(text, finding) == "tl.dot(a, b)"
+    assert "K=8" in finding.message and "64x8" in finding.message and ">= 16" in finding.message
+
+
+def test_dot_small_m_from_block_pointer_shapes():
+    text = HEADER + '''@triton.jit
+def mm(a_ptr, b_ptr, M, N, K, BM: tl.constexpr = 8, BN: tl.constexpr = 32, BK: tl.constexpr = 32):
+    a_block = tl.make_block_ptr(a_ptr, (M, K), (K, 1), (0, 0), block_shape=(BM, BK), order=(1, 0))
+    b_block = tl.make_block_ptr(b_ptr, (K, N), (N, 1), (0, 0), block_shape=(BK, BN), order=(1, 0))
+    a = tl.load(a_block, boundary_check=(0, 1))
+    b = tl.load(b_block, boundary_check=(0, 1))
+    c = tl.dot(a, b)
+'''
+    (finding,) = findings(text, code="MTMC102")
+    assert "M=8" in finding.message
+
+
+def test_dot_quiet_at_16_and_when_shapes_unknown():
+    text = DOT_KERNEL + "\ndef run(a, b, c, M, N, K, bk):\n    mm[(M,)](a, b, c, M, N, K, BM=16, BN=16, BK=16)\n    mm[(M,)](a, b, c, M, N, K, BM=64, BN=64, BK=bk)\n"
+    assert findings(text, code="MTMC102") == []
+
+
+# ---- MTMC103 ------------------------------------------------------------------------------------
+
+UNMASKED = HEADER + '''@triton.jit
+def k(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(y_ptr + offs, x)
+'''
+
+
+def test_unmasked_load_and_store_on_program_id_offsets_fire():
+    result = findings(UNMASKED, code="MTMC103")
+    assert [spanned(UNMASKED, f) for f in result] == ["tl.load(x_ptr + offs)", "tl.store(y_ptr + offs, x)"]
+    assert all(f.severity == "warning" and "n_elements" in f.message and "offs" in f.message for f in result)
+
+
+def test_unmasked_quiet_with_mask_modulo_block_pointer_or_guard():
+    masked = UNMASKED.replace("tl.load(x_ptr + offs)", "tl.load(x_ptr + offs, mask=offs < n_elements)").replace(
+        "tl.store(y_ptr + offs, x)", "tl.store(y_ptr + offs, x, offs < n_elements)")
+    wrapped = UNMASKED.replace("offs = pid * BLOCK + tl.arange(0, BLOCK)", "offs = (pid * BLOCK + tl.arange(0, BLOCK)) % n_elements")
+    guarded = HEADER + '''@triton.jit
+def k(x_ptr, n_elements, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        x = tl.load(x_ptr + offs)
+    else:
+        x = tl.load(x_ptr + offs, mask=offs < n_elements)
+'''
+    no_bound = UNMASKED.replace("n_elements", "stride_x")
+    per_program_scalar = HEADER + "@triton.jit\ndef k(out_ptr, n_rows):\n    row = tl.program_id(0)\n    tl.store(out_ptr + row, 1.0)\n"
+    for text in (masked, wrapped, guarded, no_bound, per_program_scalar):
+        assert findings(text, code="MTMC103") == [], text
+
+
+def test_unmasked_chain_through_augmented_pointer():
+    text = HEADER + '''@triton.jit
+def k(X, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    X += row * stride
+    cols = tl.arange(0, BLOCK)
+    tl.store(X + cols, 0.0)
+'''
+    (finding,) = findings(text, code="MTMC103")
+    assert "n_cols" in finding.message
+
+
+# ---- MTMC104 ------------------------------------------------------------------------------------
+
+
+def test_shared_memory_estimate_over_the_limit_names_bytes_and_limit():
+    text = DOT_KERNEL + "\ndef run(a, b, c, M, N, K):\n    mm[(M,)](a, b, c, M, N, K, BM=256, BN=256, BK=128, num_stages=4)\n"
+    (finding,) = findings(text, code="MTMC104")
+    expected = (256 * 128 + 128 * 256) * 2 * 4
+    assert f"{expected:,}" in finding.message and f"{H100.max_shared_per_block:,}" in finding.message
+    assert "2-byte" in finding.message  # the dtype assumption is stated
+    assert finding.data["bytes"] == expected and "mm[(M,)]" in spanned(text, finding)
+
+
+def test_shared_memory_depends_on_target_and_known_dtype():
+    text = DOT_KERNEL + "\ndef run(a, b, c, M, N, K):\n    mm[(M,)](a, b, c, M, N, K, BM=128, BN=128, BK=128, num_stages=3)\n"
+    # (128*128 + 128*128) * 2 * 3 = 196,608 bytes: fits an H100 (232,448), not an A100 (166,912)
+    assert findings(text, H100, "MTMC104") == []
+    assert len(findings(text, A100, "MTMC104")) == 1
+    fp32 = text.replace("acc += tl.dot(a, b)", "acc += tl.dot(a.to(tl.float32), b.to(tl.float32))")
+    (finding,) = findings(fp32, H100, "MTMC104")
+    assert "4-byte and 4-byte" in finding.message
+
+
+def test_shared_memory_uses_default_stages_and_autotune_configs():
+    text = HEADER + '''@triton.autotune(configs=[triton.Config({"BM": 64, "BN": 64, "BK": 32}, num_stages=2),
+                          triton.Config({"BM": 256, "BN": 256, "BK": 64}, num_stages=5)], key=["M"])
+''' + DOT_KERNEL[len(HEADER):]
+    (finding,) = findings(text, code="MTMC104")
+    assert "autotune config 1" in finding.message and "5 stages" in finding.message
+
+
+# ---- MTMC105 ------------------------------------------------------------------------------------
+
+
+def test_num_warps_not_power_of_2_at_launch_and_config():
+    text = HEADER + '''@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=6)], key=["n"])
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+def run(x, n):
+    k[(n,)](x, n, num_warps=12)
+    k[(n,)](x, n, num_warps=8)
+'''
+    result = findings(text, code="MTMC105")
+    assert [spanned(text, f) for f in result] == ["num_warps=6", "num_warps=12"]
+    assert "use 4 or 8" in result[0].message and "use 8 or 16" in result[1].message
+
+
+# ---- MTMC106 ------------------------------------------------------------------------------------
+
+
+def test_small_constant_grid_fires_with_sm_counts():
+    text = ARANGE_KERNEL + "\ndef run(x, n):\n    k[(4, 8)](x, n, BLOCK=128)\n    k[(132,)](x, n, BLOCK=128)\n"
+    (finding,) = findings(text, code="MTMC106")
+    assert spanned(text, finding) == "(4, 8)"
+    assert "32 programs" in finding.message and "132 SMs" in finding.message
+    assert findings(text, get_profile("v100"), "MTMC106")[0].data["sm_count"] == 80
+
+
+def test_grid_from_lambda_and_constants_and_quiet_for_runtime_grids():
+    text = ARANGE_KERNEL + '''
+N = 4096
+
+def run(x, n):
+    k[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](x, n, BLOCK=1024)
+    k[(triton.cdiv(n, 128),)](x, n, BLOCK=128)
+'''
+    (finding,) = findings(text, code="MTMC106")
+    assert "4 programs" in finding.message
+
+
+# ---- whole files --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", sorted(PROFILES))
+@pytest.mark.parametrize("example", ["matmul.py", "softmax.py", "gelu_bias.py"])
+def test_bundled_examples_are_quiet(example, target):
+    assert run_checks(analyze((EXAMPLES / example).read_text()), get_profile(target)) == []
+
+
+def test_a_broken_check_does_not_hide_the_others(monkeypatch):
+    from mtmc_lsp.optimizer.checks import grid_fill
+
+    def boom(ctx):
+        raise RuntimeError("bug")
+        yield
+
+    monkeypatch.setattr(grid_fill, "check", boom)
+    assert [f.code for f in findings(UNMASKED)] == ["MTMC103", "MTMC103"]
+
+
+def _big_file(kernels: int = 40) -> str:
+    body = (EXAMPLES / "matmul.py").read_text().split("import triton.language as tl\n", 1)[1].split("def get_inputs")[0]
+    parts = ["import torch\nimport triton\nimport triton.language as tl\n"]
+    for i in range(kernels):
+        parts.append(body.replace("matmul_kernel", f"matmul_kernel_{i}").replace("def matmul(", f"def matmul_{i}("))
+    return "\n".join(parts)
+
+
+def test_run_checks_on_2000_lines_with_40_kernels_is_fast():
+    text = _big_file(40)
+    assert text.count("\n") >= 2000
+    analysis = analyze(text)
+    assert len(analysis.kernels) == 40
+    cold = []
+    for _ in range(3):
+        kernel_facts.cache_clear()
+        start = time.process_time()
+        run_checks(analysis, H100)
+        cold.append(time.process_time() - start)
+    start = time.process_time()
+    run_checks(analysis, H100)
+    warm = time.process_time() - start
+    # The server's first-diagnostics budget is 150 ms p95; checks must leave most of it to analysis.
+    assert min(cold) < 0.050, cold
+    assert warm < 0.015, warm
