@@ -75,7 +75,7 @@ export async function activate(context: vscode.ExtensionContext, factory?: Clien
   );
 
   const considerDocument = async (document: vscode.TextDocument): Promise<boolean> => {
-    if (!isPythonSource(document) || !usesTriton(document.getText())) return false;
+    if (server.halted || !isPythonSource(document) || !usesTriton(document.getText())) return false;
     statusBar.show();
     return (await server.start()) !== undefined;
   };
@@ -90,7 +90,7 @@ export async function activate(context: vscode.ExtensionContext, factory?: Clien
   context.subscriptions.push(
     vscode.workspace.onDidOpenTextDocument((document) => void considerDocument(document)),
     vscode.workspace.onDidChangeTextDocument((event) => {
-      if (!server.running) void considerDocument(event.document);
+      if (!server.running && !server.halted) void considerDocument(event.document);
     }),
     vscode.window.onDidChangeActiveTextEditor(followEditor),
     vscode.workspace.onDidChangeConfiguration((event) => {

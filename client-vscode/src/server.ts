@@ -62,6 +62,8 @@ export class MtmcServer implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private starting: Promise<LanguageClient | undefined> | undefined;
   private python: PythonCommand | undefined;
+  /** Set when the server could not start or crashed too often: only an explicit restart tries again. */
+  private haltedReason: string | undefined;
   readonly output: vscode.OutputChannel;
 
   constructor(
@@ -76,6 +78,10 @@ export class MtmcServer implements vscode.Disposable {
     return this.client !== undefined && this.client.state === State.Running;
   }
 
+  get halted(): boolean {
+    return this.haltedReason !== undefined;
+  }
+
   get interpreter(): PythonCommand | undefined {
     return this.python;
   }
@@ -86,6 +92,7 @@ export class MtmcServer implements vscode.Disposable {
 
   /** Start the server once; concurrent callers share the same start. Resolves undefined if it cannot start. */
   start(): Promise<LanguageClient | undefined> {
+    if (this.haltedReason !== undefined) return Promise.resolve(undefined);
     if (this.client && this.client.state !== State.Stopped) return Promise.resolve(this.client);
     if (!this.starting) {
       this.starting = this.doStart().finally(() => {
@@ -115,7 +122,10 @@ export class MtmcServer implements vscode.Disposable {
       outputChannel: this.output,
       // The server reads its settings from `initializationOptions.mtmc` (server/features/lifecycle.py).
       initializationOptions: { mtmc: settings, trusted: settings.trusted },
-      errorHandler: new CrashRestartHandler(() => this.reportGiveUp()),
+      errorHandler: new CrashRestartHandler(() => {
+        this.haltedReason = "it crashed too often";
+        this.reportGiveUp();
+      }),
       middleware: {
         workspace: {
           // pushSettings() sends the one didChangeConfiguration per change (with `trusted`); without
@@ -140,6 +150,7 @@ export class MtmcServer implements vscode.Disposable {
       await client.start();
     } catch (error) {
       this.client = undefined;
+      this.haltedReason = "it could not start";
       this.reportStartFailure(python, error);
       return undefined;
     }
@@ -156,11 +167,14 @@ export class MtmcServer implements vscode.Disposable {
   /** Run one of the server's commands (starting the server if needed). */
   async executeCommand<T = unknown>(command: string, args: unknown[]): Promise<T> {
     const client = await this.start();
-    if (!client) throw new Error("the MTMC language server is not running");
+    if (!client) {
+      throw new Error(`the MTMC language server is not running (${this.haltedReason ?? "it could not start"}); see the "MTMC Triton" output, then run "MTMC: Restart Server"`);
+    }
     return client.sendRequest<T>("workspace/executeCommand", { command, arguments: args });
   }
 
   async restart(): Promise<void> {
+    this.haltedReason = undefined;
     await this.stop();
     await this.start();
   }

@@ -108,6 +108,38 @@ describe("choosing the interpreter", () => {
   });
 });
 
+describe("a server that cannot run", () => {
+  it("is not retried on every keystroke or editor switch, only by an explicit restart", async () => {
+    LanguageClient.startError = new Error("No module named mtmc_lsp");
+    const { api } = await activateExtension();
+    const attempts = LanguageClient.instances.length;
+    mock.events.changeDocument.fire({ document: makeDocument("/ws/a.py", TRITON_SOURCE) });
+    mock.events.openDocument.fire(makeDocument("/ws/b.py", TRITON_SOURCE));
+    await api.steps.refresh();
+    await flush();
+    expect(LanguageClient.instances.length).toBe(attempts);
+    expect(mock.messages.filter((m) => m.level === "error")).toHaveLength(1);
+    expect(api.steps.message).toMatch(/not running \(it could not start\).*Restart Server/);
+    LanguageClient.startError = undefined;
+    await mock.commands.get("mtmc.client.restartServer")!();
+    await flush();
+    expect(api.server.running).toBe(true);
+  });
+
+  it("stays down after crashing too often", async () => {
+    const { api } = await activateExtension();
+    const handler = lastClient().clientOptions.errorHandler as CrashRestartHandler;
+    for (let i = 0; i <= MAX_CRASHES; i++) handler.closed();
+    await lastClient().stop();
+    expect(api.server.halted).toBe(true);
+    const before = LanguageClient.instances.length;
+    mock.events.openDocument.fire(makeDocument("/ws/c.py", TRITON_SOURCE));
+    await flush();
+    expect(LanguageClient.instances.length).toBe(before);
+    expect(mock.messages.at(-1)).toMatchObject({ level: "error", items: ["Restart Server", "Show Output"] });
+  });
+});
+
 describe("settings reach the server", () => {
   it("sends them at initialization and after every change, without a restart", async () => {
     mock.config["mtmc.targetGpu"] = "A100";
