@@ -247,8 +247,6 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
                             {"raw_rounds": speed.raw_rounds}))
     else:
         checks.append(Check("speed", "unavailable", f"speed: {speed_reason}", None, {}))
-    if speed is not None and not speed.believed:
-        correct = False if recheck.get("trials") and any(not t.get("ok") for t in recheck["trials"]) else correct
     reward = Reward.of(True, correct, speed)
     status = "verified" if correct else ("crash" if fatal else "incorrect")
     summary = _summary(status, device, mode, seeds, against, speed, speed_reason, checks, options)

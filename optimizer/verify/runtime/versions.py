@@ -27,9 +27,16 @@ def describe_exception(exc: BaseException, version: "Version | None") -> dict:
     """Type, message, 0-based line in the user's file (when known) and a short traceback."""
     line = None
     if version is not None:
-        for frame in traceback.extract_tb(exc.__traceback__):
-            if frame.filename == str(version.file):
-                line = frame.lineno - 1
+        # The deepest frame in the user's file, following the cause chain: Triton's interpreter
+        # re-raises a kernel's NameError as InterpreterError from the launch site.
+        seen: set[int] = set()
+        link: BaseException | None = exc
+        while link is not None and id(link) not in seen:
+            seen.add(id(link))
+            for frame in traceback.extract_tb(link.__traceback__):
+                if frame.filename == str(version.file):
+                    line = frame.lineno - 1
+            link = link.__cause__ or link.__context__
         kernel_line = _triton_compile_error_line(exc, version.text)
         if kernel_line is not None:
             line = kernel_line

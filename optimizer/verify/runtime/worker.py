@@ -43,13 +43,13 @@ def main(job_fd: int, result_fd: int) -> int:
         job = json.loads(line)
         result = run_job(job, emit)
         emit({"event": "result", "id": job.get("id"), "result": result})
+        if not result.get("worker_healthy", True):
+            return 3  # the device may be poisoned: the pool starts a fresh worker for the next job
         gc.collect()
         if mode == "gpu":
             import torch
 
             torch.cuda.empty_cache()
-        if not result.get("worker_healthy", True):
-            return 3  # the pool starts a fresh worker for the next job
     return 0
 
 
