@@ -184,16 +184,25 @@ def markdown(results: dict, images: list[str]) -> str:
 
 def plot_speedups(results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
+    from matplotlib import ticker
 
     kernels = [k for k in results["kernels"] if k.get("speedups")]
     fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(kernels) + 3), 4.8))
     width = 0.8 / len(SPEEDUP_BARS)
     for i, (key, label) in enumerate(SPEEDUP_BARS):
         xs = [j + (i - (len(SPEEDUP_BARS) - 1) / 2) * width for j in range(len(kernels))]
-        ys = [k["speedups"].get(key) or 0.0 for k in kernels]
-        ax.bar(xs, ys, width, label=label)
+        ys = [k["speedups"].get(key) for k in kernels]
+        bars = ax.bar(xs, [y or 0.0 for y in ys], width, label=label)
+        for bar, y in zip(bars, ys):
+            if y:
+                ax.annotate(f"{y:.1f}" if y >= 1 else f"{y:.2f}", (bar.get_x() + bar.get_width() / 2, y),
+                            ha="center", va="bottom", fontsize=6, xytext=(0, 1), textcoords="offset points")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
+    times = ticker.FuncFormatter(lambda v, _: f"{v:g}x")
+    ax.yaxis.set_major_formatter(times)
+    ax.yaxis.set_minor_formatter(times)
+    ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xticks(range(len(kernels)), [k["name"] for k in kernels], rotation=35, ha="right")
     ax.set_ylabel("speedup of the MTMC-optimized kernel (log)")
     ax.set_title(f"MTMC-optimized Triton on {results.get('environment', {}).get('gpu', '?')}")
