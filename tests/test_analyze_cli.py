@@ -171,13 +171,14 @@ def test_five_megabyte_generated_file_finishes(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_compile_flag_adds_compile_diagnostics(tmp_path, capsys):
+def test_compile_flag_adds_compile_diagnostics(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MTMC_CACHE_DIR", str(tmp_path / "cache"))
     path = tmp_path / "small.py"
     path.write_text((CORPUS / "vector_add.py").read_text())
     code, out, _ = run_cli(capsys, str(path), "--compile", "--json", "--target", "h100")
     data = json.loads(out)
     (result,) = data["files"]
     (report,) = result["compile"]
-    assert report["status"] == "ok" and report["registers"] > 0
+    assert report["status"] == "ok" and report["registers"] > 0 and not report["cached"]
     assert [d["code"] for d in result["diagnostics"]] == ["MTMC200"]
     assert code == 0

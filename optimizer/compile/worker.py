@@ -64,6 +64,22 @@ def _file_line(exc: BaseException, path: str) -> tuple[int | None, int | None]:
 _JIT_FUNCTIONS: list = []
 
 
+def _message(exc: BaseException) -> str:
+    """The innermost compiler message ("input and other must have equal ranks >= 2"), not the source excerpt."""
+    chain, seen, current = [], set(), exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for error in reversed(chain):
+        message = getattr(error, "error_message", None)
+        if message:
+            return f"{type(error).__name__}: {str(message).strip()}"
+    root = chain[-1]
+    lines = [l for l in str(root).strip().splitlines() if l.strip() and l.strip() != "^"]
+    return f"{type(root).__name__}: {lines[-1].strip() if lines else ''}".rstrip(": ")
+
+
 def _def_line_of_source(src: str) -> int | None:
     for fn in _JIT_FUNCTIONS:
         if getattr(fn, "src", None) == src or getattr(fn, "_src", None) == src:
@@ -155,10 +171,7 @@ def main() -> int:
             result = _compile(module, job)
         except BaseException as exc:  # noqa: BLE001
             line, col = _file_line(exc, path)
-            message = getattr(exc, "error_message", None) or str(exc).strip().splitlines()[-1:] or [type(exc).__name__]
-            if isinstance(message, list):
-                message = message[0] if message else type(exc).__name__
-            result = {"status": "error", "error": f"{type(exc).__name__}: {message}", "line": line, "col": col,
+            result = {"status": "error", "error": _message(exc), "line": line, "col": col,
                       "detail": str(exc)[-3000:]}
         print(json.dumps(result), flush=True)
     return 0
