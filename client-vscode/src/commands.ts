@@ -91,7 +91,7 @@ async function resolveStep(arg: unknown, ctx: CommandContext, statuses: string[]
   }
   if (candidates.length === 1) return { uri, step: candidates[0] };
   const picked = await vscode.window.showQuickPick(
-    candidates.map((step) => ({ label: `${step.kernel}: ${step.index + 1}. ${step.title}`, description: step.status, step })),
+    candidates.map((step) => ({ label: `${step.kernel}: ${step.index}. ${step.title}`, description: step.status, step })),
     { placeHolder: "Which step?" },
   );
   return picked ? { uri, step: picked.step } : undefined;

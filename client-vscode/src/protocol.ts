@@ -34,6 +34,7 @@ export type StepStatus = "applied" | "accepted" | "rejected" | string;
 /** One optimization step as the client shows it (normalised from the server's step JSON). */
 export interface Step {
   id: string;
+  /** 1-based number of the step in its document, as the server counts them. */
   index: number;
   kernel: string;
   title: string;
@@ -108,7 +109,7 @@ export function parseStep(raw: unknown, position: number): Step | undefined {
   const candidate = (step.candidate && typeof step.candidate === "object" ? step.candidate : {}) as Record<string, unknown>;
   return {
     id: String(id),
-    index: asNumber(step.index) ?? position,
+    index: asNumber(step.index) ?? position + 1,
     kernel: asString(step.kernel) ?? asString(candidate.kernel) ?? "(file)",
     title: asString(step.title) ?? asString(candidate.title) ?? asString(step.summary) ?? `Step ${String(id)}`,
     status: asString(step.status) ?? "applied",

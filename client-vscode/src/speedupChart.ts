@@ -36,8 +36,8 @@ export function renderSpeedupSvg(kernel: string, steps: Step[]): string {
   steps.forEach((step, i) => {
     const x = LEFT + GAP + i * (BAR_WIDTH + GAP);
     const speedup = step.verification?.speedup;
-    const label = `${step.index + 1}`;
-    const title = `<title>${escapeHtml(`${step.index + 1}. ${step.title} (${step.status})${speedup !== undefined ? `: ${speedup.toFixed(2)}x` : ": no timing"}`)}</title>`;
+    const label = `${step.index}`;
+    const title = `<title>${escapeHtml(`${step.index}. ${step.title} (${step.status})${speedup !== undefined ? `: ${speedup.toFixed(2)}x` : ": no timing"}`)}</title>`;
     if (speedup === undefined) {
       parts.push(`<rect x="${x}" y="${y(1)}" width="${BAR_WIDTH}" height="2" class="bar none">${title}</rect>`);
       parts.push(`<text x="${x + BAR_WIDTH / 2}" y="${y(1) - 6}" text-anchor="middle" class="value">n/a</text>`);

@@ -38,5 +38,5 @@ export async function showStepDiff(provider: StepContentProvider, step: Step, do
   }
   const before = StepContentProvider.uriFor(step, "before", documentUri);
   const after = StepContentProvider.uriFor(step, "after", documentUri);
-  await vscode.commands.executeCommand("vscode.diff", before, after, `${step.kernel}: step ${step.index + 1}, ${step.title} (${step.status})`);
+  await vscode.commands.executeCommand("vscode.diff", before, after, `${step.kernel}: step ${step.index}, ${step.title} (${step.status})`);
 }

@@ -148,7 +148,7 @@ export class StepTreeProvider implements vscode.TreeDataProvider<StepViewNode>, 
       return item;
     }
     const step = node.step;
-    const item = new vscode.TreeItem(`${step.index + 1}. ${step.title}`, vscode.TreeItemCollapsibleState.None);
+    const item = new vscode.TreeItem(`${step.index}. ${step.title}`, vscode.TreeItemCollapsibleState.None);
     item.description = stepDescription(step);
     item.tooltip = [step.title, `Status: ${step.status}`, step.verification?.message ?? ""].filter(Boolean).join("\n");
     item.iconPath = stepIcon(step);

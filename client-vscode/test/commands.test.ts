@@ -8,8 +8,8 @@ import { ConfigurationTarget, mock } from "./mocks/vscode";
 const STEPS = {
   uri: TRITON_URI,
   steps: [
-    { id: "s1", index: 0, kernel: "add_kernel", candidate: { title: "Apply tiling (BLOCK=1024)" }, status: "applied" },
-    { id: "s2", index: 1, kernel: "add_kernel", candidate: { title: "Use 8 warps" }, status: "accepted" },
+    { id: "s1", index: 1, kernel: "add_kernel", candidate: { title: "Apply tiling (BLOCK=1024)" }, status: "applied" },
+    { id: "s2", index: 2, kernel: "add_kernel", candidate: { title: "Use 8 warps" }, status: "accepted" },
   ],
 };
 

@@ -61,7 +61,7 @@ describe.skipIf(!server.python)("protocol against the real server (mtmc serve)",
     expect(targets.every((t) => t.name && t.summary)).toBe(true);
   });
 
-  it("offers a code action, resolves it, applies it as a reviewable edit, and verifies the step", async (ctx) => {
+  it("offers a quick fix for the diagnostic; applying it clears the diagnostic", async (ctx) => {
     if (!session.serverCapabilities.codeActionProvider) ctx.skip("the server does not offer code actions yet (no codeActionProvider)");
     expect(planted).toBeDefined();
     const actions: any[] = await session.connection.sendRequest("textDocument/codeAction", {
@@ -69,38 +69,56 @@ describe.skipIf(!server.python)("protocol against the real server (mtmc serve)",
       range: planted.range,
       context: { diagnostics: [planted], triggerKind: 1 },
     });
-    expect(actions.length).toBeGreaterThan(0);
-    // The quick fix for the planted diagnostic, else the first optimization step.
-    let action = actions.find((a) => a.diagnostics?.some((d: Diagnostic) => d.code === "MTMC105")) ?? actions[0];
-    expect(action.title).toBeTruthy();
-    if (!action.edit && session.serverCapabilities.codeActionProvider.resolveProvider) {
-      action = await session.connection.sendRequest("codeAction/resolve", action);
-    }
-    expect(action.edit || action.command, JSON.stringify(action)).toBeTruthy();
+    const fix = actions.find((a) => a.kind === "quickfix" && a.diagnostics?.some((d: Diagnostic) => d.code === "MTMC105"));
+    expect(fix, JSON.stringify(actions.map((a) => a.title))).toBeDefined();
+    expect(fix.edit.documentChanges[0].textDocument.version).toBe(session.version(uri));
+    expect(session.applyWorkspaceEdit(fix.edit)).toBe(true);
+    expect(session.text(uri)).toMatch(/num_warps=(4|8)/);
+    const version = session.version(uri);
+    await session.waitFor(
+      "diagnostics without MTMC105",
+      () => session.diagnostics.find((p) => p.uri === uri && p.version === version && !p.diagnostics.some((d) => d.code === "MTMC105")),
+      60_000,
+    );
+  }, 90_000);
+
+  it("offers an optimization step, resolves its edit, applies it for review, and verifies the step", async (ctx) => {
+    if (!session.serverCapabilities.codeActionProvider) ctx.skip("the server does not offer code actions yet (no codeActionProvider)");
+    expect(session.serverCapabilities.codeActionProvider.resolveProvider).toBe(true);
+    // The cursor inside the kernel body: the steps for that kernel.
+    const line = session.text(uri).split("\n").findIndex((l) => l.includes("acc += tl.dot(a, b)"));
+    expect(line).toBeGreaterThan(0);
+    const actions: any[] = await session.connection.sendRequest("textDocument/codeAction", {
+      textDocument: { uri },
+      range: { start: { line, character: 8 }, end: { line, character: 8 } },
+      context: { diagnostics: [], triggerKind: 1 },
+    });
+    const steps = actions.filter((a) => a.kind?.startsWith("refactor"));
+    expect(steps.length, JSON.stringify(actions.map((a) => a.title))).toBeGreaterThan(0);
+    // Listing is cheap: the edit is computed on resolve.
+    expect(steps[0].edit).toBeUndefined();
+    const action: any = await session.connection.sendRequest("codeAction/resolve", steps[0]);
+    expect(action.edit, JSON.stringify(action)).toBeTruthy();
 
     const versionBefore = session.version(uri);
     const textBefore = session.text(uri);
-    if (action.edit) {
-      // VS Code shows annotated edits (needsConfirmation) in the Refactor Preview; versioned changes
-      // make a stale step fail instead of corrupting the document.
-      const change = action.edit.documentChanges?.[0];
-      if (change) expect(change.textDocument.version).toBe(versionBefore);
-      expect(session.applyWorkspaceEdit(action.edit)).toBe(true);
-    }
-    if (action.command) {
-      await session.executeCommand(action.command.command, action.command.arguments ?? []);
-    }
-    await session.waitFor("the edit to be applied", () => (session.text(uri) !== textBefore ? true : undefined), 60_000);
-    const edits = session.appliedEdits.map((p) => p.edit).concat(action.edit ? [action.edit] : []);
-    const annotations = edits.flatMap((e) => Object.values(e.changeAnnotations ?? {})) as any[];
-    expect(annotations.some((a) => a.needsConfirmation === true), "VS Code gets a Refactor Preview (needsConfirmation)").toBe(true);
+    // Versioned, so a stale step fails instead of corrupting the document; annotated with
+    // needsConfirmation, so VS Code opens its Refactor Preview.
+    const change = action.edit.documentChanges[0];
+    expect(change.textDocument.version).toBe(versionBefore);
+    const annotations = Object.values(action.edit.changeAnnotations ?? {}) as any[];
+    expect(annotations.some((a) => a.needsConfirmation === true)).toBe(true);
+    expect(change.edits.every((e: any) => e.annotationId && action.edit.changeAnnotations[e.annotationId])).toBe(true);
+    expect(session.applyWorkspaceEdit(action.edit)).toBe(true);
+    expect(session.text(uri)).not.toBe(textBefore);
+    // VS Code runs the action's command after applying its edit: the server records the step.
+    if (action.command) await session.executeCommand(action.command.command, action.command.arguments ?? []);
 
-    // The step is recorded and verified in the background; the server says so with mtmc/stepsChanged.
     const verified = await session.waitFor(
       "a verified step in mtmc.stepHistory",
       async () => {
-        const steps = parseStepHistory(await session.executeCommand("mtmc.stepHistory", [uri]));
-        const step = steps.at(-1);
+        const history = parseStepHistory(await session.executeCommand("mtmc.stepHistory", [uri]));
+        const step = history.at(-1);
         const state = step?.verification?.state;
         return step && state && !["pending", "running", "queued", "unknown"].includes(state) ? step : undefined;
       },
@@ -108,9 +126,10 @@ describe.skipIf(!server.python)("protocol against the real server (mtmc serve)",
       2_000,
     );
     expect(session.stepsChanged).toContain(uri);
+    expect(verified.title).toContain(steps[0].title.replace(/ \(changes numerics\)$/, ""));
     expect(verified.textBefore).toBe(textBefore);
     expect(verified.textAfter).toBe(session.text(uri));
-    expect(verified.verification!.state).toBe("passed");
+    expect(verified.verification!.state, JSON.stringify(verified.verification)).toBe("passed");
     // No GPU here: correctness comes from the interpreter and speed is never estimated.
     expect(verified.verification!.mode).toBe("interpreter");
     expect(verified.verification!.speedup).toBeUndefined();

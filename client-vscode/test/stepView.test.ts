@@ -7,23 +7,23 @@ import { LanguageClient } from "./mocks/languageclient";
 import { makeDocument, makeEditor, mock } from "./mocks/vscode";
 
 function step(partial: Partial<Step> & { id: string }): Step {
-  return { index: 0, kernel: "matmul_kernel", title: "Apply tiling", status: "applied", ...partial };
+  return { index: 1, kernel: "matmul_kernel", title: "Apply tiling", status: "applied", ...partial };
 }
 
 const HISTORY = {
   uri: TRITON_URI,
   steps: [
     {
-      id: "a", index: 0, kernel: "add_kernel", status: "accepted", candidate: { title: "Tiling BLOCK=1024" },
+      id: "a", index: 1, kernel: "add_kernel", status: "accepted", candidate: { title: "Tiling BLOCK=1024" },
       textBefore: "BLOCK = 128\n", textAfter: "BLOCK = 1024\n",
       verification: { mode: "gpu", ok: true, speed: { baselineMs: 2.0, newMs: 1.0 } },
     },
     {
-      id: "b", index: 1, kernel: "add_kernel", status: "applied", candidate: { title: "num_warps=8" },
+      id: "b", index: 2, kernel: "add_kernel", status: "applied", candidate: { title: "num_warps=8" },
       textBefore: "BLOCK = 1024\n", textAfter: "BLOCK = 1024  # warps\n",
       verification: { mode: "interpreter", ok: true },
     },
-    { id: "c", index: 0, kernel: "scale_kernel", status: "rejected", title: "Mask <loads>", verification: null },
+    { id: "c", index: 1, kernel: "scale_kernel", status: "rejected", title: "Mask <loads>", verification: null },
   ],
 };
 
@@ -149,10 +149,10 @@ describe("the step view in the extension", () => {
 
 describe("the speedup chart", () => {
   const steps = [
-    step({ id: "1", index: 0, status: "accepted", verification: { state: "passed", speedup: 2 } }),
-    step({ id: "2", index: 1, status: "rejected", verification: { state: "passed", speedup: 0.5 } }),
-    step({ id: "3", index: 2, status: "accepted", verification: { state: "passed", speedup: 1.5 } }),
-    step({ id: "4", index: 3, status: "applied", title: "<script>alert(1)</script>", verification: { state: "passed", mode: "interpreter" } }),
+    step({ id: "1", index: 1, status: "accepted", verification: { state: "passed", speedup: 2 } }),
+    step({ id: "2", index: 2, status: "rejected", verification: { state: "passed", speedup: 0.5 } }),
+    step({ id: "3", index: 3, status: "accepted", verification: { state: "passed", speedup: 1.5 } }),
+    step({ id: "4", index: 4, status: "applied", title: "<script>alert(1)</script>", verification: { state: "passed", mode: "interpreter" } }),
   ];
 
   it("draws one bar per step, faster and slower apart, unmeasured as n/a", () => {
