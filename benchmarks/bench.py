@@ -15,7 +15,6 @@ checks it (and the eager baseline) against the reference: no timing, no GPU.
 from __future__ import annotations
 
 import argparse
-import glob
 import importlib.util
 import inspect
 import json
@@ -141,33 +140,44 @@ def check_variant(fn, inputs, ref, tol: float, device: str) -> dict:
 # Environment and ceilings
 # --------------------------------------------------------------------------------------------
 
+def _wheel_fits(name: str) -> bool:
+    """Whether a wheel's file name fits this interpreter (pure Python, or built for this CPython)."""
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    return "-none-any" in name or f"-{tag}-" in name or ("-abi3-" in name and "x86_64" in name)
+
+
 def libcst_status(wheels: Path | None) -> dict:
-    """Whether libcst (the micro coder's rewriting library) imports; installs it from wheels when given."""
+    """Whether libcst (the micro coder's rewriting library) imports; if not, unpack it from wheels when given.
+
+    A wheel is a zip archive: unpacking it into a temporary folder on ``sys.path`` is all an import
+    needs, so this works where pip cannot install anything.
+    """
     try:
         import libcst
 
         return {"available": True, "version": getattr(libcst, "__version__", "present"), "source": "installed"}
     except ImportError as exc:
-        first_error = str(exc)
-    found = sorted(glob.glob(str(wheels / "*.whl"))) if wheels and wheels.is_dir() else []
+        error = str(exc)
+    found = [p for p in sorted(wheels.glob("*.whl")) if _wheel_fits(p.name)] if wheels and wheels.is_dir() else []
     if found:
-        target = Path(tempfile.mkdtemp(prefix="mtmc-wheels-"))
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet", "--target", str(target),
-             *found], capture_output=True, text=True,
-        )
-        if proc.returncode == 0:
-            sys.path.insert(0, str(target))
-            try:
-                import libcst
+        import zipfile
 
-                return {"available": True, "version": getattr(libcst, "__version__", "present"),
-                        "source": f"wheels in {wheels}"}
-            except ImportError as exc:
-                first_error = f"installed from {wheels} but still fails: {exc}"
-        else:
-            first_error = f"pip install from {wheels} failed: {proc.stderr.strip()[-300:]}"
-    return {"available": False, "version": None, "source": None, "error": first_error}
+        target = Path(tempfile.mkdtemp(prefix="mtmc-wheels-"))
+        for wheel in found:
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(target)
+        sys.path.insert(0, str(target))
+        importlib.invalidate_caches()
+        try:
+            import libcst
+
+            return {"available": True, "version": getattr(libcst, "__version__", "present"),
+                    "source": f"unpacked from {', '.join(p.name for p in found)}"}
+        except ImportError as exc:
+            error = f"unpacked {', '.join(p.name for p in found)} but the import still fails: {exc}"
+    elif wheels:
+        error += f" (no wheel for this Python in {wheels})"
+    return {"available": False, "version": None, "source": None, "error": error}
 
 
 def environment() -> dict:
@@ -776,7 +786,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch.compile max-autotune: compute-bound kernels only (auto), all, or none")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile entirely")
     parser.add_argument("--wheels", type=Path, default=ROOT / ".whl",
-                        help="folder of wheels (libcst) to install into a temp dir when libcst is missing")
+                        help="folder of wheels (libcst) unpacked into a temp dir when libcst is missing")
     parser.add_argument("--no-report", action="store_true", help="write results.json only")
     parser.add_argument("--device", default="cuda",
                         help="cuda; or cpu: the whole pipeline under the Triton interpreter at tiny sizes "

@@ -114,3 +114,22 @@ def test_mtmc_bench_command_is_registered():
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["bench", "--help"])
     assert exit_info.value.code == 0
+
+
+def test_libcst_is_unpacked_from_a_wheel_when_missing(tmp_path):
+    """The GPU machine has no libcst: the runner unpacks a carried wheel instead of needing pip."""
+    import zipfile
+
+    wheel = tmp_path / "wheels" / "libcst-0.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("libcst/__init__.py", "__version__ = '0.0-test'\n")
+    (tmp_path / "wheels" / "libcst-0.0-cp27-cp27m-win32.whl").write_bytes(b"not for this Python")
+    code = ("import sys, json; sys.path.insert(0, 'benchmarks'); import bench; from pathlib import Path; "
+            f"print(json.dumps([bench.libcst_status(None), bench.libcst_status(Path(r'{wheel.parent}'))]))")
+    # -S: no site-packages, so the real libcst of the test environment is out of reach.
+    proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    missing, unpacked = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert missing["available"] is False and "libcst" in missing["error"]
+    assert unpacked == {"available": True, "version": "0.0-test", "source": "unpacked from libcst-0.0-py3-none-any.whl"}
