@@ -778,7 +778,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     parser.add_argument("--warmup-ms", type=int, default=20, help="do_bench warm-up per round (ms)")
     parser.add_argument("--rep-ms", type=int, default=80, help="do_bench measuring time per round (ms)")
-    parser.add_argument("--budget-s", type=float, default=450.0,
+    parser.add_argument("--budget-s", type=float, default=420.0,
                         help="whole-run time budget: optional work (optimize, compiles) is skipped to fit it")
     parser.add_argument("--optimize-timeout-s", type=float, default=45.0, help="limit for one kernel's optimize loop")
     parser.add_argument("--compile-timeout-s", type=float, default=90.0, help="limit for one torch.compile")
