@@ -100,7 +100,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
 
 
 SIZES = {
-    "cuda": {"batch": 8, "heads": 16, "seq_len": 4096, "head_dim": 64},
+    "cuda": {"batch": 4, "heads": 16, "seq_len": 4096, "head_dim": 128},
     "cpu": {"batch": 1, "heads": 2, "seq_len": 80, "head_dim": 32},
 }
 
