@@ -76,11 +76,14 @@ class Warps:
             legal = [w for w in WARPS if 16 <= tile // (32 * w) <= c.MAX_ACC_REGS_PER_THREAD]
             best = max(4, min(16, tile // (32 * 64)))  # ~64 accumulator values per thread
         else:
-            if not blocks:
-                return [], current, "no block size is known"
-            tile = max(blocks.values())
-            legal = [w for w in WARPS if 32 * w <= tile]
-            best = max(2, min(16, tile // 512))  # ~16 elements per thread
+            if not plan.params:
+                return [], current, "the kernel has no block size"
+            if not blocks:  # computed at the launch (next_power_of_2 of a row): a row-sized block
+                legal, best = [4, 8, 16], 8
+            else:
+                tile = max(blocks.values())
+                legal = [w for w in WARPS if 32 * w <= tile]
+                best = max(2, min(16, tile // 512))  # ~16 elements per thread
         legal = sorted((w for w in legal if w != current), key=lambda w: (abs(w - best), w))
         return legal, current, "" if legal else "no other warp count suits the tile"
 

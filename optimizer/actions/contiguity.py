@@ -1,0 +1,93 @@
+"""Contiguity hints: tell the compiler that block offsets start at a multiple of the block and run contiguously.
+
+For ``offs = pid * BLOCK + tl.arange(0, BLOCK)`` (either order) both facts hold by construction, so
+``offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)`` is always true and lets the
+compiler emit the widest vector loads even when it cannot see through the arithmetic. Offered only
+for that exact shape, and only once per name.
+
+Example: kernel=copy_kernel target=h100 params={"name": "offs"}
+
+```python before
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+```
+
+```python after
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+```
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis import FileAnalysis, Kernel
+from ..analysis.model import Value
+from ..hardware import GpuProfile
+from . import _common as c
+from .base import ActionError, Candidate, Edit
+from .single_pass import _single_assign
+
+
+def _arange_block(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Call) and c.code(node.func) == "tl.arange" and len(node.args) == 2 and c.code(node.args[0].value) == "0":
+        return c.code(node.args[1].value)
+    return None
+
+
+def _block_offsets(value: cst.BaseExpression, blocks: set[str]) -> str | None:
+    """``X * B + tl.arange(0, B)`` (or the sum reversed, or ``B * X``) -> B."""
+    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+        return None
+    for product, arange in ((value.left, value.right), (value.right, value.left)):
+        block = _arange_block(arange)
+        if block in blocks and isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply):
+            if block in (c.code(product.left), c.code(product.right)):
+                return block
+    return None
+
+
+def _sites(kdef: cst.FunctionDef, kernel: Kernel) -> list[tuple[str, str, cst.BaseStatement]]:
+    blocks = set(kernel.constexpr_names)
+    hinted = "multiple_of" in c.code(kdef.body) or "max_contiguous" in c.code(kdef.body)
+    out = []
+    for statement in kdef.body.body:
+        single = _single_assign(statement)
+        if single and not hinted:
+            block = _block_offsets(single[1], blocks)
+            if block:
+                out.append((single[0], block, statement))
+    return out
+
+
+class Contiguity:
+    name = "contiguity"
+    kind = "Reordering"
+    changes_numerics = False
+
+    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        kdef, _ = c.locate(c.parse(analysis.text), kernel.name)
+        line = kernel.calls_of("arange")[0].span.start.line if kernel.calls_of("arange") else c.kernel_line(kernel)
+        return [Candidate(self.name, self.kind, kernel.name, {"name": name},
+                          f"Add contiguity hints to `{name}` (multiple of {block}, {block} contiguous)", line)
+                for name, block, _s in _sites(kdef, kernel)]
+
+    def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
+        module = c.parse(text)
+        kdef, _ = c.locate(module, kernel.name)
+        hits = [s for s in _sites(kdef, kernel) if s[0] == params.get("name")]
+        if len(hits) != 1:
+            raise ActionError(f"`{params.get('name')}` is not `pid * BLOCK + tl.arange(0, BLOCK)` in {kernel.name}")
+        name, block, statement = hits[0]
+        hint = c.stmt(f"{name} = tl.max_contiguous(tl.multiple_of({name}, {block}), {block})\n")
+        module = c.replace_all(module, [(statement, cst.FlattenSentinel([statement, hint]))])
+        return c.finish(text, module, f"contiguity hints on {name} in {kernel.name}")
+
+
+ACTION = Contiguity()
