@@ -14,6 +14,8 @@ from .. import __version__
 from ..optimizer.hardware import GpuProfile, get_profile, resolve_target
 from ..settings import Settings
 from .positions import TextIndex
+from .ranking import Ranker
+from .steps import StepStore
 from .state import DocumentStore
 
 logger = logging.getLogger(__name__)
@@ -37,10 +39,12 @@ class MtmcLanguageServer(LanguageServer):
         # Step work (apply, verify, optimize): separate so a long verification never delays diagnostics.
         self.step_executor = ThreadPoolExecutor(2, thread_name_prefix="mtmc-steps")
         self.background_jobs = 0
+        self.ranker = Ranker()
+        self.steps = StepStore()
+        self._model_watch: asyncio.Task | None = None
         # Set once the first settings arrived (initializationOptions or workspace/configuration):
         # diagnostics wait for it so the first ones are for the right target.
         self.settings_ready = asyncio.Event()
-        self.model_state = "off"
         self._target: GpuProfile | None = None
         self._target_key: str | None = None
 
@@ -69,7 +73,6 @@ class MtmcLanguageServer(LanguageServer):
         if settings.target_gpu != old.target_gpu:
             self.selected_target = None
         self.settings = settings
-        self.model_state = "off" if settings.policy == "heuristic" else ("ready" if self.model_state == "ready" else "not loaded")
         return (
             settings.target_gpu != old.target_gpu
             or settings.compile_diagnostics != old.compile_diagnostics
@@ -106,11 +109,33 @@ class MtmcLanguageServer(LanguageServer):
         except Exception:  # no transport yet (before initialize) or the client went away
             logger.debug("could not send a log message", exc_info=True)
 
+    @property
+    def model_state(self) -> str:
+        return self.ranker.model_state(self.settings)
+
     def send_status(self) -> None:
         """``mtmc/status``: the target, the policy model's state, and the number of background jobs."""
         self.protocol.notify(
             "mtmc/status", {"target": self.target.key, "model": self.model_state, "queue": self.background_jobs}
         )
+
+    def notify_steps_changed(self, uri: str) -> None:
+        """``mtmc/stepsChanged``: the client re-reads ``mtmc.stepHistory`` for ``uri``."""
+        self.protocol.notify("mtmc/stepsChanged", {"uri": uri})
+
+    def watch_model_loading(self) -> None:
+        """While the policy model loads in the background, report "loading" and then its final state."""
+        if self.model_state != "loading" or (self._model_watch is not None and not self._model_watch.done()):
+            return
+
+        async def watch() -> None:
+            self.send_status()
+            while self.model_state == "loading":
+                await asyncio.sleep(0.5)
+            self.log(f"policy: {self.ranker.describe(self.settings)}")
+            self.send_status()
+
+        self._model_watch = asyncio.ensure_future(watch())
 
     def job_started(self) -> None:
         self.background_jobs += 1
@@ -123,6 +148,7 @@ class MtmcLanguageServer(LanguageServer):
     def shutdown(self) -> None:
         for executor in (self.analysis_executor, self.compile_executor, self.step_executor):
             executor.shutdown(wait=False, cancel_futures=True)
+        self.ranker.close()
         super().shutdown()
 
 

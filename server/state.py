@@ -30,11 +30,16 @@ class DocumentState:
     compile_reports: dict[str, list[Any]] = field(default_factory=dict)
     compile_version: int | None = None
     compile_target: str | None = None
+    # The last verification's diagnostic, valid only for ``verification_version``.
+    verification_findings: list[Finding] = field(default_factory=list)
+    verification_version: int | None = None
     # Background jobs of this document, cancelled when a newer version arrives.
     analysis_task: asyncio.Task | None = None
     compile_task: asyncio.Task | None = None
     # Set when the last analysis was skipped (document too large, or analysis crashed).
     skipped_reason: str | None = None
+    # Ranked candidates per (version, kernel, target, precision setting, policy) for code actions.
+    candidates: dict = field(default_factory=dict)
     _context: CheckContext | None = None
 
     def check_context(self, target: GpuProfile) -> CheckContext | None:
@@ -48,9 +53,12 @@ class DocumentState:
 
     def findings(self) -> list[Finding]:
         """Static findings plus the compile findings that belong to the current version."""
+        findings = list(self.static_findings)
         if self.compile_version is not None and self.compile_version == self.version:
-            return self.static_findings + self.compile_findings
-        return list(self.static_findings)
+            findings += self.compile_findings
+        if self.verification_version is not None and self.verification_version == self.version:
+            findings += self.verification_findings
+        return findings
 
     def cancel_jobs(self) -> None:
         for task in (self.analysis_task, self.compile_task):

@@ -13,6 +13,10 @@ FEATURE_MODULES = (
     "hover",
     "code_lens",
     "targets",
+    "code_action",
+    "code_action_resolve",
+    "step_commands",
+    "verify_kernel",
 )
 
 

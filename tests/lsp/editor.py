@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 from lsprotocol import types
 from pygls.protocol import default_converter
@@ -55,10 +55,10 @@ class EditorClient(LanguageClient):
         lines = text.split("\n")
         return self.edit(uri, (0, 0), (len(lines) - 1, len(lines[-1])), new_text)
 
-    def text(self, uri: str) -> str:
+    def buffer_text(self, uri: str) -> str:
         return self.buffers[uri][0]
 
-    def version(self, uri: str) -> int:
+    def buffer_version(self, uri: str) -> int:
         return self.buffers[uri][1]
 
     # ---- waiting ------------------------------------------------------------------------
@@ -101,7 +101,11 @@ def apply_text_edits(text: str, edits) -> str:
 
 def _apply_edit(client: EditorClient, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
     client.applied_edits.append(params)
-    edit = params.edit
+    return apply_workspace_edit(client, params.edit)
+
+
+def apply_workspace_edit(client: EditorClient, edit: types.WorkspaceEdit) -> types.ApplyWorkspaceEditResult:
+    """Apply a workspace edit to the client's buffers (all or nothing) and tell the server."""
     changes: list[tuple[str, int | None, list]] = []
     for change in edit.document_changes or []:
         if isinstance(change, types.TextDocumentEdit):
@@ -111,9 +115,9 @@ def _apply_edit(client: EditorClient, params: types.ApplyWorkspaceEditParams) ->
     for uri, version, _ in changes:  # all or nothing, like VS Code
         if uri not in client.buffers:
             return types.ApplyWorkspaceEditResult(applied=False, failure_reason=f"{uri} is not open")
-        if version is not None and version != client.version(uri):
+        if version is not None and version != client.buffer_version(uri):
             return types.ApplyWorkspaceEditResult(
-                applied=False, failure_reason=f"version {version} of {uri} is stale (now {client.version(uri)})"
+                applied=False, failure_reason=f"version {version} of {uri} is stale (now {client.buffer_version(uri)})"
             )
     for uri, _, edits in changes:
         text, version = client.buffers[uri]
@@ -159,8 +163,26 @@ def _steps_changed(client: EditorClient, params: Any) -> None:
     client.steps_changed.append(as_dict(params))
 
 
+def _converter():
+    """pygls' converter, with lsprotocol's Command | CodeAction hook fixed.
+
+    lsprotocol 2025.0.0 reads any object with a ``command`` key as a Command, so a CodeAction that
+    carries a command (as the spec allows) would arrive as a Command; a Command's ``command`` is a
+    string, a CodeAction's is an object.
+    """
+    converter = default_converter()
+
+    def code_action_or_command(obj, _):
+        if isinstance(obj.get("command"), str):
+            return converter.structure(obj, types.Command)
+        return converter.structure(obj, types.CodeAction)
+
+    converter.register_structure_hook(Union[types.Command, types.CodeAction], code_action_or_command)
+    return converter
+
+
 def make_editor_client() -> EditorClient:
-    client = EditorClient(converter_factory=default_converter)
+    client = EditorClient(converter_factory=_converter)
     features = dict(DEFAULT_CLIENT_FEATURES)
     features.update({
         types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _publish,

@@ -34,7 +34,7 @@ async def test_compile_findings_follow_static_ones_for_the_latest_version(client
     assert all(p.version == version for p in client.published
                if p.uri == uri and any(d.code == "MTMC200" for d in p.diagnostics))
     # Hover now shows compiled resources next to the estimate.
-    text = client.text(uri)
+    text = client.buffer_text(uri)
     offset = text.index("def matmul_kernel") + 6
     position = types.Position(line=text.count("\n", 0, offset), character=offset - text.rfind("\n", 0, offset) - 1)
     hover = await client.text_document_hover_async(

@@ -79,7 +79,7 @@ async def test_incremental_edits_publish_versioned_diagnostics(client: EditorCli
     assert "MTMC105" in codes(final)
     assert "num_warps=7" in next(d.message for d in final if d.code == "MTMC105")
     assert not [p for p in client.published if p.uri == uri and p.version in (v1, v2)]
-    assert client.text(uri).count("num_warps=7") == 1
+    assert client.buffer_text(uri).count("num_warps=7") == 1
 
 
 async def test_syntax_error_keeps_last_analysis(client: EditorClient, workspace):

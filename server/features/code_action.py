@@ -1,0 +1,102 @@
+"""textDocument/codeAction: optimization steps for the kernel under the cursor, plus quick fixes.
+
+Steps are listed cheaply (candidates ranked by the policy, cached per version) and carry only
+data; ``codeAction/resolve`` computes the edit. Clients that cannot resolve edits get the
+``mtmc.applyCandidate`` command instead, which applies the step through ``workspace/applyEdit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from lsprotocol import types
+
+from ...optimizer.actions import applicable
+from ...optimizer.policy import PolicyState, Ranked
+from .quick_fix import quick_fixes
+
+STEP_KIND = types.CodeActionKind.RefactorRewrite
+STEP_APPLIED_COMMAND = "mtmc.stepApplied"
+APPLY_CANDIDATE_COMMAND = "mtmc.applyCandidate"
+
+
+def _wants(only, kind: str) -> bool:
+    """Whether the client's ``only`` filter admits ``kind`` (a prefix match on the dotted kind)."""
+    if not only:
+        return True
+    return any(kind == k or kind.startswith(f"{k}.") for k in only)
+
+
+def ranked_candidates(ls, state, kernel_name: str) -> tuple[list[Ranked], str]:
+    """Applicable candidates ranked by the policy; cached per (version, kernel, target, settings)."""
+    target = ls.target
+    key = (state.version, kernel_name, target.key, ls.settings.allow_precision_changes, ls.settings.policy)
+    cached = state.candidates.get(key)
+    if cached is not None:
+        return cached
+    analysis = state.analysis
+    kernel = analysis.kernel(kernel_name)
+    candidates = applicable(analysis, kernel, target, allow_precision=ls.settings.allow_precision_changes)
+    ranked, policy_name = ls.ranker.rank(ls.settings, PolicyState(analysis, kernel, target), candidates) if candidates else ([], "")
+    state.candidates = {k: v for k, v in state.candidates.items() if k[0] == state.version}
+    state.candidates[key] = (ranked, policy_name)
+    return ranked, policy_name
+
+
+def _resolves_edits(ls) -> bool:
+    properties = ls.client_supports("text_document.code_action.resolve_support.properties", None) or []
+    return "edit" in properties
+
+
+def step_action(ls, uri: str, version: int | None, ranked: Ranked, rank: int, policy_name: str) -> types.CodeAction:
+    candidate = ranked.candidate
+    title = candidate.title + (" (changes numerics)" if candidate.changes_numerics else "")
+    data = {"type": "step", "uri": uri, "version": version, "candidate": candidate.to_json(), "rank": rank,
+            "score": ranked.score, "policy": policy_name, "token": uuid.uuid4().hex}
+    if _resolves_edits(ls):
+        # Runs after the client applied the resolved edit: records the step and verifies it.
+        command = types.Command(title="Record and verify the MTMC step", command=STEP_APPLIED_COMMAND,
+                                arguments=[uri, data["token"]])
+    else:
+        command = types.Command(title=title, command=APPLY_CANDIDATE_COMMAND,
+                                arguments=[uri, version, candidate.to_json()])
+    return types.CodeAction(title=title, kind=STEP_KIND, data=data, command=command, is_preferred=rank == 0)
+
+
+def kernel_at(ls, state, position: types.Position):
+    analysis = state.analysis
+    offset = ls.index(analysis.text).offset_at(position)
+    hits = [k for k in analysis.kernels if k.span.start_offset <= offset <= k.span.end_offset]
+    return min(hits, key=lambda k: k.span.end_offset - k.span.start_offset) if hits else None
+
+
+def register(server) -> None:
+    options = types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix, STEP_KIND], resolve_provider=True,
+    )
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, options)
+    async def code_action(ls, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+        uri = params.text_document.uri
+        state = ls.documents.get(uri)
+        if state is None or state.analysis is None:
+            return None
+        document = ls.workspace.get_text_document(uri)
+        version, text = document.version, document.source
+        only = params.context.only
+        actions: list[types.CodeAction] = []
+        if _wants(only, types.CodeActionKind.QuickFix):
+            actions += quick_fixes(ls, state, uri, version, text, list(params.context.diagnostics))
+        current = state.version == version and not state.analysis.stale and state.analysis.syntax_error is None
+        if _wants(only, STEP_KIND) and current:
+            kernel = kernel_at(ls, state, params.range.start)
+            if kernel is not None:
+                loop = asyncio.get_running_loop()
+                ranked, policy_name = await loop.run_in_executor(
+                    ls.step_executor, ranked_candidates, ls, state, kernel.name)
+                if ls.workspace.get_text_document(uri).version != version:
+                    return None  # the document changed while ranking: the client asks again
+                actions += [step_action(ls, uri, version, r, i, policy_name) for i, r in enumerate(ranked)]
+                ls.watch_model_loading()
+        return actions or None

@@ -1,0 +1,125 @@
+"""Step commands: record an applied step, apply a candidate, accept, reject (revert), history."""
+
+from __future__ import annotations
+
+import asyncio
+
+from lsprotocol import types
+
+from ...optimizer.actions import ActionError, Candidate
+from ...optimizer.edits import three_way_revert
+from ..workspace_edit import document_edit
+from .code_action_resolve import StaleDocument, compute_step_edit, refuse
+from .verify_kernel import verify_step
+
+# How long to wait for the client's didChange after it says an edit was applied.
+APPLIED_TEXT_WAIT_S = 5.0
+
+
+def _args(args, *names: str) -> list:
+    if len(args) < len(names):
+        raise ValueError(f"expected arguments [{', '.join(names)}], got {len(args)}")
+    return list(args[: len(names)])
+
+
+async def wait_for_text(ls, uri: str, text: str, timeout: float = APPLIED_TEXT_WAIT_S) -> bool:
+    """True once the server's copy of ``uri`` equals ``text`` (the client's didChange arrived)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while ls.workspace.get_text_document(uri).source != text:
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+def record_applied(ls, uri: str, token: str) -> dict:
+    """Record proposal ``token`` as an applied step (if the document holds it) and verify it."""
+    step, reason = ls.steps.record(token, ls.workspace.get_text_document(uri).source)
+    if step is None:
+        ls.log(f"step not recorded: {reason}", types.MessageType.Info)
+        return {"recorded": False, "reason": reason}
+    ls.log(f"applied {step.label}")
+    ls.notify_steps_changed(uri)
+    asyncio.ensure_future(verify_step(ls, step))
+    return {"recorded": True, "step": step.to_json()}
+
+
+async def apply_step_edit(ls, uri: str, step, label: str, before: str, after: str, confirm: bool) -> tuple[bool, str]:
+    """Send ``before -> after`` with workspace/applyEdit; True when applied and seen in a didChange."""
+    if not ls.client_supports("workspace.apply_edit"):
+        return False, "the client does not support workspace/applyEdit"
+    version = ls.workspace.get_text_document(uri).version
+    edit = document_edit(ls, uri, version, before, after, label, step.summary if step else "")
+    if not confirm and edit.change_annotations:
+        for annotation in edit.change_annotations.values():
+            annotation.needs_confirmation = False
+    result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label))
+    if not result.applied:
+        return False, result.failure_reason or "the client did not apply the edit"
+    if not await wait_for_text(ls, uri, after):
+        return False, "the client reported the edit applied, but the document differs from it"
+    return True, "applied"
+
+
+def register(server) -> None:
+    @server.command("mtmc.stepApplied")
+    def step_applied(ls, *args) -> dict:
+        """[uri, token]: runs after the client applied a resolved step edit."""
+        uri, token = _args(args, "uri", "token")
+        return record_applied(ls, uri, token)
+
+    @server.command("mtmc.applyCandidate")
+    async def apply_candidate_command(ls, *args) -> dict:
+        """[uri, version, candidate JSON]: compute the step and apply it through workspace/applyEdit."""
+        uri, version, raw = _args(args, "uri", "version", "candidate")
+        candidate = Candidate.from_json(raw if isinstance(raw, dict) else dict(raw))
+        try:
+            before, edit = await compute_step_edit(ls, uri, version, candidate)
+        except (StaleDocument, ActionError) as exc:
+            refuse(ls, str(exc))
+            return {"applied": False, "reason": str(exc)}
+        step = ls.steps.prepare(uri, version, candidate, before, edit)
+        applied, reason = await apply_step_edit(ls, uri, step, step.label, before, edit.new_text, confirm=True)
+        if not applied:
+            ls.log(f"{step.label} not applied: {reason}")
+            return {"applied": False, "reason": reason}
+        return {"applied": True, **record_applied(ls, uri, step.id)}
+
+    @server.command("mtmc.acceptStep")
+    def accept_step(ls, *args) -> dict:
+        """[uri, stepId]: keep the step; later verifications compare against its text."""
+        uri, step_id = _args(args, "uri", "stepId")
+        step = ls.steps.get(uri, step_id)
+        if step is None:
+            raise ValueError(f"no step {step_id} for {uri}")
+        step.status = "accepted"
+        ls.notify_steps_changed(uri)
+        return step.to_json()
+
+    @server.command("mtmc.rejectStep")
+    async def reject_step(ls, *args) -> dict:
+        """[uri, stepId]: revert the step's hunks in the current text (later edits elsewhere stay)."""
+        uri, step_id = _args(args, "uri", "stepId")
+        step = ls.steps.get(uri, step_id)
+        if step is None:
+            raise ValueError(f"no step {step_id} for {uri}")
+        if step.status == "rejected":
+            return {"rejected": True, "reason": "already rejected", "step": step.to_json()}
+        current = ls.workspace.get_text_document(uri).source
+        reverted, reason = three_way_revert(step.text_before, step.text_after, current)
+        if reverted is None:
+            refuse(ls, f"cannot revert {step.label}: {reason}")
+            return {"rejected": False, "reason": reason}
+        applied, why = await apply_step_edit(ls, uri, None, f"Revert {step.label}", current, reverted, confirm=False)
+        if not applied:
+            refuse(ls, f"revert of {step.label} not applied: {why}")
+            return {"rejected": False, "reason": why}
+        step.status = "rejected"
+        ls.notify_steps_changed(uri)
+        return {"rejected": True, "reason": reason, "step": step.to_json()}
+
+    @server.command("mtmc.stepHistory")
+    def step_history(ls, *args) -> dict:
+        """[uri] -> {"uri", "steps": [step JSON]}."""
+        (uri,) = _args(args, "uri")
+        return {"uri": uri, "steps": [s.to_json() for s in ls.steps.steps(uri)]}

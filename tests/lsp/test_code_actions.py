@@ -1,0 +1,155 @@
+"""Code actions end to end: list -> resolve -> apply -> history -> verify -> reject; stale versions refused."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+from .editor import EXAMPLES, EditorClient, apply_workspace_edit
+
+MATMUL = (EXAMPLES / "matmul.py").read_text()
+PLANTED = MATMUL.replace("num_warps=4", "num_warps=6")
+
+
+def _at(text: str, needle: str, delta: int = 0) -> types.Position:
+    offset = text.index(needle) + delta
+    return types.Position(line=text.count("\n", 0, offset), character=offset - text.rfind("\n", 0, offset) - 1)
+
+
+async def _actions(client, uri, position, diagnostics=(), only=None):
+    return await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=position, end=position),
+        context=types.CodeActionContext(diagnostics=list(diagnostics), only=only),
+    )) or []
+
+
+async def _command(client, name, *args):
+    return await client.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args)))
+
+
+def _vscode(client) -> bool:
+    return bool(client.capabilities.workspace.workspace_edit.change_annotation_support)
+
+
+async def test_step_actions_are_ranked_candidates_for_the_kernel_under_the_cursor(client: EditorClient, workspace):
+    uri = (workspace / "matmul.py").as_uri()
+    client.open(uri, MATMUL)
+    await client.diagnostics_for(uri, version=1)
+    actions = await _actions(client, uri, _at(MATMUL, "acc += tl.dot"))
+    steps = [a for a in actions if a.kind == types.CodeActionKind.RefactorRewrite]
+    assert steps and steps[0].is_preferred and not any(a.is_preferred for a in steps[1:])
+    assert all(a.edit is None and a.data["version"] == 1 for a in steps)  # edits are resolved lazily
+    assert any("H100" in a.title for a in steps)
+    assert [a.data["score"] for a in steps] == sorted((a.data["score"] for a in steps), reverse=True)
+    assert {a.data["candidate"]["kernel"] for a in steps} == {"matmul_kernel"}
+    # Outside a kernel: no steps; with only=quickfix: no steps either.
+    assert not [a for a in await _actions(client, uri, _at(MATMUL, "def get_inputs")) if a.kind != "quickfix"]
+    assert not await _actions(client, uri, _at(MATMUL, "acc += tl.dot"), only=[types.CodeActionKind.QuickFix])
+
+
+async def test_quick_fix_for_num_warps(client: EditorClient, workspace):
+    uri = (workspace / "planted.py").as_uri()
+    client.open(uri, PLANTED)
+    diagnostics = await client.diagnostics_for(uri, version=1)
+    warps = next(d for d in diagnostics if d.code == "MTMC105")
+    fixes = await _actions(client, uri, warps.range.start, [warps], only=[types.CodeActionKind.QuickFix])
+    assert [f.title for f in fixes] == ["Use num_warps=4 (a power of 2)", "Use num_warps=8 (a power of 2)"]
+    assert apply_workspace_edit(client, fixes[1].edit).applied
+    assert client.buffer_text(uri) == MATMUL.replace("num_warps=4", "num_warps=8")
+    fixed = await client.diagnostics_for(uri, version=2)
+    assert "MTMC105" not in [d.code for d in fixed]
+
+
+@pytest.mark.slow  # verification runs the kernels in the Triton interpreter in a worker process
+async def test_resolve_apply_history_verify_reject_restores_the_text(client: EditorClient, workspace):
+    uri = (workspace / "matmul.py").as_uri()
+    client.open(uri, MATMUL)
+    await client.diagnostics_for(uri, version=1)
+    actions = await _actions(client, uri, _at(MATMUL, "def matmul_kernel", 5))
+    action = next(a for a in actions if a.data and a.data["candidate"]["action"] == "tiling")
+    resolved = await client.code_action_resolve_async(action)
+    edit = resolved.edit
+    if _vscode(client):
+        (change,) = edit.document_changes
+        assert change.text_document.version == 1
+        (annotation,) = edit.change_annotations.values()
+        assert annotation.needs_confirmation is True and annotation.label.startswith("MTMC step 1: ")
+        edits = change.edits
+        assert all(e.annotation_id in edit.change_annotations for e in edits)
+    else:  # Neovim advertises neither documentChanges nor change annotations: plain edits
+        assert edit.document_changes is None and edit.change_annotations is None
+        edits = edit.changes[uri]
+    assert 0 < len(edits) <= 3  # minimal hunks, not the whole document
+    assert apply_workspace_edit(client, edit).applied
+    after = client.buffer_text(uri)
+    assert after != MATMUL and "BLOCK_M = 128" in after
+    recorded = await _command(client, resolved.command.command, *resolved.command.arguments)
+    assert recorded["recorded"] is True
+    history = await _command(client, "mtmc.stepHistory", uri)
+    (step,) = history["steps"]
+    assert step["status"] == "applied" and step["index"] == 1 and step["kernel"] == "matmul_kernel"
+    assert step["textBefore"] == MATMUL and step["textAfter"] == after
+
+    async def verified():
+        while True:
+            (s,) = (await _command(client, "mtmc.stepHistory", uri))["steps"]
+            if s["verification"]["state"] not in ("pending", "running"):
+                return s
+            await asyncio.sleep(0.5)
+
+    step = await asyncio.wait_for(verified(), 280)
+    assert step["verification"]["state"] == "passed", step["verification"].get("summary")
+    assert step["verification"]["mode"] == "interpreter" and "speedup" not in step["verification"]
+    assert uri in [c["uri"] for c in client.steps_changed]
+    version = client.buffer_version(uri)
+    diagnostics = await client.diagnostics_for(uri, version=version, predicate=lambda d: any(x.code == "MTMC300" for x in d))
+    assert "verified" in next(d for d in diagnostics if d.code == "MTMC300").message.lower()
+
+    rejected = await _command(client, "mtmc.rejectStep", uri, step["id"])
+    assert rejected["rejected"] is True
+    assert client.buffer_text(uri) == MATMUL  # byte for byte
+    (step,) = (await _command(client, "mtmc.stepHistory", uri))["steps"]
+    assert step["status"] == "rejected"
+
+
+async def test_stale_versions_are_refused(client: EditorClient, workspace):
+    uri = (workspace / "matmul.py").as_uri()
+    client.open(uri, MATMUL)
+    await client.diagnostics_for(uri, version=1)
+    (action, *_) = await _actions(client, uri, _at(MATMUL, "acc += tl.dot"))
+    client.edit(uri, (0, 0), (0, 0), "# edited\n")  # version 2
+    with pytest.raises(JsonRpcException, match="changed since"):
+        await client.code_action_resolve_async(action)
+    assert any("changed since" in m.message for m in client.messages)
+    refused = await _command(client, "mtmc.applyCandidate", uri, 1, action.data["candidate"])
+    assert refused["applied"] is False and "changed since" in refused["reason"]
+    assert client.buffer_text(uri).startswith("# edited\n") and client.buffer_version(uri) == 2
+    # An edit resolved for version 2 is refused by a client whose buffer moved on (versioned edit).
+    await client.diagnostics_for(uri, version=2)
+    (action, *_) = await _actions(client, uri, _at(client.buffer_text(uri), "acc += tl.dot"))
+    resolved = await client.code_action_resolve_async(action)
+    client.edit(uri, (0, 0), (0, 0), "# again\n")  # version 3
+    if _vscode(client):
+        result = apply_workspace_edit(client, resolved.edit)
+        assert result.applied is False and "stale" in result.failure_reason
+    recorded = await _command(client, resolved.command.command, *resolved.command.arguments)
+    assert recorded["recorded"] is False
+    assert (await _command(client, "mtmc.stepHistory", uri))["steps"] == []
+
+
+async def test_apply_candidate_command_applies_through_workspace_apply_edit(client: EditorClient, workspace):
+    uri = (workspace / "softmax.py").as_uri()
+    text = (EXAMPLES / "softmax.py").read_text()
+    client.open(uri, text)
+    await client.diagnostics_for(uri, version=1)
+    (action, *_) = await _actions(client, uri, _at(text, "def softmax_kernel", 5))
+    result = await _command(client, "mtmc.applyCandidate", uri, 1, action.data["candidate"])
+    assert result["applied"] is True and result["recorded"] is True
+    assert client.buffer_text(uri) == result["step"]["textAfter"] != text
+    (params,) = client.applied_edits
+    if _vscode(client):
+        assert params.edit.document_changes[0].text_document.version == 1
