@@ -1,0 +1,70 @@
+"""``mtmc actions FILE [--kernel K] [--target GPU] [--json]``: the optimization actions that apply, with parameters."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a Triton source file")
+    parser.add_argument("--kernel", default=None, help="only this kernel (default: every kernel in the file)")
+    parser.add_argument("--target", default="", help="target GPU (h100, a100, ...); default: the local GPU, else h100")
+    parser.add_argument("--allow-precision", action="store_true", help="also list actions that change numerics")
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--history", action="store_true",
+                        help="show the file's step history (.mtmc/history in --workspace) instead")
+    parser.add_argument("--workspace", default=".", help="workspace root holding .mtmc/ (default: the current folder)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mtmc_lsp.optimizer.actions import applicable
+    from mtmc_lsp.optimizer.analysis import analyze
+    from mtmc_lsp.optimizer.hardware import resolve_target
+
+    path = Path(args.file)
+    if args.history:
+        from mtmc_lsp.optimizer.history import HistoryError, StepHistory
+
+        try:
+            history = StepHistory(args.workspace, path.resolve())
+        except HistoryError as exc:
+            print(f"mtmc actions: {exc}", file=sys.stderr)
+            return 1
+        print(json.dumps(history.to_json(), indent=1) if args.json else history.show())
+        return 0
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"mtmc actions: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        target = resolve_target(args.target)
+    except KeyError as exc:
+        print(f"mtmc actions: {exc.args[0]}", file=sys.stderr)
+        return 2
+    analysis = analyze(text, str(path))
+    if analysis.syntax_error is not None:
+        print(f"mtmc actions: {path}: {analysis.syntax_error.message}", file=sys.stderr)
+        return 1
+    kernels = [k for k in analysis.kernels if args.kernel in (None, k.name)]
+    if args.kernel and not kernels:
+        known = ", ".join(k.name for k in analysis.kernels) or "none"
+        print(f"mtmc actions: no kernel {args.kernel!r} in {path} (kernels: {known})", file=sys.stderr)
+        return 1
+    listing = {k.name: applicable(analysis, k, target, allow_precision=args.allow_precision) for k in kernels}
+    if args.json:
+        print(json.dumps({"file": str(path), "target": target.key,
+                          "kernels": {name: [c.to_json() for c in cands] for name, cands in listing.items()}}, indent=1))
+        return 0
+    print(f"{path} for {target.name}:")
+    for name, candidates in listing.items():
+        print(f"  {name}: {len(candidates)} action(s)")
+        for cand in candidates:
+            params = " ".join(f"--param {k}={v}" for k, v in cand.params.items())
+            numerics = "  [changes numerics]" if cand.changes_numerics else ""
+            print(f"    line {cand.line + 1:>4}  {cand.action:<12} {cand.title}{numerics}")
+            print(f"               mtmc apply {path} --kernel {cand.kernel} --action {cand.action} {params}".rstrip())
+    return 0
