@@ -2,7 +2,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { CrashRestartHandler, MAX_CRASHES } from "../src/server";
 import { activateExtension, flush, lastClient, resetAll, TRITON_SOURCE } from "./helpers";
 import { CloseAction, LanguageClient } from "./mocks/languageclient";
-import { changeConfiguration, makeDocument, mock } from "./mocks/vscode";
+import { changeConfiguration, EventEmitter, makeDocument, mock } from "./mocks/vscode";
 
 beforeEach(resetAll);
 
@@ -86,6 +86,26 @@ describe("choosing the interpreter", () => {
     await activateExtension();
     expect(activated).toBe(true);
     expect(lastClient().serverOptions.command).toBe("/ws/.venv/bin/python");
+  });
+
+  it("restarts with the new interpreter when the Python extension's selection changes", async () => {
+    const changed = new EventEmitter<unknown>();
+    let interpreter = "/ws/.venv/bin/python";
+    mock.extensions["ms-python.python"] = {
+      isActive: true,
+      exports: {
+        settings: { getExecutionDetails: () => ({ execCommand: [interpreter] }) },
+        environments: { onDidChangeActiveEnvironmentPath: changed.event },
+      },
+    };
+    await activateExtension();
+    expect(lastClient().serverOptions.command).toBe("/ws/.venv/bin/python");
+    interpreter = "/opt/conda/bin/python";
+    changed.fire({});
+    await flush();
+    expect(LanguageClient.instances).toHaveLength(2);
+    expect(lastClient().serverOptions.command).toBe("/opt/conda/bin/python");
+    expect(mock.messages.at(-1)?.text).toMatch(/interpreter changed/);
   });
 
   it("restarts the server when mtmc.python changes", async () => {
