@@ -108,6 +108,21 @@ def test_default_signature_pointers_scalars_floats_and_overrides():
     assert default_signature(mm, {"BM": "i32"})["BM"] == "constexpr"
 
 
+def test_signature_rules_for_int_pointers_helper_dots_and_pointers_used_in_helpers():
+    from mtmc_lsp.optimizer.compile.compiler import uses_dot
+
+    layernorm = analyze((CORPUS / "layernorm.py").read_text())
+    bwd = layernorm.kernel("_layer_norm_bwd_dx_fused")
+    sig = default_signature(bwd, body=bwd.def_span.text(layernorm.text))
+    assert sig["Lock"] == "*i32" and sig["DX"] == "*fp32"  # tl.atomic_cas(Lock, 0, 1): an int lock
+    attention = analyze((CORPUS / "flash_attention_fwd.py").read_text())
+    fwd = attention.kernel("_attn_fwd")
+    assert uses_dot(attention, fwd) and not fwd.calls_of("dot")  # the dots are in _attn_fwd_inner
+    sig = default_signature(fwd, body=fwd.def_span.text(attention.text), dot=uses_dot(attention, fwd))
+    assert sig["K"] == sig["V"] == sig["Q"] == "*fp16"  # K_ptrs = K + ...: K is a pointer
+    assert sig["sm_scale"] == "fp32" and sig["N_CTX"] == "i32"
+
+
 def test_plan_uses_launches_configs_and_defaults():
     analysis = analyze((CORPUS / "multi_kernel.py").read_text())
     planned = plan_jobs(analysis, H100)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -60,38 +61,75 @@ class CompileJob:
     extra_options: dict = field(default_factory=dict)
 
 
+# Pointer parameters whose names say they hold integers (locks, counters, labels, indices).
+INT_POINTER_NAME = re.compile(r"lock|count|label|idx|index|indices|offsets|seqlen|hist|bins|mask_ptr", re.IGNORECASE)
+
+
+def _pointer_kind(kernel: Kernel, param: str, body: str) -> str | None:
+    """'int' or 'float' for a parameter that is a pointer, None when it reads as a scalar."""
+    name = re.escape(param)
+    int_atomic = re.search(rf"tl\.atomic_(cas|xchg)\(\s*{name}\b[^,]*,\s*-?\d+\s*[,)]", body)
+    named_int = INT_POINTER_NAME.search(param)
+    analysed = kernel.param(param)
+    is_pointer = analysed is not None and analysed.kind == "pointer"
+    # ``K_ptrs = K + offs`` (the loads happen in a helper): the name it flows into says pointer
+    flows_into_pointer = re.search(rf"\b\w*(ptr|Ptr|PTR|ptrs|block|desc)\w*\s*=\s*{name}\s*\+", body)
+    if not (is_pointer or flows_into_pointer or (int_atomic and named_int)):
+        return None
+    return "int" if int_atomic or named_int else "float"
+
+
+def uses_dot(analysis: FileAnalysis, kernel: Kernel) -> bool:
+    """Whether the kernel or a jit helper it calls (transitively) uses tl.dot."""
+    seen, pending = set(), [kernel.name]
+    while pending:
+        current = analysis.kernel(pending.pop())
+        if current is None or current.name in seen:
+            continue
+        seen.add(current.name)
+        if current.calls_of("dot"):
+            return True
+        pending.extend(current.called_functions)
+    return False
+
+
 def default_signature(kernel: Kernel, overrides: dict[str, str] | None = None,
-                      launch_values: dict[str, object] | None = None) -> dict[str, str]:
+                      launch_values: dict[str, object] | None = None, body: str = "",
+                      dot: bool | None = None) -> dict[str, str]:
     """Triton types for the kernel's parameters.
 
-    Pointers are ``*fp16`` in kernels that call ``tl.dot`` (tensor-core inputs) and ``*fp32``
-    otherwise; scalars are ``i32`` unless annotated or named as floats (eps, scale ...) or bound
-    to a float at the launch. ``overrides`` wins over all of that.
+    Pointers are ``*fp16`` in kernels that use ``tl.dot`` (``dot``; tensor-core inputs) and ``*fp32``
+    otherwise, ``*i32`` for locks/counters/labels/indices (by name, or used by an integer
+    ``tl.atomic_cas``/``atomic_xchg``); scalars are ``i32`` unless annotated or named as floats
+    (eps, scale ...) or bound to a float at the launch. ``overrides`` wins over all of that.
+    ``body`` is the kernel's source, for the usage-based rules.
     """
     overrides = overrides or {}
     launch_values = launch_values or {}
-    uses_dot = bool(kernel.calls_of("dot"))
+    dot = bool(kernel.calls_of("dot")) if dot is None else dot
     signature: dict[str, str] = {}
     for param in kernel.params:
         if param.kind == "constexpr":
             signature[param.name] = "constexpr"
-        elif param.name in overrides:
+            continue
+        if param.name in overrides:
             signature[param.name] = overrides[param.name]
-        elif param.kind == "pointer":
-            signature[param.name] = "*fp16" if uses_dot else "*fp32"
+            continue
+        pointer = _pointer_kind(kernel, param.name, body) if body else ("float" if param.kind == "pointer" else None)
+        if pointer == "int":
+            signature[param.name] = "*i32"
+        elif pointer == "float":
+            signature[param.name] = "*fp16" if dot else "*fp32"
         else:
             annotation = (param.annotation or "").lower()
             value = launch_values.get(param.name)
             is_float = (
                 "float" in annotation or "fp" in annotation
                 or param.name.lower() in FLOAT_SCALAR_NAMES
-                or (isinstance(value, float))
+                or isinstance(value, float)
                 or isinstance(param.default_value, float)
             )
             signature[param.name] = "fp32" if is_float else ("i1" if "bool" in annotation else "i32")
-    for name, value in overrides.items():
-        if name in signature and signature[name] != "constexpr":
-            signature[name] = value
     return signature
 
 
@@ -167,8 +205,8 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
         if kernel is None:
             reports[index] = CompileReport(**base, status="skipped", error=f"no kernel named {job.kernel} in the file")
             continue
-        launch_values = {}
-        signature = default_signature(kernel, job.signature_overrides, launch_values)
+        signature = default_signature(kernel, job.signature_overrides, None, kernel.def_span.text(analysis.text),
+                                      uses_dot(analysis, kernel))
         base["signature"] = signature
         values, expressions, missing = _constexpr_values(kernel, job.constexprs)
         base["constexprs"] = {**values, **{k: f"<{v}>" for k, v in expressions.items()}}

@@ -39,9 +39,11 @@ def compile_findings(analysis: FileAnalysis, reports: list[CompileReport], targe
             at = span
             if report.error_line is not None and 1 <= report.error_line <= len(source_map.lines):
                 at = _line_span(source_map, report.error_line - 1, report.error_col)
+            assumed = ", ".join(f"{k}: {v}" for k, v in report.signature.items() if v != "constexpr")
             findings.append(make_finding(
                 ERROR, "error", at,
-                f"{report.kernel} does not compile for {target.sm_name} ({config}): {report.error}",
+                f"{report.kernel} does not compile for {target.sm_name} ({config}): {report.error}"
+                + (f" [parameters compiled as {assumed}]" if assumed and report.status == "error" else ""),
                 report.kernel, **data,
             ))
             continue
