@@ -38,6 +38,7 @@ def fault(name: str) -> str:
 def verify(pool, new, old=BASE, **opts):
     opts.setdefault("compile_timeout_s", 60)
     opts.setdefault("run_timeout_s", 60)
+    opts.setdefault("compile_for_target", False)  # covered once below; each compile costs seconds here
     return verify_file(new, old, "k.py", "h100", VerifyOptions(pool=pool, **opts))
 
 
@@ -135,7 +136,8 @@ def test_cancel_kills_the_running_job(pool):
     threading.Timer(1.0, cancel.set).start()
     started = time.monotonic()
     report = verify_file(fault("hang"), BASE, "k.py", "h100",
-                         VerifyOptions(pool=pool, compile_timeout_s=120), cancel=cancel)
+                         VerifyOptions(pool=pool, compile_timeout_s=120, compile_for_target=False),
+                         cancel=cancel)
     assert report.status == "cancelled" and time.monotonic() - started < 20
 
 
@@ -247,3 +249,26 @@ def test_cli_verify_json_and_human(capsys, monkeypatch, tmp_path):
     out = capsys.readouterr().out
     assert "verified on CPU interpreter: correct over 3 seeds vs reference and previous; speed: unavailable (no GPU)" in out
     assert os.environ.get("TRITON_INTERPRET") is None  # the caller's process was never switched to the interpreter
+
+
+def test_without_a_gpu_the_kernels_are_still_compiled_for_the_target(pool):
+    report = verify(pool, BASE, compile_for_target=True)
+    assert report.status == "verified"
+    compile_check = report.check("compile")
+    assert "imported and launched in the Triton interpreter" in compile_check.message
+    assert "compiled for H100 SXM (sm_90): scale_add_kernel" in compile_check.message
+    assert compile_check.details["target"]["reports"][0]["status"] == "ok"
+
+
+def test_target_compile_judges_shared_memory_against_the_profile(pool):
+    import dataclasses
+
+    from mtmc_lsp.optimizer.hardware import get_profile
+
+    text = (EXAMPLES / "matmul.py").read_text()
+    tiny = dataclasses.replace(get_profile("h100"), name="tiny-smem GPU", max_shared_per_block=1024)
+    report = verify_file(text, None, "matmul.py", tiny, VerifyOptions(pool=pool, compile_for_target=True))
+    assert report.status == "compile_error" and not report.compiled, report.summary
+    assert "KiB of shared memory; tiny-smem GPU allows 1 KiB per block" in report.summary
+    assert "matmul_kernel[grid]" in text.splitlines()[report.error_line]
+    assert report.raw == {}  # refused before any user code ran

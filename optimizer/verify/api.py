@@ -43,6 +43,9 @@ class VerifyOptions:
     time_reference: bool = True
     sync_all_streams: bool = True
     recheck_speedup_above: float = 10.0
+    # Without a GPU the interpreter does not compile anything: also compile every launched kernel
+    # config for the target (optimizer.compile, cached) so "compiles" means it compiles there.
+    compile_for_target: bool = True
     entry: str | None = None  # force the host function / model class to call
     kernel: str | None = None  # the kernel the user asked about (for the summary only)
     key: str | None = None  # jobs with the same key supersede each other (e.g. the document URI)
@@ -127,6 +130,15 @@ def verify_file(new_text: str, old_text: str | None, path: str | None = None,
         old_harness = found if isinstance(found, Harness) else None
 
     pool = options.pool or pool_for(options.mode)
+    target_compile = None
+    if pool.mode == "interpreter" and options.compile_for_target:
+        if progress is not None:
+            progress(f"compiling for {profile.name}", 5)
+        target_compile = compile_for_target(analysis, profile, options.compile_timeout_s)
+        if target_compile["failed"]:
+            return _target_compile_failure(target_compile, harness, profile, base, started)
+    if _cancelled(cancel):
+        return _stopped_report("cancelled", harness, pool.mode, base, started)
     job = build_job(harness, new_text, old_text, pool.mode, options, old_harness)
 
     def on_progress(message: str, info: dict) -> None:
@@ -135,8 +147,66 @@ def verify_file(new_text: str, old_text: str | None, path: str | None = None,
 
     outcome = pool.run(job, options.compile_timeout_s, options.run_timeout_s, on_progress, cancel, options.key)
     report = build_report(outcome, harness, profile, options, pool.mode, old_text is not None, base)
+    compile_check = report.check("compile")
+    if target_compile is not None and compile_check is not None and compile_check.status == "passed":
+        compile_check.message += f"; {target_compile['message']}"
+        compile_check.details["target"] = target_compile
     report.duration_s = time.monotonic() - started
     return report
+
+
+def compile_for_target(analysis, profile: GpuProfile, timeout_s: float) -> dict:
+    """Compile each launched kernel config for ``profile`` (no GPU needed) and judge the resources."""
+    from ..compile import compile_jobs, plan_jobs
+
+    planned = plan_jobs(analysis, profile)
+    reports = compile_jobs(analysis.text, [p.job for p in planned], profile, timeout_s=timeout_s, analysis=analysis)
+    failed, parts, skipped = None, [], []
+    for plan, rep in zip(planned, reports):
+        if rep.status == "ok":
+            shared = rep.shared_bytes or 0
+            if shared > profile.max_shared_per_block and failed is None:
+                failed = {"message": f"{rep.kernel} ({rep.label}) needs {shared // 1024} KiB of shared memory; "
+                                     f"{profile.name} allows {profile.max_shared_per_block // 1024} KiB per block",
+                          "line": plan.span.start.line}
+            parts.append(f"{rep.kernel} {rep.registers} registers, {rep.spills} B spilled, {shared // 1024} KiB shared")
+        elif rep.status == "error" and failed is None:
+            line = rep.error_line - 1 if rep.error_line else plan.span.start.line
+            failed = {"message": f"{rep.kernel} does not compile for {profile.name}: "
+                                 f"{_first_line(rep.error or rep.detail or '')}", "line": line}
+        elif rep.status in ("skipped", "timeout"):
+            skipped.append(f"{rep.kernel}: {rep.status} ({_first_line(rep.error or '')})")
+    message = f"compiled for {profile.name} ({profile.sm_name})" + (f": {'; '.join(dict.fromkeys(parts))}" if parts else "")
+    if skipped:
+        message += f"; not compiled: {'; '.join(skipped)}"
+    if not planned:
+        message = f"no launch to compile for {profile.name}"
+    return {"failed": failed, "message": message, "reports": [r.to_json() for r in reports]}
+
+
+def _target_compile_failure(target_compile: dict, harness: Harness, profile: GpuProfile, base: dict,
+                            started: float) -> VerificationReport:
+    failed = target_compile["failed"]
+    checks = [Check("harness", "passed", harness.describe(), harness.line, {"style": harness.style}),
+              Check("compile", "failed", failed["message"], failed["line"], {"target": target_compile})]
+    return VerificationReport(
+        status="compile_error", mode="interpreter", device=f"compiler for {profile.name} (no GPU)",
+        summary=f"not verified: {failed['message']}", compiled=False, correct=None, seeds=0, compared_against=[],
+        checks=checks, reward=Reward.of(False, False, None), harness=harness.to_json(), error=failed["message"],
+        error_line=failed["line"], duration_s=time.monotonic() - started, **base)
+
+
+def _cancelled(cancel: Cancel) -> bool:
+    if cancel is None:
+        return False
+    return cancel.is_set() if hasattr(cancel, "is_set") else bool(cancel())
+
+
+def _stopped_report(status: str, harness: Harness, mode: str, base: dict, started: float) -> VerificationReport:
+    return VerificationReport(
+        status=status, mode=mode, device="", summary=f"not verified: {status}", compiled=False, correct=None, seeds=0,
+        compared_against=[], checks=[], reward=Reward.of(False, False, None), harness=harness.to_json(),
+        duration_s=time.monotonic() - started, **base)
 
 
 # -- result -> report ------------------------------------------------------------------------------
@@ -194,7 +264,10 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
             seeds=0, compared_against=[], checks=checks, reward=Reward.of(False, False, None),
             error=new_compile.get("message"), error_line=new_compile.get("line"), environment=env, raw=result,
             **common)
-    compile_msg = f"compiled and launched on {device} in {new_compile.get('seconds', 0):.1f} s"
+    if mode == "interpreter":
+        compile_msg = f"imported and launched in the Triton interpreter in {new_compile.get('seconds', 0):.1f} s"
+    else:
+        compile_msg = f"compiled and launched on {device} in {new_compile.get('seconds', 0):.1f} s"
     if old_compile is not None and not old_compile.get("ok"):
         compile_msg += f"; the previous version does not run ({_first_line(old_compile.get('message', ''))})"
     if new_compile.get("note"):

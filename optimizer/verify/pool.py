@@ -26,6 +26,12 @@ from typing import Any, Callable, Union
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 STARTUP_TIMEOUT_S = 180.0
 LOG_TAIL_CHARS = 3000
+PHASE_TEXT = {
+    "compile": "importing and launching (compiles the kernels)",
+    "correctness": "checking correctness over fresh inputs",
+    "speed": "timing old and new, interleaved",
+    "recheck": "speedup over the recheck threshold: more seeds and shapes",
+}
 
 # The worker loads the runtime package by path under a private name, so it works the same from an
 # install, an editable checkout, or the uninstalled copy on the GPU machine.
@@ -151,7 +157,7 @@ class Worker:
                     limit = compile_timeout_s if phase == "compile" else run_timeout_s
                     deadline = time.monotonic() + limit
                     if progress:
-                        progress(f"{phase}", {"phase": phase})
+                        progress(PHASE_TEXT.get(phase, phase), {"phase": phase})
                 elif event == "progress" and progress:
                     progress(msg.get("message", ""), {"phase": phase})
                 elif event == "result":
