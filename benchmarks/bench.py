@@ -44,8 +44,10 @@ TRITON_VARIANTS = ("naive", "mtmc")
 TOLERANCE = {"float32": 1e-4, "float64": 1e-8, "float16": 1e-2, "bfloat16": 2e-2}
 # A kept step must beat the current version by more than the timing noise (same-version spread is ~1%).
 KEEP_MARGIN = 0.97
-# Seconds one kernel needs besides its optimize loop (checks, torch.compile, timing) when budgeting the run.
-PER_KERNEL_RESERVE_S = 25.0
+# Seconds one kernel needs besides its optimize loop when budgeting the run (H200 estimates: Triton JIT,
+# two correctness seeds, torch.compile default, interleaved timing; compute-bound kernels add max-autotune).
+RESERVE_S = {"memory": 12.0, "compute": 35.0}
+MIN_OPTIMIZE_S = 8.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -539,8 +541,24 @@ def geomean(values) -> float | None:
 # One kernel on the GPU
 # --------------------------------------------------------------------------------------------
 
+def plan_reserves(files: list[Path], ceilings: dict) -> dict[str, float]:
+    """Per kernel, the seconds its non-optional work needs, from its roofline bound on meta tensors (no memory)."""
+    reserves = {}
+    for path in files:
+        try:
+            module = load_module(path)
+            cost = module.roofline_cost(*module.get_inputs(device="meta"))
+            compute = cost["flops"] / (ceilings["matmul_tflops"] * 1e12) > cost["bytes"] / (ceilings["copy_gbs"] * 1e9)
+            reserves[path.stem] = RESERVE_S["compute" if compute else "memory"]
+        except Exception:  # noqa: BLE001 - a broken file fails later, with its error recorded
+            reserves[path.stem] = RESERVE_S["memory"]
+    return reserves
+
+
 def bench_kernel(path: Path, args, ceilings: dict, opt_status: dict, target, deadline: float,
-                 kernels_left: int, out: Path) -> dict:
+                 reserve_now: float, reserve_after: float, kernels_left: int, out: Path) -> dict:
+    """Optimize, check and time one suite kernel; ``reserve_*`` are the seconds kept back for this
+    kernel's own non-optional work and for the kernels after it."""
     import torch
 
     started = time.monotonic()
@@ -574,9 +592,9 @@ def bench_kernel(path: Path, args, ceilings: dict, opt_status: dict, target, dea
     text = path.read_text()
     workdir = out / "variants" / stem
     workdir.mkdir(parents=True, exist_ok=True)
-    # Each kernel needs ~25 s besides optimizing (checks, torch.compile, timing); what is left of the run's
-    # budget is shared evenly among this and the remaining kernels (time one leaves unused flows on).
-    spare = deadline - time.monotonic() - PER_KERNEL_RESERVE_S * (kernels_left + 1)
+    # What the run's budget holds beyond every remaining kernel's own work is shared evenly among the
+    # optimize loops still to run (time one leaves unused flows on to the next).
+    spare = deadline - time.monotonic() - reserve_now - reserve_after
     opt_budget = min(args.optimize_timeout_s, spare / (kernels_left + 1))
     optimize: dict = {"method": opt_status["method"], "steps_budget": args.steps}
     if opt_status["method"] == "none":
@@ -585,7 +603,7 @@ def bench_kernel(path: Path, args, ceilings: dict, opt_status: dict, target, dea
     elif args.steps <= 0:
         optimize["skipped"] = "--steps 0"
         final_text = text
-    elif opt_budget < 10:
+    elif opt_budget < MIN_OPTIMIZE_S:
         optimize["skipped"] = "time budget spent"
         final_text = text
     else:
@@ -623,7 +641,7 @@ def bench_kernel(path: Path, args, ceilings: dict, opt_status: dict, target, dea
         if wants_autotune:
             modes.append(("compile_max_autotune", "max-autotune"))
         for name, mode in modes:
-            remaining = deadline - time.monotonic() - PER_KERNEL_RESERVE_S * kernels_left
+            remaining = deadline - time.monotonic() - reserve_after
             if remaining < 15:
                 record["variants"][name] = {"correct": False, "skipped": "time budget spent"}
                 continue
@@ -778,9 +796,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     parser.add_argument("--warmup-ms", type=int, default=20, help="do_bench warm-up per round (ms)")
     parser.add_argument("--rep-ms", type=int, default=80, help="do_bench measuring time per round (ms)")
-    parser.add_argument("--budget-s", type=float, default=420.0,
+    parser.add_argument("--budget-s", type=float, default=450.0,
                         help="whole-run time budget: optional work (optimize, compiles) is skipped to fit it")
-    parser.add_argument("--optimize-timeout-s", type=float, default=45.0, help="limit for one kernel's optimize loop")
+    parser.add_argument("--optimize-timeout-s", type=float, default=40.0, help="limit for one kernel's optimize loop")
     parser.add_argument("--compile-timeout-s", type=float, default=90.0, help="limit for one torch.compile")
     parser.add_argument("--max-autotune", choices=("auto", "all", "none"), default="auto",
                         help="torch.compile max-autotune: compute-bound kernels only (auto), all, or none")
@@ -852,10 +870,12 @@ def run_gpu(args, files: list[Path]) -> int:
     c = results["ceilings"]
     print(f"bench: ceilings copy {c['copy_gbs']:.0f} GB/s, bf16 matmul {c['matmul_tflops']:.0f} TFLOP/s", flush=True)
     write_results(args.out, results)
+    reserves = plan_reserves(files, results["ceilings"])
     for index, path in enumerate(files):
         try:
+            after = sum(reserves[p.stem] for p in files[index + 1:])
             record = bench_kernel(path, args, results["ceilings"], opt_status, target, deadline,
-                                  len(files) - index - 1, args.out)
+                                  reserves[path.stem], after, len(files) - index - 1, args.out)
         except Exception as exc:  # noqa: BLE001 - one broken kernel must not lose the others
             record = {"name": path.stem, "error": f"{type(exc).__name__}: {exc}"[:800],
                       "traceback": traceback.format_exc()[-2000:], "variants": {}}
