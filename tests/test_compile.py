@@ -149,9 +149,6 @@ def test_missing_constexpr_is_skipped_with_a_reason_without_a_worker():
 
 
 def test_heuristic_constexpr_and_host_descriptors_are_skipped():
-    analysis = analyze((CORPUS / "matmul_heuristics.py").read_text())
-    reports = compile_jobs(analysis.text, [p.job for p in plan_jobs(analysis, H100)], H100, analysis=analysis)
-    assert {r.status for r in reports} == {"skipped"} and "EVEN_K" in reports[0].error
     text = (CORPUS / "tensor_descriptor.py").read_text()
     report = compile_kernel(text, "copy_with_host_descriptor", {"BLOCK": 64}, H100)
     assert report.status == "skipped" and "in_desc, out_desc" in report.error
@@ -249,6 +246,19 @@ def test_spills_on_a_huge_tile_and_findings_for_a_file():
     assert codes == ["MTMC200", "MTMC202"] or codes == ["MTMC202", "MTMC200"]
     spill = next(f for f in found if f.code == "MTMC202")
     assert spill.span.text(text).startswith('triton.Config({"BM": 128')  # on the config that spills
+
+
+@pytest.mark.slow
+def test_heuristics_are_evaluated_when_they_need_only_constexprs():
+    analysis = analyze((CORPUS / "matmul_heuristics.py").read_text())
+    (first, _) = [p.job for p in plan_jobs(analysis, H100)]
+    (runtime,) = compile_jobs(analysis.text, [first], H100, analysis=analysis)
+    assert runtime.status == "skipped"
+    assert "EVEN_K is set by @triton.heuristics from the runtime value of K" in runtime.error
+    spellings = analyze((CORPUS / "jit_spellings.py").read_text())
+    planned = [p.job for p in plan_jobs(spellings, H100, kernels=["heuristic_block"])]
+    (constant,) = compile_jobs(spellings.text, planned, H100, analysis=spellings)
+    assert constant.status == "ok", constant.error  # {"BLOCK": lambda args: 256}
 
 
 @pytest.mark.slow

@@ -209,6 +209,9 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
                                       uses_dot(analysis, kernel))
         base["signature"] = signature
         values, expressions, missing = _constexpr_values(kernel, job.constexprs)
+        # @triton.heuristics values: the worker evaluates the lambdas over what is known
+        heuristics = {name: kernel.heuristics[name] for name in missing if name in kernel.heuristics}
+        missing = [name for name in missing if name not in heuristics]
         base["constexprs"] = {**values, **{k: f"<{v}>" for k, v in expressions.items()}}
         if missing:
             reports[index] = CompileReport(
@@ -229,7 +232,7 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
         except CompileSetupError as exc:
             reports[index] = CompileReport(**base, status="skipped", error=str(exc))
             continue
-        key = _cache_key(built.text, job, signature, values, expressions, target, options)
+        key = _cache_key(built.text, job, signature, values, {**expressions, **heuristics}, target, options)
         with _MEMORY_LOCK:
             hit = _MEMORY.get(key)
         hit = hit or _read_disk(cache_dir, key)
@@ -239,12 +242,12 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
             reports[index] = CompileReport(**base, **_result_fields(hit), cached=True)
             continue
         payload = {"kernel": job.kernel, "signature": signature, "constexprs": values, "constexpr_exprs": expressions,
-                   "arch": target.arch, "options": options}
+                   "heuristics": heuristics, "arch": target.arch, "options": options}
         todo.setdefault(built.text, []).append((index, key, payload, base))
     for module_text, entries in todo.items():
         results, wall = _run_worker(module_text, [e[2] for e in entries], timeout_s * len(entries), python)
         for (index, key, _payload, base), result in zip(entries, results):
-            if result.get("status") in ("ok", "error"):
+            if result.get("status") in ("ok", "error", "skipped"):
                 with _MEMORY_LOCK:
                     _MEMORY[key] = result
                 _write_disk(cache_dir, key, result)

@@ -109,6 +109,19 @@ def _resource_usage(cubin: bytes) -> dict:
     return {"registers": reg, "stack_bytes": stack, "static_shared": shared, "local_bytes": local}
 
 
+class _UnknownArgument(Exception):
+    """A heuristics lambda asked for an argument whose value is only known at launch time."""
+
+
+class _KnownArgs(dict):
+    """The ``args`` a heuristics lambda sees: the constexprs we know; anything else is a runtime value."""
+
+    def __getitem__(self, key):
+        if key not in self:
+            raise _UnknownArgument(key)
+        return dict.__getitem__(self, key)
+
+
 def _compile(module, job: dict) -> dict:
     import triton
     from triton.backends.compiler import GPUTarget
@@ -121,6 +134,12 @@ def _compile(module, job: dict) -> dict:
     constexprs = dict(job["constexprs"])
     for name, expression in job.get("constexpr_exprs", {}).items():
         constexprs[name] = eval(expression, vars(module))  # noqa: S307 - the user's own default, in the worker
+    for name, source in job.get("heuristics", {}).items():
+        try:
+            constexprs[name] = eval(source, vars(module))(_KnownArgs(constexprs))  # noqa: S307
+        except _UnknownArgument as missing:
+            return {"status": "skipped", "error": f"{name} is set by @triton.heuristics from the runtime value of "
+                    f"{missing.args[0]}; pass {name} in the constexprs to compile this config"}
     source = ASTSource(fn, job["signature"], constexprs)
     target = GPUTarget("cuda", job["arch"], 32)
     log = io.StringIO()
