@@ -17,6 +17,7 @@ FEATURE_MODULES = (
     "code_action_resolve",
     "step_commands",
     "verify_kernel",
+    "optimize_kernel",
 )
 
 

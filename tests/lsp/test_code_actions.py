@@ -153,3 +153,47 @@ async def test_apply_candidate_command_applies_through_workspace_apply_edit(clie
     (params,) = client.applied_edits
     if _vscode(client):
         assert params.edit.document_changes[0].text_document.version == 1
+
+
+async def _wait(predicate, timeout=60.0):
+    async def loop():
+        while not predicate():
+            await asyncio.sleep(0.05)
+    await asyncio.wait_for(loop(), timeout)
+
+
+@pytest.mark.slow  # the MTMC loop verifies each attempt in the Triton interpreter
+async def test_optimize_kernel_reports_progress_then_offers_verified_steps(client: EditorClient, workspace):
+    text = (EXAMPLES / "gelu_bias.py").read_text()
+    uri = (workspace / "gelu_bias.py").as_uri()
+    client.open(uri, text)
+    await client.diagnostics_for(uri, version=1)
+    result = await asyncio.wait_for(
+        _command(client, "mtmc.optimizeKernel", uri, "gelu_kernel", {"steps": 1, "budgetS": 240}), 300)
+    assert result["kept"] == 1 and result["applied"] == 1, result
+    (step,) = (await _command(client, "mtmc.stepHistory", uri))["steps"]
+    assert step["kernel"] == "gelu_kernel" and step["status"] == "applied"
+    assert step["textBefore"] == text and step["textAfter"] == client.buffer_text(uri)
+    assert step["verification"]["state"] == "passed"
+    (params,) = client.applied_edits
+    if _vscode(client):
+        (annotation,) = params.edit.change_annotations.values()
+        assert annotation.needs_confirmation and annotation.label.startswith("MTMC step 1: ")
+    reports = [r for r in client.progress_reports.values() if r]
+    kinds = [type(v).__name__ for v in reports[0]]
+    assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd" and "WorkDoneProgressReport" in kinds
+
+
+@pytest.mark.slow
+async def test_optimize_kernel_is_cancellable(client: EditorClient, workspace):
+    text = (EXAMPLES / "matmul.py").read_text()
+    uri = (workspace / "matmul.py").as_uri()
+    client.open(uri, text)
+    await client.diagnostics_for(uri, version=1)
+    task = asyncio.ensure_future(_command(client, "mtmc.optimizeKernel", uri, "matmul_kernel", {"steps": 3}))
+    await _wait(lambda: any(client.progress_reports.values()))
+    token = next(t for t, r in client.progress_reports.items() if r)
+    client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    result = await asyncio.wait_for(task, 200)
+    assert result["stopped"] == "cancelled" and result["applied"] == 0
+    assert client.buffer_text(uri) == text and not client.applied_edits
