@@ -58,7 +58,7 @@ def test_input_mutation_is_found_bit_exactly():
     before = [torch.randn(6), 7]
     after = [before[0].clone(), 7]
     assert compare.tensors_equal(after, before) is None
-    after[0][4] += 1e-7
+    after[0][4] = torch.nextafter(before[0][4], torch.tensor(float("inf")))  # one ulp: no tolerance here
     found = compare.tensors_equal(after, before)
     assert found["output"] == "input[0]" and found["index"] == [4]
 
