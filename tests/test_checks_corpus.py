@@ -83,3 +83,21 @@ def test_half_typed_file_keeps_the_previous_kernels_while_typing():
     stale = analyze(text, previous=previous)
     codes = [f.code for f in run_checks(stale, get_profile("h100"))]
     assert "MTMC001" in codes and "MTMC101" in codes
+
+
+def test_typing_through_every_corpus_file_never_breaks_a_check(caplog):
+    """Every prefix of every file (as if typed), with the previous parsable analysis kept."""
+    target = get_profile("h100")
+    runs = 0
+    with caplog.at_level("ERROR", logger="mtmc_lsp.optimizer.checks"):
+        for path in sorted(CORPUS.glob("*.py")):
+            text = path.read_text()
+            previous = None
+            for cut in range(0, len(text) + 1, 61):
+                analysis = analyze(text[:cut], previous=previous)
+                if analysis.syntax_error is None:
+                    previous = analysis
+                run_checks(analysis, target)
+                runs += 1
+    assert runs > 450
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text[:2000]
