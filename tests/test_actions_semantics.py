@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -30,7 +31,8 @@ def tolerance(text: str, changes_numerics: bool) -> tuple[float, float]:
     return TOL_FP16 if changes_numerics or "float16" in text else TOL_FP32
 
 
-def planned_edits() -> list[tuple[str, str, str, bool]]:
+@functools.lru_cache(maxsize=1)
+def planned_edits() -> tuple[tuple[str, str, str, bool], ...]:
     """(job name, before text, after text, changes_numerics) for the first candidate of each action."""
     edits = []
     for path in corpus_files():
@@ -44,7 +46,7 @@ def planned_edits() -> list[tuple[str, str, str, bool]]:
                 seen.add(candidate.action)
                 edit = apply_candidate(text, candidate, TARGET)
                 edits.append((f"{path.stem}:{candidate.key()}", text, edit.new_text, candidate.changes_numerics))
-    return edits
+    return tuple(edits)
 
 
 def run_jobs(jobs: list[dict], tmp_path: Path) -> list[dict]:

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 import traceback
 
 assert os.environ.get("TRITON_INTERPRET") == "1", "set TRITON_INTERPRET=1 before starting"
@@ -67,7 +68,10 @@ def compare(job: dict, index: int) -> dict:
 
 def main() -> int:
     jobs = json.load(open(sys.argv[1]))
-    results = [compare(job, i) for i, job in enumerate(jobs)]
+    results = []
+    for i, job in enumerate(jobs):
+        start = time.perf_counter()
+        results.append({**compare(job, i), "seconds": round(time.perf_counter() - start, 2)})
     json.dump(results, open(sys.argv[2], "w"), indent=1)
     return 0
 

@@ -1,0 +1,62 @@
+"""``mtmc actions`` and ``mtmc apply`` end to end (in-process through the CLI's main)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from mtmc_lsp.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_actions_lists_candidates_with_parameters(capsys):
+    assert main(["actions", str(ROOT / "mtmc_lsp/examples/matmul.py"), "--target", "h100", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    cands = data["kernels"]["matmul_kernel"]
+    assert data["target"] == "h100"
+    titles = [c["title"] for c in cands]
+    assert "Apply tiling for H100 (BLOCK_M=128, BLOCK_N=128, BLOCK_K=64)" in titles
+    assert {c["action"] for c in cands} >= {"tiling", "pipelining", "reordering", "autotune"}
+    assert not any(c["changesNumerics"] for c in cands)
+
+
+def test_actions_text_and_unknown_kernel(capsys):
+    path = str(ROOT / "mtmc_lsp/examples/softmax.py")
+    assert main(["actions", path, "--target", "a100"]) == 0
+    out = capsys.readouterr().out
+    assert "single_pass" in out and "--action single_pass" in out
+    assert main(["actions", path, "--kernel", "nope"]) == 1
+    assert "no kernel 'nope'" in capsys.readouterr().err
+
+
+def test_apply_diff_then_write_records_history(tmp_path, capsys, monkeypatch):
+    doc = tmp_path / "gelu_bias.py"
+    shutil.copy(ROOT / "mtmc_lsp/examples/gelu_bias.py", doc)
+    original = doc.read_text()
+    assert main(["apply", str(doc), "--kernel", "scale_bias_kernel", "--action", "fusion",
+                 "--param", "consumer=gelu_kernel", "--target", "h100"]) == 0
+    captured = capsys.readouterr()
+    assert "-    gelu_kernel[grid](y, out, n_elements, BLOCK_SIZE=BLOCK_SIZE)" in captured.out
+    assert "6 lines changed" in captured.err
+    assert doc.read_text() == original  # --diff leaves the file alone
+    monkeypatch.chdir(tmp_path)
+    assert main(["apply", str(doc), "--kernel", "scale_bias_kernel", "--action", "tiling",
+                 "--param", "BLOCK_SIZE=2048", "--write"]) == 0
+    assert "BLOCK_SIZE = 2048" in doc.read_text()
+    assert "step 1" in capsys.readouterr().out
+    assert main(["actions", str(doc), "--history"]) == 0
+    assert "Apply tiling" in capsys.readouterr().out
+
+
+def test_apply_refuses_illegal_parameters_and_precision(capsys):
+    path = str(ROOT / "mtmc_lsp/examples/matmul.py")
+    assert main(["apply", path, "--kernel", "matmul_kernel", "--action", "tiling", "--target", "h100",
+                 "--param", "BLOCK_M=128", "--param", "BLOCK_N=256", "--param", "BLOCK_K=64"]) == 1
+    assert "registers per thread" in capsys.readouterr().err
+    assert main(["apply", path, "--kernel", "matmul_kernel", "--action", "tiling", "--param", "BLOCK_M=100"]) == 1
+    assert "powers of two" in capsys.readouterr().err
+    assert main(["apply", path, "--kernel", "matmul_kernel", "--action", "precision"]) == 2
+    assert "--allow-precision" in capsys.readouterr().err
+    assert main(["apply", path, "--kernel", "matmul_kernel", "--action", "nonsense"]) == 2

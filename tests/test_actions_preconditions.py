@@ -1,0 +1,122 @@
+"""Actions that cannot prove their preconditions do not offer themselves; edits keep comments and are deterministic."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtmc_lsp.optimizer.actions import ActionError, Candidate, applicable, apply_candidate
+from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.hardware import get_profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_actions_semantics import planned_edits  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "corpus" / "kernels"
+H100 = get_profile("h100")
+
+ADD = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def add(x):
+    out = torch.empty_like(x)
+    add_kernel[GRID](x, out, x.numel(), BLOCK=128)
+    return out
+'''
+
+
+def actions(text: str, kernel: str, target=H100, **kw) -> set[str]:
+    return {c.action for c in applicable(analyze(text), kernel, target, **kw)}
+
+
+def test_tiling_needs_the_grid_to_follow_the_block():
+    follows = ADD.replace("GRID", "lambda META: (triton.cdiv(x.numel(), META['BLOCK']),)")
+    repeats = ADD.replace("GRID", "(triton.cdiv(x.numel(), 128),)")
+    assert "tiling" in actions(follows, "add_kernel")
+    assert "tiling" not in actions(repeats, "add_kernel")
+    unmasked = follows.replace("mask=offs < n), mask=offs < n)", "))")
+    assert "tiling" not in actions(unmasked, "add_kernel")
+
+
+def test_pipelining_only_with_async_copies():
+    text = (CORPUS / "matmul.py").read_text()
+    assert "pipelining" in actions(text, "matmul_kernel", get_profile("a100"))
+    assert "pipelining" not in actions(text, "matmul_kernel", get_profile("v100"))
+
+
+def test_reordering_needs_exactly_a_2d_cdiv_grid():
+    assert "reordering" in actions((CORPUS / "matmul.py").read_text(), "matmul_kernel")
+    assert "reordering" not in actions((CORPUS / "bmm.py").read_text(), "bmm_kernel")
+    assert "reordering" not in actions((CORPUS / "attention.py").read_text(), "attention_kernel")
+    reads_programs = (CORPUS / "matmul.py").read_text().replace(
+        "    offs_k = tl.arange(0, BLOCK_K)\n", "    offs_k = tl.arange(0, BLOCK_K) + 0 * tl.num_programs(0)\n")
+    assert "reordering" not in actions(reads_programs, "matmul_kernel")
+
+
+def test_fusion_needs_a_private_intermediate():
+    text = (CORPUS / "gelu_bias.py").read_text()
+    assert "fusion" in actions(text, "scale_bias_kernel")
+    returned = text.replace("    return out\n", "    return out, y\n", 1)
+    assert "fusion" not in actions(returned, "scale_bias_kernel")
+    other_order = text.replace("    gelu_kernel[grid](y, out, n_elements, BLOCK_SIZE=BLOCK_SIZE)\n",
+                               "    torch.cuda.synchronize()\n    gelu_kernel[grid](y, out, n_elements, BLOCK_SIZE=BLOCK_SIZE)\n")
+    assert "fusion" not in actions(other_order, "scale_bias_kernel")
+
+
+def test_single_pass_needs_a_block_free_grid():
+    text = (CORPUS / "softmax.py").read_text()
+    assert "single_pass" in actions(text, "softmax_kernel")
+    gridded = text.replace("softmax_kernel[(n_rows,)]", "softmax_kernel[(n_rows + 0 * BLOCK_SIZE,)]")
+    assert "single_pass" not in actions(gridded, "softmax_kernel")
+    assert "single_pass" not in actions((CORPUS / "matmul.py").read_text(), "matmul_kernel")
+
+
+def test_hoist_keeps_loads_under_stores_in_place():
+    text = (CORPUS / "rmsnorm.py").read_text()  # gain = tl.load(scale_ptr) in a loop that stores
+    assert "hoist" not in actions(text, "rms_norm_kernel")
+    assert "hoist" in actions((CORPUS / "reduction.py").read_text(), "row_sum_kernel")
+
+
+def test_precision_only_on_request():
+    text = (CORPUS / "matmul_fp32.py").read_text()
+    assert "precision" not in actions(text, "matmul_fp32_kernel")
+    cands = [c for c in applicable(analyze(text), "matmul_fp32_kernel", H100, allow_precision=True) if c.action == "precision"]
+    assert {c.params["mode"] for c in cands} == {"tf32", "fp16"} and all(c.changes_numerics for c in cands)
+
+
+def test_stale_candidates_are_refused():
+    text = (CORPUS / "matmul.py").read_text()
+    cand = next(c for c in applicable(analyze(text), "matmul_kernel", H100) if c.action == "reordering")
+    done = apply_candidate(text, cand, H100).new_text
+    with pytest.raises(ActionError, match="already has GROUP_M"):
+        apply_candidate(done, cand, H100)
+    with pytest.raises(ActionError, match="no kernel named"):
+        apply_candidate(text.replace("matmul_kernel", "mm_kernel"), cand, H100)
+    with pytest.raises(ActionError, match="syntax error"):
+        apply_candidate(text + "\ndef broken(:\n", cand, H100)
+    with pytest.raises(ActionError, match="unknown action"):
+        apply_candidate(text, Candidate("teleport", "Tiling", "matmul_kernel", {}, "x", 0), H100)
+
+
+def _comments(text: str) -> list[str]:
+    return sorted(m.group(0).strip() for m in re.finditer(r"#[^\n]*", text))
+
+
+def test_edits_keep_comments_and_are_deterministic():
+    for name, before, after, _ in planned_edits():
+        assert set(_comments(before)) <= set(_comments(after)), f"{name} dropped a comment"
+    text = (CORPUS / "softmax.py").read_text()
+    for cand in applicable(analyze(text), "softmax_kernel", H100):
+        assert apply_candidate(text, cand, H100).new_text == apply_candidate(text, cand, H100).new_text
