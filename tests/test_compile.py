@@ -265,3 +265,30 @@ def test_heuristics_are_evaluated_when_they_need_only_constexprs():
 def test_timeout_is_reported_not_raised():
     report = compile_kernel(SMALL_MATMUL, "mm", {"BM": 32, "BN": 32, "BK": 32}, H100, timeout_s=0.2, cache_dir=None)
     assert report.status == "timeout" and "did not finish within" in report.error
+
+
+@pytest.mark.slow
+def test_one_worker_compiles_every_kernel_of_a_file():
+    from mtmc_lsp.optimizer.compile import compile_file_findings
+
+    analysis = analyze((CORPUS / "multi_kernel.py").read_text())
+    found, reports = compile_file_findings(analysis, H100)
+    status = {r.kernel: r.status for r in reports}
+    assert status == {"relu_kernel": "ok", "bias_add_kernel": "skipped", "sum_kernel": "ok"}
+    compiled = [r for r in reports if r.ok]
+    assert compiled[0].wall_s == compiled[1].wall_s  # one worker run, its time shared by its jobs
+    assert sorted(f.code for f in found) == ["MTMC200", "MTMC200", "MTMC204"]
+
+
+@pytest.mark.slow
+def test_cancel_stops_the_worker_quickly():
+    import threading
+
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    start = time.monotonic()
+    jobs = [CompileJob("mm", {"BM": 32, "BN": 32, "BK": 32}, 4, stages) for stages in (1, 2, 3, 4)]
+    reports = compile_jobs(SMALL_MATMUL, jobs, H100, cache_dir=None, cancel=cancel)
+    assert time.monotonic() - start < 2.5
+    assert [r.status for r in reports] == ["cancelled"] * 4
+    assert compile_findings(analyze(SMALL_MATMUL), reports, H100) == []

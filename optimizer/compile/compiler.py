@@ -189,8 +189,12 @@ def clear_memory_cache() -> None:
 
 def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_s: float = 120,
                  analysis: FileAnalysis | None = None, cache_dir: Path | None | str = "default",
-                 python: str | None = None) -> list[CompileReport]:
-    """Compile several configs of a file's kernels in one worker process (one triton import)."""
+                 python: str | None = None, cancel: threading.Event | None = None) -> list[CompileReport]:
+    """Compile several configs of a file's kernels in one worker process (one triton import).
+
+    ``timeout_s`` is per config; setting ``cancel`` stops the worker (unfinished configs come
+    back with status "cancelled" and are not cached).
+    """
     if cache_dir == "default":
         cache_dir = default_cache_dir()
     cache_dir = Path(cache_dir) if cache_dir else None
@@ -244,14 +248,17 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
         payload = {"kernel": job.kernel, "signature": signature, "constexprs": values, "constexpr_exprs": expressions,
                    "heuristics": heuristics, "arch": target.arch, "options": options}
         todo.setdefault(built.text, []).append((index, key, payload, base))
-    for module_text, entries in todo.items():
-        results, wall = _run_worker(module_text, [e[2] for e in entries], timeout_s * len(entries), python)
-        for (index, key, _payload, base), result in zip(entries, results):
+    if todo:
+        module_texts = list(todo)
+        entries = [(module_texts.index(text), entry) for text, group in todo.items() for entry in group]
+        payloads = [{**payload, "module": module} for module, (_i, _k, payload, _b) in entries]
+        results, wall = _run_worker(module_texts, payloads, timeout_s * len(payloads), python, cancel)
+        for (_module, (index, key, _payload, base)), result in zip(entries, results):
             if result.get("status") in ("ok", "error", "skipped"):
                 with _MEMORY_LOCK:
                     _MEMORY[key] = result
                 _write_disk(cache_dir, key, result)
-            reports[index] = CompileReport(**base, **_result_fields(result), wall_s=round(wall / len(entries), 3))
+            reports[index] = CompileReport(**base, **_result_fields(result), wall_s=round(wall / len(payloads), 3))
     return [r for r in reports if r is not None]
 
 
@@ -273,12 +280,18 @@ def _descriptor_params(kernel: Kernel, text: str) -> list[str]:
     return [p.name for p in kernel.params if p.kind != "constexpr" and (f"{p.name}.load(" in body or f"{p.name}.store(" in body)]
 
 
-def _run_worker(module_text: str, jobs: list[dict], timeout_s: float, python: str | None) -> tuple[list[dict], float]:
-    """Run the worker on one module; one result per job, timeouts and crashes included."""
+def _run_worker(module_texts: list[str], jobs: list[dict], timeout_s: float, python: str | None,
+                cancel: threading.Event | None = None) -> tuple[list[dict], float]:
+    """Run the worker on the modules' jobs; one result per job, timeouts, cancels and crashes included."""
     start = time.perf_counter()
+    stdout = stderr = ""
+    outcome = "done"
     with tempfile.TemporaryDirectory(prefix="mtmc-compile-") as tmp:
-        module_path = Path(tmp) / "kernel_module.py"
-        module_path.write_text(module_text)
+        paths = []
+        for index, text in enumerate(module_texts):
+            path = Path(tmp) / f"kernel_module_{index}.py"
+            path.write_text(text)
+            paths.append(str(path))
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         env.update({
             "TRITON_CACHE_DIR": str(Path(tmp) / "triton-cache"),  # fresh: we want ptxas to run (and log)
@@ -286,7 +299,7 @@ def _run_worker(module_text: str, jobs: list[dict], timeout_s: float, python: st
             "TRITON_DEFAULT_FP_FUSION": env.get("TRITON_DEFAULT_FP_FUSION", "1"),
             "PYTHONDONTWRITEBYTECODE": "1",
         })
-        request = json.dumps({"module_path": str(module_path), "jobs": jobs})
+        request = json.dumps({"modules": paths, "jobs": jobs})
         try:
             proc = subprocess.Popen(
                 [python or sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -294,15 +307,25 @@ def _run_worker(module_text: str, jobs: list[dict], timeout_s: float, python: st
             )
         except OSError as exc:
             return [{"status": "error", "error": f"cannot start the compile worker: {exc}"}] * len(jobs), 0.0
-        timed_out = False
-        try:
-            stdout, stderr = proc.communicate(request, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            proc.kill()
-            stdout, stderr = proc.communicate()
+        deadline = start + timeout_s
+        pending_input: str | None = request
+        while True:
+            try:  # short waits, so a cancel or the deadline is noticed within a quarter second
+                stdout, stderr = proc.communicate(pending_input, timeout=max(0.01, min(0.25, deadline - time.perf_counter())))
+                break
+            except subprocess.TimeoutExpired:
+                pending_input = None  # already being sent; communicate() must not get it again
+                if cancel is not None and cancel.is_set():
+                    outcome = "cancelled"
+                elif time.perf_counter() >= deadline:
+                    outcome = "timeout"
+                else:
+                    continue
+                proc.kill()
+                stdout, stderr = proc.communicate()
+                break
     results: list[dict] = []
-    for line in stdout.splitlines():
+    for line in (stdout or "").splitlines():
         line = line.strip()
         if line.startswith("{"):
             try:
@@ -310,8 +333,10 @@ def _run_worker(module_text: str, jobs: list[dict], timeout_s: float, python: st
             except ValueError:
                 pass
     while len(results) < len(jobs):
-        if timed_out:
+        if outcome == "timeout":
             results.append({"status": "timeout", "error": f"compilation did not finish within {timeout_s:.0f} s"})
+        elif outcome == "cancelled":
+            results.append({"status": "cancelled", "error": "compilation cancelled"})
         else:
             tail = (stderr or "").strip().splitlines()[-3:]
             results.append({"status": "error", "error": f"the compile worker exited with code {proc.returncode}: "

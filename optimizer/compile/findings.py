@@ -47,6 +47,8 @@ def compile_findings(analysis: FileAnalysis, reports: list[CompileReport], targe
                 report.kernel, **data,
             ))
             continue
+        if report.status == "cancelled":
+            continue
         if report.status == "skipped":
             findings.append(make_finding(
                 NOT_COMPILED, "information", span, f"{report.kernel} not compiled for {target.sm_name}: {report.error}",
@@ -93,12 +95,16 @@ def _line_span(source_map: SourceMap, line_index: int, col: int | None) -> Span:
 
 
 def compile_file_findings(analysis: FileAnalysis, target: GpuProfile, kernels: list[str] | None = None,
-                          timeout_s: float = 120, cache_dir="default") -> tuple[list[Finding], list[CompileReport]]:
-    """Plan, compile (one worker per file) and report every config of the file's kernels."""
+                          timeout_s: float = 120, cache_dir="default",
+                          cancel=None) -> tuple[list[Finding], list[CompileReport]]:
+    """Plan, compile (one worker per file) and report every config of the file's kernels.
+
+    ``cancel`` (a ``threading.Event``) stops the worker early; cancelled configs give no findings.
+    """
     from .compiler import compile_jobs
     from .plan import plan_jobs
 
     planned: list[PlannedJob] = plan_jobs(analysis, target, kernels)
     reports = compile_jobs(analysis.text, [p.job for p in planned], target, timeout_s=timeout_s, analysis=analysis,
-                           cache_dir=cache_dir)
+                           cache_dir=cache_dir, cancel=cancel)
     return compile_findings(analysis, reports, target, [p.span for p in planned]), reports

@@ -16,7 +16,7 @@ class CompileReport:
     num_warps: int
     num_stages: int
     signature: dict[str, str]
-    status: str  # "ok" | "error" | "skipped" (cannot compile: reason) | "timeout"
+    status: str  # "ok" | "error" | "skipped" (cannot compile: reason) | "timeout" | "cancelled"
     label: str = ""  # which config: "the launch at line 40 (matmul())", "autotune config 2"
     error: str | None = None
     error_line: int | None = None  # 1-based line of the user's file where the failing construct is

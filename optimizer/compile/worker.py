@@ -1,10 +1,11 @@
 """The compile worker: runs in its own process, imports only the standard library and triton.
 
-Reads one JSON request on stdin: ``{"module_path", "jobs": [{"kernel", "signature", "constexprs",
-"constexpr_exprs", "arch", "options"}]}`` and prints one JSON line per job as it finishes, so a
-parent that times out still gets the results of the jobs that completed.
+Reads one JSON request on stdin: ``{"modules": [path, ...], "jobs": [{"module": index, "kernel",
+"signature", "constexprs", "constexpr_exprs", "heuristics", "arch", "options"}]}`` and prints one
+JSON line per job as it finishes, so a parent that times out or cancels still gets the results of
+the jobs that completed. One process serves a whole file: triton is imported once.
 
-The module at ``module_path`` keeps the user's line numbers (see ``module_builder``), so every
+Each module keeps the user's line numbers (see ``module_builder``), so every
 line this worker reports is a line of the user's file.
 """
 
@@ -30,10 +31,11 @@ PTXAS_PATTERNS = {
 RESOURCE_PATTERN = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
 
 
-def _load_module(path: str):
-    spec = importlib.util.spec_from_file_location("mtmc_compile_unit", path)
+def _load_module(path: str, index: int):
+    name = f"mtmc_compile_unit_{index}"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["mtmc_compile_unit"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -166,32 +168,43 @@ def _compile(module, job: dict) -> dict:
     return result
 
 
+def _load(path: str, index: int, loaded: dict) -> tuple[object | None, dict | None]:
+    """The module at ``path`` (loaded once), or the error result every job on it gets."""
+    if path not in loaded:
+        try:
+            module = _load_module(path, index)
+        except BaseException as exc:  # noqa: BLE001 - any failure of user module code is a report, not a crash
+            line, col = _file_line(exc, path)
+            loaded[path] = (None, {"status": "error", "error": f"the kernel's module does not load: "
+                                   f"{type(exc).__name__}: {exc}", "line": line, "col": col})
+        else:
+            try:
+                from triton.runtime.jit import JITFunction
+
+                _JIT_FUNCTIONS.extend(v for v in vars(module).values() if isinstance(v, JITFunction))
+            except Exception:  # noqa: BLE001
+                pass
+            loaded[path] = (module, None)
+    return loaded[path]
+
+
 def main() -> int:
     request = json.loads(sys.stdin.read())
-    path = request["module_path"]
+    modules = request["modules"]
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    try:
-        module = _load_module(path)
-    except BaseException as exc:  # noqa: BLE001 - any failure of user module code is a report, not a crash
-        line, col = _file_line(exc, path)
-        message = f"{type(exc).__name__}: {exc}"
-        for _job in request["jobs"]:
-            print(json.dumps({"status": "error", "error": f"the kernel's module does not load: {message}",
-                              "line": line, "col": col}), flush=True)
-        return 0
-    try:
-        from triton.runtime.jit import JITFunction
-
-        _JIT_FUNCTIONS.extend(v for v in vars(module).values() if isinstance(v, JITFunction))
-    except Exception:  # noqa: BLE001
-        pass
+    loaded: dict = {}
     for job in request["jobs"]:
-        try:
-            result = _compile(module, job)
-        except BaseException as exc:  # noqa: BLE001
-            line, col = _file_line(exc, path)
-            result = {"status": "error", "error": _message(exc), "line": line, "col": col,
-                      "detail": str(exc)[-3000:]}
+        path = modules[job["module"]]
+        module, failure = _load(path, job["module"], loaded)
+        if failure is not None:
+            result = failure
+        else:
+            try:
+                result = _compile(module, job)
+            except BaseException as exc:  # noqa: BLE001
+                line, col = _file_line(exc, path)
+                result = {"status": "error", "error": _message(exc), "line": line, "col": col,
+                          "detail": str(exc)[-3000:]}
         print(json.dumps(result), flush=True)
     return 0
 
