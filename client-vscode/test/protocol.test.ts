@@ -20,16 +20,19 @@ const SETTINGS = {
 };
 
 // The bundled naive matmul (it has a harness: get_inputs and reference) with a planted launch problem.
-const MATMUL = readFileSync(resolve(REPO, "mtmc_lsp", "examples", "matmul.py"), "utf8");
-const PLANTED = MATMUL.replace("num_warps=4", "num_warps=6");
+const EXAMPLE = resolve(REPO, "mtmc_lsp", "examples", "matmul.py");
 
 describe.skipIf(!server.python)("protocol against the real server (mtmc serve)", () => {
   let session: LspSession;
   let workspace: string;
   let uri: string;
 
+  let PLANTED: string;
+
   beforeAll(async () => {
-    expect(PLANTED).not.toBe(MATMUL);
+    const matmul = readFileSync(EXAMPLE, "utf8");
+    PLANTED = matmul.replace("num_warps=4", "num_warps=6");
+    expect(PLANTED).not.toBe(matmul);
     workspace = mkdtempSync(join(tmpdir(), "mtmc-protocol-"));
     uri = `file://${workspace}/matmul.py`;
     session = await LspSession.start(server.python!, workspace, SETTINGS);
