@@ -205,6 +205,17 @@ def get_init_inputs():
     broken = text.replace("x * w + 1.0", "x * w + 1.5")
     assert verify(pool, broken, None).mismatch.against == "reference"
 
+    # KernelBench layout: the solution holds only ModelNew; Model and the inputs are in the problem file.
+    head, rest = text.split("class Model(", 1)
+    model, rest = rest.split("class ModelNew(", 1)
+    model_new, inputs = rest.split("def get_inputs", 1)
+    problem = "import torch\n\n\nclass Model(" + model + "def get_inputs" + inputs
+    solution = head + "class ModelNew(" + model_new
+    report = verify(pool, solution, None, problem_text=problem)
+    assert report.status == "verified", report.summary
+    assert report.raw["runtime"]["inputs_from"] == "problem" and report.compared_against == ["reference"]
+    assert verify(pool, solution.replace("x * w + 1.0", "x * w"), None, problem_text=problem).status == "incorrect"
+
 
 def test_test_style_compares_with_the_previous_version(pool):
     text = BASE[: BASE.index("def get_inputs")] + '''

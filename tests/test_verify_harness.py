@@ -65,6 +65,21 @@ def get_init_inputs():
     assert h.notes  # says it can only compare with the previous version
 
 
+def test_kernelbench_solution_without_inputs_needs_the_problem_file():
+    solution = KERNEL + '''
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        return _launch(x, y)
+'''
+    missing = discover_harness(solution)
+    assert isinstance(missing, HarnessMissing) and "--problem" in missing.reason
+    assert solution.splitlines()[missing.line].startswith("class ModelNew(")
+    problem = "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x, y):\n        return x + y\n\n\n" \
+              "def get_inputs():\n    return [torch.randn(8), torch.randn(8)]\n"
+    h = discover_harness(solution, problem_text=problem)
+    assert (h.style, h.entry, h.reference, h.init_inputs, h.input_count) == ("kernelbench", "ModelNew", "Model", None, 2)
+
+
 def test_function_style_picks_the_outer_wrapper_not_the_helper():
     text = KERNEL + '''
 

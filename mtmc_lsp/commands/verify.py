@@ -17,6 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=3, help="random seeds for the correctness check (default 3)")
     parser.add_argument("--mode", choices=("auto", "gpu", "interpreter"), default="auto",
                         help="auto: the GPU when there is one, else the Triton CPU interpreter")
+    parser.add_argument("--problem", metavar="PROBLEM_FILE",
+                        help="KernelBench problem file (Model, get_inputs) for a solution that defines only ModelNew")
     parser.add_argument("--entry", help="the host function or model class to call (default: discovered)")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=VALUE",
                         help="keyword argument for get_inputs(), e.g. --input size=4096 (repeatable)")
@@ -32,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         new_text = path.read_text(encoding="utf-8")
         old_text = Path(args.against).read_text(encoding="utf-8") if args.against else None
+        problem_text = Path(args.problem).read_text(encoding="utf-8") if args.problem else None
     except OSError as exc:
         print(f"mtmc verify: {exc}", file=sys.stderr)
         return 2
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"mtmc verify: {exc}", file=sys.stderr)
         return 2
     options = VerifyOptions(
-        seeds=args.seeds, mode=args.mode, entry=args.entry, input_kwargs=input_kwargs,
+        seeds=args.seeds, mode=args.mode, entry=args.entry, input_kwargs=input_kwargs, problem_text=problem_text,
         compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout, timing=not args.no_timing,
     )
 

@@ -47,6 +47,8 @@ class VerifyOptions:
     # config for the target (optimizer.compile, cached) so "compiles" means it compiles there.
     compile_for_target: bool = True
     entry: str | None = None  # force the host function / model class to call
+    # A KernelBench problem file (Model, get_inputs, get_init_inputs) for a solution with only ModelNew.
+    problem_text: str | None = None
     kernel: str | None = None  # the kernel the user asked about (for the summary only)
     key: str | None = None  # jobs with the same key supersede each other (e.g. the document URI)
     step_label: str | None = None  # "step 3" in the summary, when the caller numbers steps
@@ -87,6 +89,7 @@ def build_job(harness: Harness, new_text: str, old_text: str | None, mode: str, 
         "mode": mode,
         "new_text": new_text,
         "old_text": old_text,
+        "problem_text": options.problem_text,
         "harness": h,
         "seeds": list(range(seeds)),
         "input_kwargs": options.input_kwargs,
@@ -115,7 +118,7 @@ def verify_file(new_text: str, old_text: str | None, path: str | None = None,
     base = dict(target=profile.key, path=path, kernel=options.kernel)
 
     analysis = analyze(new_text, path)
-    harness = discover_harness(new_text, path, analysis, options.entry)
+    harness = discover_harness(new_text, path, analysis, options.entry, options.problem_text)
     if isinstance(harness, HarnessMissing):
         check = Check("harness", "failed", harness.reason, harness.line,
                       {"host_function": harness.host_function})
@@ -126,7 +129,7 @@ def verify_file(new_text: str, old_text: str | None, path: str | None = None,
             duration_s=time.monotonic() - started, **base)
     old_harness = None
     if old_text is not None:
-        found = discover_harness(old_text, path)
+        found = discover_harness(old_text, path, problem_text=options.problem_text)
         old_harness = found if isinstance(found, Harness) else None
 
     pool = options.pool or pool_for(options.mode)

@@ -63,26 +63,51 @@ class HarnessMissing:
     scaffold: Scaffold | None = None
 
 
-def discover_harness(text: str, path: str | None = None, analysis: FileAnalysis | None = None,
-                     entry: str | None = None) -> Harness | HarnessMissing:
-    """Find the harness of a file (``entry`` forces the host function or class to call)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as exc:
-        return HarnessMissing(f"the file does not parse ({exc.msg}, line {exc.lineno})", max(0, (exc.lineno or 1) - 1))
-    analysis = analysis or analyze(text, path)
+def _top_level(text: str) -> tuple[dict, dict]:
+    tree = ast.parse(text)
     top = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     functions = {k: v for k, v in top.items() if isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef))}
     classes = {k: v for k, v in top.items() if isinstance(v, ast.ClassDef)}
+    return functions, classes
+
+
+def discover_harness(text: str, path: str | None = None, analysis: FileAnalysis | None = None,
+                     entry: str | None = None, problem_text: str | None = None) -> Harness | HarnessMissing:
+    """Find the harness of a file (``entry`` forces the host function or class to call).
+
+    ``problem_text`` is a KernelBench problem file (``Model``, ``get_inputs``, ``get_init_inputs``)
+    for a solution file that defines only ``ModelNew``.
+    """
+    try:
+        functions, classes = _top_level(text)
+    except SyntaxError as exc:
+        return HarnessMissing(f"the file does not parse ({exc.msg}, line {exc.lineno})", max(0, (exc.lineno or 1) - 1))
+    analysis = analysis or analyze(text, path)
     has_inputs = INPUTS in functions
     input_count = _returned_items(functions[INPUTS]) if has_inputs else None
 
-    if has_inputs and ("ModelNew" in classes or "Model" in classes):
+    problem_functions: dict = {}
+    problem_classes: dict = {}
+    if problem_text is not None:
+        try:
+            problem_functions, problem_classes = _top_level(problem_text)
+        except SyntaxError as exc:
+            return HarnessMissing(f"the problem file does not parse ({exc.msg}, line {exc.lineno})")
+    if ("ModelNew" in classes or "Model" in classes) and (has_inputs or INPUTS in problem_functions):
         name = entry if entry in classes else ("ModelNew" if "ModelNew" in classes else "Model")
-        reference = "Model" if name != "Model" and "Model" in classes else None
+        has_model = "Model" in classes or "Model" in problem_classes
+        reference = "Model" if has_model and (name != "Model" or "Model" in problem_classes) else None
         notes = [] if reference else ["no Model class to compare against: checked against the previous version only"]
-        return Harness("kernelbench", name, reference, INPUTS, INIT_INPUTS if INIT_INPUTS in functions else None,
-                       line=classes[name].lineno - 1, input_count=input_count, notes=notes)
+        if INPUTS in problem_functions:
+            input_count = _returned_items(problem_functions[INPUTS])
+            notes.append("inputs and the reference come from the problem file")
+        init = INIT_INPUTS if INIT_INPUTS in functions or INIT_INPUTS in problem_functions else None
+        return Harness("kernelbench", name, reference, INPUTS, init, line=classes[name].lineno - 1,
+                       input_count=input_count, notes=notes)
+    if "ModelNew" in classes:
+        return HarnessMissing(
+            f"ModelNew found but no {INPUTS}(): give the KernelBench problem file (mtmc verify --problem FILE) "
+            f"or add {INPUTS}() and get_init_inputs()", classes["ModelNew"].lineno - 1)
 
     kernels_here = bool(analysis.kernels)
     hosts = [h for h in analysis.host_functions if h.name in functions and h.name not in NOT_ENTRIES

@@ -122,6 +122,14 @@ class Job:
             except UserCodeError as err:
                 self.result["compile"]["old"] = {"ok": False, "stage": "import", **err.info}
                 old = None
+        if self.job.get("problem_text") is not None:
+            problem = Version("problem", self.job["problem_text"], self.folder, job_id)
+            self.versions["problem"] = problem
+            try:
+                problem.load()
+            except UserCodeError as err:
+                self.result["compile"]["new"] = {"ok": False, "stage": "problem file import", **err.info, "line": None}
+                return
         if self.harness["style"] == "test":
             self._run_tests(new, old, started)
         else:
@@ -129,10 +137,13 @@ class Job:
 
     # -- kernelbench and function styles -------------------------------------------------------
     def _pick(self, name: str | None, new: Version, old: Version | None) -> tuple[Any, str | None]:
-        """Inputs and the reference come from the accepted version when it has them, so a
-        candidate cannot make its own check easier by editing get_inputs or reference."""
+        """Inputs and the reference come from the problem file, else the accepted version, when they
+        have them, so a candidate cannot make its own check easier by editing get_inputs or reference."""
         if not name:
             return None, None
+        problem = self.versions.get("problem")
+        if problem is not None and callable(problem.attr(name)):  # the KernelBench problem file rules
+            return problem.attr(name), "problem"
         if old is not None and callable(old.attr(name)):
             return old.attr(name), "old"
         if callable(new.attr(name)):
