@@ -172,6 +172,69 @@ def _cancelled(cancel: CancelLike) -> bool:
 
 def optimize(
     text: str,
+    path: str | None = None,
+    kernel: str | None = None,
+    target: GpuProfile | None = None,
+    policy: Policy | None = None,
+    verify: Verifier | None = None,
+    steps: int = 3,
+    beam: int = 1,
+    budget_s: float = 600.0,
+    on_step: Callable[[Attempt], None] | None = None,
+    cancel: CancelLike = None,
+    record: Any = None,
+    **options: Any,
+) -> OptimizeResult:
+    """Run the MTMC loop on ``kernel`` (every kernel in turn when None) for ``steps`` kept steps each.
+
+    ``target`` defaults to the local GPU (else H100), ``policy`` to the embedded model, and
+    ``verify(new_text, old_text, cancel)`` to ``verify_file`` for ``path`` and ``target``.
+    Keyword-only ``options``: ``allow_precision``, ``candidates`` and ``apply`` (to replace the
+    action registry), ``on_rank(depth, ranked)``.
+    """
+    if target is None:
+        from .hardware import resolve_target
+
+        target = resolve_target("")
+    if policy is None:
+        from .policy import make_policy
+
+        policy = make_policy(None)
+    verify = verify or make_verifier(path, target)
+    if kernel is not None:
+        return _optimize_kernel(text, path, kernel, target, policy, verify, steps, beam, budget_s, on_step, cancel,
+                                record, **options)
+    started = time.monotonic()
+    names = [k.name for k in analyze(text, path).kernels]
+    current, steps_all, attempts, notes, stopped, measured = text, [], [], [], "no candidates", False
+    for name in names:
+        left = budget_s - (time.monotonic() - started)
+        if left <= 0 or _cancelled(cancel):
+            stopped = "cancelled" if _cancelled(cancel) else "budget"
+            break
+        if analyze(current, path).kernel(name) is None:
+            notes.append(f"kernel {name} was removed by an earlier step (fused)")
+            continue
+        part = _optimize_kernel(current, path, name, target, policy, verify, steps, beam, left, on_step, cancel,
+                                record, **options)
+        current = part.final_text
+        steps_all += part.steps
+        attempts += part.attempts
+        measured = measured or part.speed_measured
+        notes += [n for n in part.notes if n not in notes]
+        stopped = part.stopped
+    # Renumber the diffs across kernels: each kept step follows the one before it in the file.
+    for i, step in enumerate(steps_all, start=1):
+        step.diff = unified_diff(step.parent_text, step.new_text, path, "original" if i == 1 else f"step {i - 1}", f"step {i}")
+    return OptimizeResult(
+        path=path, kernel=",".join(names), target=target.key, policy=policy.describe(), original_text=text,
+        final_text=current, steps=steps_all, attempts=attempts, speed_measured=measured, stopped=stopped,
+        notes=notes, elapsed_s=time.monotonic() - started,
+    )
+
+
+def _optimize_kernel(
+    text: str,
     path: str | None,
     kernel: str,
     target: GpuProfile,
@@ -189,7 +252,7 @@ def optimize(
     apply: Callable[[str, Candidate, GpuProfile], Edit] | None = None,
     on_rank: Callable[[int, list[Ranked]], None] | None = None,
 ) -> OptimizeResult:
-    """Run the MTMC loop on ``kernel`` for at most ``steps`` kept steps, ``budget_s`` seconds."""
+    """The loop for one kernel: at most ``steps`` kept steps within ``budget_s`` seconds."""
     from . import actions
 
     list_candidates = candidates or (lambda a, k, t: actions.applicable(a, k, t, allow_precision))

@@ -2,12 +2,15 @@
 
 Each candidate is written as text (``tiling(BLOCK_K=64, BLOCK_M=128, BLOCK_N=128)``) and scored by
 the model's log-probability after a prompt holding the kernel analysis, the target GPU and the
-steps so far. The candidates form a token trie, so a shared prefix ("tiling(BLOCK_K=") is evaluated
-once, and the prompt's KV cache is kept between calls, so a repeated or extended prompt costs only
-its new tokens. The score is the probability of each candidate under the constraint that the model
-may only write one of them (its GBNF grammar, see ``grammar.py``): at every branch of the trie the
-model's next-token probabilities are renormalised over the allowed tokens. ``propose`` runs real
-grammar-constrained greedy decoding through llama.cpp's grammar sampler.
+steps so far. The candidates form a token trie that is evaluated in one batch: every trie token is
+decoded once, tagged with the sequence ids of all candidates below it, so it attends only to the
+prompt and its own ancestors (llama.cpp masks attention by sequence; the KV cache is unified). The
+prompt's KV cache is kept between calls, so a repeated or extended prompt costs only its new tokens.
+
+The score is the probability of each candidate under the constraint that the model may only write
+one of them (its GBNF grammar, ``grammar.py``): at every branch of the trie the next-token
+probabilities are renormalised over the allowed tokens, so the scores of one ranking sum to 1.
+``propose`` runs real grammar-constrained greedy decoding through llama.cpp's grammar sampler.
 
 llama_cpp is imported only when the model loads; loading can run in a background thread.
 """
@@ -33,10 +36,11 @@ UNTRAINED_NOTE = (
     "untrained: the embedded model ranks by its prior over the action text only; "
     "configure trained weights (policyModelPath) or a LoRA adapter (policyAdapterPath) for learned ranking"
 )
+PROMPT_SEQ = 0  # the sequence holding the cached prompt; candidates use 1..MAX_PARALLEL
 
 
 def _log_softmax(row: np.ndarray) -> np.ndarray:
-    row = row.astype(np.float64, copy=False)
+    row = row.astype(np.float64)
     top = row.max()
     return row - (top + np.log(np.exp(row - top).sum()))
 
@@ -46,21 +50,101 @@ def _logsumexp(values: np.ndarray) -> float:
     return top + float(np.log(np.exp(values - top).sum()))
 
 
+class _Engine:
+    """A llama.cpp model + context with a unified KV cache shared by many sequences."""
+
+    def __init__(self, model_path: str, adapter_path: str | None, n_ctx: int, n_batch: int, n_threads: int,
+                 n_seq_max: int):
+        import llama_cpp
+        from llama_cpp import _internals as internals
+        from llama_cpp._logger import set_verbose
+
+        set_verbose(False)
+        self.llama_cpp = llama_cpp
+        self.model = internals.LlamaModel(path_model=model_path, params=llama_cpp.llama_model_default_params(),
+                                          verbose=False)
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = n_batch
+        params.n_threads = n_threads
+        params.n_threads_batch = n_threads
+        params.n_seq_max = n_seq_max
+        params.kv_unified = True  # candidate sequences share the prompt's cells
+        params.no_perf = True
+        self.ctx = internals.LlamaContext(model=self.model, params=params, verbose=False)
+        self.batch = internals.LlamaBatch(n_tokens=n_batch, embd=0, n_seq_max=n_seq_max, verbose=False)
+        self.adapter = None
+        if adapter_path:
+            self.adapter = llama_cpp.llama_adapter_lora_init(self.model.model, adapter_path.encode("utf-8"))
+            if not self.adapter:
+                self.close()
+                raise RuntimeError(f"llama.cpp could not load the LoRA adapter {adapter_path}")
+            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(self.adapter)
+            scales = (ctypes.c_float * 1)(1.0)
+            if llama_cpp.llama_set_adapters_lora(self.ctx.ctx, adapters, 1, scales):
+                self.close()
+                raise RuntimeError(f"llama.cpp could not apply the LoRA adapter {adapter_path}")
+        self.memory = llama_cpp.llama_get_memory(self.ctx.ctx)
+        self.n_vocab = self.model.n_vocab()
+        self.n_batch = n_batch
+        self.metadata = self.model.metadata()
+
+    def close(self) -> None:
+        for part in (self.batch, self.ctx):
+            part.close()
+        if self.adapter:
+            self.llama_cpp.llama_adapter_lora_free(self.adapter)
+            self.adapter = None
+        self.model.close()
+
+    def tokenize(self, text: str, special: bool) -> list[int]:
+        return self.model.tokenize(text.encode("utf-8"), add_bos=special, special=special)
+
+    def forget(self, seq: int, from_pos: int) -> None:
+        """Drop ``seq``'s cells from position ``from_pos`` on (-1 for every sequence)."""
+        self.llama_cpp.llama_memory_seq_rm(self.memory, seq, from_pos, -1)
+
+    def share_prompt(self, seqs: list[int], n_prompt: int) -> None:
+        for seq in seqs:
+            self.llama_cpp.llama_memory_seq_cp(self.memory, PROMPT_SEQ, seq, 0, n_prompt)
+
+    def decode(self, tokens: list[int], positions: list[int], seqs: list[list[int]], outputs: list[bool]) -> list[np.ndarray]:
+        """One llama_decode; the log-softmax rows of the tokens marked in ``outputs``, in order."""
+        b = self.batch.batch
+        b.n_tokens = len(tokens)
+        for i, (token, pos, ids, out) in enumerate(zip(tokens, positions, seqs, outputs)):
+            b.token[i] = token
+            b.pos[i] = pos
+            b.n_seq_id[i] = len(ids)
+            for j, seq in enumerate(ids):
+                b.seq_id[i][j] = seq
+            b.logits[i] = out
+        self.ctx.decode(self.batch)
+        rows = []
+        for i, out in enumerate(outputs):
+            if out:
+                ptr = self.llama_cpp.llama_get_logits_ith(self.ctx.ctx, i)
+                rows.append(_log_softmax(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))))
+        return rows
+
+
 class LlamaCppPolicy(Policy):
     """Ranks candidates by a GGUF model's grammar-constrained probability of writing each one."""
 
     name = "llama"
 
     def __init__(self, model_path: str, adapter_path: str | None = None, n_ctx: int = 2048, n_threads: int | None = None,
-                 list_choices: bool = True):
+                 list_choices: bool = False, max_parallel: int = 32):
         self.model_path = str(model_path)
         self.adapter_path = adapter_path or None
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(1, min(8, os.cpu_count() or 1))
-        # Listing the choices in the prompt turns the task into multiple choice, which untrained
-        # small models handle better; it costs prompt tokens.
+        self.n_threads = n_threads or int(os.environ.get("MTMC_POLICY_THREADS", 0)) or max(1, min(8, os.cpu_count() or 1))
+        # Listing the choices in the prompt makes it multiple choice (easier for an untrained small
+        # model) but costs prompt tokens; the grammar constrains the answer either way.
         self.list_choices = list_choices
-        self._llm = None
+        self.max_parallel = max_parallel  # candidates scored per batch (one sequence id each)
+        self._engine: _Engine | None = None
         self._status = "not loaded"
         self._error = ""
         self._load_lock = threading.Lock()
@@ -89,7 +173,7 @@ class LlamaCppPolicy(Policy):
     def start_loading(self) -> None:
         """Load the model in a daemon thread; ``status`` goes "loading" -> "ready" (or "failed")."""
         with self._load_lock:
-            if self._llm is not None or (self._thread is not None and self._thread.is_alive()):
+            if self._engine is not None or self._status == "failed" or (self._thread is not None and self._thread.is_alive()):
                 return
             self._status = "loading"
             self._thread = threading.Thread(target=self._load_quietly, name="mtmc-policy-load", daemon=True)
@@ -98,50 +182,51 @@ class LlamaCppPolicy(Policy):
     def _load_quietly(self) -> None:
         try:
             self.load()
-        except Exception:  # recorded in status/error; rank() falls back to the heuristic
+        except Exception:  # kept in status/error; rank() falls back to the heuristic
             pass
 
-    def load(self):
-        """Load the model now (blocking); returns the ``llama_cpp.Llama``. Raises when it cannot load."""
+    def load(self) -> _Engine:
+        """Load the model now (blocking). Raises when it cannot load (and stays failed)."""
         with self._load_lock:
-            if self._llm is not None:
-                return self._llm
+            if self._engine is not None:
+                return self._engine
+            if self._status == "failed":
+                raise RuntimeError(self._error)
             self._status = "loading"
             started = time.perf_counter()
+            # OpenMP threads that spin while waiting starve the verification workers sharing the
+            # CPU (and themselves under contention); must be set before llama.cpp's libgomp starts.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
-                from llama_cpp import Llama
-
-                llm = Llama(
-                    model_path=self.model_path, lora_path=self.adapter_path, n_ctx=self.n_ctx, n_batch=256,
-                    n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False, verbose=False,
-                )
+                engine = _Engine(self.model_path, self.adapter_path, self.n_ctx, 512, self.n_threads,
+                                 self.max_parallel + 1)
             except Exception as exc:
                 self._status = "failed"
                 self._error = f"{type(exc).__name__}: {exc}"
                 raise
-            metadata = dict(getattr(llm, "metadata", {}) or {})
             # The project's own trained weights carry mtmc.* metadata (see docs/policy.md).
-            self._trained = bool(self.adapter_path) or any(k.startswith("mtmc.") for k in metadata)
-            self._formatter = _chat_formatter(llm, metadata)
-            self._llm = llm
+            self._trained = bool(self.adapter_path) or any(k.startswith("mtmc.") for k in engine.metadata)
+            self._formatter = _chat_formatter(engine)
+            self._engine = engine
             self.load_seconds = time.perf_counter() - started
             self._status = "ready"
-            return llm
+            return engine
 
     def close(self) -> None:
         with self._load_lock, self._run_lock:
-            if self._llm is not None:
-                self._llm.close()
-            self._llm = None
+            if self._engine is not None:
+                self._engine.close()
+            self._engine = None
             self._cached_tokens, self._cached_dist = [], None
-            self._status = "not loaded"
+            if self._status == "ready":
+                self._status = "not loaded"
 
     def describe(self) -> str:
         model = Path(self.model_path).name
         adapter = f" + LoRA {Path(self.adapter_path).name}" if self.adapter_path else ""
-        state = {"ready": "loaded", "loading": "loading", "not loaded": "loads on first use"}.get(self._status, "")
         if self._status == "failed":
             return f"embedded model {model}{adapter} failed to load ({self._error}); using the heuristic policy"
+        state = {"ready": "loaded", "loading": "loading"}.get(self._status, "loads on first use")
         trained = "trained" if self._trained else UNTRAINED_NOTE
         return f"embedded model {model}{adapter} via llama.cpp ({state}); {trained}"
 
@@ -150,29 +235,27 @@ class LlamaCppPolicy(Policy):
         """The prompt text: the model's chat template when it has one, else a plain prompt."""
         listed = choices if self.list_choices else []
         if self._formatter is not None:
-            user = user_message(state, listed) if listed else user_message(state, ["(any applicable action)"])
-            return self._formatter(messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]).prompt
-        return plain_prompt(state, listed or ["(any applicable action)"])
-
-    def _tokenize(self, text: str, special: bool) -> list[int]:
-        return self._llm.tokenize(text.encode("utf-8"), add_bos=special, special=special)
+            messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_message(state, listed)}]
+            return self._formatter(messages=messages).prompt
+        return plain_prompt(state, listed)
 
     # -- ranking -----------------------------------------------------------------------------
     def rank(self, state: PolicyState, candidates: list[Candidate]) -> list[Ranked]:
         if not candidates:
             return []
         try:
-            self.load()
+            engine = self.load()
         except Exception:
             ranked = self._fallback.rank(state, candidates)
             for r in ranked:
-                r.metadata["fallback"] = f"embedded model unavailable: {self._error}"
+                r.metadata["fallback"] = f"embedded model unavailable ({self._error}); heuristic ranking"
             return ranked
         texts = candidate_texts(candidates)
         started = time.perf_counter()
         with self._run_lock:
-            prompt_tokens = self._tokenize(self.prompt(state, texts), special=True)
-            sequences = [self._tokenize(t, special=False) + [self._llm.token_eos()] for t in texts]
+            prompt_tokens = engine.tokenize(self.prompt(state, texts), special=True)
+            eos = engine.model.token_eos()
+            sequences = [engine.tokenize(t, special=False) + [eos] for t in texts]
             scored = self._score(prompt_tokens, sequences)
         elapsed = time.perf_counter() - started
         ranked = []
@@ -183,84 +266,99 @@ class LlamaCppPolicy(Policy):
             }
             if not self._trained:
                 metadata["note"] = UNTRAINED_NOTE
-            ranked.append(Ranked(
-                candidate, score=float(np.exp(constrained)), logprob=raw,
-                reason=f"model probability {np.exp(constrained):.3f} (log p {raw:.2f})", metadata=metadata,
-            ))
+            probability = float(np.exp(constrained))
+            ranked.append(Ranked(candidate, score=probability, logprob=raw,
+                                 reason=f"model probability {probability:.3f} (log p {raw:.2f})", metadata=metadata))
         return sort_ranked(ranked)
 
-    def _decode(self, tokens: list[int], n_past: int, all_logits: bool) -> np.ndarray:
-        """Evaluate ``tokens`` at ``n_past`` (dropping anything cached after it); log-softmax rows."""
-        llm = self._llm
-        llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
-        rows = []
-        n_vocab = llm.n_vocab()
-        for start in range(0, len(tokens), llm.n_batch):
-            chunk = tokens[start:start + llm.n_batch]
-            llm._batch.set_batch(batch=chunk, n_past=n_past + start, logits_all=all_logits)
-            llm._ctx.decode(llm._batch)
-            if all_logits:
-                logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(chunk) * n_vocab,))
-                rows.extend(_log_softmax(r) for r in logits.reshape(len(chunk), n_vocab))
-        if not all_logits:
-            last = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,))
-            rows.append(_log_softmax(last))
-        return np.stack(rows)
-
     def _eval_prompt(self, tokens: list[int]) -> np.ndarray:
-        """The next-token distribution after ``tokens``, reusing the cached prefix of the last prompt."""
+        """The next-token log-probabilities after ``tokens``, reusing the cached prefix of the last prompt."""
+        engine = self._engine
         if tokens == self._cached_tokens and self._cached_dist is not None:
             return self._cached_dist
-        if len(tokens) >= self.n_ctx - 64:
+        if len(tokens) >= self.n_ctx - 128:
             raise ValueError(f"prompt of {len(tokens)} tokens does not fit the context of {self.n_ctx}")
         common = 0
         for a, b in zip(tokens, self._cached_tokens):
             if a != b:
                 break
             common += 1
-        common = min(common, len(tokens) - 1)  # the last token must be evaluated for its logits
+        common = min(common, len(tokens) - 1)  # the last token is evaluated again for its logits
         self._cached_tokens, self._cached_dist = [], None
-        dist = self._decode(tokens[common:], common, all_logits=False)[-1]
-        self._cached_tokens, self._cached_dist = list(tokens), dist
-        return dist
+        engine.forget(-1, common)
+        rows: list[np.ndarray] = []
+        for start in range(common, len(tokens), engine.n_batch):
+            chunk = tokens[start:start + engine.n_batch]
+            last = start + len(chunk) == len(tokens)
+            rows = engine.decode(chunk, list(range(start, start + len(chunk))), [[PROMPT_SEQ]] * len(chunk),
+                                 [last and i == len(chunk) - 1 for i in range(len(chunk))])
+        self._cached_tokens, self._cached_dist = list(tokens), rows[-1]
+        return rows[-1]
 
     def _score(self, prompt_tokens: list[int], sequences: list[list[int]]) -> list[tuple[float, float]]:
         """(raw log-prob, grammar-constrained log-prob) of each token sequence after the prompt."""
-        root: dict = {}
+        first = self._eval_prompt(prompt_tokens)
+        results: list[tuple[float, float]] = []
+        for start in range(0, len(sequences), self.max_parallel):
+            results += self._score_group(prompt_tokens, first, sequences[start:start + self.max_parallel])
+        return results
+
+    def _score_group(self, prompt_tokens: list[int], first: np.ndarray, sequences: list[list[int]]) -> list[tuple[float, float]]:
+        engine = self._engine
+        n_prompt = len(prompt_tokens)
+        # The trie: node id -> children {token: node id}; node 0 is the prompt's end. Each node but
+        # the root is one token at depth d (position n_prompt + d - 1), shared by the candidates below.
+        children: list[dict[int, int]] = [{}]
+        token_of, depth_of, leaves = [-1], [0], [[]]
+        paths: list[list[int]] = []
         for index, seq in enumerate(sequences):
-            node = root
+            node, path = 0, []
             for token in seq:
-                node = node.setdefault(token, {})
-            node[None] = index
-        results: list[tuple[float, float]] = [(float("-inf"), float("-inf"))] * len(sequences)
-
-        def visit(node: dict, n_past: int, dist: np.ndarray, raw: float, constrained: float) -> None:
-            # Depth-first, finishing each subtree before its sibling overwrites the KV cache past n_past.
-            if None in node:
-                results[node[None]] = (raw, constrained)
-            children = [t for t in node if t is not None]
-            if not children:
-                return
-            norm = _logsumexp(dist[children])
-            for token in children:
-                run, child = [token], node[token]
-                while None not in child and len(child) == 1:  # forced tokens: one evaluation for the run
-                    (next_token,) = child.keys()
-                    run.append(next_token)
-                    child = child[next_token]
-                has_children = any(t is not None for t in child)
-                run_raw = raw + float(dist[token])
-                run_constrained = constrained + float(dist[token]) - norm
-                to_decode = run if has_children else run[:-1]
-                rows = self._decode(to_decode, n_past, all_logits=True) if to_decode else None
-                for j in range(1, len(run)):
-                    run_raw += float(rows[j - 1][run[j]])
-                if has_children:
-                    visit(child, n_past + len(run), rows[-1], run_raw, run_constrained)
-                else:
-                    results[child[None]] = (run_raw, run_constrained)
-
-        visit(root, len(prompt_tokens), self._eval_prompt(prompt_tokens), 0.0, 0.0)
+                nxt = children[node].get(token)
+                if nxt is None:
+                    nxt = len(children)
+                    children[node][token] = nxt
+                    children.append({})
+                    token_of.append(token)
+                    depth_of.append(depth_of[node] + 1)
+                    leaves.append([])
+                leaves[nxt].append(index + 1)  # sequence ids 1..n
+                node = nxt
+                path.append(node)
+            paths.append(path)
+        # Decode every node that has children (its row is the next-token distribution); the last
+        # token of each path (end of sequence) is only scored, never decoded.
+        decode_nodes = [n for n in range(1, len(children)) if children[n]]
+        if len(decode_nodes) > engine.n_batch:
+            half = len(sequences) // 2
+            return (self._score_group(prompt_tokens, first, sequences[:half])
+                    + self._score_group(prompt_tokens, first, sequences[half:]))
+        seq_ids = list(range(1, len(sequences) + 1))
+        engine.forget(-1, n_prompt)
+        engine.share_prompt(seq_ids, n_prompt)
+        rows: dict[int, np.ndarray] = {0: first}
+        try:
+            if decode_nodes:
+                decoded = engine.decode(
+                    [token_of[n] for n in decode_nodes], [n_prompt + depth_of[n] - 1 for n in decode_nodes],
+                    [leaves[n] for n in decode_nodes], [True] * len(decode_nodes),
+                )
+                rows.update(zip(decode_nodes, decoded))
+        finally:
+            for seq in seq_ids:
+                engine.forget(seq, -1)
+        results = []
+        for path in paths:
+            raw = constrained = 0.0
+            parent = 0
+            for node in path:
+                dist = rows[parent]
+                allowed = list(children[parent].keys())
+                lp = float(dist[token_of[node]])
+                raw += lp
+                constrained += lp - (_logsumexp(dist[allowed]) if len(allowed) > 1 else lp)
+                parent = node
+            results.append((raw, constrained))
         return results
 
     # -- grammar-constrained generation ------------------------------------------------------
@@ -268,83 +366,82 @@ class LlamaCppPolicy(Policy):
         """Greedy decoding under the candidates' GBNF grammar: the text the model writes and its candidate."""
         if not candidates:
             return "", None
-        self.load()
+        engine = self.load()
         texts = candidate_texts(candidates)
         grammar = choice_grammar(texts)
         with self._run_lock:
-            prompt_tokens = self._tokenize(self.prompt(state, texts), special=True)
+            prompt_tokens = engine.tokenize(self.prompt(state, texts), special=True)
             dist = self._eval_prompt(prompt_tokens)
-            text = self._generate(grammar, dist, len(prompt_tokens), max_tokens)
+            try:
+                text = self._generate(grammar, dist, len(prompt_tokens), max_tokens)
+            finally:
+                engine.forget(PROMPT_SEQ, len(prompt_tokens))
         chosen = next((c for c, t in zip(candidates, texts) if t == text), None)
         return text, chosen
 
     def _grammar_sampler(self, grammar: str):
-        import llama_cpp
-
-        sampler = llama_cpp.llama_sampler_init_grammar(self._llm._model.vocab, grammar.encode("utf-8"), b"root")
+        engine = self._engine
+        sampler = engine.llama_cpp.llama_sampler_init_grammar(engine.model.vocab, grammar.encode("utf-8"), b"root")
         if not sampler:
             raise ValueError("llama.cpp rejected the grammar")
         return sampler
 
     def _allowed(self, sampler, logits: np.ndarray) -> np.ndarray:
         """The logits after the grammar sampler masked what it forbids (-inf)."""
-        import llama_cpp
         from llama_cpp._internals import LlamaTokenDataArray
 
         data = LlamaTokenDataArray(n_vocab=len(logits))
         data.copy_logits(logits.astype(np.single))
-        llama_cpp.llama_sampler_apply(sampler, ctypes.byref(data.candidates))
+        self._engine.llama_cpp.llama_sampler_apply(sampler, ctypes.byref(data.candidates))
         masked = np.full(len(logits), -np.inf, dtype=np.float64)
         size = data.candidates.size
         masked[data.candidates_data.id[:size]] = data.candidates_data.logit[:size]
         return masked
 
     def _generate(self, grammar: str, dist: np.ndarray, n_past: int, max_tokens: int) -> str:
-        import llama_cpp
-
+        engine = self._engine
+        lib = engine.llama_cpp
         sampler = self._grammar_sampler(grammar)
-        eos = self._llm.token_eos()
         out: list[int] = []
         try:
             for _ in range(max_tokens):
                 masked = self._allowed(sampler, dist)
                 token = int(np.argmax(masked))
-                if not np.isfinite(masked[token]) or token == eos or llama_cpp.llama_vocab_is_eog(self._llm._model.vocab, token):
+                if not np.isfinite(masked[token]) or lib.llama_vocab_is_eog(engine.model.vocab, token):
                     break
-                llama_cpp.llama_sampler_accept(sampler, token)
+                lib.llama_sampler_accept(sampler, token)
                 out.append(token)
-                dist = self._decode([token], n_past, all_logits=True)[-1]
+                engine.forget(PROMPT_SEQ, n_past)
+                dist = engine.decode([token], [n_past], [[PROMPT_SEQ]], [True])[0]
                 n_past += 1
         finally:
-            llama_cpp.llama_sampler_free(sampler)
-        return self._llm.detokenize(out).decode("utf-8", errors="replace")
+            lib.llama_sampler_free(sampler)
+        return engine.model.detokenize(out, special=False).decode("utf-8", errors="replace")
 
     def grammar_accepts(self, grammar: str, text: str) -> bool:
-        """Whether llama.cpp's grammar sampler lets the model write exactly ``text`` (and then stop)."""
-        import llama_cpp
-
-        self.load()
+        """Whether llama.cpp's grammar sampler lets the model write exactly ``text`` and then stop."""
+        engine = self.load()
         with self._run_lock:
             sampler = self._grammar_sampler(grammar)
             try:
-                flat = np.zeros(self._llm.n_vocab())
-                for token in self._tokenize(text, special=False):
+                flat = np.zeros(engine.n_vocab)
+                for token in engine.tokenize(text, special=False):
                     if not np.isfinite(self._allowed(sampler, flat)[token]):
                         return False
-                    llama_cpp.llama_sampler_accept(sampler, token)
-                return bool(np.isfinite(self._allowed(sampler, flat)[self._llm.token_eos()]))
+                    engine.llama_cpp.llama_sampler_accept(sampler, token)
+                return bool(np.isfinite(self._allowed(sampler, flat)[engine.model.token_eos()]))
             finally:
-                llama_cpp.llama_sampler_free(sampler)
+                engine.llama_cpp.llama_sampler_free(sampler)
 
 
-def _chat_formatter(llm, metadata: dict[str, str]):
+def _chat_formatter(engine: _Engine):
     """A Jinja chat formatter from the GGUF's template, or None for base models without one."""
-    template = metadata.get("tokenizer.chat_template")
+    template = engine.metadata.get("tokenizer.chat_template")
     if not template:
         return None
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     def piece(token: int) -> str:
-        return llm._model.token_get_text(token) if token >= 0 else ""
+        return engine.model.token_get_text(token) if token >= 0 else ""
 
-    return Jinja2ChatFormatter(template, eos_token=piece(llm.token_eos()), bos_token=piece(llm.token_bos()))
+    return Jinja2ChatFormatter(template, eos_token=piece(engine.model.token_eos()), bos_token=piece(engine.model.token_bos()))
