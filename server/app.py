@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
+from urllib.parse import urlparse
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
 
 from .. import __version__
 from ..optimizer.hardware import GpuProfile, get_profile, resolve_target
@@ -40,7 +43,7 @@ class MtmcLanguageServer(LanguageServer):
         self.step_executor = ThreadPoolExecutor(2, thread_name_prefix="mtmc-steps")
         self.background_jobs = 0
         self.ranker = Ranker()
-        self.steps = StepStore()
+        self.steps = StepStore(self.history_location)
         self._model_watch: asyncio.Task | None = None
         # Set once the first settings arrived (initializationOptions or workspace/configuration):
         # diagnostics wait for it so the first ones are for the right target.
@@ -118,6 +121,19 @@ class MtmcLanguageServer(LanguageServer):
         self.protocol.notify(
             "mtmc/status", {"target": self.target.key, "model": self.model_state, "queue": self.background_jobs}
         )
+
+    def history_location(self, uri: str) -> tuple[Path, Path]:
+        """(workspace root, document path) for a document's step history under ``.mtmc/``."""
+        document = Path(to_fs_path(uri) or urlparse(uri).path or "untitled.py")
+        try:
+            folders = [Path(to_fs_path(f.uri) or "") for f in self.workspace.folders.values()]
+            root = self.workspace.root_path
+        except RuntimeError:
+            folders, root = [], None
+        for folder in folders + ([Path(root)] if root else []):
+            if folder != Path("") and document.is_relative_to(folder):
+                return folder, document
+        return document.parent, document
 
     def notify_steps_changed(self, uri: str) -> None:
         """``mtmc/stepsChanged``: the client re-reads ``mtmc.stepHistory`` for ``uri``."""

@@ -1,8 +1,9 @@
-"""Optimization steps of each document: proposed (pending), applied, accepted or rejected, and verified.
+"""Steps of each document: proposals in memory, applied steps in ``optimizer.history`` (.mtmc/history).
 
 A step is proposed when its edit is computed (code action resolve, ``mtmc.applyCandidate``,
-``mtmc.optimizeKernel``) and recorded once the client really applied it: the document text must
-then equal the step's text after, so a declined or partially applied edit is never recorded.
+``mtmc.optimizeKernel``) and recorded in the document's history only once the client really
+applied it: the document must then hold the step's text after, so a declined or partly applied
+edit is never recorded.
 """
 
 from __future__ import annotations
@@ -10,46 +11,42 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from ..optimizer.actions import Candidate, Edit
+from ..optimizer.history import HistoryError, StepHistory, StepRecord
 
 # VerificationReport.status -> the state the editor shows for a step.
 VERIFICATION_STATES = {
     "verified": "passed", "incorrect": "failed", "compile_error": "failed", "timeout": "failed", "crash": "failed",
     "error": "failed", "no_harness": "skipped", "cancelled": "cancelled", "superseded": "cancelled",
 }
+PROPOSAL_TTL_S = 3600.0
 
 
 @dataclass
-class Step:
-    """One step on one document."""
+class Proposal:
+    """A step's edit as offered to the client, not applied yet."""
 
-    id: str
-    index: int  # 1-based, per document
+    token: str
     uri: str
-    kernel: str
+    index: int  # the index it will get in the history
     candidate: Candidate
-    title: str
-    summary: str
     text_before: str
     text_after: str
+    summary: str
     version_before: int | None
-    status: str = "proposed"  # proposed | applied | accepted | rejected
-    verification: dict[str, Any] = field(default_factory=lambda: {"state": "pending"})
     created: float = field(default_factory=time.time)
 
     @property
     def label(self) -> str:
         """The change annotation's label: ``MTMC step 2: Apply tiling for H100 (...)``."""
-        return f"MTMC step {self.index}: {self.title}"
+        return f"MTMC step {self.index}: {self.candidate.title}"
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "index": self.index, "uri": self.uri, "kernel": self.kernel, "title": self.title,
-            "summary": self.summary, "status": self.status, "candidate": self.candidate.to_json(),
-            "textBefore": self.text_before, "textAfter": self.text_after, "verification": dict(self.verification),
-        }
+
+def step_label(step: StepRecord) -> str:
+    return f"MTMC step {step.index}: {step.title}"
 
 
 def verification_json(report) -> dict[str, Any]:
@@ -64,57 +61,57 @@ def verification_json(report) -> dict[str, Any]:
 
 
 class StepStore:
-    """Every document's steps for this session, plus the proposals not applied yet."""
+    """Histories per document URI (under the workspace root) and the proposals not applied yet."""
 
-    def __init__(self) -> None:
-        self._steps: dict[str, list[Step]] = {}
-        self._proposed: dict[str, Step] = {}  # by token
+    def __init__(self, locate: Callable[[str], tuple[Path, Path]]):
+        # uri -> (workspace root, document path): where the history of that document lives.
+        self._locate = locate
+        self._histories: dict[str, StepHistory] = {}
+        self._proposals: dict[str, Proposal] = {}
 
-    def steps(self, uri: str) -> list[Step]:
-        return [s for s in self._steps.get(uri, [])]
+    def history(self, uri: str) -> StepHistory:
+        history = self._histories.get(uri)
+        if history is None:
+            root, path = self._locate(uri)
+            history = self._histories[uri] = StepHistory(root, path)
+        return history
 
-    def get(self, uri: str, step_id: str) -> Step | None:
-        return next((s for s in self._steps.get(uri, []) if s.id == step_id), None)
+    def steps(self, uri: str) -> list[StepRecord]:
+        return self.history(uri).steps()
 
-    def prepare(self, uri: str, version: int | None, candidate: Candidate, before: str, edit: Edit,
-                token: str | None = None) -> Step:
-        """A proposed step for an edit about to be offered; ``token`` finds it again once applied."""
-        index = len(self._steps.get(uri, [])) + 1
-        step = Step(
-            id=uuid.uuid4().hex[:12], index=index, uri=uri, kernel=candidate.kernel, candidate=candidate,
-            title=candidate.title, summary=edit.summary, text_before=before, text_after=edit.new_text,
-            version_before=version,
-        )
-        self._proposed[token or step.id] = step
-        # Old proposals (actions offered but never applied) are dropped after a while.
-        cutoff = time.time() - 3600
-        self._proposed = {k: s for k, s in self._proposed.items() if s.created >= cutoff}
-        return step
+    def get(self, uri: str, step_id: str) -> StepRecord:
+        return self.history(uri).get(step_id)  # HistoryError when unknown
 
-    def proposed(self, token: str) -> Step | None:
-        return self._proposed.get(token)
+    def propose(self, uri: str, version: int | None, candidate: Candidate, before: str, edit: Edit,
+                token: str | None = None) -> Proposal:
+        """Remember an edit about to be offered; ``token`` finds it again once the client applied it."""
+        now = time.time()
+        self._proposals = {k: p for k, p in self._proposals.items() if now - p.created < PROPOSAL_TTL_S}
+        proposal = Proposal(token or uuid.uuid4().hex[:12], uri, len(self.steps(uri)) + 1, candidate, before,
+                            edit.new_text, edit.summary, version)
+        self._proposals[proposal.token] = proposal
+        return proposal
 
-    def record(self, token: str, current_text: str) -> tuple[Step | None, str]:
-        """Record the proposal ``token`` as applied if the document now holds its text after."""
-        step = self._proposed.get(token)
-        if step is None:
+    def record(self, token: str, current_text: str) -> tuple[StepRecord | None, str]:
+        """Record proposal ``token`` as an applied step if the document now holds its text after."""
+        proposal = self._proposals.get(token)
+        if proposal is None:
             return None, "unknown or expired step"
-        if current_text != step.text_after:
+        if current_text != proposal.text_after:
             return None, "the document does not hold the step's edit (declined or partly applied)"
-        del self._proposed[token]
-        steps = self._steps.setdefault(step.uri, [])
-        step.index = len(steps) + 1
-        step.status = "applied"
-        steps.append(step)
+        del self._proposals[token]
+        try:
+            step = self.history(proposal.uri).record(proposal.candidate, proposal.text_before, proposal.text_after,
+                                                     proposal.summary)
+        except HistoryError as exc:
+            return None, str(exc)
         return step, "applied"
 
+    def set_verification(self, uri: str, step_id: str, result: dict[str, Any]) -> StepRecord:
+        return self.history(uri).set_verification(step_id, result)
+
     def baseline(self, uri: str) -> str | None:
-        """The text verification compares against: the last accepted step, else the text before step 1."""
-        steps = self._steps.get(uri, [])
-        accepted = [s for s in steps if s.status == "accepted"]
-        if accepted:
-            return accepted[-1].text_after
-        return steps[0].text_before if steps else None
+        return self.history(uri).baseline()
 
     def forget(self, uri: str) -> None:
-        self._steps.pop(uri, None)
+        self._histories.pop(uri, None)

@@ -48,6 +48,6 @@ def register(server) -> None:
         except (StaleDocument, ActionError) as exc:
             refuse(ls, str(exc))
             raise  # the client reports the failed resolve; no edit is applied
-        pending = ls.steps.prepare(uri, version, candidate, before, edit, token=data.get("token"))
-        action.edit = document_edit(ls, uri, version, before, edit.new_text, pending.label, edit.summary)
+        proposal = ls.steps.propose(uri, version, candidate, before, edit, token=data.get("token"))
+        action.edit = document_edit(ls, uri, version, before, edit.new_text, proposal.label, edit.summary)
         return action

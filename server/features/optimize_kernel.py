@@ -67,13 +67,14 @@ async def offer_steps(ls, uri: str, original: str, result) -> tuple[int, str]:
             return applied, "the steps do not chain onto the current text"
         version = ls.workspace.get_text_document(uri).version
         edit = Edit(new_text=attempt.new_text, changed_lines=attempt.changed_lines, summary=attempt.summary)
-        step = ls.steps.prepare(uri, version, attempt.candidate, current, edit)
-        ok, reason = await apply_step_edit(ls, uri, step, step.label, current, attempt.new_text, confirm=True)
+        proposal = ls.steps.propose(uri, version, attempt.candidate, current, edit)
+        ok, reason = await apply_step_edit(ls, uri, proposal.label, current, attempt.new_text, confirm=True,
+                                           description=attempt.summary)
         if not ok:
-            return applied, f"{step.label} not applied: {reason}"
-        recorded, _ = ls.steps.record(step.id, ls.workspace.get_text_document(uri).source)
-        if recorded is not None and attempt.report is not None:
-            recorded.verification = verification_json(attempt.report)
+            return applied, f"{proposal.label} not applied: {reason}"
+        recorded, _ = ls.steps.record(proposal.token, ls.workspace.get_text_document(uri).source)
+        if recorded is not None and attempt.report is not None:  # verified inside the loop already
+            ls.steps.set_verification(uri, recorded.id, verification_json(attempt.report))
         ls.notify_steps_changed(uri)
         applied += 1
         current = attempt.new_text

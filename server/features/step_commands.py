@@ -8,6 +8,8 @@ from lsprotocol import types
 
 from ...optimizer.actions import ActionError, Candidate
 from ...optimizer.edits import three_way_revert
+from ...optimizer.history import HistoryError
+from ..steps import step_label
 from ..workspace_edit import document_edit
 from .code_action_resolve import StaleDocument, compute_step_edit, refuse
 from .verify_kernel import verify_step
@@ -38,18 +40,19 @@ def record_applied(ls, uri: str, token: str) -> dict:
     if step is None:
         ls.log(f"step not recorded: {reason}", types.MessageType.Info)
         return {"recorded": False, "reason": reason}
-    ls.log(f"applied {step.label}")
+    ls.log(f"applied {step_label(step)}")
     ls.notify_steps_changed(uri)
-    asyncio.ensure_future(verify_step(ls, step))
+    asyncio.ensure_future(verify_step(ls, uri, step))
     return {"recorded": True, "step": step.to_json()}
 
 
-async def apply_step_edit(ls, uri: str, step, label: str, before: str, after: str, confirm: bool) -> tuple[bool, str]:
+async def apply_step_edit(ls, uri: str, label: str, before: str, after: str, confirm: bool,
+                          description: str = "") -> tuple[bool, str]:
     """Send ``before -> after`` with workspace/applyEdit; True when applied and seen in a didChange."""
     if not ls.client_supports("workspace.apply_edit"):
         return False, "the client does not support workspace/applyEdit"
     version = ls.workspace.get_text_document(uri).version
-    edit = document_edit(ls, uri, version, before, after, label, step.summary if step else "")
+    edit = document_edit(ls, uri, version, before, after, label, description)
     if not confirm and edit.change_annotations:
         for annotation in edit.change_annotations.values():
             annotation.needs_confirmation = False
@@ -78,21 +81,19 @@ def register(server) -> None:
         except (StaleDocument, ActionError) as exc:
             refuse(ls, str(exc))
             return {"applied": False, "reason": str(exc)}
-        step = ls.steps.prepare(uri, version, candidate, before, edit)
-        applied, reason = await apply_step_edit(ls, uri, step, step.label, before, edit.new_text, confirm=True)
+        proposal = ls.steps.propose(uri, version, candidate, before, edit)
+        applied, reason = await apply_step_edit(ls, uri, proposal.label, before, edit.new_text, confirm=True,
+                                                description=edit.summary)
         if not applied:
-            ls.log(f"{step.label} not applied: {reason}")
+            ls.log(f"{proposal.label} not applied: {reason}")
             return {"applied": False, "reason": reason}
-        return {"applied": True, **record_applied(ls, uri, step.id)}
+        return {"applied": True, **record_applied(ls, uri, proposal.token)}
 
     @server.command("mtmc.acceptStep")
     def accept_step(ls, *args) -> dict:
         """[uri, stepId]: keep the step; later verifications compare against its text."""
         uri, step_id = _args(args, "uri", "stepId")
-        step = ls.steps.get(uri, step_id)
-        if step is None:
-            raise ValueError(f"no step {step_id} for {uri}")
-        step.status = "accepted"
+        step = ls.steps.history(uri).accept(step_id)  # HistoryError (unknown, rejected) -> error reply
         ls.notify_steps_changed(uri)
         return step.to_json()
 
@@ -100,23 +101,27 @@ def register(server) -> None:
     async def reject_step(ls, *args) -> dict:
         """[uri, stepId]: revert the step's hunks in the current text (later edits elsewhere stay)."""
         uri, step_id = _args(args, "uri", "stepId")
-        step = ls.steps.get(uri, step_id)
-        if step is None:
-            raise ValueError(f"no step {step_id} for {uri}")
+        history = ls.steps.history(uri)
+        step = history.get(step_id)
         if step.status == "rejected":
             return {"rejected": True, "reason": "already rejected", "step": step.to_json()}
         current = ls.workspace.get_text_document(uri).source
         reverted, reason = three_way_revert(step.text_before, step.text_after, current)
         if reverted is None:
-            refuse(ls, f"cannot revert {step.label}: {reason}")
+            try:
+                history.reject(step_id, current)  # fails again, and says which later step is in the way
+            except HistoryError as exc:
+                reason = str(exc)
+            refuse(ls, reason)
             return {"rejected": False, "reason": reason}
-        applied, why = await apply_step_edit(ls, uri, None, f"Revert {step.label}", current, reverted, confirm=False)
+        # The history marks the step rejected only once the client really reverted the text.
+        applied, why = await apply_step_edit(ls, uri, f"Revert {step_label(step)}", current, reverted, confirm=False)
         if not applied:
-            refuse(ls, f"revert of {step.label} not applied: {why}")
+            refuse(ls, f"revert of {step_label(step)} not applied: {why}")
             return {"rejected": False, "reason": why}
-        step.status = "rejected"
+        history.reject(step_id, current)
         ls.notify_steps_changed(uri)
-        return {"rejected": True, "reason": reason, "step": step.to_json()}
+        return {"rejected": True, "reason": reason, "step": history.get(step_id).to_json()}
 
     @server.command("mtmc.stepHistory")
     def step_history(ls, *args) -> dict:

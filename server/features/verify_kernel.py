@@ -14,7 +14,7 @@ from ...optimizer.analysis import Span
 from ...optimizer.analysis.positions import SourceMap
 from ...optimizer.checks import Finding
 from ..progress import JobProgress
-from ..steps import Step, verification_json
+from ..steps import step_label, verification_json
 
 VERIFIED, FAILED, NOT_VERIFIED = "MTMC300", "MTMC301", "MTMC302"
 _FAILED_STATES = {"incorrect", "compile_error", "timeout", "crash", "error"}
@@ -82,26 +82,26 @@ def publish_report(ls, uri: str, text: str, kernel: str | None, report) -> None:
     diagnostics.publish(ls, state)
 
 
-async def verify_step(ls, step: Step) -> None:
-    """Verify an applied step against the text before it; store the result in the step."""
-    step.verification = {"state": "running"}
-    ls.notify_steps_changed(step.uri)
+async def verify_step(ls, uri: str, step) -> None:
+    """Verify an applied step against the text before it; store the result in the step's history."""
+    ls.steps.set_verification(uri, step.id, {"state": "running"})
+    ls.notify_steps_changed(uri)
     if not ls.settings.verification.enabled:
-        step.verification = {"state": "skipped", "message": "verification is off (mtmc.verification.enabled)"}
-        ls.notify_steps_changed(step.uri)
+        ls.steps.set_verification(uri, step.id, {"state": "skipped", "message": "verification is off (mtmc.verification.enabled)"})
+        ls.notify_steps_changed(uri)
         return
     try:
-        report = await run_verification(ls, step.uri, step.text_after, step.text_before, step.kernel,
-                                         f"Verifying MTMC step {step.index}", step_label=f"step {step.index}")
+        report = await run_verification(ls, uri, step.text_after, step.text_before, step.kernel,
+                                         f"Verifying {step_label(step)}", step_label=f"step {step.index}")
     except Exception as exc:
-        step.verification = {"state": "failed", "message": f"verification could not run: {exc}"}
+        ls.steps.set_verification(uri, step.id, {"state": "failed", "message": f"verification could not run: {exc}"})
         ls.log(f"verification of step {step.index} failed to run: {exc}", types.MessageType.Error)
     else:
-        step.verification = verification_json(report)
-        ls.log(f"step {step.index} ({step.title}): {report.summary}")
-        await _settle(ls, step.uri)
-        publish_report(ls, step.uri, step.text_after, step.kernel, report)
-    ls.notify_steps_changed(step.uri)
+        ls.steps.set_verification(uri, step.id, verification_json(report))
+        ls.log(f"{step_label(step)}: {report.summary}")
+        await _settle(ls, uri)
+        publish_report(ls, uri, step.text_after, step.kernel, report)
+    ls.notify_steps_changed(uri)
 
 
 async def _settle(ls, uri: str) -> None:

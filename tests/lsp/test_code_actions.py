@@ -97,7 +97,7 @@ async def test_resolve_apply_history_verify_reject_restores_the_text(client: Edi
     async def verified():
         while True:
             (s,) = (await _command(client, "mtmc.stepHistory", uri))["steps"]
-            if s["verification"]["state"] not in ("pending", "running"):
+            if (s["verification"] or {}).get("state") not in (None, "pending", "running"):
                 return s
             await asyncio.sleep(0.5)
 
@@ -114,6 +114,9 @@ async def test_resolve_apply_history_verify_reject_restores_the_text(client: Edi
     assert client.buffer_text(uri) == MATMUL  # byte for byte
     (step,) = (await _command(client, "mtmc.stepHistory", uri))["steps"]
     assert step["status"] == "rejected"
+    # The history lives in the workspace (optimizer.history) and survives a restart.
+    (saved,) = (workspace / ".mtmc" / "history").glob("*.json")
+    assert '"rejected"' in saved.read_text()
 
 
 async def test_stale_versions_are_refused(client: EditorClient, workspace):
