@@ -322,7 +322,7 @@ def run_search(text: str, path: Path, args, target, device: str, budget_s: float
                             mode="gpu" if device.startswith("cuda") else "interpreter")
     verify = search.make_verifier(str(path), target, options)
     result = search.optimize(text, str(path), kernel=None, target=target, policy=make_policy(args.policy),
-                             verify=verify, steps=args.steps, beam=1, budget_s=budget_s)
+                             verify=verify, steps=args.steps, beam=args.beam, budget_s=budget_s)
     attempts = []
     for attempt in result.attempts:
         entry = attempt.to_json()
@@ -791,6 +791,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=("auto", "search", "greedy", "none"), default="auto",
                         help="search: the MTMC loop (optimizer.search, verified in worker processes); greedy: "
                              "top policy-ranked steps verified and timed in this process; auto: search if present")
+    parser.add_argument("--beam", type=int, default=1,
+                        help="search: candidates tried per state (1 = greedy; the loop stops at a kernel's first "
+                             "rejected step); each extra costs verifications")
     parser.add_argument("--policy", default="heuristic", help="policy that ranks candidates (heuristic, embedded)")
     parser.add_argument("--target", default="h200", help="GPU profile the optimizer targets")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")

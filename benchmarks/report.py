@@ -153,6 +153,8 @@ def markdown(results: dict, images: list[str]) -> str:
             action = st.get("action") or st.get("key") or st["candidate"].get("action")
             status = st.get("status", "?")
             extra = f" {st['speedup']:.2f}x" if isinstance(st.get("speedup"), (int, float)) else ""
+            if status not in ("kept", "accepted") and st.get("reason"):
+                extra += f" ({st['reason'][:70]})"
             shown.append(f"`{action}` on {st['candidate'].get('kernel')} {status}{extra}")
         stop = o.get("stopped")
         lines.append(head + ("; ".join(shown) or "no step tried") + (f" (stopped: {stop})" if stop else ""))
