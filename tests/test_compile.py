@@ -185,7 +185,7 @@ def test_compile_findings_error_spills_shared_summary_and_skipped():
     assert "255 registers/thread" in spill.message and "416 bytes spill stores" in spill.message
     (shared,) = by_code["MTMC203"]
     assert "300,000 bytes" in shared.message and "232,448-byte limit" in shared.message
-    assert len(by_code["MTMC200"]) == 2 and by_code["MTMC204"][0].severity == "information"
+    assert len(by_code["MTMC200"]) == 2 and by_code["MTMC204"][0].severity == "hint"
     assert all(f.docs_url.endswith(f"#{f.code.lower()}") for f in found)
 
 
@@ -292,3 +292,18 @@ def test_cancel_stops_the_worker_quickly():
     assert time.monotonic() - start < 2.5
     assert [r.status for r in reports] == ["cancelled"] * 4
     assert compile_findings(analyze(SMALL_MATMUL), reports, H100) == []
+
+
+def test_plan_skips_helpers_that_other_kernels_call():
+    exotic = analyze((CORPUS / "exotic_constructs.py").read_text())
+    assert {p.job.kernel for p in plan_jobs(exotic, H100)} == {"exotic_kernel"}  # not the combine functions
+    attention = analyze((CORPUS / "flash_attention_fwd.py").read_text())
+    assert {p.job.kernel for p in plan_jobs(attention, H100)} == {"_attn_fwd"}
+
+
+@pytest.mark.slow
+def test_factory_kernel_closure_is_a_skip_not_an_error():
+    text = (CORPUS / "kernel_factory.py").read_text()
+    report = compile_kernel(text, "row_sum_kernel", {}, H100, cache_dir=None)
+    assert report.status == "skipped"
+    assert "defined inside outer() and uses block" in report.error

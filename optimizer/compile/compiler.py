@@ -254,12 +254,26 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
         payloads = [{**payload, "module": module} for module, (_i, _k, payload, _b) in entries]
         results, wall = _run_worker(module_texts, payloads, timeout_s * len(payloads), python, cancel)
         for (_module, (index, key, _payload, base)), result in zip(entries, results):
+            result = _closure_failure_as_skip(analysis, base["kernel"], result)
             if result.get("status") in ("ok", "error", "skipped"):
                 with _MEMORY_LOCK:
                     _MEMORY[key] = result
                 _write_disk(cache_dir, key, result)
             reports[index] = CompileReport(**base, **_result_fields(result), wall_s=round(wall / len(payloads), 3))
     return [r for r in reports if r is not None]
+
+
+def _closure_failure_as_skip(analysis: FileAnalysis, kernel_name: str, result: dict) -> dict:
+    """A factory kernel whose closure values (``BLOCK: tl.constexpr = block``) exist only inside a call."""
+    kernel = analysis.kernel(kernel_name)
+    error = result.get("error") or ""
+    if kernel is None or kernel.enclosing_function is None or result.get("status") != "error":
+        return result
+    match = re.search(r"name '(\w+)' is not defined", error + " " + (result.get("detail") or ""))
+    if not match:
+        return result
+    return {"status": "skipped", "error": f"{kernel_name} is defined inside {kernel.enclosing_function}() and uses "
+            f"{match.group(1)} from it, which has no value outside a call: not compiled"}
 
 
 def _result_fields(result: dict) -> dict:

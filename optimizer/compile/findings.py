@@ -51,7 +51,7 @@ def compile_findings(analysis: FileAnalysis, reports: list[CompileReport], targe
             continue
         if report.status == "skipped":
             findings.append(make_finding(
-                NOT_COMPILED, "information", span, f"{report.kernel} not compiled for {target.sm_name}: {report.error}",
+                NOT_COMPILED, "hint", span, f"{report.kernel} not compiled for {target.sm_name}: {report.error}",
                 report.kernel, **data,
             ))
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..analysis import FileAnalysis, Kernel, Span
@@ -21,9 +22,12 @@ def plan_jobs(analysis: FileAnalysis, target: GpuProfile, kernels: list[str] | N
     """One job per distinct (constexprs, num_warps, num_stages) of each kernel, in source order."""
     ctx = CheckContext(analysis, target)
     planned: list[PlannedJob] = []
+    helpers = _helpers(analysis)
     for kernel in analysis.kernels:
         if kernels is not None and kernel.name not in kernels:
             continue
+        if kernel.name in helpers and not ctx.launches_by_kernel.get(kernel.name) and kernel.autotune is None:
+            continue  # a @triton.jit helper: compiled inside the kernels that call it, not on its own
         seen = set()
         bindings = ctx.bindings(kernel)
         if kernel.autotune is not None and kernel.autotune.configs:
@@ -46,3 +50,14 @@ def plan_jobs(analysis: FileAnalysis, target: GpuProfile, kernels: list[str] | N
 def _is_constexpr(kernel: Kernel, name: str) -> bool:
     param = kernel.param(name)
     return param is not None and param.kind == "constexpr"
+
+
+def _helpers(analysis: FileAnalysis) -> set[str]:
+    """Jit functions that other kernels call or pass along (``tl.reduce(x, 0, combine)``)."""
+    names = {k.name for k in analysis.kernels}
+    used: set[str] = set()
+    for kernel in analysis.kernels:
+        used.update(n for n in kernel.called_functions if n in names and n != kernel.name)
+        body = kernel.body_span.text(analysis.text)
+        used.update(n for n in names if n != kernel.name and re.search(rf"\b{re.escape(n)}\b", body))
+    return used
