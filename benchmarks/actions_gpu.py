@@ -44,6 +44,14 @@ CHAINS: dict[str, list[tuple[str, str, dict | None]]] = {
         ("pipelining", "matmul_kernel", {"num_stages": 3}),
         ("reordering", "matmul_kernel", {"GROUP_M": 8}),
     ],
+    # The same route without the spilling 128x256 tile (compiling for sm_90 here: 128x256x64 over 8
+    # warps spills ~520 bytes per thread in this kernel; 128x128x64 over 8 warps does not spill).
+    "matmul:d": [
+        ("tiling", "matmul_kernel", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}),
+        ("warps", "matmul_kernel", {"num_warps": 8}),
+        ("pipelining", "matmul_kernel", {"num_stages": 4}),
+        ("reordering", "matmul_kernel", {"GROUP_M": 8}),
+    ],
     "softmax": [
         ("single_pass", "softmax_kernel", {}),
         ("warps", "softmax_kernel", {"num_warps": 8}),
@@ -89,28 +97,40 @@ def generate() -> int:
                     continue  # the same source through another kernel (a shared host constant)
                 entries.append((f"{index:02d}_{cand.action}", edit.new_text, "00_base", (cand, edit)))
                 index += 1
-        text, parent = base, "00_base"
-        for step, (action, kernel, params) in enumerate(CHAINS[name], 1):
-            offered = [c for c in applicable(analyze(text), kernel, target) if c.action == action]
-            chosen = next((c for c in offered if params is None or c.params == params), None)
-            if chosen is None:
-                raise SystemExit(f"{name}: chain step {action} {params} not offered; offered {[c.params for c in offered]}")
-            edit = apply_candidate(text, chosen, target)
-            variant = f"c{step}_{action}"
-            entries.append((variant, edit.new_text, parent, (chosen, edit)))
-            text, parent = edit.new_text, variant
+        for chain_name, chain in CHAINS.items():
+            if chain_name.split(":")[0] == name:
+                _chain(entries, chain_name, chain, base, target)
         for variant, source, parent_name, info in entries:
+
             path = folder / f"{variant}.py"
             path.write_text(source)
             cand, edit = info if info else (Candidate("base", "-", "-", {}, "unchanged corpus file", 0), None)
             manifest.append({
                 "problem": name, "variant": variant, "path": str(path.relative_to(ROOT)), "parent": parent_name,
-                "chain": variant.startswith("c"), "action": cand.action, "kernel": cand.kernel, "params": cand.params,
+                "chain": not variant[0].isdigit(), "action": cand.action, "kernel": cand.kernel, "params": cand.params,
                 "title": cand.title, "changed_lines": edit.changed_lines if edit else 0,
             })
     (GENERATED / "manifest.json").write_text(json.dumps({"target": TARGET, "variants": manifest}, indent=1) + "\n")
     print(f"wrote {len(manifest)} variants to {GENERATED.relative_to(ROOT)}")
     return 0
+
+
+def _chain(entries: list, chain_name: str, chain: list, base: str, target) -> None:
+    """Apply one expert chain step by step; each step's variant is ``<letter><step>_<action>``."""
+    from mtmc_lsp.optimizer.actions import applicable, apply_candidate
+    from mtmc_lsp.optimizer.analysis import analyze
+
+    letter = chain_name.split(":")[1] if ":" in chain_name else "c"
+    text, parent = base, "00_base"
+    for step, (action, kernel, params) in enumerate(chain, 1):
+        offered = [c for c in applicable(analyze(text), kernel, target) if c.action == action]
+        chosen = next((c for c in offered if params is None or c.params == params), None)
+        if chosen is None:
+            raise SystemExit(f"{chain_name}: step {action} {params} not offered; offered {[c.params for c in offered]}")
+        edit = apply_candidate(text, chosen, target)
+        variant = f"{letter}{step}_{action}"
+        entries.append((variant, edit.new_text, parent, (chosen, edit)))
+        text, parent = edit.new_text, variant
 
 
 # ---- timing (the GPU machine) -----------------------------------------------------------------------
@@ -185,8 +205,8 @@ def render(meta: dict, results: list[dict]) -> str:
     lines = [
         f"# Actions before/after on {meta['gpu']} (torch {meta['torch']}, triton {meta['triton']}, {meta['date']})",
         "",
-        "Median of triton.testing.do_bench; every variant checked against PyTorch first. `c<N>` rows are an",
-        "expert chain (each step applied to the previous row); other rows apply one action to the corpus file.",
+        "Median of triton.testing.do_bench; every variant checked against PyTorch first. `c<N>`/`d<N>` rows are",
+        "expert chains (each step applied to the row before it); numbered rows apply one action to the corpus file.",
         "",
         "| problem | variant | action (title) | lines | ms | rate | x vs before | x vs base |",
         "|---|---|---|---:|---:|---:|---:|---:|",
