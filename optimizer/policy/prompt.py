@@ -30,10 +30,17 @@ def state_lines(state: PolicyState) -> list[str]:
 
 
 def user_message(state: PolicyState, choices: list[str]) -> str:
-    """The request: the state and the actions the micro coder can carry out right now."""
-    return "\n".join(state_lines(state) + ["Actions: " + "; ".join(choices), "Next action:"])
+    """The request: the state, the actions the micro coder can carry out now (when listed), the question."""
+    listed = ["Actions: " + "; ".join(choices)] if choices else []
+    return "\n".join(state_lines(state) + listed + ["Next action:"])
+
+
+def numbered_message(state: PolicyState, choices: list[str]) -> str:
+    """Multiple choice for chat endpoints: answer with the number of the action."""
+    lines = state_lines(state) + ["Actions:"] + [f"{i}. {c}" for i, c in enumerate(choices, start=1)]
+    return "\n".join(lines + ["Answer with the number of the best next action only."])
 
 
 def plain_prompt(state: PolicyState, choices: list[str]) -> str:
-    """A prompt for base models without a chat template."""
-    return f"{SYSTEM}\n\n{user_message(state, choices)} "
+    """A prompt for base models without a chat template; the action follows on the next line."""
+    return f"{SYSTEM}\n\n{user_message(state, choices)}\n"
