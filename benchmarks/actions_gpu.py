@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import platform
 import sys
 import time
@@ -141,10 +142,24 @@ def load(path: Path, tag: str):
     return module
 
 
-def bench(out_dir: Path, only: set[str] | None, rep: int) -> int:
+def bench(out_dir: Path, only: set[str] | None, rep: int, dry_run: bool = False) -> int:
+    if dry_run:  # CPU check of this script: Triton's interpreter, small default shapes, one timed call
+        os.environ["TRITON_INTERPRET"] = "1"
     import torch
     import triton
-    from triton.testing import do_bench
+
+    if dry_run:
+        from triton.runtime import autotuner
+
+        autotuner.Autotuner.do_bench = property(lambda self: (lambda fn, quantiles: (fn(), [1.0] * len(quantiles))[1]))
+
+        def do_bench(fn, warmup=0, rep=0, return_mode="median"):
+            start = time.perf_counter()
+            fn()
+            return (time.perf_counter() - start) * 1e3
+    else:
+        from triton.testing import do_bench
+    device = "cpu" if dry_run else "cuda"
 
     manifest = json.loads((GENERATED / "manifest.json").read_text())
     results = []
@@ -160,13 +175,14 @@ def bench(out_dir: Path, only: set[str] | None, rep: int) -> int:
             module = load(ROOT / entry["path"], f"{name}_{entry['variant']}")
             if name not in inputs_cache:
                 torch.manual_seed(0)
-                inputs_cache[name] = module.get_inputs(device="cuda", **spec["sizes"])
+                inputs_cache[name] = module.get_inputs(device=device, **({} if dry_run else spec["sizes"]))
                 refs[name] = module.reference(*inputs_cache[name])
             inputs = inputs_cache[name]
             fn = getattr(module, module.ENTRY)
             t0 = time.perf_counter()
             out = fn(*inputs)  # compiles (and autotunes) once, outside the timing
-            torch.cuda.synchronize()
+            if not dry_run:
+                torch.cuda.synchronize()
             row["first_call_s"] = time.perf_counter() - t0
             rtol, atol = spec["tol"]
             ref = refs[name]
@@ -190,7 +206,7 @@ def bench(out_dir: Path, only: set[str] | None, rep: int) -> int:
         r["speedup_vs_base"] = base["ms"] / r["ms"] if r["ok"] and base and base.get("ms") else None
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "gpu": torch.cuda.get_device_name(0), "python": platform.python_version(),
+        "gpu": "CPU interpreter (dry run)" if dry_run else torch.cuda.get_device_name(0), "python": platform.python_version(),
         "torch": torch.__version__, "triton": triton.__version__, "target_profile": manifest["target"],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -227,11 +243,12 @@ def main() -> int:
     parser.add_argument("--out", default="actions-gpu-out", help="folder for actions_gpu.json / .md")
     parser.add_argument("--only", default="", help="comma-separated problems (matmul,softmax,elementwise,gelu_bias)")
     parser.add_argument("--rep", type=int, default=200, help="do_bench repetition time in ms")
+    parser.add_argument("--dry-run", action="store_true", help="check the script on the CPU (interpreter, small shapes)")
     args = parser.parse_args()
     if args.generate:
         return generate()
     only = {p for p in args.only.split(",") if p} or None
-    return bench(Path(args.out), only, args.rep)
+    return bench(Path(args.out), only, args.rep, args.dry_run)
 
 
 if __name__ == "__main__":
