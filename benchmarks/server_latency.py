@@ -105,6 +105,16 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
+def cpu_ms(pid: int) -> float:
+    """User + system CPU time of a process so far (ms), from /proc: load-independent cost."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
 def machine_info() -> dict:
     cpu = "unknown"
     try:
@@ -183,16 +193,19 @@ async def run(args) -> dict:
     await asyncio.sleep(0.5)
     rss_start = rss_mb(pid)
 
-    first_diag, diag_counts = [], []
+    first_diag, diag_counts, cpu_per_open = [], [], []
+    load_start = load_average()
     for round_ in range(args.rounds):
         text = generate_file(seed=round_)
         uri = f"file:///bench/latency_{round_}.py"
         published[uri] = asyncio.get_running_loop().create_future()
+        cpu_before = cpu_ms(pid)
         sent = time.perf_counter()
         client.text_document_did_open(types.DidOpenTextDocumentParams(
             text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
         received, count = await asyncio.wait_for(published[uri], 60)
         first_diag.append((received - sent) * 1000)
+        cpu_per_open.append(cpu_ms(pid) - cpu_before)
         diag_counts.append(count)
         if round_ < args.rounds - 1:  # keep the last one open for hovers and lenses
             client.text_document_did_close(types.DidCloseTextDocumentParams(
@@ -231,6 +244,8 @@ async def run(args) -> dict:
         "settings": settings,
         "initialize_ms": round(initialize_ms, 1),
         "first_diagnostics_ms": summary(first_diag),
+        "server_cpu_ms_per_open": summary(cpu_per_open),
+        "load_average_1min": {"start": load_start, "end": load_average()},
         "diagnostics_per_file": diag_counts[-1] if diag_counts else None,
         "hover_ms": summary(hovers), "hover_hits": hover_hits,
         "code_lens_ms": summary(lenses), "code_lenses": lens_count,
@@ -266,6 +281,11 @@ def markdown(result: dict) -> str:
         f"| hover on a kernel (ms) | {hv['p50']} | {hv['p95']} | {hv['max']} | {hv['n']} | p95 < 30 | {ok('hover_p95')} |",
         f"| code lens, whole file (ms) | {cl['p50']} | {cl['p95']} | {cl['max']} | {cl['n']} | p95 < 30 | {ok('code_lens_p95')} |",
         f"| idle RSS after the workload (MB) | {result['rss_mb']['idle_after_workload']} | | | | < 250 | {ok('idle_rss')} |",
+        "",
+        f"Server CPU time per open (user + system, from /proc): p50 {result['server_cpu_ms_per_open']['p50']} ms, "
+        f"p95 {result['server_cpu_ms_per_open']['p95']} ms. Machine load (1-min average) during the run: "
+        f"{result['load_average_1min']['start']} -> {result['load_average_1min']['end']} on "
+        f"{m['usable_cpus']} CPUs (the machine is shared; wall times include waiting for a CPU).",
         "",
         f"RSS right after start: {result['rss_mb']['after_start']} MB; initialize round trip "
         f"{result['initialize_ms']} ms; {result['diagnostics_per_file']} diagnostics per file, "
