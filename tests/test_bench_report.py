@@ -110,3 +110,20 @@ def test_report_command_line_regenerates_into_another_folder(tmp_path):
     path.write_text(json.dumps(synthetic_results()))
     assert report.main([str(path), "--out", str(tmp_path / "rendered")]) == 0
     assert (tmp_path / "rendered" / "report.md").is_file() and (tmp_path / "rendered" / "speedup.png").is_file()
+
+
+def test_check_catches_a_wrong_tile_a_nan_and_input_mutation():
+    import torch
+
+    torch.manual_seed(0)
+    ref = torch.randn(8192, 1024)
+    tile = ref.clone()
+    tile[:32, :32] += 0.8  # rel-L2 error 0.009: within tolerance; the element bound still catches it
+    check = bench.check_variant(lambda x: tile, [ref], ref, 1e-2, "cpu")
+    assert check["rel_err"] < 1e-2 and not check["correct"] and "element" in check["error"]
+    assert bench.check_variant(lambda x: x.clone(), [ref], ref, 1e-4, "cpu")["correct"]
+    nan = ref.clone()
+    nan[5, 5] = float("nan")
+    assert bench.check_variant(lambda x: nan, [ref], ref, 1e-2, "cpu")["error"] == "wrong shape or non-finite output"
+    changed = bench.check_variant(lambda x: (x.mul_(2.0), ref)[1], [ref.clone()], ref, 1e-4, "cpu")
+    assert not changed["correct"] and changed["error"] == "modified its inputs in place"
