@@ -28,7 +28,7 @@ def main(job_fd: int, result_fd: int) -> int:
     results = os.fdopen(result_fd, "w", encoding="utf-8")
 
     def emit(message: dict) -> None:
-        results.write(json.dumps(message) + "\n")
+        results.write(json.dumps(message, default=repr) + "\n")  # odd objects in user results: their repr
         results.flush()
 
     mode = os.environ.get("MTMC_VERIFY_MODE", "interpreter")
