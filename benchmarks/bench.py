@@ -249,7 +249,7 @@ def measure_ceilings(device: str) -> dict:
 # --------------------------------------------------------------------------------------------
 
 class CompileTimeout(Exception):
-    """torch.compile or an optimize loop ran past its limit."""
+    """A torch.compile ran past its limit."""
 
 
 class time_limit:

@@ -80,7 +80,7 @@ def test_summary_geomeans_and_targets():
     assert summary["memory_bound_pct_of_floor"]["softmax"] == pytest.approx(100 * 0.25 / 0.3)
 
 
-def test_report_writes_markdown_and_plots(tmp_path):
+def test_report_writes_plots(tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "results.json"
     path.write_text(json.dumps(synthetic_results()))
@@ -90,12 +90,16 @@ def test_report_writes_markdown_and_plots(tmp_path):
     for png in ("speedup.png", "roofline.png", "floor.png"):
         data = (tmp_path / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
-    text = (tmp_path / "report.md").read_text()
+    assert "![roofline.png](roofline.png)" in (tmp_path / "report.md").read_text()
+
+
+def test_report_markdown_table_and_headline():
+    text = report.markdown(synthetic_results(), [])
     assert "NVIDIA H200 (driver 580.159.04), torch 2.11.0, triton 3.6.0" in text
     assert "| softmax | x | memory | 1.000 | 0.300 | 0.800 | 0.500 | skipped | 0.250 | 83% | 3.33x |" in text
     assert "| matmul | x | compute | 12.000 | 2.000 | 1.600 | 1.600 | 1.700 | 1.600 | 80% | 6.00x |" in text
     assert "| over the naive start | 4.47x | >= 4x: met |" in text
-    assert "![roofline.png](roofline.png)" in text
+    assert "`tiling()` on softmax_kernel kept 2.00x" in text
 
 
 def test_report_without_timings_is_refused(tmp_path):
