@@ -248,19 +248,19 @@ def measure_ceilings(device: str) -> dict:
 # The optimizer: the MTMC loop when it exists, else greedy policy-ranked steps verified here
 # --------------------------------------------------------------------------------------------
 
-class CompileTimeout(Exception):
-    """A torch.compile ran past its limit."""
+class RunTimeout(Exception):
+    """A torch.compile or an optimize loop ran past its limit."""
 
 
 class time_limit:
-    """Raise ``CompileTimeout`` in the main thread after ``seconds`` (SIGALRM; a no-op elsewhere)."""
+    """Raise ``RunTimeout`` in the main thread after ``seconds`` (SIGALRM; a no-op elsewhere)."""
 
     def __init__(self, seconds: float):
         self.seconds = max(1, int(math.ceil(seconds)))
         self.armed = False
 
     def _fire(self, signum, frame):
-        raise CompileTimeout(f"over the {self.seconds} s limit")
+        raise RunTimeout(f"over the {self.seconds} s limit")
 
     def __enter__(self):
         if hasattr(signal, "SIGALRM") and _in_main_thread():
@@ -329,10 +329,12 @@ def run_search(text: str, path: Path, args, target, device: str, budget_s: float
     # One seed and short timing per step: the bench re-checks the final version on two fresh seeds
     # and times it interleaved with everything else, so each step only has to be right and faster.
     options = VerifyOptions(seeds=1, timing_rounds=3, warmup_ms=10, rep_ms=50, time_reference=False,
-                            mode="gpu" if device.startswith("cuda") else "interpreter")
+                            mode="auto" if device.startswith("cuda") else "interpreter")
     verify = search.make_verifier(str(path), target, options)
-    result = search.optimize(text, str(path), kernel=None, target=target, policy=make_policy(args.policy),
-                             verify=verify, steps=args.steps, beam=args.beam, budget_s=budget_s)
+    # The loop keeps to budget_s itself; the alarm is only a backstop against a verification that hangs.
+    with time_limit(budget_s + 60):
+        result = search.optimize(text, str(path), kernel=None, target=target, policy=make_policy(args.policy),
+                                 verify=verify, steps=args.steps, beam=args.beam, budget_s=budget_s)
     attempts = []
     for attempt in result.attempts:
         entry = attempt.to_json()
@@ -501,7 +503,7 @@ def warm_compile(fn, inputs, device: str, timeout_s: float) -> tuple[float | Non
         with time_limit(timeout_s):
             fn(*inputs)
             sync(device)
-    except CompileTimeout as exc:
+    except RunTimeout as exc:
         return None, f"compile timeout: {exc}"
     except Exception as exc:  # noqa: BLE001 - recorded per variant
         return None, f"{type(exc).__name__}: {exc}"[:500]
