@@ -283,3 +283,37 @@ def test_target_compile_judges_shared_memory_against_the_profile(pool):
     assert "KiB of shared memory; tiny-smem GPU allows 1 KiB per block" in report.summary
     assert "matmul_kernel[grid]" in text.splitlines()[report.error_line]
     assert report.raw == {}  # refused before any user code ran
+
+
+def test_a_worker_exits_when_its_caller_dies(tmp_path):
+    script = tmp_path / "caller.py"
+    script.write_text(f'''
+import os, threading, time
+from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
+pool = WorkerPool("interpreter")
+hang = open({str(FAULTS / "hang.py")!r}).read()
+options = VerifyOptions(pool=pool, compile_for_target=False, compile_timeout_s=600)
+threading.Thread(target=lambda: verify_file(hang, None, "h.py", "h100", options), daemon=True).start()
+while pool._workers[0].proc is None:
+    time.sleep(0.1)
+time.sleep(2)
+print(pool._workers[0].proc.pid, flush=True)
+os._exit(0)  # the editor crashes: no cleanup, the worker is left spinning in the hung kernel
+''')
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    pid = int(out.stdout.split()[-1])
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split()[2] == "Z":
+                    break  # exited (a zombie until init reaps it)
+        except FileNotFoundError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(pid, 9)
+        pytest.fail("the orphaned worker kept running")

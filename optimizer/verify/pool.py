@@ -77,8 +77,8 @@ class JobOutcome:
 class Worker:
     """One worker subprocess bound to one device (a GPU index, or None for the CPU interpreter)."""
 
-    def __init__(self, gpu: int | None):
-        self.gpu = gpu
+    def __init__(self, gpu: str | None):
+        self.gpu = gpu  # a CUDA_VISIBLE_DEVICES value (index or UUID), None for the CPU interpreter
         self.name = "cpu" if gpu is None else f"cuda:{gpu}"
         self.proc: subprocess.Popen | None = None
         self._job_w: int | None = None
@@ -262,13 +262,19 @@ class Worker:
             pass
 
 
-def detect_gpus() -> list[int]:
-    """Indices of the local NVIDIA GPUs (nvidia-smi -L), honouring CUDA_VISIBLE_DEVICES; [] without."""
+def detect_gpus() -> list[str]:
+    """The GPUs a worker may be pinned to, as CUDA_VISIBLE_DEVICES values; [] without any.
+
+    Honours the caller's CUDA_VISIBLE_DEVICES ("2,3" -> ["2", "3"], "" -> none); otherwise counts
+    ``nvidia-smi -L`` lines, or the /dev/nvidiaN nodes where nvidia-smi is missing.
+    """
     import shutil
 
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1"):
-        return []
+    if visible is not None:
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        if not ids or ids[0] == "-1":
+            return []
     smi = shutil.which("nvidia-smi")
     count = 0
     if smi is not None:
@@ -279,10 +285,11 @@ def detect_gpus() -> list[int]:
             count = 0
     if count == 0:  # no nvidia-smi in a container: count the device nodes
         count = sum(1 for p in Path("/dev").glob("nvidia[0-9]*") if p.name[6:].isdigit())
-    if visible:
-        ids = [v.strip() for v in visible.split(",") if v.strip()]
-        return [int(v) for v in ids if v.isdigit() and int(v) < count] if all(v.isdigit() for v in ids) else list(range(len(ids)))
-    return list(range(count))
+    if count == 0:
+        return []
+    if visible is not None:
+        return ids[:count]
+    return [str(i) for i in range(count)]
 
 
 class _Token:
@@ -298,7 +305,7 @@ class WorkerPool:
     the same ``key`` (e.g. a document URI) supersede each other: the older one is cancelled.
     """
 
-    def __init__(self, mode: str = "auto", gpus: list[int] | None = None):
+    def __init__(self, mode: str = "auto", gpus: list[str] | None = None):
         if mode not in ("auto", "gpu", "interpreter"):
             raise ValueError(f"mode must be auto, gpu or interpreter, not {mode!r}")
         if mode == "interpreter":
@@ -308,7 +315,7 @@ class WorkerPool:
         if mode == "gpu" and not gpus:
             raise RuntimeError("mode 'gpu' asked for, but no NVIDIA GPU is visible")
         self.mode = "gpu" if gpus else "interpreter"
-        self._workers = [Worker(g) for g in gpus] if gpus else [Worker(None)]
+        self._workers = [Worker(str(g)) for g in gpus] if gpus else [Worker(None)]
         self._idle: queue.Queue[Worker] = queue.Queue()
         for w in self._workers:
             self._idle.put(w)

@@ -14,12 +14,27 @@ import signal
 import sys
 
 
+def _exit_with_parent(parent: int) -> None:
+    """A crashed editor must not leave a worker (or its spinning kernel) behind: watch the parent."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="mtmc-parent-watch", daemon=True).start()
+
+
 def main(job_fd: int, result_fd: int) -> int:
     # TRITON_INTERPRET (CPU) or CUDA_VISIBLE_DEVICES (GPU) were set by the pool before we started.
     # A segfault or abort in user code then leaves a Python traceback (with the user's line) in the log.
     faulthandler.enable()
     # The pool sends SIGUSR1 before killing a job that timed out: the dump shows where it hung.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    _exit_with_parent(os.getppid())
     import torch  # noqa: F401  - imported once, before any job, so jobs measure only their own work
 
     from .job import run_job
