@@ -179,3 +179,35 @@ def test_interpreter_report_never_estimates_speed():
     assert report.summary == ("verified on CPU interpreter: correct over 3 seeds vs reference and previous; "
                               "speed: unavailable (no GPU)")
     assert report.reward.total == pytest.approx(0.4)
+
+
+class _FakeGpuPool:
+    """Stands in for a GPU pool: answers every job with a canned result from an H200."""
+
+    mode = "gpu"
+
+    def __init__(self, outcome: JobOutcome):
+        self.outcome = outcome
+
+    def run(self, job, compile_timeout_s, run_timeout_s, progress, cancel, key):
+        return self.outcome
+
+
+@pytest.mark.slow
+def test_on_another_gpu_the_kernels_must_also_compile_for_the_target():
+    import dataclasses
+    from pathlib import Path
+
+    from mtmc_lsp.optimizer.verify import verify_file
+
+    text = (Path(__file__).resolve().parents[1] / "mtmc_lsp" / "examples" / "matmul.py").read_text()
+    outcome = _gpu_outcome([1.0, 1.0, 1.0], [0.5, 0.5, 0.5])
+    a100 = get_profile("a100")
+    report = verify_file(text, text, "matmul.py", a100, VerifyOptions(pool=_FakeGpuPool(outcome)))
+    assert report.status == "verified" and "compiled for A100 SXM (sm_80): matmul_kernel" in report.check("compile").message
+    tiny = dataclasses.replace(a100, name="tiny A100", max_shared_per_block=1024)
+    report = verify_file(text, text, "matmul.py", tiny, VerifyOptions(pool=_FakeGpuPool(outcome)))
+    assert report.status == "compile_error" and report.reward.total == 0.0
+    assert report.summary.startswith("not verified for tiny A100:") and "(ran on NVIDIA H200)" in report.summary
+    same_arch = verify_file(text, text, "matmul.py", get_profile("h100"), VerifyOptions(pool=_FakeGpuPool(outcome)))
+    assert "compiled for" not in same_arch.check("compile").message  # the launch already compiled for sm_90

@@ -151,11 +151,33 @@ def verify_file(new_text: str, old_text: str | None, path: str | None = None,
     outcome = pool.run(job, options.compile_timeout_s, options.run_timeout_s, on_progress, cancel, options.key)
     report = build_report(outcome, harness, profile, options, pool.mode, old_text is not None, base)
     compile_check = report.check("compile")
+    if (target_compile is None and pool.mode == "gpu" and options.compile_for_target and report.compiled
+            and _other_arch(report.device, profile) and not _cancelled(cancel)):
+        # Verified on this GPU, but the user optimizes for another one: it must compile there too.
+        target_compile = compile_for_target(analysis, profile, options.compile_timeout_s)
+        if target_compile["failed"]:
+            failed = target_compile["failed"]
+            compile_check.status, compile_check.line = "failed", failed["line"]
+            compile_check.message += f"; but {failed['message']}"
+            report.status, report.compiled, report.error, report.error_line = (
+                "compile_error", False, failed["message"], failed["line"])
+            report.reward = Reward.of(False, False, None)
+            report.summary = f"not verified for {profile.name}: {failed['message']} (ran on {report.device})"
     if target_compile is not None and compile_check is not None and compile_check.status == "passed":
         compile_check.message += f"; {target_compile['message']}"
         compile_check.details["target"] = target_compile
     report.duration_s = time.monotonic() - started
     return report
+
+
+def _other_arch(device_name: str, target: GpuProfile) -> bool:
+    """Whether the GPU the job ran on has another architecture than the target (unknown GPU: no)."""
+    from ..hardware import get_profile
+
+    try:
+        return get_profile(device_name).arch != target.arch
+    except KeyError:
+        return False
 
 
 def compile_for_target(analysis, profile: GpuProfile, timeout_s: float) -> dict:
