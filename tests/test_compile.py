@@ -130,9 +130,10 @@ def test_plan_uses_launches_configs_and_defaults():
     assert jobs["relu_kernel"].constexprs == {"BLOCK_SIZE": 1024}
     assert jobs["bias_add_kernel"].constexprs == {}  # triton.next_power_of_2(n_cols) is a runtime value
     autotuned = plan_jobs(analyze((CORPUS / "matmul_heuristics.py").read_text()), H100)
+    unit = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1}  # from a.stride(1), b.stride(1), c.stride(1)
     assert [(p.job.constexprs, p.job.num_warps, p.job.num_stages) for p in autotuned] == [
-        ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}, 4, 3),
-        ({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64}, 4, 5),
+        ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, **unit}, 4, 3),
+        ({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, **unit}, 4, 5),
     ]
     assert all(p.job.label.startswith("autotune config") for p in autotuned)
     unlaunched = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, B: tl.constexpr = 256, D: tl.constexpr = False):\n    pass\n"
@@ -236,7 +237,7 @@ def test_errors_in_helpers_and_module_constants_point_at_their_lines():
 @pytest.mark.slow
 def test_spills_on_a_huge_tile_and_findings_for_a_file():
     text = SMALL_MATMUL.replace('"BM": 32, "BN": 32, "BK": 32}, num_warps=4, num_stages=2',
-                                '"BM": 128, "BN": 128, "BK": 64}, num_warps=4, num_stages=3')
+                                '"BM": 256, "BN": 128, "BK": 32}, num_warps=4, num_stages=3')
     from mtmc_lsp.optimizer.compile import compile_file_findings
 
     found, reports = compile_file_findings(analyze(text), A100, kernels=["mm"])
@@ -245,7 +246,7 @@ def test_spills_on_a_huge_tile_and_findings_for_a_file():
     codes = [f.code for f in found]
     assert codes == ["MTMC200", "MTMC202"] or codes == ["MTMC202", "MTMC200"]
     spill = next(f for f in found if f.code == "MTMC202")
-    assert spill.span.text(text).startswith('triton.Config({"BM": 128')  # on the config that spills
+    assert spill.span.text(text).startswith('triton.Config({"BM": 256')  # on the config that spills
 
 
 @pytest.mark.slow
@@ -307,3 +308,24 @@ def test_factory_kernel_closure_is_a_skip_not_an_error():
     report = compile_kernel(text, "row_sum_kernel", {}, H100, cache_dir=None)
     assert report.status == "skipped"
     assert "defined inside outer() and uses block" in report.error
+
+
+def test_plan_specializes_unit_strides_like_the_runtime():
+    analysis = analyze((CORPUS / "matmul_autotune.py").read_text())
+    (planned,) = plan_jobs(analysis, H100)
+    assert {k: v for k, v in planned.job.constexprs.items() if k.startswith("stride")} == {
+        "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
+
+
+@pytest.mark.slow
+def test_runtime_like_specialization_matches_the_shared_memory_estimate():
+    """128x256x64, 3 stages: pipelined like at run time, so the compiled shared memory is the MTMC104 rule."""
+    from mtmc_lsp.optimizer.checks.shared_memory import estimate
+
+    text = (CORPUS / "matmul_autotune.py").read_text()
+    constexprs = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8, "ACTIVATION": "",
+                  "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
+    report = compile_kernel(text, "matmul_kernel", constexprs, H100, num_warps=8, num_stages=3)
+    assert report.status == "ok" and report.signature["stride_ak"] == "constexpr"
+    assert report.shared_bytes == estimate(128, 256, 64, 2, 2, 3) == 147_456
+    assert report.spills == 0

@@ -20,7 +20,7 @@ from .module_builder import CompileSetupError, build_module
 from .report import CompileReport
 
 WORKER = Path(__file__).with_name("worker.py")
-CACHE_VERSION = 1
+CACHE_VERSION = 3  # 3: pointers and i32 scalars compiled as 16-aligned, as the runtime specializes them
 FLOAT_SCALAR_NAMES = frozenset(
     {"eps", "epsilon", "scale", "sm_scale", "alpha", "beta", "p", "dropout_p", "momentum", "temperature", "slope",
      "negative_slope", "softmax_scale", "qk_scale", "lr", "weight_decay", "gamma", "theta"}
@@ -213,6 +213,12 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
                                       uses_dot(analysis, kernel))
         base["signature"] = signature
         values, expressions, missing = _constexpr_values(kernel, job.constexprs)
+        # Scalars given a value (a stride of 1): the runtime specializes ints equal to 1 into constants.
+        for param in kernel.params:
+            value = job.constexprs.get(param.name)
+            if param.kind != "constexpr" and isinstance(value, int) and not isinstance(value, bool) and value == 1:
+                signature[param.name] = "constexpr"
+                values[param.name] = value
         # @triton.heuristics values: the worker evaluates the lambdas over what is known
         heuristics = {name: kernel.heuristics[name] for name in missing if name in kernel.heuristics}
         missing = [name for name in missing if name not in heuristics]
@@ -246,7 +252,8 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
             reports[index] = CompileReport(**base, **_result_fields(hit), cached=True)
             continue
         payload = {"kernel": job.kernel, "signature": signature, "constexprs": values, "constexpr_exprs": expressions,
-                   "heuristics": heuristics, "arch": target.arch, "options": options}
+                   "heuristics": heuristics, "arch": target.arch, "options": options,
+                   "aligned": [name for name, kind in signature.items() if kind.startswith("*") or kind == "i32"]}
         todo.setdefault(built.text, []).append((index, key, payload, base))
     if todo:
         module_texts = list(todo)

@@ -32,8 +32,10 @@ def plan_jobs(analysis: FileAnalysis, target: GpuProfile, kernels: list[str] | N
         bindings = ctx.bindings(kernel)
         if kernel.autotune is not None and kernel.autotune.configs:
             bindings = [b for b in bindings if b.kind == "config"]  # launches leave the tuned values to the configs
+        unit = _unit_stride_params(kernel, ctx.launches_by_kernel.get(kernel.name, []))
         for binding in bindings:
             values = {k: v for k, v in binding.values.items() if _is_constexpr(kernel, k)}
+            values.update({name: 1 for name in unit})  # the runtime specializes ints equal to 1
             warps = binding.num_warps or DEFAULT_NUM_WARPS
             stages = binding.num_stages or DEFAULT_NUM_STAGES
             key = (tuple(sorted(values.items(), key=lambda kv: kv[0])), warps, stages)
@@ -61,3 +63,30 @@ def _helpers(analysis: FileAnalysis) -> set[str]:
         body = kernel.body_span.text(analysis.text)
         used.update(n for n in names if n != kernel.name and re.search(rf"\b{re.escape(n)}\b", body))
     return used
+
+
+_STRIDE_CALL = re.compile(r"^\s*(\w+)\.stride\(\s*(-?\d+)\s*\)\s*$")
+
+
+def _unit_stride_params(kernel: Kernel, launches: list) -> set[str]:
+    """Scalar parameters every launch binds to 1: a literal 1, ``x.stride(-1)``, or the last
+    ``x.stride(i)`` the launch passes for a tensor (contiguous row-major, the common case)."""
+    result: set[str] | None = None
+    for launch in launches:
+        calls: dict[str, int] = {}
+        for arg in launch.args:
+            match = _STRIDE_CALL.match(arg.source)
+            if match and int(match.group(2)) >= 0:
+                calls[match.group(1)] = max(calls.get(match.group(1), 0), int(match.group(2)))
+        unit = set()
+        for arg in launch.args:
+            param = kernel.param(arg.param) if arg.param else None
+            if param is None or param.kind == "constexpr":
+                continue
+            match = _STRIDE_CALL.match(arg.source)
+            if arg.value == 1 and not isinstance(arg.value, bool):
+                unit.add(param.name)
+            elif match and (int(match.group(2)) == -1 or (calls[match.group(1)] == int(match.group(2)) > 0)):
+                unit.add(param.name)
+        result = unit if result is None else result & unit
+    return result or set()

@@ -142,7 +142,10 @@ def _compile(module, job: dict) -> dict:
         except _UnknownArgument as missing:
             return {"status": "skipped", "error": f"{name} is set by @triton.heuristics from the runtime value of "
                     f"{missing.args[0]}; pass {name} in the constexprs to compile this config"}
-    source = ASTSource(fn, job["signature"], constexprs)
+    # What the runtime specializes for every torch tensor: 16-byte aligned pointers ("tt.divisibility").
+    names = list(job["signature"])
+    attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in job.get("aligned", []) if name in names}
+    source = ASTSource(fn, job["signature"], constexprs, attrs)
     target = GPUTarget("cuda", job["arch"], 32)
     log = io.StringIO()
     start = time.perf_counter()
