@@ -112,6 +112,15 @@ def test_no_previous_version_checks_against_reference_only(pool):
     assert report.summary.startswith("verified on CPU interpreter: correct over 3 seeds vs reference;")
 
 
+def test_nothing_to_compare_with_is_not_verified(pool):
+    no_reference = BASE[: BASE.index("def reference")]
+    report = verify(pool, no_reference, None)
+    assert report.status == "no_harness" and report.compiled and report.correct is None, report.summary
+    assert report.check("correctness").status == "skipped" and "add reference(*inputs)" in report.summary
+    assert report.reward.total == pytest.approx(0.1)
+    assert verify(pool, no_reference, BASE).status == "verified"  # the previous version is a reference
+
+
 def test_worker_crashes_are_reported_and_the_next_job_runs(pool):
     segv = verify(pool, fault("crash_segfault"))
     assert segv.status == "crash" and "SIGSEGV" in segv.summary

@@ -331,8 +331,9 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
             error = text
         checks.append(Check("correctness", "failed", f"incorrect: {text}", error_line, details))
     elif not against:
-        note = "ran without errors or NaN/Inf, but nothing to compare with (no reference, no previous version)"
-        checks.append(Check("correctness", "passed", note, None, details))
+        note = (f"ran {len(ran)} trials without errors or NaN/Inf, but correctness is unknown: nothing to compare "
+                "with (add reference(*inputs) or verify against a previous version)")
+        checks.append(Check("correctness", "skipped", note, None, details))
     else:
         checks.append(Check("correctness", "passed",
                             f"correct over {seeds} seeds vs {' and '.join(against)} "
@@ -345,6 +346,14 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
                             {"raw_rounds": speed.raw_rounds}))
     else:
         checks.append(Check("speed", "unavailable", f"speed: {speed_reason}", None, {}))
+    if correct and not against:
+        # Nothing says the numbers are right: not "verified", and no reward for correctness.
+        check = next(c for c in checks if c.name == "correctness")
+        where = "CPU interpreter" if mode == "interpreter" else device
+        return VerificationReport(
+            status="no_harness", device=device, summary=f"not verified on {where}: {check.message}", compiled=True,
+            correct=None, seeds=seeds, compared_against=[], checks=checks, reward=Reward.of(True, False, None),
+            speed_unavailable_reason=speed_reason, error=check.message, environment=env, raw=result, **common)
     reward = Reward.of(True, correct, speed)
     status = "verified" if correct else ("crash" if fatal else "incorrect")
     summary = _summary(status, device, mode, seeds, against, speed, speed_reason, checks, options)
