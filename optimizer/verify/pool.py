@@ -139,7 +139,9 @@ class Worker:
         except OSError:
             pass
         try:
-            os.write(self._job_w, (json.dumps(job) + "\n").encode())
+            payload = memoryview((json.dumps(job) + "\n").encode())
+            while payload:  # a large file does not fit the pipe in one write
+                payload = payload[os.write(self._job_w, payload):]
         except OSError as exc:
             self.kill()
             outcome.failure, outcome.detail = "crash", f"could not send the job: {exc}"
