@@ -360,3 +360,21 @@ def test_run_checks_on_2000_lines_with_40_kernels_is_fast():
     # The server's first-diagnostics budget is 150 ms p95; checks must leave most of it to analysis.
     assert min(cold) < 0.050, cold
     assert warm < 0.015, warm
+
+
+def test_two_factory_kernels_with_one_name_get_their_own_spans():
+    text = HEADER + '''def make_a():
+    @triton.jit
+    def k(x):
+        a = tl.arange(0, 16)
+    return k
+
+
+def make_b():
+    @triton.jit
+    def k(x):
+        b = tl.arange(0, 24)
+    return k
+'''
+    (finding,) = findings(text, code="MTMC101")
+    assert spanned(text, finding) == "tl.arange(0, 24)"

@@ -506,7 +506,7 @@ class CheckContext:
         self.target = target
         self.text = analysis.text
         self._map: SourceMap | None = None
-        self._facts: dict[str, KernelFacts | None] = {}
+        self._facts: dict[tuple[str, int], KernelFacts | None] = {}
         self._bindings: dict[str, list[Binding]] = {}
         self.tl_names = _tl_names(analysis.text)
         self.launches_by_kernel: dict[str, list] = {}
@@ -520,12 +520,13 @@ class CheckContext:
         return self._map
 
     def facts(self, kernel: Kernel) -> KernelFacts | None:
-        if kernel.name not in self._facts:
+        key = (kernel.name, kernel.def_span.start_offset)  # two factories may define kernels of one name
+        if key not in self._facts:
             span = kernel.def_span
             line_start = self.text.rfind("\n", 0, span.start_offset) + 1
             source = self.text[line_start:span.end_offset]
-            self._facts[kernel.name] = kernel_facts(source, span.start.character > 0, self.tl_names)
-        return self._facts[kernel.name]
+            self._facts[key] = kernel_facts(source, span.start.character > 0, self.tl_names)
+        return self._facts[key]
 
     def node_span(self, kernel: Kernel, facts: KernelFacts, node: ast.AST) -> Span:
         """The file span of a node from ``facts`` (kernel-relative lines, file-relative columns)."""
