@@ -178,6 +178,8 @@ def libcst_status(wheels: Path | None) -> dict:
             with zipfile.ZipFile(wheel) as archive:
                 archive.extractall(target)
         sys.path.insert(0, str(target))
+        # Worker processes (verification, compilation) inherit it through PYTHONPATH.
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
         importlib.invalidate_caches()
         try:
             import libcst
