@@ -62,7 +62,8 @@ def test_finding_to_json_has_lsp_range_and_data():
     data = finding.to_json()
     assert data["range"] == {"start": {"line": 5, "character": 4}, "end": {"line": 5, "character": 20}}
     assert data["code"] == "MTMC101" and data["severity"] == "error" and data["kernel"] == "k"
-    assert data["data"]["size"] == 12
+    assert data["data"]["size"] == 12 and data["data"]["suggestion"] == 16  # round up, mask the rest
+    assert (data["data"]["lower"], data["data"]["upper"]) == (8, 16)
 
 
 def test_finding_rejects_unknown_severity():

@@ -14,6 +14,10 @@ SEVERITY = "error"
 TITLE = "block size is not a power of 2"
 
 
+def _next_power_of_2(value: int) -> int:
+    return 1 if value <= 1 else 1 << (value - 1).bit_length()
+
+
 def _suggest(value: int) -> str:
     lower = 1 << (value.bit_length() - 1) if value > 0 else 1
     return f"{lower} or {lower * 2}" if lower != value else str(value)
@@ -56,5 +60,6 @@ def check(ctx: CheckContext) -> Iterator[Finding]:
                     CODE, SEVERITY, span,
                     f"{what} {size} at line {line} in {kernel.name} is not a power of 2{origin}; "
                     f"Triton requires power-of-2 block sizes: use {_suggest(size)} and mask the remainder",
-                    kernel.name, size=size, names=set_here, suggestion=_suggest(size),
+                    kernel.name, size=size, names=set_here, suggestion=_next_power_of_2(size),
+                    lower=_next_power_of_2(size) // 2, upper=_next_power_of_2(size),
                 )
