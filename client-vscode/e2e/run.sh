@@ -23,6 +23,7 @@ PYTHON=${MTMC_PYTHON:-$REPO/.venv/bin/python}
 CODE_SERVER_SPEC=${CODE_SERVER_SPEC:-code-server@4}
 PORT=${MTMC_E2E_PORT:-18080}
 mkdir -p "$CACHE"
+rm -rf "$OUT"/*.png "$OUT/stages.json" "$OUT/vscode-logs"
 
 log() { printf '[e2e] %s\n' "$*"; }
 
@@ -78,6 +79,8 @@ cat > "$RUN/user/User/settings.json" <<JSON
   "telemetry.telemetryLevel": "off",
   "update.mode": "none",
   "editor.lightbulb.enabled": "on",
+  "files.refactoring.autoSave": true,
+  "chat.disableAIFeatures": true,
   "mtmc.python": "$PYTHON",
   "mtmc.targetGpu": "h100",
   "mtmc.policy": "heuristic",
