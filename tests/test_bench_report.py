@@ -131,3 +131,18 @@ def test_check_catches_a_wrong_tile_a_nan_and_input_mutation():
     assert bench.check_variant(lambda x: nan, [ref], ref, 1e-2, "cpu")["error"] == "wrong shape or non-finite output"
     changed = bench.check_variant(lambda x: (x.mul_(2.0), ref)[1], [ref.clone()], ref, 1e-4, "cpu")
     assert not changed["correct"] and changed["error"] == "modified its inputs in place"
+
+
+def test_report_survives_failed_and_partial_kernels():
+    results = synthetic_results()
+    results["kernels"].append({"name": "broken", "error": "RuntimeError: boom", "variants": {}})
+    results["kernels"].append({
+        "name": "partial", "bound": "memory", "floor_ms": 0.1, "bytes": 10**9, "flops": 10**8, "intensity": 0.1,
+        "variants": {"naive": {"correct": False, "error": "seed 1: relative error 1 over tolerance 0.0001"},
+                     "eager": _variant(0.2, 0.1)},
+        "speedups": {}, "optimize": {"skipped": "time budget spent"},
+    })
+    text = report.markdown(results, [])
+    assert "| partial |  | memory | FAILED | - | 0.200 |" in text
+    assert "- broken: RuntimeError: boom" in text
+    assert "- **partial**: not optimized (time budget spent)" in text
