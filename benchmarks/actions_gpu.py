@@ -34,6 +34,7 @@ PROBLEMS: dict[str, dict] = {
     "softmax": {"sizes": {"rows": 32768, "cols": 4096}, "work": 2 * 32768 * 4096 * 4, "unit": "GB/s", "tol": (1e-4, 1e-6)},
     "elementwise": {"sizes": {"n": 1 << 26}, "work": 3 * (1 << 26) * 4, "unit": "GB/s", "tol": (1e-5, 1e-6)},
     "gelu_bias": {"sizes": {"n": 1 << 26}, "work": 4 * (1 << 26) * 4, "unit": "GB/s", "tol": (1e-5, 1e-6)},
+    "epilogue": {"sizes": {"n": 1 << 26}, "work": 3 * (1 << 26) * 4, "unit": "GB/s", "tol": (1e-5, 1e-6)},
 }
 # Expert chains (design.md's measured route for a matmul; one read per row for softmax; wide
 # blocks and fusion for elementwise). Each step: (action, kernel, params); params None = first offered.
@@ -60,6 +61,11 @@ CHAINS: dict[str, list[tuple[str, str, dict | None]]] = {
     "elementwise": [
         ("tiling", "add_relu_kernel", {"BLOCK_SIZE": 4096}),
         ("warps", "add_relu_kernel", {"num_warps": 8}),
+    ],
+    "epilogue": [
+        ("epilogue", "axpy_kernel", {"op": "gelu"}),
+        ("tiling", "axpy_kernel", {"BLOCK_SIZE": 4096}),
+        ("warps", "axpy_kernel", {"num_warps": 8}),
     ],
     "gelu_bias": [
         ("fusion", "scale_bias_kernel", {"consumer": "gelu_kernel"}),
@@ -241,7 +247,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generate", action="store_true", help="write benchmarks/generated/ (needs libcst)")
     parser.add_argument("--out", default="actions-gpu-out", help="folder for actions_gpu.json / .md")
-    parser.add_argument("--only", default="", help="comma-separated problems (matmul,softmax,elementwise,gelu_bias)")
+    parser.add_argument("--only", default="", help="comma-separated problems (matmul,softmax,elementwise,gelu_bias,epilogue)")
     parser.add_argument("--rep", type=int, default=200, help="do_bench repetition time in ms")
     parser.add_argument("--dry-run", action="store_true", help="check the script on the CPU (interpreter, small shapes)")
     args = parser.parse_args()
