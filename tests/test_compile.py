@@ -329,3 +329,11 @@ def test_runtime_like_specialization_matches_the_shared_memory_estimate():
     assert report.status == "ok" and report.signature["stride_ak"] == "constexpr"
     assert report.shared_bytes == estimate(128, 256, 64, 2, 2, 3) == 147_456
     assert report.spills == 0
+
+
+@pytest.mark.slow
+def test_kernel_defined_in_a_class_compiles():
+    text = (CORPUS / "kernel_factory.py").read_text()
+    report = compile_kernel(text, "scale_kernel", {"BLOCK": 128}, H100, cache_dir=None)
+    assert report.status == "ok", report.error
+    assert report.signature["factor"] == "fp32" and report.registers > 0

@@ -23,7 +23,7 @@ WORKER = Path(__file__).with_name("worker.py")
 CACHE_VERSION = 3  # 3: pointers and i32 scalars compiled as 16-aligned, as the runtime specializes them
 FLOAT_SCALAR_NAMES = frozenset(
     {"eps", "epsilon", "scale", "sm_scale", "alpha", "beta", "p", "dropout_p", "momentum", "temperature", "slope",
-     "negative_slope", "softmax_scale", "qk_scale", "lr", "weight_decay", "gamma", "theta"}
+     "negative_slope", "softmax_scale", "qk_scale", "lr", "weight_decay", "gamma", "theta", "factor", "multiplier"}
 )
 _MEMORY: dict[str, dict] = {}
 _MEMORY_LOCK = threading.Lock()

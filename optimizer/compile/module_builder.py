@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-WRAPPING_DECORATORS = frozenset({"autotune", "heuristics"})
+WRAPPING_DECORATORS = frozenset({"autotune", "heuristics", "staticmethod"})  # the caller picks configs; classes are left behind
 
 
 class CompileSetupError(Exception):
