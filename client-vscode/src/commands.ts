@@ -1,7 +1,7 @@
 // The extension's commands. Their ids differ from the server's (`mtmc.optimizeKernel` ...): the
 // language client registers the server's own command ids itself, for code actions to call.
 import * as vscode from "vscode";
-import { parseTargets, ServerCommands, Step } from "./protocol";
+import { parseTargets, parseVerification, ServerCommands, Step } from "./protocol";
 import { findKernels, kernelAtLine } from "./triton";
 import { KernelNode, SHOW_STEP_DIFF_COMMAND, StepNode, StepTreeProvider } from "./stepTree";
 import { showStepDiff, StepContentProvider } from "./stepDiff";
@@ -97,6 +97,34 @@ async function resolveStep(arg: unknown, ctx: CommandContext, statuses: string[]
   return picked ? { uri, step: picked.step } : undefined;
 }
 
+/** Tell the user what `mtmc.optimizeKernel` did: `{applied, kept, tried, stopped, offer, reason}`. */
+export function reportOptimization(kernel: string, raw: unknown): Thenable<unknown> {
+  const result = (raw && typeof raw === "object" ? raw : {}) as Record<string, unknown>;
+  if (result.stopped === "error") {
+    return vscode.window.showErrorMessage(`MTMC: optimizing ${kernel} failed: ${String(result.reason ?? "unknown error")}`);
+  }
+  const count = (key: string) => (typeof result[key] === "number" ? (result[key] as number) : undefined);
+  const applied = count("applied") ?? 0;
+  const details = [
+    count("kept") !== undefined ? `${count("kept")} kept` : undefined,
+    count("tried") !== undefined ? `${count("tried")} tried` : undefined,
+    typeof result.stopped === "string" ? `stopped: ${result.stopped}` : undefined,
+  ].filter(Boolean).join(", ");
+  const offer = typeof result.offer === "string" && applied === 0 ? ` ${result.offer}.` : "";
+  return vscode.window.showInformationMessage(
+    `MTMC: ${kernel}: ${applied} step${applied === 1 ? "" : "s"} applied for review${details ? ` (${details})` : ""}.${offer}`,
+  );
+}
+
+/** Tell the user the outcome of `mtmc.verifyKernel` (a verification report with `state` and `summary`). */
+export function reportVerification(kernel: string | undefined, raw: unknown): Thenable<unknown> {
+  const report = parseVerification(raw);
+  const what = kernel ?? "the file";
+  if (!report) return vscode.window.showWarningMessage(`MTMC: verifying ${what} gave no report.`);
+  const text = `MTMC: ${what}: verification ${report.state}${report.message ? `: ${report.message}` : ""}`;
+  return report.state === "failed" ? vscode.window.showErrorMessage(text) : vscode.window.showInformationMessage(text);
+}
+
 export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
   const run = async (label: string, command: string, args: unknown[]): Promise<unknown> => {
     try {
@@ -107,15 +135,13 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     }
   };
 
+  // The server reports progress (cancellable) for both jobs itself; the client reports the outcome.
   const optimizeKernel = async (arg?: unknown) => {
     if (!ctx.isTrusted()) return explainRestrictedMode("Optimize Kernel");
     const target = await resolveKernelTarget(arg, true);
     if (!target?.kernel) return;
-    void vscode.window.showInformationMessage(`MTMC: optimizing ${target.kernel} in the background; its steps appear in the MTMC Steps view for you to review.`);
-    await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Window, title: `MTMC: optimizing ${target.kernel}` },
-      () => run("Optimize Kernel", ServerCommands.optimizeKernel, [target.uri, target.kernel]),
-    );
+    const result = await run("Optimize Kernel", ServerCommands.optimizeKernel, [target.uri, target.kernel]);
+    if (result !== undefined) void reportOptimization(target.kernel, result);
     await ctx.steps.refresh();
   };
 
@@ -124,10 +150,8 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     const target = await resolveKernelTarget(arg, false);
     if (!target) return;
     const args = target.kernel ? [target.uri, target.kernel] : [target.uri];
-    await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Window, title: `MTMC: verifying ${target.kernel ?? "kernels"}` },
-      () => run("Verify Kernel", ServerCommands.verifyKernel, args),
-    );
+    const result = await run("Verify Kernel", ServerCommands.verifyKernel, args);
+    if (result !== undefined) void reportVerification(target.kernel, result);
   };
 
   const decideStep = (accept: boolean) => async (arg?: unknown) => {

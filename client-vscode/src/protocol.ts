@@ -52,8 +52,10 @@ export interface StepVerification {
   /** Time of the kernel before and after this step, in milliseconds (GPU only; never estimated). */
   beforeMs?: number;
   afterMs?: number;
-  /** before / after: above 1 is faster. */
+  /** before / after: above 1 is faster; absent when not measured or not believed. */
   speedup?: number;
+  /** False when the verifier did not believe a measured speedup (its recheck disagreed). */
+  speedBelieved?: boolean;
 }
 
 function asNumber(value: unknown): number | undefined {
@@ -77,15 +79,17 @@ export function parseVerification(raw: unknown): StepVerification | undefined {
   if (!raw || typeof raw !== "object") return undefined;
   const report = raw as Record<string, unknown>;
   const speed = (report.speed && typeof report.speed === "object" ? report.speed : {}) as Record<string, unknown>;
-  const beforeMs = firstNumber(speed, ["beforeMs", "baselineMs", "oldMs", "before_ms", "baseline_ms", "old_ms"])
-    ?? firstNumber(report, ["beforeMs", "baselineMs", "oldMs", "before_ms", "baseline_ms", "old_ms"]);
-  const afterMs = firstNumber(speed, ["afterMs", "newMs", "timeMs", "after_ms", "new_ms", "time_ms"])
-    ?? firstNumber(report, ["afterMs", "newMs", "timeMs", "after_ms", "new_ms", "time_ms"]);
-  let speedup = firstNumber(speed, ["speedup"]) ?? firstNumber(report, ["speedup"]);
-  if (speedup === undefined && beforeMs !== undefined && afterMs !== undefined && afterMs > 0) {
+  const beforeKeys = ["beforeMs", "baselineMs", "oldMs", "before_ms", "baseline_ms", "old_ms"];
+  const afterKeys = ["afterMs", "candidateMs", "newMs", "timeMs", "after_ms", "candidate_ms", "new_ms", "time_ms"];
+  const beforeMs = firstNumber(report, beforeKeys) ?? firstNumber(speed, beforeKeys);
+  const afterMs = firstNumber(report, afterKeys) ?? firstNumber(speed, afterKeys);
+  // The verifier rechecks suspicious (>10x) speedups; one it does not believe is never shown as a speedup.
+  const believed = speed.believed !== false && report.believed !== false;
+  let speedup = believed ? firstNumber(report, ["speedup"]) ?? firstNumber(speed, ["speedup"]) : undefined;
+  if (speedup === undefined && believed && beforeMs !== undefined && afterMs !== undefined && afterMs > 0) {
     speedup = beforeMs / afterMs;
   }
-  let state = asString(report.state) ?? asString(report.status) ?? asString(report.verdict);
+  let state = asString(report.state) ?? asString(report.verdict) ?? asString(report.status);
   if (state === undefined) {
     const ok = report.ok ?? report.passed ?? report.correct;
     state = ok === true ? "passed" : ok === false ? "failed" : "unknown";
@@ -93,10 +97,11 @@ export function parseVerification(raw: unknown): StepVerification | undefined {
   return {
     state,
     mode: asString(report.mode),
-    message: asString(report.message) ?? asString(report.error) ?? asString(report.summary),
+    message: asString(report.message) ?? asString(report.summary) ?? asString(report.error),
     beforeMs,
     afterMs,
     speedup,
+    speedBelieved: believed,
   };
 }
 

@@ -49,6 +49,7 @@ export function stepDescription(step: Step): string {
       parts.push(formatMs(v.afterMs));
     }
     if (v.speedup !== undefined) parts.push(`${v.speedup.toFixed(2)}x`);
+    else if (v.speedBelieved === false) parts.push(`${v.state}, speedup not believed`);
     else parts.push(v.mode === "interpreter" ? `${v.state} (interpreter, no timing)` : v.state);
   } else {
     parts.push("not verified");

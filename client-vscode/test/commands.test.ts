@@ -60,9 +60,16 @@ describe("contributions", () => {
 describe("Optimize Kernel and Verify Kernel", () => {
   it("optimizes the kernel under the cursor", async () => {
     await activateExtension({ line: 7 });
+    LanguageClient.requestHandler = (_method, params) =>
+      params.command === "mtmc.optimizeKernel"
+        ? { applied: 2, kept: 2, tried: 5, stopped: "steps", offer: "all kept steps applied" }
+        : STEPS;
     await run(ClientCommands.optimizeKernel);
     expect(sent()).toEqual([["mtmc.optimizeKernel", TRITON_URI, "add_kernel"]]);
-    expect(mock.messages.at(-1)?.text).toMatch(/optimizing add_kernel in the background/);
+    expect(mock.messages.at(-1)).toMatchObject({
+      level: "info",
+      text: "MTMC: add_kernel: 2 steps applied for review (2 kept, 5 tried, stopped: steps).",
+    });
   });
 
   it("optimizes a kernel chosen in the step view", async () => {
@@ -79,10 +86,26 @@ describe("Optimize Kernel and Verify Kernel", () => {
     expect(sent()).toEqual([["mtmc.optimizeKernel", TRITON_URI, "scale_kernel"]]);
   });
 
-  it("verifies the whole file when the cursor is outside a kernel", async () => {
+  it("verifies the whole file when the cursor is outside a kernel, and reports the outcome", async () => {
     await activateExtension({ line: 0 });
+    LanguageClient.requestHandler = (_method, params) =>
+      params.command === "mtmc.verifyKernel"
+        ? { status: "incorrect", state: "failed", summary: "max abs error 0.5 at [3, 7] (seed 1)", mode: "interpreter" }
+        : STEPS;
     await run(ClientCommands.verifyKernel);
     expect(sent()).toEqual([["mtmc.verifyKernel", TRITON_URI]]);
+    expect(mock.messages.at(-1)).toMatchObject({
+      level: "error",
+      text: "MTMC: the file: verification failed: max abs error 0.5 at [3, 7] (seed 1)",
+    });
+  });
+
+  it("reports an optimization that kept nothing, with the server's reason", async () => {
+    await activateExtension();
+    LanguageClient.requestHandler = (_method, params) =>
+      params.command === "mtmc.optimizeKernel" ? { applied: 0, kept: 0, tried: 4, stopped: "no_gain", offer: "no step kept (no_gain)" } : STEPS;
+    await run(ClientCommands.optimizeKernel);
+    expect(mock.messages.at(-1)?.text).toBe("MTMC: add_kernel: 0 steps applied for review (0 kept, 4 tried, stopped: no_gain). no step kept (no_gain).");
   });
 
   it("runs nothing in Restricted Mode and says why", async () => {

@@ -44,6 +44,18 @@ describe("parsing steps", () => {
     expect(parsed[2].verification).toBeUndefined();
   });
 
+  it("reads the server's report: state, summary, speed in ms, and distrusts unbelieved speedups", () => {
+    const report = {
+      status: "verified", state: "passed", mode: "gpu", summary: "1.80x faster than previous", error: null,
+      speed: { baseline_ms: 1.8, candidate_ms: 1.0, speedup: 1.8, believed: true },
+    };
+    expect(parseVerification(report)).toMatchObject({ state: "passed", beforeMs: 1.8, afterMs: 1.0, speedup: 1.8, message: "1.80x faster than previous" });
+    const suspicious = { ...report, speed: { ...report.speed, speedup: 40, candidate_ms: 0.045, believed: false } };
+    const parsed = parseVerification(suspicious)!;
+    expect(parsed.speedup).toBeUndefined();
+    expect(stepDescription(step({ id: "s", verification: parsed }))).toBe("applied · 1.80 ms → 45.0 µs · passed, speedup not believed");
+  });
+
   it("never invents a speedup without times", () => {
     expect(parseVerification({ mode: "interpreter", correct: true, speed: null })).toMatchObject({ state: "passed", speedup: undefined });
     expect(parseVerification({ status: "failed", error: "mismatch at [3]" })).toMatchObject({ state: "failed", message: "mismatch at [3]" });
