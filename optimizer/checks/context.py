@@ -63,7 +63,7 @@ class KernelFacts:
     """Facts from one kernel's source, independent of where the kernel sits in the file."""
 
     fn: ast.FunctionDef
-    line_shift: int  # add to a node's 1-based lineno to get the 0-based... see CheckContext.node_span
+    line_shift: int  # -1 when the source was parsed inside an ``if 1:`` wrapper (indented kernels)
     assignments: dict[str, list[ast.AST]]
     memory_ops: list[MemoryOp]
     aranges: list[ast.Call]
