@@ -189,8 +189,9 @@ def optimize(
 
     ``target`` defaults to the local GPU (else H100), ``policy`` to the embedded model, and
     ``verify(new_text, old_text, cancel)`` to ``verify_file`` for ``path`` and ``target``.
-    Keyword-only ``options``: ``allow_precision``, ``candidates`` and ``apply`` (to replace the
-    action registry), ``on_rank(depth, ranked)``.
+    Keyword-only ``options``: ``allow_precision``; ``candidates`` and ``apply`` (to replace the
+    action registry); ``on_rank(depth, ranked)``; ``tries``, the verifications per state before
+    giving up on it (default 3 x beam: a rejected step lets the next-ranked candidate try).
     """
     if target is None:
         from .hardware import resolve_target
@@ -251,6 +252,7 @@ def _optimize_kernel(
     candidates: Callable[[FileAnalysis, str, GpuProfile], list[Candidate]] | None = None,
     apply: Callable[[str, Candidate, GpuProfile], Edit] | None = None,
     on_rank: Callable[[int, list[Ranked]], None] | None = None,
+    tries: int | None = None,
 ) -> OptimizeResult:
     """The loop for one kernel: at most ``steps`` kept steps within ``budget_s`` seconds."""
     from . import actions
@@ -260,6 +262,7 @@ def _optimize_kernel(
     started = time.monotonic()
     deadline = started + max(0.0, budget_s)
     beam = max(1, int(beam))
+    tries = max(beam, int(tries)) if tries else 3 * beam  # verifications per state at most
     root = _Node(text, [])
     frontier = [root]
     best = root
@@ -300,9 +303,10 @@ def _optimize_kernel(
             rank_s = time.monotonic() - t0
             if on_rank is not None:
                 on_rank(depth, ranked)
-            applied = 0
+            applied = kept = 0
             for position, choice in enumerate(ranked):
-                if applied >= beam or stop_now():
+                # Down the policy's list until `beam` steps are kept or the tries per state run out.
+                if kept >= beam or applied >= tries or stop_now():
                     break
                 tried.add((hash(node.text), choice.candidate.key()))
                 attempt = _try(node, choice, position, depth, path, target, apply_one, verify, cancel, deadline)
@@ -316,6 +320,7 @@ def _optimize_kernel(
                 attempts.append(attempt)
                 _emit(attempt, on_step, record, state)
                 if attempt.kept:
+                    kept += 1
                     child = _Node(attempt.new_text, node.steps + [attempt])
                     children.append(child)
                     if child.value() > best.value():

@@ -1,0 +1,176 @@
+"""The MTMC loop with real actions and the heuristic policy, and a scripted verifier (no interpreter)."""
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from mtmc_lsp.optimizer.actions import applicable
+from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.hardware import get_profile
+from mtmc_lsp.optimizer.policy import HeuristicPolicy
+from mtmc_lsp.optimizer.search import SPEED_UNAVAILABLE_NOTE, optimize
+from mtmc_lsp.optimizer.trajectories import TrajectoryRecorder, read_episodes
+from mtmc_lsp.optimizer.verify import Reward, Speed, VerificationReport
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "mtmc_lsp" / "examples"
+MATMUL = (EXAMPLES / "matmul.py").read_text()
+H100 = get_profile("h100")
+_CANDIDATES: dict = {}
+
+
+def candidates(analysis, kernel, target):
+    """The real registry's candidates, memoised per text: the same states recur across these tests."""
+    key = (analysis.text, kernel, target.key)
+    if key not in _CANDIDATES:
+        _CANDIDATES[key] = applicable(analysis, kernel, target)
+    return _CANDIDATES[key]
+
+
+def run(text, path, kernel, verify, **kwargs):
+    return optimize(text, path, kernel, H100, HeuristicPolicy(), verify, candidates=candidates, **kwargs)
+
+
+def report(correct=True, compiled=True, speedup=None, band=0.02):
+    speed = None
+    if speedup is not None:
+        speed = Speed("previous", 1.0, 1.0 / speedup, speedup, band, 5, [speedup] * 5, True)
+    reward = Reward.of(compiled, bool(correct), speed)
+    return VerificationReport(
+        status="verified" if correct and compiled else ("incorrect" if compiled else "compile_error"),
+        mode="gpu" if speed else "interpreter", device="fake", target="h100", summary=f"fake: {speedup}",
+        compiled=compiled, correct=correct if compiled else None, seeds=3, compared_against=["previous"],
+        checks=[], reward=reward, speed=speed,
+    )
+
+
+class ScriptedVerifier:
+    """Judges each step by what it changed, so tests need no GPU or interpreter."""
+
+    def __init__(self, rule):
+        self.rule = rule
+        self.calls = []
+
+    def __call__(self, new_text, old_text, cancel=None):
+        self.calls.append((new_text, old_text))
+        return self.rule(new_text, old_text)
+
+
+def changed(new, old, needle):
+    return needle in new and needle not in old
+
+
+def test_cpu_mode_keeps_correct_steps_as_separate_chained_diffs():
+    verify = ScriptedVerifier(lambda new, old: report())
+    result = run(MATMUL, "matmul.py", "matmul_kernel", verify, steps=3)
+    assert result.stopped == "steps" and len(result.steps) == 3
+    assert not result.speed_measured and SPEED_UNAVAILABLE_NOTE in result.notes
+    text = MATMUL
+    for i, step in enumerate(result.steps, start=1):
+        assert step.parent_text == text and step.new_text != text
+        assert step.diff.startswith(f"--- a/matmul.py ({'original' if i == 1 else f'step {i - 1}'})")
+        assert f"+++ b/matmul.py (step {i})" in step.diff
+        assert step.kept and step.reward == pytest.approx(0.4) and step.speedup is None
+        text = step.new_text
+    assert result.final_text == text
+    assert analyze(text).syntax_error is None
+    assert result.steps[0].candidate.action == "tiling"  # the heuristic's first choice for a dot loop
+    assert len({s.candidate.kind for s in result.steps}) == 3  # the heuristic spreads over kinds
+    assert json.loads(json.dumps(result.to_json()))["steps"][0]["diff"] == result.steps[0].diff
+
+
+def test_gpu_mode_keeps_only_steps_that_are_faster_beyond_noise():
+    def rule(new, old):
+        if changed(new, old, "num_stages=4") or changed(new, old, "num_stages=3"):
+            return report(speedup=1.5)
+        if changed(new, old, "GROUP_M"):
+            return report(speedup=1.01, band=0.03)  # within noise
+        if "BLOCK_M = 32" in old and "BLOCK_M = 32" not in new:
+            return report(speedup=0.7)  # slower
+        return report(correct=False)
+
+    result = run(MATMUL, "matmul.py", "matmul_kernel", ScriptedVerifier(rule),
+                      steps=2, tries=20)
+    assert result.speed_measured
+    kept = result.steps
+    assert kept and all(s.speedup and s.speedup > 1.2 for s in kept)
+    assert kept[0].reward == pytest.approx(0.4 + 0.4054651, abs=1e-6)
+    reasons = {a.status + ":" + a.reason.split(" ")[0] for a in result.attempts}
+    slower = [a for a in result.attempts if a.speedup == 0.7]
+    assert slower and all(a.status == "rejected" and "slower" in a.reason for a in slower)
+    noisy = [a for a in result.attempts if a.within_noise]
+    assert all(a.status == "rejected" and "noise" in a.reason for a in noisy), reasons
+    assert SPEED_UNAVAILABLE_NOTE not in result.notes
+
+
+def test_wrong_steps_are_rejected_and_the_next_candidate_tried():
+    verify = ScriptedVerifier(lambda new, old: report(correct=not changed(new, old, "BLOCK_M = 128")))
+    result = run(MATMUL, "matmul.py", "matmul_kernel", verify, steps=1)
+    first, second = result.attempts[0], result.attempts[1]
+    assert first.status == "rejected" and first.reason == "wrong results" and first.rank == 0
+    assert second.kept and second.rank == 1
+    assert result.steps == [second] and result.final_text == second.new_text
+
+
+def test_a_state_where_nothing_helps_ends_the_search():
+    verify = ScriptedVerifier(lambda new, old: report(compiled=False))
+    result = run(MATMUL, "matmul.py", "matmul_kernel", verify, steps=3, tries=2)
+    assert result.stopped == "no improvement" and result.steps == [] and result.final_text == MATMUL
+    assert len(verify.calls) == 2 and all("does not compile" in a.reason for a in result.attempts)
+
+
+def test_beam_search_explores_several_states_and_returns_the_best_path():
+    def rule(new, old):
+        if changed(new, old, "num_stages=4"):
+            return report(speedup=2.0)
+        return report(speedup=1.2)
+
+    greedy = run(MATMUL, "m.py", "matmul_kernel", ScriptedVerifier(rule), steps=2, beam=1)
+    beam = run(MATMUL, "m.py", "matmul_kernel", ScriptedVerifier(rule), steps=2, beam=3)
+    assert len(beam.attempts) > len(greedy.attempts)
+    total = lambda r: __import__("math").prod(s.speedup for s in r.steps)  # noqa: E731
+    assert total(beam) >= total(greedy)
+    assert any(s.new_text.count("num_stages=4") for s in beam.steps)
+
+
+def test_cancel_and_budget_stop_the_loop():
+    cancel = threading.Event()
+    verify = ScriptedVerifier(lambda new, old: report())
+    result = run(MATMUL, "m.py", "matmul_kernel", verify, steps=5,
+                      on_step=lambda attempt: cancel.set(), cancel=cancel)
+    assert result.stopped == "cancelled" and len(result.attempts) == 1
+    result = run(MATMUL, "m.py", "matmul_kernel", verify, steps=5, budget_s=0)
+    assert result.stopped == "budget" and result.attempts == []
+
+
+def test_all_kernels_of_a_file_in_turn():
+    text = (EXAMPLES / "gelu_bias.py").read_text()
+    result = run(text, "gelu_bias.py", None, ScriptedVerifier(lambda n, o: report()), steps=1)
+    assert {s.candidate.kernel for s in result.steps} == {"scale_bias_kernel", "gelu_kernel"}
+    assert result.steps[1].parent_text == result.steps[0].new_text
+    assert "(step 1)" in result.steps[1].diff and result.final_text == result.steps[-1].new_text
+
+
+def test_episodes_are_recorded_as_jsonl(tmp_path):
+    recorder = TrajectoryRecorder(tmp_path)
+    verify = ScriptedVerifier(lambda new, old: report(speedup=1.3))
+    result = run(MATMUL, "m.py", "matmul_kernel", verify, steps=2, record=recorder)
+    (episode,) = read_episodes(tmp_path)
+    assert recorder.path.parent == tmp_path / ".mtmc" / "trajectories"
+    assert [r["type"] for r in episode] == ["begin"] + ["step"] * len(result.attempts) + ["end"]
+    begin, step, end = episode[0], episode[1], episode[-1]
+    assert begin["target"] == "h100" and begin["kernel"] == "matmul_kernel" and "triton" in begin["libraries"]
+    assert begin["gpu"] and begin["policy"].startswith("heuristic")
+    assert step["state"]["kernel"]["uses_dot"] is True and step["action"] == result.attempts[0].candidate.action
+    assert step["params"] == result.attempts[0].candidate.params
+    assert step["compiled"] is True and step["correct"] is True and step["speedup"] == pytest.approx(1.3)
+    assert step["reward"] == pytest.approx(0.4 + 0.262364, abs=1e-5) and "verify_s" in step["timings"]
+    assert end["stopped"] == result.stopped and end["finalText"] == result.final_text
+
+
+def test_recording_is_opt_in(tmp_path):
+    recorder = TrajectoryRecorder(tmp_path, enabled=False)
+    run(MATMUL, "m.py", "matmul_kernel", ScriptedVerifier(lambda n, o: report()),
+             steps=1, record=recorder)
+    assert not (tmp_path / ".mtmc").exists()
