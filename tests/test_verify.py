@@ -121,6 +121,15 @@ def test_nothing_to_compare_with_is_not_verified(pool):
     assert verify(pool, no_reference, BASE).status == "verified"  # the previous version is a reference
 
 
+def test_bf16_in_the_interpreter_is_not_blamed_on_the_kernel(pool):
+    # The interpreter returns NaN for some bf16 results of this correct kernel: no verdict, only a note.
+    bf16 = BASE.replace("dtype=torch.float32", "dtype=torch.bfloat16")
+    report = verify(pool, bf16, None)
+    assert report.status == "no_harness" and report.compiled and report.correct is None, report.summary
+    assert "no bf16 arithmetic" in report.summary and "verify on a GPU" in report.summary
+    assert report.reward.total == pytest.approx(0.1)
+
+
 def test_worker_crashes_are_reported_and_the_next_job_runs(pool):
     segv = verify(pool, fault("crash_segfault"))
     assert segv.status == "crash" and "SIGSEGV" in segv.summary

@@ -163,6 +163,14 @@ def verify_file(new_text: str, old_text: str | None, path: str | None = None,
                 "compile_error", False, failed["message"], failed["line"])
             report.reward = Reward.of(False, False, None)
             report.summary = f"not verified for {profile.name}: {failed['message']} (ran on {report.device})"
+    if (target_compile is not None and report.status == "compile_error"
+            and "InterpreterError" in (report.error or "") + str(compile_check.details.get("type", ""))):
+        # It compiled for the target, so the interpreter (no bf16 math, no indirect loads, ...) may be
+        # what failed, not the kernel: say so rather than blame the code.
+        hint = (f" (the kernels compile for {profile.name}; the Triton interpreter may not support this kernel: "
+                "verify on a GPU to be sure)")
+        report.summary += hint
+        compile_check.message += hint
     if target_compile is not None and compile_check is not None and compile_check.status == "passed":
         compile_check.message += f"; {target_compile['message']}"
         compile_check.details["target"] = target_compile
@@ -299,6 +307,15 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
         compile_msg = new_compile["note"]
     checks.append(Check("compile", "passed", compile_msg, None, {"seconds": new_compile.get("seconds")}))
 
+    unsupported = result.get("runtime", {}).get("interpreter_unsupported")
+    if unsupported:
+        text = f"correctness cannot be checked in the Triton interpreter: {unsupported}; verify on a GPU"
+        checks.append(Check("correctness", "skipped", text, None, {}))
+        checks.append(Check("speed", "unavailable", "speed: unavailable (no GPU)", None, {}))
+        return VerificationReport(
+            status="no_harness", device=device, summary=f"not verified: {text}", compiled=True, correct=None,
+            seeds=0, compared_against=[], checks=checks, reward=Reward.of(True, False, None), error=text,
+            speed_unavailable_reason="unavailable (no GPU)", environment=env, raw=result, **common)
     trials = result.get("trials", [])
     recheck = result.get("recheck") or {}
     all_trials = trials + recheck.get("trials", [])

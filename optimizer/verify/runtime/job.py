@@ -180,6 +180,10 @@ class Job:
         self.result["compile"]["new"] = {"ok": True, "seconds": compile_s}
         if old is not None and "old" not in self.result["compile"]:
             self.result["compile"]["old"] = {"ok": impls.get("old") is not None}
+        if self.mode == "interpreter" and any("bfloat16" in d for d in trial.get("inputs", []) + trial.get("outputs", [])):
+            # The interpreter has no bf16 arithmetic: its numbers would blame a correct kernel.
+            self.result["runtime"]["interpreter_unsupported"] = "bfloat16 tensors (the Triton interpreter has no bf16 arithmetic)"
+            return
         self.result["trials"].append(trial)
         self.phase("correctness")
         for i, seed in enumerate(seeds[1:], start=1):
@@ -343,6 +347,7 @@ class Job:
                 trial["compile_error"] = {"stage": "launch", **err.info}
             return trial, args
         trial["poisoned_buffers"] = poisoned
+        trial["outputs"] = shapes(got)
         mutated = cmp.tensors_equal(args, fresh)
         if mutated is not None:
             trial.update(ok=False, mutated=mutated)
