@@ -16,6 +16,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .actions.base import ActionError, Candidate, Edit
@@ -43,7 +44,7 @@ class Attempt:
     rank: int  # 0 = the policy's first choice in its state
     score: float
     logprob: float | None
-    status: str  # "kept" | "rejected" | "not_applied" | "unchanged"
+    status: str  # "kept" | "rejected" | "not_applied" | "unchanged" | "revisit" (not verified)
     reason: str
     compiled: bool | None = None
     correct: bool | None = None
@@ -124,7 +125,7 @@ class _Node:
 
 
 def unified_diff(old: str, new: str, path: str | None, before: str, after: str) -> str:
-    name = path or "kernel.py"
+    name = Path(path).name if path else "kernel.py"
     return "".join(difflib.unified_diff(
         old.splitlines(keepends=True), new.splitlines(keepends=True),
         fromfile=f"a/{name} ({before})", tofile=f"b/{name} ({after})",
@@ -206,6 +207,7 @@ def optimize(
         return _optimize_kernel(text, path, kernel, target, policy, verify, steps, beam, budget_s, on_step, cancel,
                                 record, **options)
     started = time.monotonic()
+    options.setdefault("seen", {text})  # versions already reached: a step back to one is a cycle
     names = [k.name for k in analyze(text, path).kernels]
     current, steps_all, attempts, notes, stopped, measured = text, [], [], [], "no candidates", False
     for name in names:
@@ -253,6 +255,7 @@ def _optimize_kernel(
     apply: Callable[[str, Candidate, GpuProfile], Edit] | None = None,
     on_rank: Callable[[int, list[Ranked]], None] | None = None,
     tries: int | None = None,
+    seen: set[str] | None = None,
 ) -> OptimizeResult:
     """The loop for one kernel: at most ``steps`` kept steps within ``budget_s`` seconds."""
     from . import actions
@@ -263,6 +266,8 @@ def _optimize_kernel(
     deadline = started + max(0.0, budget_s)
     beam = max(1, int(beam))
     tries = max(beam, int(tries)) if tries else 3 * beam  # verifications per state at most
+    seen = seen if seen is not None else set()
+    seen.add(text)
     root = _Node(text, [])
     frontier = [root]
     best = root
@@ -309,9 +314,9 @@ def _optimize_kernel(
                 if kept >= beam or applied >= tries or stop_now():
                     break
                 tried.add((hash(node.text), choice.candidate.key()))
-                attempt = _try(node, choice, position, depth, path, target, apply_one, verify, cancel, deadline)
+                attempt = _try(node, choice, position, depth, path, target, apply_one, verify, cancel, deadline, seen)
                 attempt.timings["rank_s"] = round(rank_s, 4)
-                if attempt.status in ("not_applied", "unchanged"):
+                if attempt.status in ("not_applied", "unchanged", "revisit"):
                     attempts.append(attempt)
                     _emit(attempt, on_step, record, state)
                     continue
@@ -321,6 +326,7 @@ def _optimize_kernel(
                 _emit(attempt, on_step, record, state)
                 if attempt.kept:
                     kept += 1
+                    seen.add(attempt.new_text)
                     child = _Node(attempt.new_text, node.steps + [attempt])
                     children.append(child)
                     if child.value() > best.value():
@@ -363,7 +369,7 @@ def _emit(attempt: Attempt, on_step, record, state: PolicyState) -> None:
 
 
 def _try(node: _Node, choice: Ranked, position: int, depth: int, path: str | None, target: GpuProfile,
-         apply_one, verify: Verifier, cancel: CancelLike, deadline: float) -> Attempt:
+         apply_one, verify: Verifier, cancel: CancelLike, deadline: float, seen: set[str]) -> Attempt:
     """Apply one candidate to the node's text and verify it against that text."""
     attempt = Attempt(
         depth=depth, candidate=choice.candidate, rank=position, score=choice.score, logprob=choice.logprob,
@@ -379,6 +385,9 @@ def _try(node: _Node, choice: Ranked, position: int, depth: int, path: str | Non
     attempt.timings["apply_s"] = round(time.monotonic() - t0, 4)
     if edit.new_text == node.text:
         attempt.status, attempt.reason = "unchanged", "the action changed nothing"
+        return attempt
+    if edit.new_text in seen:
+        attempt.status, attempt.reason = "revisit", "returns the file to a version already reached (a cycle)"
         return attempt
     attempt.new_text = edit.new_text
     attempt.changed_lines = edit.changed_lines

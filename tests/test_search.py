@@ -120,6 +120,7 @@ def test_a_state_where_nothing_helps_ends_the_search():
     assert len(verify.calls) == 2 and all("does not compile" in a.reason for a in result.attempts)
 
 
+@pytest.mark.slow
 def test_beam_search_explores_several_states_and_returns_the_best_path():
     def rule(new, old):
         if changed(new, old, "num_stages=4"):
@@ -150,6 +151,16 @@ def test_all_kernels_of_a_file_in_turn():
     assert {s.candidate.kernel for s in result.steps} == {"scale_bias_kernel", "gelu_kernel"}
     assert result.steps[1].parent_text == result.steps[0].new_text
     assert "(step 1)" in result.steps[1].diff and result.final_text == result.steps[-1].new_text
+
+
+@pytest.mark.slow
+def test_steps_never_cycle_back_to_an_earlier_version():
+    # Both kernels of gelu_bias read one host BLOCK_SIZE: retiling the second must not undo the first.
+    text = (EXAMPLES / "gelu_bias.py").read_text()
+    result = run(text, "gelu_bias.py", None, ScriptedVerifier(lambda n, o: report()), steps=3)
+    versions = [text] + [s.new_text for s in result.steps]
+    assert len(set(versions)) == len(versions)
+    assert all(a.status == "revisit" for a in result.attempts if a.new_text in versions[:-1] and not a.kept)
 
 
 def test_episodes_are_recorded_as_jsonl(tmp_path):
