@@ -206,9 +206,9 @@ def compile_for_target(analysis, profile: GpuProfile, timeout_s: float) -> dict:
         elif rep.status == "error" and failed is None:
             line = rep.error_line - 1 if rep.error_line else plan.span.start.line
             failed = {"message": f"{rep.kernel} does not compile for {profile.name}: "
-                                 f"{_first_line(rep.error or rep.detail or '')}", "line": line}
+                                 f"{_error_headline(rep.error or rep.detail or '')}", "line": line}
         elif rep.status in ("skipped", "timeout"):
-            skipped.append(f"{rep.kernel}: {rep.status} ({_first_line(rep.error or '')})")
+            skipped.append(f"{rep.kernel}: {rep.status} ({_error_headline(rep.error or '')})")
     message = f"compiled for {profile.name} ({profile.sm_name})" + (f": {'; '.join(dict.fromkeys(parts))}" if parts else "")
     if skipped:
         message += f"; not compiled: {'; '.join(skipped)}"
@@ -290,7 +290,7 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
     old_compile = result.get("compile", {}).get("old")
     if not compiled:
         where = f"line {new_compile['line'] + 1}: " if new_compile.get("line") is not None else ""
-        msg = f"{new_compile.get('stage', 'compile')} failed: {where}{_first_line(new_compile.get('message', ''))}"
+        msg = f"{new_compile.get('stage', 'compile')} failed: {where}{_error_headline(new_compile.get('message', ''))}"
         checks.append(Check("compile", "failed", msg, new_compile.get("line"), new_compile))
         return VerificationReport(
             status="compile_error", device=device, summary=f"not verified: {msg}", compiled=False, correct=None,
@@ -302,7 +302,7 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
     else:
         compile_msg = f"compiled and launched on {device} in {new_compile.get('seconds', 0):.1f} s"
     if old_compile is not None and not old_compile.get("ok"):
-        compile_msg += f"; the previous version does not run ({_first_line(old_compile.get('message', ''))})"
+        compile_msg += f"; the previous version does not run ({_error_headline(old_compile.get('message', ''))})"
     if new_compile.get("note"):
         compile_msg = new_compile["note"]
     checks.append(Check("compile", "passed", compile_msg, None, {"seconds": new_compile.get("seconds")}))
@@ -339,7 +339,7 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
             err = first["error"]
             error, error_line = err.get("message"), err.get("line")
             where = f" (line {error_line + 1})" if error_line is not None else ""
-            text = f"{'device fault' if fatal else 'run failed'}{where}: {_first_line(err.get('message', ''))}"
+            text = f"{'device fault' if fatal else 'run failed'}{where}: {_error_headline(err.get('message', ''))}"
             hint = _log_hint(outcome.log_tail) if fatal else ""
             if hint and hint not in text:
                 text += f" ({hint})"
@@ -474,9 +474,15 @@ def _summary(status: str, device: str, mode: str, seeds: int, against: list[str]
     return head
 
 
-def _first_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+def _error_headline(text: str) -> str:
+    """The line of an error text that names it: the last ``SomeError: ...`` line, else the last line.
+
+    A traceback ends with its exception, but CUDA errors put theirs first and then add advice
+    lines ("Compile with TORCH_USE_CUDA_DSA ..."), which say nothing about what went wrong.
+    """
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    named = [line for line in lines if re.match(r"[\w.]+(Error|Exception)\b", line)]
+    return (named[-1] if named else lines[-1])[:300] if lines else ""
 
 
 def _user_line_in_log(log: str) -> int | None:
