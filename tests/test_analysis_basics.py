@@ -81,3 +81,21 @@ def test_hardware_profiles_and_default_target():
     assert resolve_target("").key in {"h100", "h200", "a100", "v100", "l40s", "rtx4090", "b200"}
     with pytest.raises(KeyError, match="known targets"):
         get_profile("tpu")
+
+
+def test_launch_arguments_after_star_args_and_kernel_params_named_like_options():
+    text = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr, num_stages: tl.constexpr):
+    pass
+
+def host(x, y, extra):
+    k[(1,)](x, *extra, 7, BLOCK=64, num_stages=2, num_warps=4)
+'''
+    (launch,) = analyze(text).launches
+    assert [a.param for a in launch.args if not a.keyword] == ["x_ptr", None, None]
+    assert launch.arg("num_stages").value == 2 and launch.num_stages is None
+    assert launch.num_warps == 4 and launch.arg("num_warps") is None

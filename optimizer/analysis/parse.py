@@ -409,8 +409,12 @@ class _Analyzer:
 
     def _launch(self, call: ast.Call, kernel: Kernel, fn, env, nodes) -> LaunchSite:
         args: list[LaunchArg] = []
+        param_names = {p.name for p in kernel.params}
+        after_star = False
         for index, arg in enumerate(call.args):
-            param = kernel.params[index].name if index < len(kernel.params) else None
+            # Past a ``*args`` the positions no longer say which parameter an argument binds.
+            after_star = after_star or isinstance(arg, ast.Starred)
+            param = kernel.params[index].name if index < len(kernel.params) and not after_star else None
             v = const_eval(arg, env)
             args.append(LaunchArg(param, self.src(arg), v if _is_value(v) else None, self.span(arg), False))
         options: dict[str, Value] = {}
@@ -419,7 +423,7 @@ class _Analyzer:
                 continue
             v = const_eval(kw.value, env)
             v = v if _is_value(v) else None
-            if kw.arg in LAUNCH_OPTIONS:
+            if kw.arg in LAUNCH_OPTIONS and kw.arg not in param_names:
                 options[kw.arg] = v
             args.append(LaunchArg(kw.arg, self.src(kw.value), v, self.span(kw), True))
         grid_node = call.func.slice
@@ -428,7 +432,7 @@ class _Analyzer:
             span=self.span(call),
             grid_source=self.src(grid_node),
             grid_span=self.span(grid_node),
-            args=[a for a in args if a.param not in LAUNCH_OPTIONS],
+            args=[a for a in args if a.param not in LAUNCH_OPTIONS or a.param in param_names],
             num_warps=options.get("num_warps") if isinstance(options.get("num_warps"), int) else None,
             num_stages=options.get("num_stages") if isinstance(options.get("num_stages"), int) else None,
             host_function=fn.name,
