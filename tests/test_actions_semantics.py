@@ -100,6 +100,15 @@ def test_actions_preserve_outputs_under_the_interpreter(tmp_path):
     broken = apply_candidate(soft, single, TARGET).new_text.replace("BLOCK_SIZE=triton.next_power_of_2(n_cols)", "BLOCK_SIZE=128")
     jobs.append(job(tmp_path, "planted:single-pass-short-block", soft, broken, TOL_FP32, planted=True))
 
+    # A third: an autotuned kernel whose second config is wrong (K loads lose their mask, and only
+    # BLOCK_K=16 divides K=48). Only comparing every config, not just the chosen one, catches it.
+    tuned = (CORPUS / "matmul_autotuned.py").read_text()
+    unmasked = tuned.replace("mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0", "mask=rm[:, None] < M, other=0.0")
+    unmasked = unmasked.replace("mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0", "mask=rn[None, :] < N, other=0.0")
+    unmasked = unmasked.replace('"BLOCK_K": 16}, num_warps=4, num_stages=2),\n    ]', '"BLOCK_K": 32}, num_warps=4, num_stages=2),\n    ]')
+    assert unmasked.count("BLOCK_K\": 32") == 1
+    jobs.append(job(tmp_path, "planted:second-autotune-config", tuned, unmasked, TOL_FP16, planted=True))
+
     results = run_jobs(jobs, tmp_path)
     by_name = {r["name"]: r for r in results}
     planted = {j["name"] for j in jobs if j.get("planted")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -17,7 +18,9 @@ DEFAULT_NUM_STAGES = 3  # Triton's default on CUDA when a launch does not say
 MAX_ACC_REGS_PER_THREAD = 128
 
 
+@functools.lru_cache(maxsize=16)
 def parse(text: str) -> cst.Module:
+    """The libcst tree of ``text`` (cached: trees are immutable, and every action of a request reads one)."""
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
@@ -91,12 +94,24 @@ class _Finder(cst.CSTVisitor):
                 self.launches.append(LaunchNode(node, self._stack[-1] if self._stack else None))
 
 
+# (id(module), kernel) -> (module, kernel def, launches); the module is kept so its id stays unique.
+_LOCATED: dict[tuple[int, str], tuple[cst.Module, cst.FunctionDef, list[LaunchNode]]] = {}
+_LOCATED_MAX = 64
+
+
 def locate(module: cst.Module, kernel: str) -> tuple[cst.FunctionDef, list[LaunchNode]]:
+    """The kernel's definition and its launches (with their host functions) in ``module``."""
+    hit = _LOCATED.get((id(module), kernel))
+    if hit is not None and hit[0] is module:
+        return hit[1], list(hit[2])
     finder = _Finder(kernel)
     module.visit(finder)
     if len(finder.defs) != 1:
         raise ActionError(f"kernel {kernel!r} is defined {len(finder.defs)} times in this file")
-    return finder.defs[0], finder.launches
+    if len(_LOCATED) >= _LOCATED_MAX:
+        _LOCATED.pop(next(iter(_LOCATED)))
+    _LOCATED[(id(module), kernel)] = (module, finder.defs[0], finder.launches)
+    return finder.defs[0], list(finder.launches)
 
 
 def host_assignment(host: cst.FunctionDef | cst.Module | None, name: str) -> cst.Assign | None:
@@ -444,3 +459,43 @@ def kernel_line(kernel: Kernel) -> int:
 
 def fmt_params(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+# ---- autotune configs ------------------------------------------------------------------------------
+def autotune_configs(kdef: cst.FunctionDef) -> tuple[cst.List, list[cst.Call]] | None:
+    """The literal ``configs=[triton.Config(...), ...]`` list of the kernel's autotune decorator."""
+    for decorator in kdef.decorators:
+        call = decorator.decorator
+        if isinstance(call, cst.Call) and code(call.func).endswith("autotune"):
+            arg = kwarg(call, "configs") or next((a for a in call.args if a.keyword is None), None)
+            if arg is not None and isinstance(arg.value, cst.List):
+                configs = [e.value for e in arg.value.elements]
+                if configs and all(isinstance(v, cst.Call) and code(v.func).endswith("Config") for v in configs):
+                    return arg.value, configs  # type: ignore[return-value]
+    return None
+
+
+def append_element(lst: cst.List, value: cst.BaseExpression) -> cst.List:
+    """``lst`` with ``value`` appended, laid out like the elements before it."""
+    elements = list(lst.elements)
+    last = elements[-1]
+    between = elements[-2].comma if len(elements) > 1 and isinstance(elements[-2].comma, cst.Comma) else \
+        cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    elements[-1] = last.with_changes(comma=between)
+    elements.append(cst.Element(value=value, comma=last.comma))
+    return lst.with_changes(elements=elements)
+
+
+def autotuned_blocks_tunable(analysis: FileAnalysis, kernel: Kernel, names: list[str]) -> str | None:
+    """Why new block sizes in autotune configs could change results (None when they cannot)."""
+    if not all_accesses_masked(kernel, analysis.text):
+        return "a block-indexed load or store has no mask"
+    module = parse(analysis.text)
+    _kdef, launches = locate(module, kernel.name)
+    if not launches:
+        return "no launch of the kernel in this file"
+    for name in names:
+        for launch in launches:
+            if name not in names_in(grid_expression(launch)) and not loop_tiled(kernel, name):
+                return f"neither the grid nor a loop is derived from {name}"
+    return None

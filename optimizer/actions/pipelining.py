@@ -1,7 +1,7 @@
 """Pipelining: ``num_stages`` for loops that feed ``tl.dot``, so the next tiles load while this one multiplies.
 
-At the launch sites when the file launches the kernel, else on the loop itself as
-``tl.range(..., num_stages=S)``. Only on targets with asynchronous copies (``cp.async``, Ampere and
+At the launch sites when the file launches the kernel, in every ``triton.Config`` of an autotuned
+kernel, else on the loop itself as ``tl.range(..., num_stages=S)``. Only on targets with asynchronous copies (``cp.async``, Ampere and
 later) and only while the staged A and B tiles fit the target's shared memory.
 
 Example: kernel=mm_kernel target=h100 params={"num_stages": 4}
@@ -47,6 +47,7 @@ from .base import ActionError, Candidate, Edit
 
 # Preferred stage counts, best first: Hopper hides more latency with 4, Ampere with 3.
 STAGES = {90: (4, 3, 5, 2), 80: (3, 4, 2)}
+_WHERE = {"launch": "at the launch", "loop": "tl.range", "configs": "in every autotune config"}
 
 
 class Pipelining:
@@ -66,11 +67,11 @@ class Pipelining:
         """(stage counts best first, where: "launch" | "loop", reason when none)."""
         if not target.has("cp.async"):
             return [], "", f"{target.name} has no asynchronous copies: extra stages only cost shared memory"
-        if kernel.is_autotuned:
-            return [], "", "the kernel is autotuned: its configs set num_stages"
         loops = self._dot_loops(kernel)
         if not loops:
             return [], "", "no loop feeds tl.dot"
+        if kernel.is_autotuned:
+            return self._legal_configs(analysis, kernel, target)
         module = c.parse(analysis.text)
         _kdef, launches = c.locate(module, kernel.name)
         plan = c.tile_plan(analysis, kernel, module)
@@ -96,12 +97,32 @@ class Pipelining:
             legal.append(s)
         return legal, where, "" if legal else "no other stage count fits the shared memory"
 
+    def _legal_configs(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> tuple[list[int], str, str]:
+        """Stage counts to set in every autotune config (each config's tiles must fit with it)."""
+        tune = kernel.autotune
+        if tune is None or not tune.configs_are_literal or not tune.configs:
+            return [], "", "the autotune configs are not a literal list"
+        elem = c.element_bytes(analysis.text)
+        legal = []
+        for s in STAGES[90 if target.arch >= 90 else 80]:
+            if all(cfg.num_stages == s for cfg in tune.configs):
+                continue
+            fits = True
+            for cfg in tune.configs:
+                blocks = {c.block_role(k): v for k, v in cfg.kwargs.items() if c.is_block_name(k)}
+                bm, bn, bk = blocks.get("m"), blocks.get("n"), blocks.get("k")
+                if not (bm and bn and bk) or c.dot_shared_bytes(bm, bn, bk, s, elem) > target.max_shared_per_block:
+                    fits = False
+            if fits:
+                legal.append(s)
+        return legal, "configs", "" if legal else "no stage count fits every config's tiles"
+
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         legal, where, _ = self._legal(analysis, kernel, target)
         line = self._dot_loops(kernel)[0].span.start.line if legal else 0
         return [
             Candidate(self.name, self.kind, kernel.name, {"num_stages": s},
-                      f"Pipeline the tl.dot loop with num_stages={s} for {target.key.upper()} ({'at the launch' if where == 'launch' else 'tl.range'})",
+                      f"Pipeline the tl.dot loop with num_stages={s} for {target.key.upper()} ({_WHERE[where]})",
                       line)
             for s in legal
         ]
@@ -114,6 +135,10 @@ class Pipelining:
         module = c.parse(text)
         if where == "launch":
             module = c.set_launch_option(module, kernel.name, "num_stages", int(value))
+        elif where == "configs":
+            kdef, _ = c.locate(module, kernel.name)
+            _lst, configs = c.autotune_configs(kdef)
+            module = c.replace_all(module, [(cfg, c.set_kwarg(cfg, "num_stages", cst.Integer(str(value)))) for cfg in configs])
         else:
             module = self._set_loop_stages(module, kernel, int(value))
         return c.finish(text, module, f"num_stages={value} for {kernel.name}")

@@ -89,15 +89,18 @@ class Precision:
     changes_numerics = True
 
     def _dots(self, text: str, kernel: str):
-        wrapper = MetadataWrapper(c.parse(text))
+        wrapper = MetadataWrapper(c.parse(text), unsafe_skip_copy=True)
         visitor = _Dots(kernel)
         wrapper.visit(visitor)
         return wrapper.module, visitor.found
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
-        if not target.has("tf32"):
+        if not target.has("tf32") or not kernel.calls_of("dot"):
             return []
         fp32 = c.element_bytes(analysis.text) == 4
+        pinned = any("input_precision" in d.kwargs or "allow_tf32" in d.kwargs for d in kernel.calls_of("dot"))
+        if not fp32 and not pinned:
+            return []
         _m, dots = self._dots(analysis.text, kernel.name)
         out = []
         for line, call in dots:

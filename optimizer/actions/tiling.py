@@ -75,6 +75,13 @@ class Tiling:
     changes_numerics = False
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        if kernel.is_autotuned:
+            return [
+                Candidate(self.name, self.kind, kernel.name, params,
+                          f"Apply tiling for {gpu_label(target)} ({c.fmt_params(params)}) as an autotune config",
+                          kernel.autotune.span.start.line)
+                for params, _config in self._autotune_options(analysis, kernel, target)
+            ]
         plan = c.tile_plan(analysis, kernel)
         out: list[Candidate] = []
         for params in self._options(plan, analysis, target):
@@ -101,6 +108,34 @@ class Tiling:
             return []
         return [{ones[0].name: b} for b in ROW_BLOCKS if b != ones[0].value]
 
+    def _autotune_options(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[tuple[dict, str]]:
+        """(block sizes, new ``triton.Config(...)`` source) for tiles the configs do not hold yet."""
+        if kernel.autotune is None or not kernel.autotune.configs_are_literal or not kernel.autotune.configs:
+            return []
+        names = sorted({k for cfg in kernel.autotune.configs for k in cfg.kwargs if c.is_block_name(k)})
+        if not names or c.autotuned_blocks_tunable(analysis, kernel, names) is not None:
+            return []
+        present = {tuple(cfg.kwargs.get(n) for n in names) for cfg in kernel.autotune.configs}
+        stages = 3 if target.has("cp.async") else 1
+        roles = {c.block_role(n): n for n in names}
+        options = []
+        if kernel.calls_of("dot"):
+            if set(roles) != {"m", "n", "k"} or len(names) != 3:
+                return []
+            for bm, bn, bk in MATMUL_TILES[arch_bucket(target)]:
+                warps = max(4, min(8, bm * bn // (32 * 64)))
+                plan = c.TilePlan(num_warps=warps, num_stages=stages, has_dot=True)
+                values = {roles["m"]: bm, roles["n"]: bn, roles["k"]: bk}
+                if tuple(values[n] for n in names) in present or self._fits((bm, bn, bk), plan, analysis, target):
+                    continue
+                options.append((values, f"triton.Config({_dict(values)}, num_warps={warps}, num_stages={stages})"))
+        elif len(names) == 1:
+            for block in ROW_BLOCKS:
+                if (block,) not in present:
+                    warps = max(4, min(16, block // 512))
+                    options.append(({names[0]: block}, f"triton.Config({_dict({names[0]: block})}, num_warps={warps})"))
+        return options
+
     @staticmethod
     def _fits(tile: tuple[int, int, int], plan: c.TilePlan, analysis: FileAnalysis, target: GpuProfile) -> str | None:
         bm, bn, bk = tile
@@ -115,6 +150,14 @@ class Tiling:
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         module = c.parse(text)
+        if kernel.is_autotuned:
+            option = next((cfg for values, cfg in self._autotune_options(analysis, kernel, target) if values == params), None)
+            if option is None:
+                raise ActionError(f"{c.fmt_params(params)} is not a new legal autotune config of {kernel.name} on {target.name}")
+            kdef, _ = c.locate(module, kernel.name)
+            lst, _configs = c.autotune_configs(kdef)
+            module = c.replace_all(module, [(lst, c.append_element(lst, c.expr(option)))])
+            return c.finish(text, module, f"tiling of {kernel.name}: autotune config {c.fmt_params(params)}")
         plan = c.tile_plan(analysis, kernel, module)
         values: dict[str, int] = {}
         for name, value in params.items():
@@ -136,6 +179,10 @@ class Tiling:
                     raise ActionError(problem)
         module = c.set_constexpr(module, analysis, kernel, values)
         return c.finish(text, module, f"tiling of {kernel.name}: {c.fmt_params(values)}")
+
+
+def _dict(values: dict[str, int]) -> str:
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in values.items()) + "}"
 
 
 ACTION = Tiling()

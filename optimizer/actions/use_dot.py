@@ -101,7 +101,7 @@ class _Sites(cst.CSTVisitor):
 
 
 def _sites(text: str, kernel: str):
-    wrapper = MetadataWrapper(c.parse(text))
+    wrapper = MetadataWrapper(c.parse(text), unsafe_skip_copy=True)
     sites = _Sites(kernel)
     wrapper.visit(sites)
     return wrapper.module, sites.found
@@ -123,6 +123,8 @@ class UseDot:
                     raise ActionError(f"{p} is not known to be at least {MIN_DOT} (tl.dot's minimum)")
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        if not kernel.calls_of("sum"):
+            return []
         try:
             self._check_blocks(analysis, kernel)
         except ActionError:

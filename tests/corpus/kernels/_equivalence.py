@@ -23,7 +23,8 @@ import triton  # noqa: E402
 from triton.runtime import autotuner  # noqa: E402
 
 # The interpreter has no GPU timer: every autotune config "takes" the same time, so each one runs
-# once (an invalid config still fails the job) and the first config is used for the result.
+# once (an invalid config still fails the job) and the first is used; ``each_config`` then forces
+# every config in turn, so each one's output is compared.
 autotuner.Autotuner.do_bench = property(lambda self: (lambda fn, quantiles: (fn(), [1.0] * len(quantiles))[1]))
 
 
@@ -40,6 +41,30 @@ def run(module, seed: int):
     return getattr(module, module.ENTRY)(*[x.clone() for x in inputs])
 
 
+def each_config(module):
+    """Run once per autotune config of the module's autotuned kernels (once when there are none)."""
+    tuners = [v for v in vars(module).values() if isinstance(v, autotuner.Autotuner)]
+    if not tuners:
+        yield None
+        return
+    originals = [list(t.configs) for t in tuners]
+    try:
+        for index in range(max(len(o) for o in originals)):
+            for tuner, configs in zip(tuners, originals):
+                tuner.configs = [configs[min(index, len(configs) - 1)]]
+                tuner.cache = {}
+            yield index
+    finally:
+        for tuner, configs in zip(tuners, originals):
+            tuner.configs = configs
+            tuner.cache = {}
+
+
+def close(expected, got, job: dict) -> bool:
+    return expected.shape == got.shape and expected.dtype == got.dtype and torch.allclose(
+        expected.double(), got.double(), atol=job["atol"], rtol=job["rtol"], equal_nan=True)
+
+
 def compare(job: dict, index: int) -> dict:
     result = {"name": job["name"], "ok": False, "max_abs_diff": None, "error": None}
     try:
@@ -51,7 +76,12 @@ def compare(job: dict, index: int) -> dict:
                 torch.manual_seed(seed)
                 expected, got = before.reference(*before.get_inputs(device="cpu")), run(before, seed)
             else:
-                expected, got = run(before, seed), run(after, seed)
+                expected = run(before, seed)
+                got = None
+                for _config in each_config(after):  # every autotune config must agree, not just the chosen one
+                    got = run(after, seed)
+                    if not close(expected, got, job):
+                        break
             if expected.shape != got.shape or expected.dtype != got.dtype:
                 result["error"] = f"shape/dtype {tuple(got.shape)}/{got.dtype} != {tuple(expected.shape)}/{expected.dtype}"
                 return result
