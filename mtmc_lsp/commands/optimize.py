@@ -114,7 +114,9 @@ class ProgressPrinter:
         if not ranked:
             return
         kernel = ranked[0].candidate.kernel
-        print(f"\n[{kernel}] depth {depth}: policy ranking ({len(ranked)} applicable)", file=self.out)
+        took = ranked[0].metadata.get("seconds")
+        timing = f", ranked in {took:.2f} s" if took is not None else ""
+        print(f"\n[{kernel}] depth {depth}: policy ranking ({len(ranked)} applicable{timing})", file=self.out)
         for i, r in enumerate(ranked[: self.top], start=1):
             lp = f", log p {r.logprob:.2f}" if r.logprob is not None else ""
             print(f"  {i}. {candidate_text(r.candidate):<52} score {r.score:.3f}{lp}", file=self.out)
