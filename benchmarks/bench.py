@@ -341,7 +341,8 @@ def run_search(text: str, path: Path, args, target, device: str, budget_s: float
         entry = attempt.to_json()
         entry.pop("report", None)  # the full verification report is large; its summary stays
         attempts.append(entry)
-    verified = [a for a in result.attempts if a.status not in ("not_applied", "unchanged")]
+    # Only attempts that reached the verifier cost a verification (not: could not apply, unchanged, a cycle).
+    verified = [a for a in result.attempts if "verify_s" in a.timings]
     return {"final_text": result.final_text, "steps": attempts, "kept": len(result.steps),
             "verifications": len(verified), "stopped": result.stopped, "notes": list(result.notes),
             "policy": result.policy, "speed_measured": result.speed_measured}
