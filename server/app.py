@@ -42,6 +42,10 @@ class MtmcLanguageServer(LanguageServer):
         # Step work (apply, verify, optimize): separate so a long verification never delays diagnostics.
         self.step_executor = ThreadPoolExecutor(2, thread_name_prefix="mtmc-steps")
         self.background_jobs = 0
+        # Set on shutdown/exit: nothing is sent to the client any more (its pipe may be closed).
+        self.closing = False
+        # Running verifications and optimizations (JobProgress), cancelled on shutdown.
+        self.active_jobs: set = set()
         self.ranker = Ranker()
         self.steps = StepStore(self.history_location)
         self._model_watch: asyncio.Task | None = None
@@ -107,6 +111,8 @@ class MtmcLanguageServer(LanguageServer):
     def log(self, message: str, level: types.MessageType = types.MessageType.Info) -> None:
         """``window/logMessage`` (the editor's output channel), mirrored to the server's own log."""
         logger.log(_PY_LEVELS.get(level, logging.INFO), "%s", message)
+        if self.closing:
+            return
         try:
             self.window_log_message(types.LogMessageParams(type=level, message=message))
         except Exception:  # no transport yet (before initialize) or the client went away
@@ -118,6 +124,8 @@ class MtmcLanguageServer(LanguageServer):
 
     def send_status(self) -> None:
         """``mtmc/status``: the target, the policy model's state, and the number of background jobs."""
+        if self.closing:
+            return
         self.protocol.notify(
             "mtmc/status", {"target": self.target.key, "model": self.model_state, "queue": self.background_jobs}
         )
@@ -137,6 +145,8 @@ class MtmcLanguageServer(LanguageServer):
 
     def notify_steps_changed(self, uri: str) -> None:
         """``mtmc/stepsChanged``: the client re-reads ``mtmc.stepHistory`` for ``uri``."""
+        if self.closing:
+            return
         self.protocol.notify("mtmc/stepsChanged", {"uri": uri})
 
     def watch_model_loading(self) -> None:
@@ -161,7 +171,19 @@ class MtmcLanguageServer(LanguageServer):
         self.background_jobs = max(self.background_jobs - 1, 0)
         self.send_status()
 
+    def report_server_error(self, error: Exception, source) -> None:
+        """Log errors; show them in the editor only while the connection is up.
+
+        (pygls reports a failed send by sending a message, which fails again once the client closed
+        the pipe: that recursion would keep a closing server busy for many seconds.)
+        """
+        logger.error("%s: %s", getattr(source, "__name__", source), error)
+        if self.closing or isinstance(error, (OSError, ValueError)):
+            return
+        super().report_server_error(error, source)
+
     def shutdown(self) -> None:
+        self.closing = True
         for executor in (self.analysis_executor, self.compile_executor, self.step_executor):
             executor.shutdown(wait=False, cancel_futures=True)
         self.ranker.close()

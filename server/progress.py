@@ -21,6 +21,7 @@ class JobProgress:
 
     async def begin(self, message: str = "") -> "JobProgress":
         self.ls.job_started()
+        self.ls.active_jobs.add(self)
         if not self.ls.client_supports("window.work_done_progress"):
             return self
         token = f"mtmc-{uuid.uuid4().hex[:12]}"
@@ -39,15 +40,19 @@ class JobProgress:
 
     def report(self, message: str, percentage: int | None = None) -> None:
         """Thread-safe: forwards to the event loop."""
-        if self.token is None:
+        if self.token is None or self.ls.closing:
             return
         value = types.WorkDoneProgressReport(message=message, percentage=percentage)
-        self._loop.call_soon_threadsafe(self.ls.work_done_progress.report, self.token, value)
+        try:
+            self._loop.call_soon_threadsafe(self.ls.work_done_progress.report, self.token, value)
+        except RuntimeError:  # the event loop is closed: the server is exiting
+            pass
 
     def end(self, message: str) -> None:
         """Call on the event loop."""
-        if self.token is not None:
+        if self.token is not None and not self.ls.closing:
             self.ls.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
             self.ls.work_done_progress.tokens.pop(self.token, None)
             self.token = None
+        self.ls.active_jobs.discard(self)
         self.ls.job_finished()

@@ -23,6 +23,8 @@ VERIFICATION_STATES = {
     "error": "failed", "no_harness": "skipped", "cancelled": "cancelled", "superseded": "cancelled",
 }
 PROPOSAL_TTL_S = 3600.0
+# Attached to every offered step; runs after the client applied the edit, records and verifies it.
+STEP_APPLIED_COMMAND = "mtmc.stepApplied"
 
 
 @dataclass

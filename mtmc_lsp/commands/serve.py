@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import sys
 
 
@@ -47,4 +48,13 @@ def run(args: argparse.Namespace) -> int:
         server.start_tcp(host, port)
     else:
         server.start_io()
-    return 0
+    # The client has gone (exit, or closed pipes). A compile or verification thread may still be
+    # waiting on its subprocess; the editor must not wait for it, so leave without joining threads.
+    code = 0 if getattr(server.protocol, "_shutdown", False) else 1
+    logging.getLogger(__name__).info("connection closed; exiting with %d", code)
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # pygls already closed it
+        pass
+    os._exit(code)

@@ -14,10 +14,10 @@ from lsprotocol import types
 
 from ...optimizer.actions import applicable
 from ...optimizer.policy import PolicyState, Ranked
+from ..steps import STEP_APPLIED_COMMAND
 from .quick_fix import quick_fixes
 
 STEP_KIND = types.CodeActionKind.RefactorRewrite
-STEP_APPLIED_COMMAND = "mtmc.stepApplied"
 APPLY_CANDIDATE_COMMAND = "mtmc.applyCandidate"
 
 

@@ -41,7 +41,13 @@ def register(server) -> None:
         ls.log(f"target GPU: {ls.target.summary()}")
         ls.send_status()
 
+    @server.feature(types.EXIT)
+    def exit_(ls, params) -> None:
+        ls.closing = True  # pygls closes the pipe next
+
     @server.feature(types.SHUTDOWN)
     def shutdown(ls, params) -> None:
         for state in ls.documents:
             state.cancel_jobs()
+        for job in list(ls.active_jobs):
+            job.cancel.set()  # verify/optimize workers are killed, their threads return

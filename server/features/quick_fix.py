@@ -1,12 +1,24 @@
-"""Quick fixes for MTMC diagnostics whose data says what to change (one small, exact text edit)."""
+"""Quick fixes for MTMC diagnostics whose data says what to change, offered as verified steps.
+
+A fix is one small, exact text edit; like an optimization step it goes through the review
+(change annotation) and is recorded in the step history and verified once applied.
+"""
 
 from __future__ import annotations
 
 import re
+import uuid
 
 from lsprotocol import types
 
+from ...optimizer.actions import Candidate, Edit
 from ..positions import TextIndex
+from ..steps import STEP_APPLIED_COMMAND
+from ..text_edits import apply_edits
+from ..workspace_edit import document_edit
+
+# Finding code -> the MTMC action kind its fix belongs to (for the step history and the policy).
+FIX_KINDS = {"MTMC105": "Warps", "MTMC101": "Tiling", "MTMC104": "Pipelining"}
 
 
 def _pow2_neighbours(value: int) -> list[int]:
@@ -35,24 +47,25 @@ def _finding_data(state, index: TextIndex, diagnostic: types.Diagnostic) -> dict
     return diagnostic.data if isinstance(diagnostic.data, dict) else {}
 
 
-def _fixes_for(diagnostic: types.Diagnostic, data: dict, text: str, index: TextIndex) -> list[tuple[str, types.TextEdit]]:
+def _fixes_for(diagnostic: types.Diagnostic, data: dict, text: str, index: TextIndex) -> list[tuple[str, dict, types.TextEdit]]:
+    """(title, parameters, edit) for each fix of one diagnostic."""
     code = str(diagnostic.code)
-    fixes: list[tuple[str, types.TextEdit | None]] = []
+    fixes: list[tuple[str, dict, types.TextEdit | None]] = []
     if code == "MTMC105" and isinstance(data.get("num_warps"), int):
         for value in _pow2_neighbours(data["num_warps"]):
             edit = _replace_in_range(text, index, diagnostic.range, r"(num_warps\s*=\s*)\d+", rf"\g<1>{value}")
-            fixes.append((f"Use num_warps={value} (a power of 2)", edit))
+            fixes.append((f"Use num_warps={value} (a power of 2)", {"num_warps": value}, edit))
     elif code == "MTMC101" and isinstance(data.get("size"), int) and isinstance(data.get("suggestion"), int):
         size, suggestion = data["size"], data["suggestion"]
         edit = _replace_in_range(text, index, diagnostic.range, rf"(?<![\w.]){size}(?![\w.])", str(suggestion))
-        fixes.append((f"Use {suggestion} instead of {size} (a power of 2; mask the remainder)", edit))
+        fixes.append((f"Use {suggestion} instead of {size} (a power of 2; mask the remainder)", {"size": suggestion}, edit))
     elif code == "MTMC104" and all(isinstance(data.get(k), int) for k in ("bytes", "limit", "stages")):
         per_stage = data["bytes"] // max(data["stages"], 1)
         fitting = data["limit"] // per_stage if per_stage else 0
         if 1 <= fitting < data["stages"]:
             edit = _replace_in_range(text, index, diagnostic.range, r"(num_stages\s*=\s*)\d+", rf"\g<1>{fitting}")
-            fixes.append((f"Use num_stages={fitting} (fits the target's shared memory)", edit))
-    return [(title, edit) for title, edit in fixes if edit is not None]
+            fixes.append((f"Use num_stages={fitting} (fits the target's shared memory)", {"num_stages": fitting}, edit))
+    return [(title, params, edit) for title, params, edit in fixes if edit is not None]
 
 
 def quick_fixes(ls, state, uri: str, version: int | None, text: str,
@@ -66,15 +79,19 @@ def quick_fixes(ls, state, uri: str, version: int | None, text: str,
         if diagnostic.source != "mtmc":
             continue
         data = _finding_data(state, index, diagnostic)
-        for title, edit in _fixes_for(diagnostic, data, text, index):
-            if ls.client_supports("workspace.workspace_edit.document_changes"):
-                workspace_edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
-                    text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
-                    edits=[edit])])
-            else:
-                workspace_edit = types.WorkspaceEdit(changes={uri: [edit]})
+        for title, params, edit in _fixes_for(diagnostic, data, text, index):
+            code = str(diagnostic.code)
+            candidate = Candidate(action=f"fix-{code.lower()}", kind=FIX_KINDS.get(code, "Fix"),
+                                  kernel=data.get("kernel") or "", params=params, title=title,
+                                  line=diagnostic.range.start.line)
+            new_text = apply_edits(text, [edit], index)
+            proposal = ls.steps.propose(uri, version, candidate, text, Edit(new_text, 1, f"{code}: {title}"),
+                                        token=uuid.uuid4().hex)
             actions.append(types.CodeAction(
-                title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic], edit=workspace_edit,
+                title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic],
+                edit=document_edit(ls, uri, version, text, new_text, proposal.label, diagnostic.message),
+                command=types.Command(title="Record and verify the fix", command=STEP_APPLIED_COMMAND,
+                                      arguments=[uri, proposal.token]),
                 is_preferred=not actions,
             ))
     return actions

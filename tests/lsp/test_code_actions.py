@@ -51,17 +51,26 @@ async def test_step_actions_are_ranked_candidates_for_the_kernel_under_the_curso
     assert not await _actions(client, uri, _at(MATMUL, "acc += tl.dot"), only=[types.CodeActionKind.QuickFix])
 
 
-async def test_quick_fix_for_num_warps(client: EditorClient, workspace):
+async def test_quick_fix_for_num_warps_is_a_recorded_step(client: EditorClient, workspace):
     uri = (workspace / "planted.py").as_uri()
     client.open(uri, PLANTED)
     diagnostics = await client.diagnostics_for(uri, version=1)
     warps = next(d for d in diagnostics if d.code == "MTMC105")
     fixes = await _actions(client, uri, warps.range.start, [warps], only=[types.CodeActionKind.QuickFix])
     assert [f.title for f in fixes] == ["Use num_warps=4 (a power of 2)", "Use num_warps=8 (a power of 2)"]
-    assert apply_workspace_edit(client, fixes[1].edit).applied
+    fix = fixes[1]
+    assert fix.is_preferred is not True and fixes[0].is_preferred and fix.diagnostics[0].code == "MTMC105"
+    if _vscode(client):
+        (annotation,) = fix.edit.change_annotations.values()
+        assert annotation.needs_confirmation and annotation.label == "MTMC step 1: Use num_warps=8 (a power of 2)"
+    assert apply_workspace_edit(client, fix.edit).applied
     assert client.buffer_text(uri) == MATMUL.replace("num_warps=4", "num_warps=8")
+    recorded = await _command(client, fix.command.command, *fix.command.arguments)
+    assert recorded["recorded"] and recorded["step"]["candidate"]["action"] == "fix-mtmc105"
     fixed = await client.diagnostics_for(uri, version=2)
     assert "MTMC105" not in [d.code for d in fixed]
+    # The other fix was never applied: its command records nothing.
+    assert (await _command(client, fixes[0].command.command, *fixes[0].command.arguments))["recorded"] is False
 
 
 @pytest.mark.slow  # verification runs the kernels in the Triton interpreter in a worker process

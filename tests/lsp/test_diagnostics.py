@@ -100,17 +100,42 @@ async def test_syntax_error_keeps_last_analysis(client: EditorClient, workspace)
     assert [l.command.arguments[1] for l in lens] == ["scale_kernel"]
 
 
-@pytest.mark.parametrize("text", ["", "   \n\n", "@triton.jit\ndef k(x_ptr, BLOCK: tl.cons", "def f(:\n  tl.load(",
-                                  "\x00\x01binary", "x = '\U0001F600' ; @\n"])
-async def test_bad_input_does_not_crash(client: EditorClient, workspace, text):
-    uri = (workspace / "bad.py").as_uri()
+BAD_INPUTS = ["", "   \n\n", "@triton.jit\ndef k(x_ptr, BLOCK: tl.cons", "def f(:\n  tl.load(", "\x00\x01binary",
+              "x = '\U0001F600' ; @\n", "\r\n\r", "@triton.jit\n" * 200, "(" * 5000]
+
+
+async def test_bad_input_does_not_crash(client: EditorClient, workspace):
+    for i, text in enumerate(BAD_INPUTS):
+        uri = (workspace / f"bad{i}.py").as_uri()
+        client.open(uri, text)
+        await client.diagnostics_for(uri, version=1)
+        hover = await client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=0, character=3)))
+        assert hover is None
+        lenses = await client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+        assert not lenses
+        version = client.edit(uri, (0, 0), (0, 0), "import triton\n")
+        await client.diagnostics_for(uri, version=version)
+    # Still healthy: a real file gets its findings.
+    uri = (workspace / "planted.py").as_uri()
+    client.open(uri, PLANTED)
+    assert "MTMC105" in codes(await client.diagnostics_for(uri, version=1))
+
+
+async def test_ranges_use_the_negotiated_position_encoding(client: EditorClient, workspace):
+    text = PLANTED.replace("    scale_kernel[", '    note = "é😀"; scale_kernel[')
+    uri = (workspace / "unicode.py").as_uri()
     client.open(uri, text)
-    await client.diagnostics_for(uri, version=1)
-    hover = await client.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=0, character=3)))
-    assert hover is None
-    version = client.edit(uri, (0, 0), (0, 0), "import triton\n")
-    await client.diagnostics_for(uri, version=version)
+    warps = next(d for d in await client.diagnostics_for(uri, version=1) if d.code == "MTMC105")
+    line = text.splitlines()[warps.range.start.line]
+    encoding = client.capabilities.general.position_encodings[0] if client.capabilities.general and \
+        client.capabilities.general.position_encodings else "utf-16"
+    units = {"utf-8": lambda s: len(s.encode("utf-8")), "utf-16": lambda s: len(s.encode("utf-16-le")) // 2,
+             "utf-32": len}[encoding]
+    start = line.index("num_warps=6")
+    assert warps.range.start.character == units(line[:start])
+    assert warps.range.end.character == units(line[:start + len("num_warps=6")])
 
 
 async def test_five_megabyte_document_is_skipped_not_fatal(client: EditorClient, workspace):
