@@ -81,6 +81,7 @@ cat > "$RUN/user/User/settings.json" <<JSON
   "editor.lightbulb.enabled": "on",
   "files.refactoring.autoSave": true,
   "chat.disableAIFeatures": true,
+  "workbench.secondarySideBar.defaultVisibility": "hidden",
   "mtmc.python": "$PYTHON",
   "mtmc.targetGpu": "h100",
   "mtmc.policy": "heuristic",
@@ -110,5 +111,9 @@ status=0
 "$NODE24_BIN/node" "$HERE/vscode.e2e.mjs" \
   --url "http://127.0.0.1:$PORT/?folder=$RUN/ws" --file matmul.py --out "$OUT" \
   --chromium "$(command -v chromium)" --playwright "$CACHE/playwright/node_modules/playwright-core/index.mjs" || status=$?
-cp "$RUN/user/logs" "$OUT/vscode-logs" -r 2>/dev/null || true
+cp -r "$RUN/user/logs" "$OUT/vscode-logs" 2>/dev/null || true
+if [ "$status" != 0 ]; then
+  # The server's own account (its log reaches the "MTMC Triton" output channel).
+  find "$OUT/vscode-logs" -name "*MTMC Triton.log" -exec grep -hiE "error|fail|verif" {} + 2>/dev/null | tail -15 >&2 || true
+fi
 exit $status

@@ -53,6 +53,29 @@ async function runCommand(title) {
   await page.keyboard.press("Enter");
 }
 
+let stepTitle = ""; // the optimization step chosen in the code action menu
+
+const filePath = () => join(new URL(args.url).searchParams.get("folder"), args.file);
+
+/** The MTMC view's row of the chosen step (the view lives in the side bar: kernels, then steps). */
+const stepRow = () => page.locator(".part.sidebar .monaco-list-row", { hasText: stepTitle }).first();
+
+/** Wait until `predicate(text on disk)` holds. */
+async function waitForFile(predicate, what, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate(readFileSync(filePath(), "utf8"))) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await page.waitForTimeout(250);
+  }
+}
+
+/** In the Refactor Preview: check every change (annotated changes start unchecked), then Apply. */
+async function applyRefactorPreview() {
+  const unchecked = page.locator(".bulk-edit-panel .monaco-list-row .monaco-custom-toggle:not(.checked), .bulk-edit-panel .monaco-list-row input[type=checkbox]:not(:checked)");
+  for (let i = 0; i < 20 && (await unchecked.count()) > 0; i++) await unchecked.first().click();
+  await page.locator(".bulk-edit-panel .monaco-button", { hasText: "Apply" }).first().click();
+}
+
 await stage("workbench", async () => {
   await page.goto(args.url);
   await page.locator(".monaco-workbench").waitFor({ timeout: 120_000 });
@@ -79,16 +102,36 @@ await stage("diagnostic", async () => {
 await stage("quick-fix-menu", async () => {
   // The cursor is on the problem (double-clicked in the Problems view): Ctrl+. lists its quick fixes.
   await page.keyboard.press("Control+.");
-  const fix = page.locator(".action-widget .monaco-list-row.action", { hasText: "Use num_warps=4" });
+  const fix = page.locator(".action-widget .monaco-list-row.action").filter({ visible: true, hasText: "Use num_warps=4" });
   await fix.first().waitFor({ timeout: 60_000 });
-  return (await page.locator(".action-widget .monaco-list-row.action").allInnerTexts()).map((t) => t.trim()).join(" | ");
+  return (await page.locator(".action-widget .monaco-list-row.action").filter({ visible: true }).allInnerTexts()).map((t) => t.trim()).join(" | ");
 });
 
 await stage("quick-fix-applied", async () => {
-  await page.locator(".action-widget .monaco-list-row.action", { hasText: "Use num_warps=4" }).first().click();
-  // The server re-analyses the new text and withdraws the diagnostic.
-  await page.locator(".markers-panel .monaco-list-row", { hasText: "num_warps=6" }).first().waitFor({ state: "detached", timeout: 60_000 });
+  // Keyboard, as a user would: the menu opens with its first (preferred) entry selected; Enter runs it.
+  const first = (await page.locator(".action-widget .monaco-list-row.action").filter({ visible: true }).first().innerText()).trim();
+  if (!first.startsWith("Use num_warps=4")) throw new Error(`unexpected first quick fix: ${first}`);
+  await page.keyboard.press("Enter");
+  // The server sends the fix as a reviewable step too: confirm it in the Refactor Preview when shown.
+  const preview = page.locator(".bulk-edit-panel .monaco-list-row").first();
+  let previewed = false;
+  try {
+    await preview.waitFor({ timeout: 5_000 });
+    previewed = true;
+    await applyRefactorPreview();
+  } catch (error) {
+    if (previewed) throw error;
+  }
   await page.keyboard.press("Control+S");
+  await waitForFile((text) => text.includes("num_warps=4,"), "the quick fix on disk");
+  // The server withdraws the diagnostic for the new text.
+  const problems = page.locator(".markers-panel .monaco-list-row", { hasText: "num_warps=6" });
+  for (let stable = 0, i = 0; stable < 4; i++) {
+    if (i > 240) throw new Error("the MTMC105 problem stayed after the fix");
+    stable = (await problems.count()) === 0 ? stable + 1 : 0;
+    await page.waitForTimeout(250);
+  }
+  return previewed ? "applied through the Refactor Preview" : "applied directly";
 });
 
 await stage("code-actions", async () => {
@@ -101,7 +144,7 @@ await stage("code-actions", async () => {
   await page.keyboard.press("Control+G");
   await page.locator(".quick-input-widget input").fill(`:${line}:9`);
   await page.keyboard.press("Enter");
-  const menu = page.locator(".action-widget .monaco-list-row.action");
+  const menu = page.locator(".action-widget .monaco-list-row.action").filter({ visible: true });
   // Right after an edit the server may still be analysing the new version and answer nothing;
   // VS Code then shows no menu, so ask again (as a user would).
   for (let attempt = 1; ; attempt++) {
@@ -120,9 +163,14 @@ await stage("code-actions", async () => {
 });
 
 await stage("refactor-preview", async () => {
-  const rows = page.locator(".action-widget .monaco-list-row.action");
-  const wanted = args.action ? rows.filter({ hasText: args.action }) : rows;
-  await wanted.first().click();
+  const rows = page.locator(".action-widget .monaco-list-row.action").filter({ visible: true });
+  // The menu opens with the top-ranked step selected; --action picks another one by its title.
+  const titles = (await rows.allInnerTexts()).map((t) => t.trim());
+  const index = args.action ? titles.findIndex((t) => t.includes(args.action)) : 0;
+  if (index < 0) throw new Error(`no code action matching ${args.action}`);
+  stepTitle = titles[index];
+  for (let i = 0; i < index; i++) await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("Enter");
   // Annotated edits with needsConfirmation open VS Code's Refactor Preview instead of applying.
   const panel = page.locator(".bulk-edit-panel, .refactor-preview, [id='workbench.view.bulkEdit']");
   await panel.first().waitFor({ timeout: 60_000 });
@@ -131,19 +179,11 @@ await stage("refactor-preview", async () => {
 });
 
 await stage("applied", async () => {
-  // Annotated changes start unchecked in the preview: check every edit, then Apply.
-  const unchecked = page.locator(".bulk-edit-panel .monaco-list-row .codicon-check:not(.checked), .bulk-edit-panel .monaco-list-row input[type=checkbox]:not(:checked), .bulk-edit-panel .monaco-list-row .monaco-custom-toggle:not(.checked)");
-  for (let i = 0; i < 20 && (await unchecked.count()) > 0; i++) await unchecked.first().click();
-  const path = join(new URL(args.url).searchParams.get("folder"), args.file);
-  const before = readFileSync(path, "utf8");
-  await page.locator(".bulk-edit-panel .monaco-button", { hasText: "Apply" }).first().click();
+  const before = readFileSync(filePath(), "utf8");
+  await applyRefactorPreview();
   // The edit lands in the buffer, and files.refactoring.autoSave writes it to disk.
-  const deadline = Date.now() + 30_000;
-  while (readFileSync(path, "utf8") === before) {
-    if (Date.now() > deadline) throw new Error("the file did not change after Apply");
-    await page.waitForTimeout(250);
-  }
-  const after = readFileSync(path, "utf8").split("\n");
+  await waitForFile((text) => text !== before, "the step on disk");
+  const after = readFileSync(filePath(), "utf8").split("\n");
   const changed = before.split("\n").filter((line, i) => after[i] !== line).length;
   return `${changed} line(s) changed on disk`;
 });
@@ -152,20 +192,39 @@ await stage("step-view", async () => {
   await runCommand("MTMC: Show Step History");
   // The MTMC view lives in the side bar: kernels, then their numbered steps.
   await page.locator(".part.sidebar .monaco-list-row", { hasText: "matmul_kernel" }).first().waitFor({ timeout: 60_000 });
-  const row = page.locator(".part.sidebar .monaco-list-row", { hasText: /\b1\. / }).first();
+  const row = stepRow();
   await row.waitFor({ timeout: 60_000 });
   return (await row.innerText()).replace(/\s+/g, " ");
 });
 
 await stage("step-verified", async () => {
   // Verification runs in the background (the interpreter here: correctness, no timing).
-  const row = page.locator(".part.sidebar .monaco-list-row", { hasText: /\b1\. .*(passed|failed|skipped|cancelled)/s }).first();
+  const row = stepRow().filter({ hasText: /passed|failed|skipped|cancelled/ });
   await row.waitFor({ timeout: 300_000 });
   const text = (await row.innerText()).replace(/\s+/g, " ");
   if (!/passed/.test(text)) throw new Error(`the step did not pass verification: ${text}`);
   // The speedup chart (Show Step History opened it beside the editor) has the step's bar.
   await page.locator(".webview, iframe.webview").first().waitFor({ timeout: 10_000 });
   return text;
+});
+
+await stage("step-diff", async () => {
+  // Clicking a step opens its before/after diff.
+  await stepRow().click();
+  const tab = page.locator(".tabs-container .tab", { hasText: stepTitle }).first();
+  await tab.waitFor({ timeout: 30_000 });
+  await page.locator(".monaco-diff-editor").first().waitFor({ timeout: 30_000 });
+  return (await tab.innerText()).trim();
+});
+
+await stage("step-accepted", async () => {
+  // The inline Accept button of an applied step.
+  const row = stepRow();
+  await row.hover();
+  await row.locator(".action-label.codicon-check").click();
+  const accepted = stepRow().filter({ hasText: "accepted" });
+  await accepted.waitFor({ timeout: 30_000 });
+  return (await accepted.innerText()).replace(/\s+/g, " ");
 });
 
 writeFileSync(join(args.out, "stages.json"), JSON.stringify(stages, null, 2));
