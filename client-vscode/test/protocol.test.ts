@@ -76,6 +76,8 @@ describe.skipIf(!server.python)("protocol against the real server (mtmc serve)",
     expect(fix, JSON.stringify(actions.map((a) => a.title))).toBeDefined();
     expect(fix.edit.documentChanges[0].textDocument.version).toBe(session.version(uri));
     expect(session.applyWorkspaceEdit(fix.edit)).toBe(true);
+    // As VS Code does: the action's command runs after its edit (the server may record the fix as a step).
+    if (fix.command) await session.executeCommand(fix.command.command, fix.command.arguments ?? []);
     expect(session.text(uri)).toMatch(/num_warps=(4|8)/);
     const version = session.version(uri);
     await session.waitFor(
