@@ -115,3 +115,24 @@ def test_history_json_shape(matmul_doc):
     assert {"id", "index", "kernel", "candidate", "textBefore", "textAfter", "status", "verification",
             "created", "updated", "changedLines"} <= set(s)
     assert s["changedLines"] == 3
+
+
+def test_three_way_revert_units():
+    from mtmc_lsp.optimizer.edits import three_way_revert
+
+    before = "a = 1\nb = 2\nc = 3\n"
+    after = "a = 1\nb = 20\nc = 3\n"
+    # Unchanged since: exact inverse.
+    assert three_way_revert(before, after, after) == (before, "reverted")
+    # A later edit elsewhere (line added at the top, line changed at the end) is kept.
+    current = "import x\na = 1\nb = 20\nc = 30\n"
+    assert three_way_revert(before, after, current)[0] == "import x\na = 1\nb = 2\nc = 30\n"
+    # A later edit of the same value: refused with the reason.
+    text, reason = three_way_revert(before, after, "a = 1\nb = 200\nc = 3\n")
+    assert text is None and "changed since" in reason
+    # A step that deleted a line: the line comes back at its place.
+    deleted = "a = 1\nc = 3\n"
+    assert three_way_revert(before, deleted, "a = 1\nc = 3\nd = 4\n")[0] == "a = 1\nb = 2\nc = 3\nd = 4\n"
+    # Same line, different tokens: the token-level retry keeps the later change.
+    step_before, step_after = "f(x, s=1)\n", "f(x, s=1, g=8)\n"
+    assert three_way_revert(step_before, step_after, "f(x, s=3, g=8)\n")[0] == "f(x, s=3)\n"

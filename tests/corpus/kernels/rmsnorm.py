@@ -1,4 +1,4 @@
-"""RMS norm over rows: the mean square, then scale by a per-row constant and a weight."""
+"""RMS norm over rows: the mean square, then scale by a gain and a weight; the block size is the constexpr default."""
 
 import torch
 import triton
@@ -8,7 +8,7 @@ ENTRY = "rms_norm"
 
 
 @triton.jit
-def rms_norm_kernel(x_ptr, w_ptr, y_ptr, n_cols, stride, eps, scale_ptr, BLOCK_SIZE: tl.constexpr):
+def rms_norm_kernel(x_ptr, w_ptr, y_ptr, n_cols, stride, eps, scale_ptr, BLOCK_SIZE: tl.constexpr = 32):
     row = tl.program_id(0)
     sq = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
     for start in range(0, n_cols, BLOCK_SIZE):
@@ -27,7 +27,7 @@ def rms_norm_kernel(x_ptr, w_ptr, y_ptr, n_cols, stride, eps, scale_ptr, BLOCK_S
 def rms_norm(x: torch.Tensor, w: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
     n_rows, n_cols = x.shape
     y = torch.empty_like(x)
-    rms_norm_kernel[(n_rows,)](x, w, y, n_cols, x.stride(0), 1e-6, gain, BLOCK_SIZE=32)
+    rms_norm_kernel[(n_rows,)](x, w, y, n_cols, x.stride(0), 1e-6, gain)
     return y
 
 
