@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-from ..optimizer.actions.base import Candidate
-from ..optimizer.policy import HeuristicPolicy, Policy, PolicyState, Ranked, make_policy
+if TYPE_CHECKING:
+    from ..optimizer.actions.base import Candidate
+    from ..optimizer.policy import Policy, PolicyState, Ranked
+
+# optimizer.actions (and the policy and history, which import it) load libcst: imported where used,
+# so the server starts fast and small.
 
 
 def _policy_key(settings) -> tuple:
@@ -19,10 +24,20 @@ class Ranker:
     def __init__(self) -> None:
         self._policy: Policy | None = None
         self._key: tuple | None = None
-        self._fallback = HeuristicPolicy()
+        self._fallback_policy: Policy | None = None
         self._lock = threading.Lock()  # one ranking at a time: model policies are not re-entrant
 
+    @property
+    def _fallback(self) -> Policy:
+        if self._fallback_policy is None:
+            from ..optimizer.policy import HeuristicPolicy
+
+            self._fallback_policy = HeuristicPolicy()
+        return self._fallback_policy
+
     def policy(self, settings) -> Policy:
+        from ..optimizer.policy import make_policy
+
         key = _policy_key(settings)
         if self._policy is None or key != self._key:
             if self._policy is not None:
@@ -32,8 +47,12 @@ class Ranker:
 
     def model_state(self, settings) -> str:
         """``mtmc/status``'s model field: "off" for the heuristic, else the model's loading state."""
-        policy = self.policy(settings)
-        if isinstance(policy, HeuristicPolicy):
+        if settings.policy == "heuristic":
+            return "off"
+        if self._policy is None or _policy_key(settings) != self._key:
+            return "not loaded"  # built on the first ranking, not at start (it imports libcst and numpy)
+        policy = self._policy
+        if policy.name == "heuristic":  # the model was asked for but cannot run (reason in describe())
             return "off"
         return "off" if policy.status == "failed" else policy.status
 

@@ -12,10 +12,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..optimizer.actions import Candidate, Edit
-from ..optimizer.history import HistoryError, StepHistory, StepRecord
+if TYPE_CHECKING:
+    from ..optimizer.actions import Candidate, Edit
+    from ..optimizer.history import StepHistory, StepRecord
+
+# optimizer.actions (and the policy and history, which import it) load libcst: imported where used,
+# so the server starts fast and small.
 
 # VerificationReport.status -> the state the editor shows for a step.
 VERIFICATION_STATES = {
@@ -72,6 +76,8 @@ class StepStore:
         self._proposals: dict[str, Proposal] = {}
 
     def history(self, uri: str) -> StepHistory:
+        from ..optimizer.history import StepHistory
+
         history = self._histories.get(uri)
         if history is None:
             root, path = self._locate(uri)
@@ -96,6 +102,8 @@ class StepStore:
 
     def record(self, token: str, current_text: str) -> tuple[StepRecord | None, str]:
         """Record proposal ``token`` as an applied step if the document now holds its text after."""
+        from ..optimizer.history import HistoryError
+
         proposal = self._proposals.get(token)
         if proposal is None:
             return None, "unknown or expired step"

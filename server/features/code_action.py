@@ -12,8 +12,10 @@ import uuid
 
 from lsprotocol import types
 
-from ...optimizer.actions import applicable
-from ...optimizer.policy import PolicyState, Ranked
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...optimizer.policy import Ranked
 from ..steps import STEP_APPLIED_COMMAND
 from .quick_fix import quick_fixes
 
@@ -35,6 +37,9 @@ def ranked_candidates(ls, state, kernel_name: str) -> tuple[list[Ranked], str]:
     cached = state.candidates.get(key)
     if cached is not None:
         return cached
+    from ...optimizer.actions import applicable
+    from ...optimizer.policy import PolicyState
+
     analysis = state.analysis
     kernel = analysis.kernel(kernel_name)
     candidates = applicable(analysis, kernel, target, allow_precision=ls.settings.allow_precision_changes)

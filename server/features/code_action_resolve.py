@@ -6,7 +6,6 @@ import asyncio
 
 from lsprotocol import types
 
-from ...optimizer.actions import ActionError, Candidate, apply_candidate
 from ..workspace_edit import document_edit
 
 
@@ -14,7 +13,7 @@ class StaleDocument(Exception):
     """The document changed since the action was offered; its edit would not fit the text."""
 
 
-async def compute_step_edit(ls, uri: str, version: int | None, candidate: Candidate):
+async def compute_step_edit(ls, uri: str, version: int | None, candidate):
     """The step's edit for ``uri`` at ``version``: (before, Edit). Raises StaleDocument or ActionError."""
     document = ls.workspace.get_text_document(uri)
     if version is not None and document.version != version:
@@ -22,6 +21,8 @@ async def compute_step_edit(ls, uri: str, version: int | None, candidate: Candid
             f"the document changed since this step was offered (version {version}, now {document.version}); "
             "ask for code actions again"
         )
+    from ...optimizer.actions import apply_candidate
+
     before = document.source
     loop = asyncio.get_running_loop()
     edit = await loop.run_in_executor(ls.step_executor, apply_candidate, before, candidate, ls.target)
@@ -38,6 +39,8 @@ def refuse(ls, message: str) -> None:
 def register(server) -> None:
     @server.feature(types.CODE_ACTION_RESOLVE)
     async def resolve(ls, action: types.CodeAction) -> types.CodeAction:
+        from ...optimizer.actions import ActionError, Candidate
+
         data = action.data if isinstance(action.data, dict) else {}
         if data.get("type") != "step":
             return action

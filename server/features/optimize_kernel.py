@@ -12,8 +12,6 @@ import time
 
 from lsprotocol import types
 
-from ...optimizer.actions import Edit
-from ...optimizer.policy import HeuristicPolicy
 from ..progress import JobProgress
 from ..steps import verification_json
 from .step_commands import apply_step_edit
@@ -25,6 +23,8 @@ MODEL_LOAD_WAIT_S = 120.0
 
 def _ready_policy(ls):
     """The configured policy, loaded (waits for the model in this worker thread), else the heuristic."""
+    from ...optimizer.policy import HeuristicPolicy
+
     policy = ls.ranker.policy(ls.settings)
     if policy.status != "ready":
         policy.start_loading()
@@ -58,6 +58,8 @@ def _run_search(ls, text: str, path: str | None, kernel: str | None, options: di
 
 async def offer_steps(ls, uri: str, original: str, result) -> tuple[int, str]:
     """Apply the kept steps one by one as reviewable edits; (steps applied, why the offer ended)."""
+    from ...optimizer.actions import Edit
+
     current = original
     applied = 0
     for attempt in result.steps:

@@ -11,7 +11,6 @@ import uuid
 
 from lsprotocol import types
 
-from ...optimizer.actions import Candidate, Edit
 from ..positions import TextIndex
 from ..steps import STEP_APPLIED_COMMAND
 from ..text_edits import apply_edits
@@ -71,6 +70,8 @@ def _fixes_for(diagnostic: types.Diagnostic, data: dict, text: str, index: TextI
 def quick_fixes(ls, state, uri: str, version: int | None, text: str,
                 diagnostics: list[types.Diagnostic]) -> list[types.CodeAction]:
     """Quick-fix code actions for the MTMC diagnostics the client sent along (current version only)."""
+    from ...optimizer.actions import Candidate, Edit
+
     if state.version != version:
         return []  # the diagnostics' ranges belong to an older text
     index = ls.index(text)

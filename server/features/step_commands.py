@@ -6,9 +6,7 @@ import asyncio
 
 from lsprotocol import types
 
-from ...optimizer.actions import ActionError, Candidate
 from ...optimizer.edits import three_way_revert
-from ...optimizer.history import HistoryError
 from ..steps import step_label
 from ..workspace_edit import document_edit
 from .code_action_resolve import StaleDocument, compute_step_edit, refuse
@@ -74,6 +72,8 @@ def register(server) -> None:
     @server.command("mtmc.applyCandidate")
     async def apply_candidate_command(ls, *args) -> dict:
         """[uri, version, candidate JSON]: compute the step and apply it through workspace/applyEdit."""
+        from ...optimizer.actions import ActionError, Candidate
+
         uri, version, raw = _args(args, "uri", "version", "candidate")
         candidate = Candidate.from_json(raw if isinstance(raw, dict) else dict(raw))
         try:
@@ -100,6 +100,8 @@ def register(server) -> None:
     @server.command("mtmc.rejectStep")
     async def reject_step(ls, *args) -> dict:
         """[uri, stepId]: revert the step's hunks in the current text (later edits elsewhere stay)."""
+        from ...optimizer.history import HistoryError
+
         uri, step_id = _args(args, "uri", "stepId")
         history = ls.steps.history(uri)
         step = history.get(step_id)
