@@ -120,3 +120,13 @@ def test_edits_keep_comments_and_are_deterministic():
     text = (CORPUS / "softmax.py").read_text()
     for cand in applicable(analyze(text), "softmax_kernel", H100):
         assert apply_candidate(text, cand, H100).new_text == apply_candidate(text, cand, H100).new_text
+
+
+def test_a_shared_block_constant_must_suit_every_kernel_it_feeds():
+    text = (CORPUS / "gelu_bias.py").read_text()
+    cand = next(c for c in applicable(analyze(text), "gelu_kernel", H100) if c.action == "tiling")
+    assert any("scale_bias_kernel" in note for note in apply_candidate(text, cand, H100).notes)
+    # scale_bias_kernel loses a mask: BLOCK_SIZE (shared by both launches) may no longer change for either.
+    unsafe = text.replace("    x = tl.load(x_ptr + offsets, mask=mask)\n", "    x = tl.load(x_ptr + offsets)\n")
+    assert "tiling" not in actions(unsafe, "gelu_kernel")
+    assert "tiling" not in actions(unsafe, "scale_bias_kernel")

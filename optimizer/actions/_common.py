@@ -334,8 +334,12 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
     return "other", arg
 
 
-def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None = None) -> TilePlan:
-    """Which block parameters tiling may change, and why not for the others."""
+def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None = None, _shared: bool = True) -> TilePlan:
+    """Which block parameters tiling may change, and why not for the others.
+
+    A host constant that also sets another kernel's block (``BLOCK_SIZE`` passed to two launches)
+    is only tunable when it is tunable for that kernel too (``_shared=False`` stops the recursion).
+    """
     module = module or parse(analysis.text)
     _kdef, launches = locate(module, kernel.name)
     sites: list[LaunchSite] = analysis.launches_of(kernel.name)
@@ -371,6 +375,11 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
             if how == "host":
                 host_var = node.targets[0].target.value  # type: ignore[union-attr]
                 via_grid = host_var in grid_names
+                problem = _shared and _shared_constant_problem(analysis, module, kernel, launch, host_var)
+                if problem:
+                    bp.reason = problem
+                    ok = False
+                    break
             elif how in ("literal", "default"):
                 via_grid = p.name in grid_names  # lambda META: ... META["BLOCK"]
                 grid_ints = _ints_in(grid_expression(launch))
@@ -388,6 +397,28 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
                 break
         bp.tunable = ok
     return plan
+
+
+def _shared_constant_problem(analysis: FileAnalysis, module: cst.Module, kernel: Kernel, launch: LaunchNode,
+                             host_var: str) -> str | None:
+    """Why changing ``host_var`` would be unsafe for another kernel launched with it (None if safe)."""
+    if launch.host is None:
+        return None
+    host_name = launch.host.name.value
+    for site in analysis.launches:
+        if site.kernel == kernel.name or site.host_function != host_name:
+            continue
+        for arg in site.args:
+            if arg.source.strip() != host_var:
+                continue
+            other = analysis.kernel(site.kernel)
+            if other is None or arg.param is None:
+                return f"{host_var} also sets an argument of {site.kernel}"
+            other_param = tile_plan(analysis, other, module, _shared=False).params.get(arg.param)
+            if other_param is None or not other_param.tunable:
+                why = other_param.reason if other_param else f"{arg.param} is not a block size there"
+                return f"{host_var} also sets {site.kernel}'s {arg.param}, which cannot change: {why}"
+    return None
 
 
 def _ints_in(node: cst.CSTNode) -> set[int]:

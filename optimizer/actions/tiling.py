@@ -177,8 +177,26 @@ class Tiling:
                 problem = self._fits((merged["m"], merged["n"], merged["k"]), plan, analysis, target)
                 if problem:
                     raise ActionError(problem)
+        notes = self._shared_notes(analysis, kernel, module, values)
         module = c.set_constexpr(module, analysis, kernel, values)
-        return c.finish(text, module, f"tiling of {kernel.name}: {c.fmt_params(values)}")
+        return c.finish(text, module, f"tiling of {kernel.name}: {c.fmt_params(values)}", notes)
+
+    @staticmethod
+    def _shared_notes(analysis: FileAnalysis, kernel: Kernel, module, values: dict[str, int]) -> list[str]:
+        """Say which other launches a changed host constant also feeds (reviewers should know)."""
+        notes = []
+        _kdef, launches = c.locate(module, kernel.name)
+        for name in values:
+            for launch in launches:
+                how, node = c.binding_of(launch, kernel, name)
+                if how != "host":
+                    continue
+                var = node.targets[0].target.value
+                others = sorted({s.kernel for s in analysis.launches if s.kernel != kernel.name
+                                 and any(a.source.strip() == var for a in s.args)})
+                if others:
+                    notes.append(f"{var} also sets the block of {', '.join(others)} (same grid rule, also tunable)")
+        return notes
 
 
 def _dict(values: dict[str, int]) -> str:
