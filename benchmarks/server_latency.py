@@ -176,7 +176,8 @@ async def run(args) -> dict:
     def on_status(params):
         pass
 
-    await client.start_io(sys.executable, "-m", "mtmc_lsp", "serve")
+    command = args.server_command.split() if args.server_command else [sys.executable, "-m", "mtmc_lsp", "serve"]
+    await client.start_io(*command)
     pid = client._server.pid
     capabilities = types.ClientCapabilities(
         workspace=types.WorkspaceClientCapabilities(configuration=True),
@@ -303,6 +304,7 @@ def main() -> int:
     parser.add_argument("--compile", action="store_true", help="leave compile diagnostics on (background compiles)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     parser.add_argument("--write-file", metavar="PATH", help="only write the generated 2,000-line file and exit")
+    parser.add_argument("--server-command", help="start the server with this command instead (e.g. under a profiler)")
     args = parser.parse_args()
     if args.write_file:
         Path(args.write_file).write_text(generate_file())

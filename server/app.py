@@ -24,6 +24,8 @@ from .state import DocumentStore
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "mtmc-lsp"
+# Line indexes kept for reuse: a few open documents' current and last-good texts.
+INDEX_CACHE_SIZE = 8
 
 
 class MtmcLanguageServer(LanguageServer):
@@ -53,6 +55,7 @@ class MtmcLanguageServer(LanguageServer):
         # diagnostics wait for it so the first ones are for the right target.
         self.settings_ready = asyncio.Event()
         self._target: GpuProfile | None = None
+        self._indexes: list[TextIndex] = []
         self._target_key: str | None = None
 
     # ---- target -------------------------------------------------------------------------
@@ -95,7 +98,14 @@ class MtmcLanguageServer(LanguageServer):
         return getattr(encoding, "value", encoding)
 
     def index(self, text: str) -> TextIndex:
-        return TextIndex(text, self.position_encoding)
+        """The line index of ``text`` (the same few texts are indexed for every request: cached)."""
+        encoding = self.position_encoding
+        for cached in self._indexes:
+            if cached.text is text and cached.encoding == encoding:
+                return cached
+        index = TextIndex(text, encoding)
+        self._indexes = [index, *self._indexes[: INDEX_CACHE_SIZE - 1]]
+        return index
 
     # ---- client capabilities ------------------------------------------------------------
     def client_supports(self, dotted: str, default: Any = False) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import re
 
 from lsprotocol import types
 
@@ -16,26 +17,25 @@ _UNITS = {
 }
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 class TextIndex:
     """Line starts of one text, to move between code-point offsets and client positions."""
 
     def __init__(self, text: str, encoding: str = types.PositionEncodingKind.Utf16):
         self.text = text
+        self.encoding = encoding
         self._units = _UNITS.get(encoding, _UNITS[types.PositionEncodingKind.Utf16])
-        self._starts = [0]
         # LSP lines end at \n, \r\n or \r only (str.splitlines knows more separators).
-        index = 0
-        length = len(text)
-        while True:
-            nl = text.find("\n", index)
-            cr = text.find("\r", index)
-            if nl < 0 and cr < 0:
-                break
-            if cr >= 0 and (nl < 0 or cr < nl):
-                index = cr + 2 if cr + 1 < length and text[cr + 1] == "\n" else cr + 1
-            else:
-                index = nl + 1
-            self._starts.append(index)
+        if "\r" in text:
+            self._starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
+        else:
+            self._starts = [0]
+            find, index = text.find, text.find("\n")
+            while index >= 0:
+                self._starts.append(index + 1)
+                index = find("\n", index + 1)
 
     @property
     def line_count(self) -> int:

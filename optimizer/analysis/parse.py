@@ -470,6 +470,27 @@ class _BodyWalker(ast.NodeVisitor):
         self.depth = 0
         self._target: str | None = None
 
+    # Faster dispatch than ast.NodeVisitor's (string building + getattr per node, generator per field):
+    # this walk runs over every kernel body on every analysis. Same visiting order and results.
+    _methods: dict[type, object] = {}
+
+    def visit(self, node: ast.AST):
+        method = self._methods.get(node.__class__)
+        if method is None:
+            method = getattr(type(self), "visit_" + node.__class__.__name__, None) or type(self).generic_visit
+            self._methods[node.__class__] = method
+        return method(self, node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST) and name != "ctx":
+                self.visit(value)
+
     def pointer_names(self) -> set[str]:
         """Names that reach a load/store address through additions (``ptr + offs``), not products."""
         seen: set[str] = set()
