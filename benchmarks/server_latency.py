@@ -74,6 +74,8 @@ def generate_file(seed: int = 0) -> str:
         suffix = f"_s{seed}_{i}"
         names = set(re.findall(r"^def (\w+)\(", body, flags=re.M))
         renamed = re.sub(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b", lambda m: m.group(1) + suffix, body)
+        if i % 5 == 0:  # a few planted problems, so diagnostics are published, not just empty lists
+            renamed = renamed.replace("num_warps=4", "num_warps=6")
         parts.append(renamed + "\n\n")
         kernels += count
         i += 1
