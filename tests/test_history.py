@@ -114,7 +114,7 @@ def test_history_json_shape(matmul_doc):
     (s,) = data["steps"]
     assert {"id", "index", "kernel", "candidate", "textBefore", "textAfter", "status", "verification",
             "created", "updated", "changedLines"} <= set(s)
-    assert s["changedLines"] == 3
+    assert s["changedLines"] == 4  # BLOCK_M/N/K and num_warps at the launch
 
 
 def test_three_way_revert_units():

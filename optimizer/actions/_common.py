@@ -248,6 +248,7 @@ class TilePlan:
     num_warps: int = DEFAULT_NUM_WARPS
     num_stages: int | None = None
     has_dot: bool = False
+    warps_settable: bool = False  # every launch sets num_warps as a constant (or not at all)
 
     def values(self) -> dict[str, int | None]:
         return {p.name: p.value for p in self.params.values()}
@@ -348,6 +349,7 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
     plan.num_warps = warps.pop() if len(warps) == 1 else DEFAULT_NUM_WARPS
     stages = {s.num_stages for s in sites}
     plan.num_stages = stages.pop() if len(stages) == 1 else None
+    plan.warps_settable = bool(launches) and all(_option_settable(launch, "num_warps") for launch in launches)
     masked = all_accesses_masked(kernel, analysis.text)
     for p in kernel.params:
         if p.kind != "constexpr" or not is_block_name(p.name):
@@ -397,6 +399,17 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
                 break
         bp.tunable = ok
     return plan
+
+
+def _option_settable(launch: LaunchNode, option: str) -> bool:
+    """True when ``set_launch_option`` can set ``option`` at this launch."""
+    arg = kwarg(launch.call, option)
+    if arg is None or isinstance(arg.value, cst.Integer):
+        return True
+    if isinstance(arg.value, cst.Name):
+        assign = host_assignment(launch.host, arg.value.value)
+        return assign is not None and isinstance(assign.value, cst.Integer)
+    return False
 
 
 def _shared_constant_problem(analysis: FileAnalysis, module: cst.Module, kernel: Kernel, launch: LaunchNode,

@@ -5,7 +5,8 @@ literal at the launch (when the grid does not depend on it), or the constexpr de
 size is only offered when the grid or a loop is derived from it and every access is masked, so any
 power of two keeps the result the same. For ``tl.dot`` kernels the A and B tiles times
 ``num_stages`` must fit the target's shared memory, and the fp32 accumulator must fit the threads'
-registers (at most 128 values per thread).
+registers (at most 128 values per thread); a tile that needs more warps than the launch has is
+offered with ``num_warps`` raised to 8 or 16 in the same step.
 
 Example: kernel=add_kernel target=h100 params={"BLOCK_SIZE": 1024}
 
@@ -41,6 +42,8 @@ def add(x, y):
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ..analysis import FileAnalysis, Kernel
 from ..analysis.model import Value
@@ -98,10 +101,19 @@ class Tiling:
                 return []
             names = (tunable["m"].name, tunable["n"].name, tunable["k"].name)
             current = tuple(tunable[r].value for r in "mnk")
-            options = []
+            options: list[dict[str, Value]] = []
             for tile in MATMUL_TILES[arch_bucket(target)]:
-                if tile != current and self._fits(tile, plan, analysis, target) is None:
+                if tile == current:
+                    continue
+                if self._fits(tile, plan, analysis, target) is None:
                     options.append(dict(zip(names, tile)))
+                    continue
+                # A tile too big for the current warps' registers comes with the warps it needs.
+                for warps in (8, 16):
+                    if warps > plan.num_warps and plan.warps_settable and \
+                            self._fits(tile, replace(plan, num_warps=warps), analysis, target) is None:
+                        options.append({**dict(zip(names, tile)), "num_warps": warps})
+                        break
             return options
         ones = [p for p in plan.params.values() if p.tunable and p.role == "1d"]
         if len(ones) != 1 or len(plan.params) != 1:
@@ -159,6 +171,12 @@ class Tiling:
             module = c.replace_all(module, [(lst, c.append_element(lst, c.expr(option)))])
             return c.finish(text, module, f"tiling of {kernel.name}: autotune config {c.fmt_params(params)}")
         plan = c.tile_plan(analysis, kernel, module)
+        params = dict(params)
+        warps = params.pop("num_warps", None)
+        if warps is not None:
+            if warps not in (8, 16) or warps <= plan.num_warps or not plan.warps_settable:
+                raise ActionError(f"num_warps={warps!r}: tiling only raises num_warps to 8 or 16 where the launches set it")
+            plan = replace(plan, num_warps=int(warps))
         values: dict[str, int] = {}
         for name, value in params.items():
             bp = plan.params.get(name)
@@ -179,6 +197,9 @@ class Tiling:
                     raise ActionError(problem)
         notes = self._shared_notes(analysis, kernel, module, values)
         module = c.set_constexpr(module, analysis, kernel, values)
+        if warps is not None:
+            module = c.set_launch_option(module, kernel.name, "num_warps", int(warps))
+            values["num_warps"] = int(warps)
         return c.finish(text, module, f"tiling of {kernel.name}: {c.fmt_params(values)}", notes)
 
     @staticmethod

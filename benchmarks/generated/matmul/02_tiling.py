@@ -43,7 +43,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     M, K = a.shape
     _, N = b.shape
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    BLOCK_M = 64
+    BLOCK_M = 128
     BLOCK_N = 128
     BLOCK_K = 64
     grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
