@@ -91,6 +91,7 @@ def test_prompt_holds_analysis_hardware_and_history(policy):
     assert candidate_texts(candidates[:1])[0] + " -> compiled, correct, speed not measured, kept" in prompt
 
 
+@pytest.mark.slow
 def test_history_changes_the_ranking_input_and_reuses_the_prompt_cache(policy):
     analysis = analyze((ROOT / "mtmc_lsp" / "examples" / "matmul.py").read_text())
     state = PolicyState(analysis, analysis.kernels[0], get_profile("h100"))
