@@ -1,7 +1,8 @@
 """The MTMC loop: the policy proposes, one action is applied, the step is verified, kept if it helps, repeat.
 
-``optimize`` runs a beam search over the policy's top-``beam`` candidates per state (``beam=1`` is
-greedy). A step is kept when it is correct and, where speed is measured (a GPU), when its reward
+``optimize`` runs a beam search: from each of the ``beam`` best states it goes down the policy's
+ranking until ``beam`` steps are kept or ``tries`` verifications are spent (``beam=1`` is greedy
+with fallback to the next-ranked action). A step is kept when it is correct and, where speed is measured (a GPU), when its reward
 compile 0.1 + correct 0.3 + log(speedup) beats the 0.4 of standing still, i.e. it is faster than
 the previous step beyond the measurement's noise band. Without a GPU speed is unavailable, so
 correct steps are kept and ranked by the policy's score; the result says so. The result holds
