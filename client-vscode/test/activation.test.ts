@@ -268,6 +268,31 @@ describe("workspace trust", () => {
     expect(api.statusBar.text).toContain("restricted");
   });
 
+  it("stops the server's optimize/verify commands (code lenses, code actions) from running", async () => {
+    mock.trusted = false;
+    await activateExtension();
+    const middleware = lastClient().clientOptions.middleware.executeCommand;
+    const forwarded: string[] = [];
+    const next = async (command: string) => {
+      forwarded.push(command);
+      return "ran";
+    };
+    expect(await middleware("mtmc.optimizeKernel", ["file:///ws/kernels/add.py", "add_kernel"], next)).toBeUndefined();
+    expect(await middleware("mtmc.verifyKernel", ["file:///ws/kernels/add.py"], next)).toBeUndefined();
+    expect(await middleware("mtmc.stepApplied", ["file:///ws/kernels/add.py", "token"], next)).toBe("ran");
+    expect(forwarded).toEqual(["mtmc.stepApplied"]);
+    expect(mock.messages.filter((m) => m.level === "warning").map((m) => m.text)).toEqual([
+      expect.stringMatching(/^MTMC: Optimize Kernel runs your kernel code/),
+      expect.stringMatching(/^MTMC: Verify Kernel runs your kernel code/),
+    ]);
+  });
+
+  it("forwards them once trusted", async () => {
+    await activateExtension();
+    const middleware = lastClient().clientOptions.middleware.executeCommand;
+    expect(await middleware("mtmc.optimizeKernel", [], async () => "ran")).toBe("ran");
+  });
+
   it("restarts as trusted when the user grants trust", async () => {
     mock.trusted = false;
     await activateExtension();
