@@ -284,6 +284,20 @@ if (args.scenario === "restricted") {
     return (await tab.innerText()).trim();
   });
 
+  await stage("select-target", async () => {
+    // The status bar item opens the target pick (the server's mtmc.listTargets); the choice reaches
+    // the server (mtmc.selectTarget + the saved mtmc.targetGpu) and comes back in mtmc/status.
+    await page.locator(".statusbar-item", { hasText: /h100.*model/i }).first().click();
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible" });
+    await input.fill("A100");
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "A100" }).first().waitFor({ timeout: 15_000 });
+    const offered = (await page.locator(".quick-input-list .monaco-list-row").allInnerTexts()).map((t) => t.replace(/\s+/g, " ").trim());
+    await page.keyboard.press("Enter");
+    await page.locator(".statusbar-item", { hasText: /a100.*model/i }).first().waitFor({ timeout: 30_000 });
+    return offered.join(" | ").slice(0, 200);
+  });
+
   await stage("step-accepted", async () => {
     // The inline Accept button of an applied step.
     const row = stepRow();

@@ -151,7 +151,8 @@ export class StepTreeProvider implements vscode.TreeDataProvider<StepViewNode>, 
     const step = node.step;
     const item = new vscode.TreeItem(`${step.index}. ${step.title}`, vscode.TreeItemCollapsibleState.None);
     item.description = stepDescription(step);
-    item.tooltip = [step.title, `Status: ${step.status}`, step.verification?.message ?? ""].filter(Boolean).join("\n");
+    // The description is cut short in a narrow side bar: the tooltip has all of it.
+    item.tooltip = [`${step.index}. ${step.title}`, stepDescription(step), step.verification?.message ?? ""].filter(Boolean).join("\n");
     item.iconPath = stepIcon(step);
     item.contextValue = `mtmcStep.${step.status}`;
     item.id = `${node.documentUri}#${step.kernel}#${step.id}`;

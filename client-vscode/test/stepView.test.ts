@@ -80,6 +80,7 @@ describe("the step tree", () => {
     expect(items[0].description).toBe("accepted · 2.00 ms → 1.00 ms · 2.00x");
     expect(items[1].description).toBe("applied · passed (interpreter, no timing)");
     expect(items.map((item) => item.contextValue)).toEqual(["mtmcStep.accepted", "mtmcStep.applied"]);
+    expect(items[0].tooltip).toBe("1. Tiling BLOCK=1024\naccepted · 2.00 ms → 1.00 ms · 2.00x");
     expect(items[0].command?.command).toBe(SHOW_STEP_DIFF_COMMAND);
     expect(tree.message).toBeUndefined();
   });
