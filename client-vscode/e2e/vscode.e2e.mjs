@@ -307,6 +307,29 @@ if (args.scenario === "restricted") {
     await accepted.waitFor({ timeout: 30_000 });
     return (await accepted.innerText()).replace(/\s+/g, " ");
   });
+
+  await stage("optimize-kernel", async () => {
+    // The MTMC loop (propose, apply, verify, keep) runs in the server; each kept step then comes back
+    // as a reviewable edit: confirm each one in the Refactor Preview until the outcome is reported.
+    await goTo(args["kernel-line"]);
+    await runCommand("MTMC: Optimize Kernel");
+    const outcome = page.locator(".notifications-toasts .notification-toast", { hasText: /applied for review|failed/ }).first();
+    const preview = page.locator(".bulk-edit-panel .monaco-list-row").first();
+    let reviewed = 0;
+    const deadline = Date.now() + 400_000;
+    while (!(await outcome.isVisible())) {
+      if (Date.now() > deadline) throw new Error(`no outcome after ${reviewed} reviewed step(s)`);
+      if (await preview.isVisible()) {
+        await applyRefactorPreview();
+        reviewed += 1;
+        await preview.waitFor({ state: "hidden", timeout: 30_000 }).catch(() => undefined);
+      }
+      await page.waitForTimeout(500);
+    }
+    const text = (await outcome.innerText()).replace(/\s+/g, " ");
+    if (/failed/.test(text)) throw new Error(text);
+    return `${reviewed} step(s) reviewed; ${text}`;
+  });
 }
 
 writeFileSync(join(args.out, "stages.json"), JSON.stringify(stages, null, 2));

@@ -43,25 +43,45 @@ function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** A Python source document (a file or an untitled buffer, not a step diff's virtual document). */
+export function isPythonSource(document: vscode.TextDocument): boolean {
+  return document.languageId === "python" && (document.uri.scheme === "file" || document.uri.scheme === "untitled");
+}
+
 /**
- * The document and kernel a kernel command works on: a step-view kernel node, else the active editor's
- * kernel at the cursor, else a quick pick of its kernels. `required: false` allows "the whole file".
+ * The source document a kernel command works on, with the cursor line when it is the active editor:
+ * the active editor, else (a step diff or another view is active) the document the step view shows.
  */
-export async function resolveKernelTarget(arg: unknown, required: boolean): Promise<{ uri: string; kernel?: string } | undefined> {
-  if (isKernelNode(arg)) return { uri: arg.documentUri, kernel: arg.kernel };
+function sourceDocument(stepViewDocument: string | undefined): { document: vscode.TextDocument; line?: number } | undefined {
   const editor = vscode.window.activeTextEditor;
-  if (!editor || editor.document.languageId !== "python") {
+  if (editor && isPythonSource(editor.document)) return { document: editor.document, line: editor.selection.active.line };
+  const shown = stepViewDocument && vscode.workspace.textDocuments.find((d) => d.uri.toString() === stepViewDocument);
+  return shown ? { document: shown } : undefined;
+}
+
+/**
+ * The document and kernel a kernel command works on: a step-view kernel node, else the kernel at the
+ * cursor, else the only kernel, else a quick pick. `required: false` allows "the whole file".
+ */
+export async function resolveKernelTarget(
+  arg: unknown,
+  required: boolean,
+  stepViewDocument?: string,
+): Promise<{ uri: string; kernel?: string } | undefined> {
+  if (isKernelNode(arg)) return { uri: arg.documentUri, kernel: arg.kernel };
+  const source = sourceDocument(stepViewDocument);
+  if (!source) {
     void vscode.window.showInformationMessage("MTMC: open a Python file with a @triton.jit kernel first.");
     return undefined;
   }
-  const uri = editor.document.uri.toString();
-  const kernels = findKernels(editor.document.getText());
+  const uri = source.document.uri.toString();
+  const kernels = findKernels(source.document.getText());
   if (kernels.length === 0) {
     if (!required) return { uri };
     void vscode.window.showInformationMessage("MTMC: this file has no @triton.jit kernel.");
     return undefined;
   }
-  const atCursor = kernelAtLine(kernels, editor.selection.active.line);
+  const atCursor = source.line !== undefined ? kernelAtLine(kernels, source.line) : undefined;
   if (atCursor) return { uri, kernel: atCursor.name };
   if (kernels.length === 1) return { uri, kernel: kernels[0].name };
   if (!required) return { uri };
@@ -130,7 +150,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
   // The server reports progress (cancellable) for both jobs itself; the client reports the outcome.
   const optimizeKernel = async (arg?: unknown) => {
     if (!ctx.isTrusted()) return explainRestrictedMode("Optimize Kernel");
-    const target = await resolveKernelTarget(arg, true);
+    const target = await resolveKernelTarget(arg, true, ctx.steps.currentDocument);
     if (!target?.kernel) return;
     const result = await run("Optimize Kernel", ServerCommands.optimizeKernel, [target.uri, target.kernel]);
     if (result !== undefined) void reportOptimization(target.kernel, result);
@@ -139,7 +159,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
 
   const verifyKernel = async (arg?: unknown) => {
     if (!ctx.isTrusted()) return explainRestrictedMode("Verify Kernel");
-    const target = await resolveKernelTarget(arg, false);
+    const target = await resolveKernelTarget(arg, false, ctx.steps.currentDocument);
     if (!target) return;
     const args = target.kernel ? [target.uri, target.kernel] : [target.uri];
     const result = await run("Verify Kernel", ServerCommands.verifyKernel, args);
@@ -156,7 +176,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
 
   const showStepHistory = async () => {
     const editor = vscode.window.activeTextEditor;
-    if (editor && editor.document.languageId === "python" && editor.document.uri.scheme !== "mtmc-step") {
+    if (editor && isPythonSource(editor.document)) {
       await ctx.steps.setDocument(editor.document.uri.toString());
     } else {
       await ctx.steps.refresh();

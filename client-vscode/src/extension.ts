@@ -1,7 +1,7 @@
 // Entry point: activates on Python files, starts `mtmc serve` once a file uses Triton, and wires the
 // status bar, the step view, the speedup chart and the commands to the server.
 import * as vscode from "vscode";
-import { ClientCommands, registerCommands } from "./commands";
+import { ClientCommands, isPythonSource, registerCommands } from "./commands";
 import { parseStepHistory, ServerCommands } from "./protocol";
 import { onPythonInterpreterChanged } from "./python";
 import { ClientFactory, MtmcServer } from "./server";
@@ -22,10 +22,6 @@ export interface MtmcExtensionApi {
   considerDocument(document: vscode.TextDocument): Promise<boolean>;
   /** Settles once the documents open at activation have been considered. */
   ready: Promise<void>;
-}
-
-function isPythonSource(document: vscode.TextDocument): boolean {
-  return document.languageId === "python" && (document.uri.scheme === "file" || document.uri.scheme === "untitled");
 }
 
 export async function activate(context: vscode.ExtensionContext, factory?: ClientFactory): Promise<MtmcExtensionApi> {

@@ -3,7 +3,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { ClientCommands } from "../src/commands";
 import { activateExtension, flush, lastClient, resetAll, TRITON_URI } from "./helpers";
 import { LanguageClient } from "./mocks/languageclient";
-import { ConfigurationTarget, mock } from "./mocks/vscode";
+import { ConfigurationTarget, makeDocument, makeEditor, mock, Uri } from "./mocks/vscode";
 
 const STEPS = {
   uri: TRITON_URI,
@@ -75,6 +75,16 @@ describe("Optimize Kernel and Verify Kernel", () => {
   it("optimizes a kernel chosen in the step view", async () => {
     await activateExtension({ line: 0 });
     await run(ClientCommands.optimizeKernel, { type: "kernel", kernel: "scale_kernel", documentUri: TRITON_URI, steps: [] });
+    expect(sent()).toEqual([["mtmc.optimizeKernel", TRITON_URI, "scale_kernel"]]);
+  });
+
+  it("works on the step view's document when a step diff is the active editor", async () => {
+    const { api } = await activateExtension({ line: 7 });
+    expect(api.steps.currentDocument).toBe(TRITON_URI);
+    const diffSide = { ...makeDocument("/a/after/add.py", "x = 1\n"), uri: Uri.parse("mtmc-step:/a/after/add.py") };
+    mock.activeEditor = makeEditor(diffSide as any, 0);
+    mock.pickChoice = (items) => items[1];
+    await run(ClientCommands.optimizeKernel);
     expect(sent()).toEqual([["mtmc.optimizeKernel", TRITON_URI, "scale_kernel"]]);
   });
 
