@@ -1,5 +1,6 @@
 """The embedded policy: the real default GGUF through llama-cpp-python, grammar-constrained proposals."""
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,8 @@ def test_every_corpus_kernel_gets_grammar_valid_applicable_proposals(policy):
         assert sorted(r.candidate.key() for r in ranked) == sorted(c.key() for c in candidates), path
         assert [r.score for r in ranked] == sorted((r.score for r in ranked), reverse=True)
         assert sum(r.score for r in ranked) == pytest.approx(1.0, abs=1e-6)
-        assert all(r.logprob is not None and r.logprob < 0 for r in ranked)
+        assert all(r.logprob is not None and r.logprob <= 0 for r in ranked)
+        assert all(r.score == pytest.approx(math.exp(r.logprob)) for r in ranked)
         assert all(r.metadata["trained"] is False and "untrained" in r.metadata["note"] for r in ranked)
         text, chosen = policy.propose(state, candidates)
         assert chosen is not None, f"{path.name}:{state.kernel.name}: the model wrote {text!r}"
@@ -102,6 +104,45 @@ def test_history_changes_the_ranking_input_and_reuses_the_prompt_cache(policy):
     state.history.append(StepOutcome(first[0].candidate, True, False, None, 0.1, False))
     after = policy.rank(state, candidates)
     assert {r.candidate.key(): r.logprob for r in after} != {r.candidate.key(): r.logprob for r in first}
+
+
+def test_grammar_scores_skip_forced_tokens_without_changing_the_ranking():
+    analysis = analyze((ROOT / "mtmc_lsp" / "examples" / "matmul.py").read_text())
+    state = PolicyState(analysis, analysis.kernels[0], get_profile("h100"))
+    candidates = applicable(analysis, state.kernel, state.target)
+    exact = LlamaCppPolicy(str(default_model_path()), exact_logprob=True)
+    small_batches = LlamaCppPolicy(str(default_model_path()), max_parallel=3)
+    try:
+        full = {r.candidate.key(): r for r in exact.rank(state, candidates)}
+        split = {r.candidate.key(): r for r in small_batches.rank(state, candidates)}
+    finally:
+        exact.close()
+        small_batches.close()
+    assert all(r.metadata["raw_logprob"] < r.logprob for r in full.values())  # forced tokens cost log-probability
+    # Scoring in groups of 3 keeps one normalisation over all candidates; batch shapes move the
+    # quantised model's numbers a little, the ranking's probabilities stay within a few percent.
+    assert sum(r.score for r in split.values()) == pytest.approx(1.0, abs=1e-6)
+    for key, r in full.items():
+        assert split[key].score == pytest.approx(r.score, abs=0.03)
+
+
+def test_candidates_do_not_see_each_other_in_the_shared_batch(policy):
+    engine = policy._engine
+    analysis = analyze((ROOT / "mtmc_lsp" / "examples" / "matmul.py").read_text())
+    prompt = engine.tokenize(policy.prompt(PolicyState(analysis, analysis.kernels[0], get_profile("h100")), []), special=True)
+    eos = engine.model.token_eos()
+    mine = engine.tokenize("warps(num_warps=2)", special=False) + [eos]
+    others_a = [engine.tokenize(f"alpha {i} beta", special=False) + [eos] for i in (3, 5)]
+    others_b = [engine.tokenize(f"gamma {i} delta", special=False) + [eos] for i in (3, 5)]
+    assert [len(x) for x in others_a] == [len(x) for x in others_b]
+    policy.exact_logprob = True
+    try:
+        with policy._run_lock:
+            with_a = policy._score(prompt, [mine] + others_a)[0][0]
+            with_b = policy._score(prompt, [mine] + others_b)[0][0]
+    finally:
+        policy.exact_logprob = False
+    assert with_a == with_b  # the same batch shape, other contents: bit-identical when masked
 
 
 def test_background_loading_reports_status():

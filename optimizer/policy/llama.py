@@ -9,7 +9,9 @@ prompt's KV cache is kept between calls, so a repeated or extended prompt costs 
 
 The score is the probability of each candidate under the constraint that the model may only write
 one of them (its GBNF grammar, ``grammar.py``): at every branch of the trie the next-token
-probabilities are renormalised over the allowed tokens, so the scores of one ranking sum to 1.
+probabilities are renormalised over the allowed tokens, so the scores of one ranking sum to 1, and
+tokens the grammar forces cost nothing (they are not even evaluated). ``logprob`` is the log of
+that probability; ``exact_logprob=True`` also records the unconstrained log-probability.
 ``propose`` runs real grammar-constrained greedy decoding through llama.cpp's grammar sampler.
 
 llama_cpp is imported only when the model loads; loading can run in a background thread.
@@ -135,7 +137,7 @@ class LlamaCppPolicy(Policy):
     name = "llama"
 
     def __init__(self, model_path: str, adapter_path: str | None = None, n_ctx: int = 2048, n_threads: int | None = None,
-                 list_choices: bool = False, max_parallel: int = 32):
+                 list_choices: bool = False, max_parallel: int = 32, exact_logprob: bool = False):
         self.model_path = str(model_path)
         self.adapter_path = adapter_path or None
         self.n_ctx = n_ctx
@@ -144,6 +146,8 @@ class LlamaCppPolicy(Policy):
         # model) but costs prompt tokens; the grammar constrains the answer either way.
         self.list_choices = list_choices
         self.max_parallel = max_parallel  # candidates scored per batch (one sequence id each)
+        # Also compute each candidate's unconstrained log-probability (decodes every trie token).
+        self.exact_logprob = exact_logprob
         self._engine: _Engine | None = None
         self._status = "not loaded"
         self._error = ""
@@ -264,11 +268,13 @@ class LlamaCppPolicy(Policy):
                 "policy": self.name, "model": Path(self.model_path).name, "trained": self._trained,
                 "text": text, "prompt_tokens": len(prompt_tokens), "seconds": round(elapsed, 4),
             }
+            if raw is not None:
+                metadata["raw_logprob"] = raw
             if not self._trained:
                 metadata["note"] = UNTRAINED_NOTE
             probability = float(np.exp(constrained))
-            ranked.append(Ranked(candidate, score=probability, logprob=raw,
-                                 reason=f"model probability {probability:.3f} (log p {raw:.2f})", metadata=metadata))
+            ranked.append(Ranked(candidate, score=probability, logprob=constrained,
+                                 reason=f"model probability {probability:.3f} under the grammar", metadata=metadata))
         return sort_ranked(ranked)
 
     def _eval_prompt(self, tokens: list[int]) -> np.ndarray:
@@ -295,21 +301,20 @@ class LlamaCppPolicy(Policy):
         self._cached_tokens, self._cached_dist = list(tokens), rows[-1]
         return rows[-1]
 
-    def _score(self, prompt_tokens: list[int], sequences: list[list[int]]) -> list[tuple[float, float]]:
-        """(raw log-prob, grammar-constrained log-prob) of each token sequence after the prompt."""
-        first = self._eval_prompt(prompt_tokens)
-        results: list[tuple[float, float]] = []
-        for start in range(0, len(sequences), self.max_parallel):
-            results += self._score_group(prompt_tokens, first, sequences[start:start + self.max_parallel])
-        return results
+    def _score(self, prompt_tokens: list[int], sequences: list[list[int]]) -> list[tuple[float | None, float]]:
+        """(raw log-prob or None, grammar-constrained log-prob) of each token sequence after the prompt.
 
-    def _score_group(self, prompt_tokens: list[int], first: np.ndarray, sequences: list[list[int]]) -> list[tuple[float, float]]:
+        Under the grammar only the branches of the candidates' trie are choices: a token that is the
+        only allowed continuation has probability 1. So only the trie nodes at or above a branch are
+        decoded (the raw, unconstrained log-probability needs every node: ``exact_logprob``).
+        """
         engine = self._engine
+        first = self._eval_prompt(prompt_tokens)
         n_prompt = len(prompt_tokens)
-        # The trie: node id -> children {token: node id}; node 0 is the prompt's end. Each node but
-        # the root is one token at depth d (position n_prompt + d - 1), shared by the candidates below.
+        # The trie: node -> {token: child}; node 0 is the prompt's end, every other node one token at
+        # depth d (position n_prompt + d - 1), shared by the candidates (leaves) below it.
         children: list[dict[int, int]] = [{}]
-        token_of, depth_of, leaves = [-1], [0], [[]]
+        parent_of, token_of, depth_of, leaves = [-1], [-1], [0], [[]]
         paths: list[list[int]] = []
         for index, seq in enumerate(sequences):
             node, path = 0, []
@@ -319,47 +324,75 @@ class LlamaCppPolicy(Policy):
                     nxt = len(children)
                     children[node][token] = nxt
                     children.append({})
+                    parent_of.append(node)
                     token_of.append(token)
                     depth_of.append(depth_of[node] + 1)
                     leaves.append([])
-                leaves[nxt].append(index + 1)  # sequence ids 1..n
+                leaves[nxt].append(index)
                 node = nxt
                 path.append(node)
             paths.append(path)
-        # Decode every node that has children (its row is the next-token distribution); the last
-        # token of each path (end of sequence) is only scored, never decoded.
-        decode_nodes = [n for n in range(1, len(children)) if children[n]]
-        if len(decode_nodes) > engine.n_batch:
-            half = len(sequences) // 2
-            return (self._score_group(prompt_tokens, first, sequences[:half])
-                    + self._score_group(prompt_tokens, first, sequences[half:]))
-        seq_ids = list(range(1, len(sequences) + 1))
-        engine.forget(-1, n_prompt)
-        engine.share_prompt(seq_ids, n_prompt)
+        needed: set[int] = set()
+        for node in range(1, len(children)):
+            if len(children[node]) > 1 or (self.exact_logprob and children[node]):
+                while node > 0 and node not in needed:  # a branch and everything above it
+                    needed.add(node)
+                    node = parent_of[node]
         rows: dict[int, np.ndarray] = {0: first}
-        try:
-            if decode_nodes:
-                decoded = engine.decode(
-                    [token_of[n] for n in decode_nodes], [n_prompt + depth_of[n] - 1 for n in decode_nodes],
-                    [leaves[n] for n in decode_nodes], [True] * len(decode_nodes),
-                )
-                rows.update(zip(decode_nodes, decoded))
-        finally:
-            for seq in seq_ids:
-                engine.forget(seq, -1)
-        results = []
+        order = sorted(needed)  # creation order: parents before children
+        for group in self._groups(list(range(len(sequences))), order, leaves):
+            self._decode_group(group, order, leaves, token_of, depth_of, n_prompt, rows)
+        results: list[tuple[float | None, float]] = []
         for path in paths:
-            raw = constrained = 0.0
-            parent = 0
+            raw: float | None = 0.0
+            constrained, parent = 0.0, 0
             for node in path:
-                dist = rows[parent]
                 allowed = list(children[parent].keys())
-                lp = float(dist[token_of[node]])
-                raw += lp
-                constrained += lp - (_logsumexp(dist[allowed]) if len(allowed) > 1 else lp)
+                if parent in rows:
+                    dist = rows[parent]
+                    lp = float(dist[token_of[node]])
+                    if len(allowed) > 1:
+                        constrained += lp - _logsumexp(dist[allowed])
+                    if raw is not None:
+                        raw += lp
+                else:
+                    raw = None  # a forced token that was not evaluated
                 parent = node
             results.append((raw, constrained))
         return results
+
+    def _groups(self, members: list[int], order: list[int], leaves: list[list[int]]) -> list[list[int]]:
+        """Split the candidates so each batch has at most ``max_parallel`` sequences and fits ``n_batch``."""
+        wanted = set(members)
+        size = sum(1 for n in order if wanted.intersection(leaves[n]))
+        if len(members) <= self.max_parallel and size <= self._engine.n_batch:
+            return [members]
+        if len(members) == 1:
+            raise ValueError("a candidate's text does not fit one batch")
+        half = len(members) // 2
+        return self._groups(members[:half], order, leaves) + self._groups(members[half:], order, leaves)
+
+    def _decode_group(self, group: list[int], order: list[int], leaves: list[list[int]], token_of: list[int],
+                      depth_of: list[int], n_prompt: int, rows: dict[int, np.ndarray]) -> None:
+        """One batch: every needed node above this group's candidates, tagged with their sequence ids."""
+        engine = self._engine
+        seq_of = {candidate: i + 1 for i, candidate in enumerate(group)}  # sequence ids 1..len(group)
+        nodes = [n for n in order if any(c in seq_of for c in leaves[n])]
+        if not nodes:
+            return
+        seq_ids = list(seq_of.values())
+        engine.forget(-1, n_prompt)
+        engine.share_prompt(seq_ids, n_prompt)
+        try:
+            decoded = engine.decode(
+                [token_of[n] for n in nodes], [n_prompt + depth_of[n] - 1 for n in nodes],
+                [[seq_of[c] for c in leaves[n] if c in seq_of] for n in nodes], [True] * len(nodes),
+            )
+        finally:
+            for seq in seq_ids:
+                engine.forget(seq, -1)
+        for node, row in zip(nodes, decoded):
+            rows.setdefault(node, row)
 
     # -- grammar-constrained generation ------------------------------------------------------
     def propose(self, state: PolicyState, candidates: list[Candidate], max_tokens: int = 96) -> tuple[str, Candidate | None]:
