@@ -13,6 +13,7 @@ import {
   State,
   TransportKind,
 } from "vscode-languageclient/node";
+import { STEP_APPLIED_COMMAND, StepRecorder } from "./stepRecorder";
 import { explainRestrictedMode } from "./trust";
 import { ServerCommands, ServerStatus, StatusNotification, StepsChangedNotification } from "./protocol";
 import { PythonCommand, resolvePython, SERVE_ARGS } from "./python";
@@ -69,6 +70,7 @@ export class MtmcServer implements vscode.Disposable {
   /** Set when the server could not start or crashed too often: only an explicit restart tries again. */
   private haltedReason: string | undefined;
   readonly output: vscode.OutputChannel;
+  readonly recorder: StepRecorder;
 
   constructor(
     private readonly events: ServerEvents,
@@ -76,6 +78,7 @@ export class MtmcServer implements vscode.Disposable {
     private readonly factory: ClientFactory = defaultFactory,
   ) {
     this.output = vscode.window.createOutputChannel("MTMC Triton");
+    this.recorder = new StepRecorder((uri, token) => this.executeCommand(STEP_APPLIED_COMMAND, [uri, token]));
   }
 
   get running(): boolean {
@@ -139,6 +142,15 @@ export class MtmcServer implements vscode.Disposable {
             return undefined;
           }
           return next(command, args);
+        },
+        // Steps are recorded when their edit lands, not through the action's fragile command (stepRecorder.ts).
+        provideCodeActions: async (document, range, context, token, next) => {
+          const actions = await next(document, range, context, token);
+          return actions ? actions.map((action) => this.recorder.take(action)) : actions;
+        },
+        resolveCodeAction: async (item, token, next) => {
+          const resolved = await next(item, token);
+          return resolved ? this.recorder.take(resolved) : resolved;
         },
         workspace: {
           // pushSettings() sends the one didChangeConfiguration per change (with `trusted`); without
@@ -236,6 +248,7 @@ export class MtmcServer implements vscode.Disposable {
   }
 
   dispose(): void {
+    this.recorder.dispose();
     void this.stop();
     this.output.dispose();
   }
