@@ -56,6 +56,18 @@ class Ranker:
             return "off"
         return "off" if policy.status == "failed" else policy.status
 
+    @property
+    def fallback_name(self) -> str:
+        return "heuristic"
+
+    def fallback_rank(self, state: PolicyState, candidates: list[Candidate]) -> list[Ranked]:
+        """The heuristic's order (instant): what a request gets while the model is busy or loading."""
+        return self._fallback.rank(state, candidates)
+
+    def is_cheap(self, settings) -> bool:
+        """True when ranking is the heuristic (no model inference to wait for)."""
+        return settings.policy == "heuristic" or self.policy(settings).name == "heuristic"
+
     def describe(self, settings) -> str:
         return self.policy(settings).describe()
 

@@ -30,23 +30,52 @@ def _wants(only, kind: str) -> bool:
     return any(kind == k or kind.startswith(f"{k}.") for k in only)
 
 
-def ranked_candidates(ls, state, kernel_name: str) -> tuple[list[Ranked], str]:
-    """Applicable candidates ranked by the policy; cached per (version, kernel, target, settings)."""
-    target = ls.target
-    key = (state.version, kernel_name, target.key, ls.settings.allow_precision_changes, ls.settings.policy)
-    cached = state.candidates.get(key)
-    if cached is not None:
-        return cached
+# A code action request waits this long for the policy model's ranking; after that it answers
+# with the heuristic's order and the model's order is used from the next request on.
+MODEL_RANK_WAIT_S = 0.5
+
+
+def _candidates(ls, state, kernel_name: str, target):
+    """(PolicyState, candidates) for one kernel of the stored analysis (runs in a worker thread)."""
     from ...optimizer.actions import applicable
     from ...optimizer.policy import PolicyState
 
     analysis = state.analysis
     kernel = analysis.kernel(kernel_name)
     candidates = applicable(analysis, kernel, target, allow_precision=ls.settings.allow_precision_changes)
-    ranked, policy_name = ls.ranker.rank(ls.settings, PolicyState(analysis, kernel, target), candidates) if candidates else ([], "")
-    state.candidates = {k: v for k, v in state.candidates.items() if k[0] == state.version}
-    state.candidates[key] = (ranked, policy_name)
-    return ranked, policy_name
+    return PolicyState(analysis, kernel, target), candidates
+
+
+async def ranked_candidates(ls, state, kernel_name: str) -> tuple[list[Ranked], str]:
+    """Applicable candidates ranked by the policy, cached per (version, kernel, target, settings).
+
+    Never waits long on a model: if its ranking takes longer than MODEL_RANK_WAIT_S, the heuristic
+    order is returned now and the model's ranking replaces it in the cache when it is done.
+    """
+    target = ls.target
+    key = (state.version, kernel_name, target.key, ls.settings.allow_precision_changes, ls.settings.policy)
+    cached = state.candidates.get(key)
+    if cached is not None and cached[1] != ls.ranker.fallback_name:
+        return cached
+    if not ls.ranker.is_cheap(ls.settings):
+        ls.ranker.policy(ls.settings).start_loading()  # no-op once loaded or loading
+        ls.watch_model_loading()
+    loop = asyncio.get_running_loop()
+    policy_state, candidates = await loop.run_in_executor(ls.step_executor, _candidates, ls, state, kernel_name, target)
+    if not candidates:
+        return [], ""
+    ranking = loop.run_in_executor(ls.step_executor, ls.ranker.rank, ls.settings, policy_state, candidates)
+
+    def store(future) -> None:
+        if not future.cancelled() and future.exception() is None:
+            state.candidates = {k: v for k, v in state.candidates.items() if k[0] == state.version}
+            state.candidates[key] = future.result()
+
+    ranking.add_done_callback(store)
+    done, _ = await asyncio.wait({ranking}, timeout=None if ls.ranker.is_cheap(ls.settings) else MODEL_RANK_WAIT_S)
+    if done:
+        return ranking.result()
+    return ls.ranker.fallback_rank(policy_state, candidates), ls.ranker.fallback_name
 
 
 def _resolves_edits(ls) -> bool:
@@ -97,11 +126,8 @@ def register(server) -> None:
         if _wants(only, STEP_KIND) and current:
             kernel = kernel_at(ls, state, params.range.start)
             if kernel is not None:
-                loop = asyncio.get_running_loop()
-                ranked, policy_name = await loop.run_in_executor(
-                    ls.step_executor, ranked_candidates, ls, state, kernel.name)
+                ranked, policy_name = await ranked_candidates(ls, state, kernel.name)
                 if ls.workspace.get_text_document(uri).version != version:
                     return None  # the document changed while ranking: the client asks again
                 actions += [step_action(ls, uri, version, r, i, policy_name) for i, r in enumerate(ranked)]
-                ls.watch_model_loading()
         return actions or None
