@@ -134,7 +134,7 @@ def main() -> int:
             heuristic.rank(state, candidates)
             timings["heuristic"].append(time.perf_counter() - t0)
             # cold: nothing cached.
-            policy._cached_tokens, policy._cached_dist = [], None
+            policy.clear_cache()
             t0 = time.perf_counter()
             policy.rank(state, candidates)
             dt = time.perf_counter() - t0

@@ -38,7 +38,7 @@ UNTRAINED_NOTE = (
     "untrained: the embedded model ranks by its prior over the action text only; "
     "configure trained weights (policyModelPath) or a LoRA adapter (policyAdapterPath) for learned ranking"
 )
-PROMPT_SEQ = 0  # the sequence holding the cached prompt; candidates use 1..MAX_PARALLEL
+PROMPT_SLOTS = 4  # sequences 0..3 keep the most recent prompts; candidates use the ids after them
 
 
 def _log_softmax(row: np.ndarray) -> np.ndarray:
@@ -107,9 +107,10 @@ class _Engine:
         """Drop ``seq``'s cells from position ``from_pos`` on (-1 for every sequence)."""
         self.llama_cpp.llama_memory_seq_rm(self.memory, seq, from_pos, -1)
 
-    def share_prompt(self, seqs: list[int], n_prompt: int) -> None:
+    def share(self, source: int, seqs: list[int], n_tokens: int) -> None:
+        """Make the first ``n_tokens`` cells of ``source`` part of ``seqs`` too (no copy: unified KV)."""
         for seq in seqs:
-            self.llama_cpp.llama_memory_seq_cp(self.memory, PROMPT_SEQ, seq, 0, n_prompt)
+            self.llama_cpp.llama_memory_seq_cp(self.memory, source, seq, 0, n_tokens)
 
     def decode(self, tokens: list[int], positions: list[int], seqs: list[list[int]], outputs: list[bool]) -> list[np.ndarray]:
         """One llama_decode; the log-softmax rows of the tokens marked in ``outputs``, in order."""
@@ -136,7 +137,7 @@ class LlamaCppPolicy(Policy):
 
     name = "llama"
 
-    def __init__(self, model_path: str, adapter_path: str | None = None, n_ctx: int = 2048, n_threads: int | None = None,
+    def __init__(self, model_path: str, adapter_path: str | None = None, n_ctx: int = 4096, n_threads: int | None = None,
                  list_choices: bool = False, max_parallel: int = 32, exact_logprob: bool = False):
         self.model_path = str(model_path)
         self.adapter_path = adapter_path or None
@@ -154,8 +155,9 @@ class LlamaCppPolicy(Policy):
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()  # one llama context: one evaluation at a time
         self._thread: threading.Thread | None = None
-        self._cached_tokens: list[int] = []
-        self._cached_dist: np.ndarray | None = None
+        # The prompts kept in the KV cache, one per slot (sequence id): tokens, next-token
+        # distribution, last use. Returning to a kernel seen recently costs no prompt evaluation.
+        self._slots: list[dict[str, Any]] = [{"tokens": [], "dist": None, "used": 0.0} for _ in range(PROMPT_SLOTS)]
         self._formatter = None
         self._trained = bool(self.adapter_path)
         self.load_seconds: float | None = None
@@ -203,7 +205,7 @@ class LlamaCppPolicy(Policy):
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
                 engine = _Engine(self.model_path, self.adapter_path, self.n_ctx, 512, self.n_threads,
-                                 self.max_parallel + 1)
+                                 PROMPT_SLOTS + self.max_parallel)
             except Exception as exc:
                 self._status = "failed"
                 self._error = f"{type(exc).__name__}: {exc}"
@@ -221,7 +223,7 @@ class LlamaCppPolicy(Policy):
             if self._engine is not None:
                 self._engine.close()
             self._engine = None
-            self._cached_tokens, self._cached_dist = [], None
+            self._reset_slots()
             if self._status == "ready":
                 self._status = "not loaded"
 
@@ -277,28 +279,66 @@ class LlamaCppPolicy(Policy):
                                  reason=f"model probability {probability:.3f} under the grammar", metadata=metadata))
         return sort_ranked(ranked)
 
-    def _eval_prompt(self, tokens: list[int]) -> np.ndarray:
-        """The next-token log-probabilities after ``tokens``, reusing the cached prefix of the last prompt."""
+    def _reset_slots(self) -> None:
+        for slot in self._slots:
+            slot.update(tokens=[], dist=None, used=0.0)
+
+    def clear_cache(self) -> None:
+        """Forget every cached prompt (the next proposal evaluates its whole prompt)."""
+        with self._run_lock:
+            if self._engine is not None:
+                for seq in range(PROMPT_SLOTS):
+                    self._engine.forget(seq, -1)
+            self._reset_slots()
+
+    def _eval_prompt(self, tokens: list[int]) -> tuple[int, np.ndarray]:
+        """(slot, next-token log-probabilities) for ``tokens``, evaluating only what no cached prompt shares."""
         engine = self._engine
-        if tokens == self._cached_tokens and self._cached_dist is not None:
-            return self._cached_dist
-        if len(tokens) >= self.n_ctx - 128:
+        if len(tokens) >= self.n_ctx - engine.n_batch - 64:
             raise ValueError(f"prompt of {len(tokens)} tokens does not fit the context of {self.n_ctx}")
-        common = 0
-        for a, b in zip(tokens, self._cached_tokens):
-            if a != b:
-                break
-            common += 1
-        common = min(common, len(tokens) - 1)  # the last token is evaluated again for its logits
-        self._cached_tokens, self._cached_dist = [], None
-        engine.forget(-1, common)
+
+        def shared(slot: dict) -> int:
+            n = 0
+            for a, b in zip(tokens, slot["tokens"]):
+                if a != b:
+                    break
+                n += 1
+            return n
+
+        for seq, slot in enumerate(self._slots):
+            if slot["tokens"] == tokens and slot["dist"] is not None:
+                slot["used"] = time.monotonic()
+                return seq, slot["dist"]
+        source = max(range(PROMPT_SLOTS), key=lambda i: shared(self._slots[i]))
+        common = min(shared(self._slots[source]), len(tokens) - 1)  # the last token is evaluated again
+        target = min(range(PROMPT_SLOTS), key=lambda i: self._slots[i]["used"])  # least recently used
+        if target == source:
+            engine.forget(target, common)
+        else:
+            engine.forget(target, -1)
+            engine.share(source, [target], common)
+        self._slots[target].update(tokens=[], dist=None, used=time.monotonic())
+        try:
+            dist = self._decode_prompt(tokens, common, target)
+        except RuntimeError:
+            # The KV cache is full: keep only this prompt's cells and try once more.
+            for seq in range(PROMPT_SLOTS):
+                if seq != target:
+                    engine.forget(seq, -1)
+                    self._slots[seq].update(tokens=[], dist=None, used=0.0)
+            engine.forget(target, common)
+            dist = self._decode_prompt(tokens, common, target)
+        self._slots[target].update(tokens=list(tokens), dist=dist)
+        return target, dist
+
+    def _decode_prompt(self, tokens: list[int], start_at: int, seq: int) -> np.ndarray:
+        engine = self._engine
         rows: list[np.ndarray] = []
-        for start in range(common, len(tokens), engine.n_batch):
+        for start in range(start_at, len(tokens), engine.n_batch):
             chunk = tokens[start:start + engine.n_batch]
             last = start + len(chunk) == len(tokens)
-            rows = engine.decode(chunk, list(range(start, start + len(chunk))), [[PROMPT_SEQ]] * len(chunk),
+            rows = engine.decode(chunk, list(range(start, start + len(chunk))), [[seq]] * len(chunk),
                                  [last and i == len(chunk) - 1 for i in range(len(chunk))])
-        self._cached_tokens, self._cached_dist = list(tokens), rows[-1]
         return rows[-1]
 
     def _score(self, prompt_tokens: list[int], sequences: list[list[int]]) -> list[tuple[float | None, float]]:
@@ -309,7 +349,7 @@ class LlamaCppPolicy(Policy):
         decoded (the raw, unconstrained log-probability needs every node: ``exact_logprob``).
         """
         engine = self._engine
-        first = self._eval_prompt(prompt_tokens)
+        slot, first = self._eval_prompt(prompt_tokens)
         n_prompt = len(prompt_tokens)
         # The trie: node -> {token: child}; node 0 is the prompt's end, every other node one token at
         # depth d (position n_prompt + d - 1), shared by the candidates (leaves) below it.
@@ -341,7 +381,7 @@ class LlamaCppPolicy(Policy):
         rows: dict[int, np.ndarray] = {0: first}
         order = sorted(needed)  # creation order: parents before children
         for group in self._groups(list(range(len(sequences))), order, leaves):
-            self._decode_group(group, order, leaves, token_of, depth_of, n_prompt, rows)
+            self._decode_group(group, order, leaves, token_of, depth_of, slot, n_prompt, rows)
         results: list[tuple[float | None, float]] = []
         for path in paths:
             raw: float | None = 0.0
@@ -373,16 +413,15 @@ class LlamaCppPolicy(Policy):
         return self._groups(members[:half], order, leaves) + self._groups(members[half:], order, leaves)
 
     def _decode_group(self, group: list[int], order: list[int], leaves: list[list[int]], token_of: list[int],
-                      depth_of: list[int], n_prompt: int, rows: dict[int, np.ndarray]) -> None:
+                      depth_of: list[int], slot: int, n_prompt: int, rows: dict[int, np.ndarray]) -> None:
         """One batch: every needed node above this group's candidates, tagged with their sequence ids."""
         engine = self._engine
-        seq_of = {candidate: i + 1 for i, candidate in enumerate(group)}  # sequence ids 1..len(group)
+        seq_of = {candidate: PROMPT_SLOTS + i for i, candidate in enumerate(group)}  # ids after the prompt slots
         nodes = [n for n in order if any(c in seq_of for c in leaves[n])]
         if not nodes:
             return
         seq_ids = list(seq_of.values())
-        engine.forget(-1, n_prompt)
-        engine.share_prompt(seq_ids, n_prompt)
+        engine.share(slot, seq_ids, n_prompt)
         try:
             decoded = engine.decode(
                 [token_of[n] for n in nodes], [n_prompt + depth_of[n] - 1 for n in nodes],
@@ -404,11 +443,11 @@ class LlamaCppPolicy(Policy):
         grammar = choice_grammar(texts)
         with self._run_lock:
             prompt_tokens = engine.tokenize(self.prompt(state, texts), special=True)
-            dist = self._eval_prompt(prompt_tokens)
+            slot, dist = self._eval_prompt(prompt_tokens)
             try:
-                text = self._generate(grammar, dist, len(prompt_tokens), max_tokens)
+                text = self._generate(grammar, dist, slot, len(prompt_tokens), max_tokens)
             finally:
-                engine.forget(PROMPT_SEQ, len(prompt_tokens))
+                engine.forget(slot, len(prompt_tokens))
         chosen = next((c for c, t in zip(candidates, texts) if t == text), None)
         return text, chosen
 
@@ -431,7 +470,7 @@ class LlamaCppPolicy(Policy):
         masked[data.candidates_data.id[:size]] = data.candidates_data.logit[:size]
         return masked
 
-    def _generate(self, grammar: str, dist: np.ndarray, n_past: int, max_tokens: int) -> str:
+    def _generate(self, grammar: str, dist: np.ndarray, seq: int, n_past: int, max_tokens: int) -> str:
         engine = self._engine
         lib = engine.llama_cpp
         sampler = self._grammar_sampler(grammar)
@@ -444,8 +483,8 @@ class LlamaCppPolicy(Policy):
                     break
                 lib.llama_sampler_accept(sampler, token)
                 out.append(token)
-                engine.forget(PROMPT_SEQ, n_past)
-                dist = engine.decode([token], [n_past], [[PROMPT_SEQ]], [True])[0]
+                engine.forget(seq, n_past)
+                dist = engine.decode([token], [n_past], [[seq]], [True])[0]
                 n_past += 1
         finally:
             lib.llama_sampler_free(sampler)
