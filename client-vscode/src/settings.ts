@@ -48,8 +48,10 @@ export function readServerSettings(config: ConfigurationReader, trusted: boolean
     if (value !== undefined && value !== null) settings.verification[key] = value;
   }
   if (!trusted) {
-    // Belt and braces: the server also checks `trusted`, but never ask an untrusted workspace to verify.
+    // Belt and braces next to `trusted`: verification runs the kernels, and a compile for the target
+    // loads the file's module, so neither is asked of an untrusted workspace.
     settings.verification.enabled = false;
+    settings.compileDiagnostics = false;
   }
   return settings;
 }

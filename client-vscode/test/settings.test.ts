@@ -37,10 +37,11 @@ describe("readServerSettings", () => {
     expect(settings).toEqual({ targetGpu: "A100", policy: "heuristic", verification: { enabled: true, seeds: 5 }, trusted: true });
   });
 
-  it("never asks for verification in an untrusted workspace", () => {
-    const settings = readServerSettings(reader({ "verification.enabled": true }), false);
+  it("never asks for verification or compilation in an untrusted workspace", () => {
+    const settings = readServerSettings(reader({ "verification.enabled": true, compileDiagnostics: true }), false);
     expect(settings.trusted).toBe(false);
     expect(settings.verification.enabled).toBe(false);
+    expect(settings.compileDiagnostics).toBe(false);
   });
 
   it("does not send client-only settings", () => {
