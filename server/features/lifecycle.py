@@ -44,6 +44,8 @@ def register(server) -> None:
     @server.feature(types.EXIT)
     def exit_(ls, params) -> None:
         ls.closing = True  # pygls closes the pipe next
+        if ls._server is not None:  # TCP: stop listening too, so `mtmc serve --tcp` ends like stdio
+            ls._server.close()
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls, params) -> None:
