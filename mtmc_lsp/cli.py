@@ -16,7 +16,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("verify", "compile, check and time a file's kernels against a previous version"),
     "optimize": ("optimize", "run the MTMC loop: propose, apply, verify, keep, repeat"),
     "bench": ("bench", "benchmark naive vs optimized kernels against PyTorch eager and torch.compile"),
-    "train": ("train", "train the policy from recorded trajectories (behaviour cloning, then RL)"),
     "demo": ("demo", "run the bundled example through the whole pipeline with the embedded defaults"),
 }
 
