@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -55,6 +56,15 @@ def _pct(value) -> str:
     return "-" if value is None else f"{value:.0f}%"
 
 
+def _display_path(path: str | None) -> str:
+    """The results path as the repository sees it (runs elsewhere write absolute paths of that machine)."""
+    if not path:
+        return "results.json"
+    resolved = Path(path).resolve()
+    root = Path(__file__).resolve().parents[1]
+    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else "<folder>/results.json"
+
+
 def markdown(results: dict, images: list[str]) -> str:
     env = results.get("environment", {})
     c = results.get("ceilings", {})
@@ -74,7 +84,9 @@ def markdown(results: dict, images: list[str]) -> str:
         f"Optimizer: method `{opt.get('method', '?')}`, policy `{settings.get('policy', '?')}`, "
         f"step budget {settings.get('steps', '?')}"
         + (f" ({opt['note']})" if opt.get("note") else "") + ". "
-        f"Timing: `triton.testing.do_bench` medians (L2 flushed), variants interleaved over "
+        + (f"The max-autotune variant is `torch.compile(mode=\"{settings['max_autotune_mode']}\")`. "
+           if settings.get("max_autotune_mode") else "")
+        + f"Timing: `triton.testing.do_bench` medians (L2 flushed), variants interleaved over "
         f"{settings.get('rounds', '?')} rounds; noise = (max - min) / median of the rounds.",
         "",
     ]
@@ -180,7 +192,7 @@ def markdown(results: dict, images: list[str]) -> str:
             e = v.get(n, {})
             cells.append("-" if e.get("rel_err") is None else f"{e['rel_err']:.1e}" + ("" if e.get("correct") else " FAIL"))
         lines.append(f"| {k['name']} | {k.get('tolerance', 0):g} | " + " | ".join(cells) + " |")
-    lines += ["", f"Regenerate: `python3 benchmarks/report.py {results.get('_results_path', 'results.json')}`", ""]
+    lines += ["", f"Regenerate: `python3 benchmarks/report.py {_display_path(results.get('_results_path'))}`", ""]
     return "\n".join(lines)
 
 
@@ -228,6 +240,7 @@ def plot_roofline(results: dict, path: Path) -> None:
     ax.plot(xs, [min(bw * x, peak) / 1e12 for x in xs], color="black", linewidth=1.5,
             label=f"roof: {c['copy_gbs']:,.0f} GB/s, {c['matmul_tflops']:,.0f} TFLOP/s")
     seen = set()
+    labels = []
     for k in kernels:
         for name, (marker, colour) in VARIANT_STYLE.items():
             ms = k.get("variants", {}).get(name, {}).get("ms")
@@ -239,8 +252,16 @@ def plot_roofline(results: dict, path: Path) -> None:
             seen.add(name)
         ms = k.get("variants", {}).get("mtmc", {}).get("ms") or k.get("variants", {}).get("naive", {}).get("ms")
         if ms:
-            ax.annotate(k["name"], (k["intensity"], k["flops"] / (ms * 1e-3) / 1e12), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points")
+            labels.append((k["name"], k["intensity"], k["flops"] / (ms * 1e-3) / 1e12))
+    # Labels near each other (three kernels sit at exactly 2048 FLOP/B) are pushed apart downwards, in decades.
+    placed: list[tuple[float, float]] = []
+    for name, x, y in sorted(labels, key=lambda item: -item[2]):
+        lx, ly = math.log10(x), math.log10(y)
+        while any(abs(lx - px) < 0.45 and abs(ly - py) < 0.07 for px, py in placed):
+            ly -= 0.07
+        placed.append((lx, ly))
+        ax.annotate(name, (x, y), xytext=(x * 1.15, 10 ** ly), fontsize=7, va="center",
+                    arrowprops={"arrowstyle": "-", "color": "#bbbbbb", "linewidth": 0.5})
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved once)")
