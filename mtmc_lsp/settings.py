@@ -41,6 +41,9 @@ class Settings:
     diagnostics_debounce_ms: int = 200
     # Include numerics-changing actions (tf32, half precision) in proposals.
     allow_precision_changes: bool = False
+    # Workspace Trust, set by the editor (VS Code sends false in Restricted Mode), not a user setting:
+    # when false nothing runs the workspace's code (no compile diagnostics, verification, optimization).
+    trusted: bool = True
 
     @classmethod
     def from_client(cls, raw: dict[str, Any] | None) -> "Settings":

@@ -36,6 +36,9 @@ class MtmcLanguageServer(LanguageServer):
         self.settings = Settings()
         # A target picked with mtmc.selectTarget; it wins until the targetGpu setting changes.
         self.selected_target: str | None = None
+        # Workspace Trust given at initialize; a server started untrusted stays so (the editor
+        # restarts it when the user grants trust), whatever later settings say.
+        self.initially_trusted = True
         self.documents = DocumentStore()
         # One analysis at a time (newer versions supersede older ones), off the event loop.
         self.analysis_executor = ThreadPoolExecutor(1, thread_name_prefix="mtmc-analysis")
@@ -77,15 +80,25 @@ class MtmcLanguageServer(LanguageServer):
         self.selected_target = profile.key
         return self.target
 
+    @property
+    def trusted(self) -> bool:
+        """Whether the workspace's code may run (compile diagnostics, verification, optimization)."""
+        return self.initially_trusted and self.settings.trusted
+
     def apply_settings(self, settings: Settings) -> bool:
         """Adopt new settings; True when something diagnostics depend on changed."""
-        old = self.settings
+        old, was_trusted = self.settings, self.trusted
         if settings.target_gpu != old.target_gpu:
             self.selected_target = None
         self.settings = settings
+        if was_trusted and not self.trusted:
+            from .trust import stop_user_code
+
+            stop_user_code(self)
         return (
             settings.target_gpu != old.target_gpu
             or settings.compile_diagnostics != old.compile_diagnostics
+            or was_trusted != self.trusted
         )
 
     # ---- positions ----------------------------------------------------------------------

@@ -26,7 +26,8 @@ def start(ls, state: DocumentState, target) -> None:
     """Compile the kernels of ``state``'s current analysis unless already done for this version/target."""
     global _missing_logged
     analysis = state.analysis
-    if not ls.settings.compile_diagnostics or analysis is None or analysis.stale or not analysis.kernels:
+    # The compile worker imports the document as a module: its module-level code runs.
+    if not ls.trusted or not ls.settings.compile_diagnostics or analysis is None or analysis.stale or not analysis.kernels:
         return
     if state.compile_version == state.version and state.compile_target == target.key:
         return
@@ -68,7 +69,8 @@ async def _run(ls, state: DocumentState, api, target, version: int | None, analy
         return
     finally:
         ls.job_finished()
-    if state.version != version or ls.documents.get(state.uri) is not state or ls.target.key != target.key:
+    if (state.version != version or ls.documents.get(state.uri) is not state or ls.target.key != target.key
+            or not ls.trusted):
         return
     state.compile_findings, state.compile_reports = findings, reports
     state.compile_version, state.compile_target = version, target.key

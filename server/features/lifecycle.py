@@ -9,6 +9,7 @@ from lsprotocol import types
 
 from ... import __version__
 from ...settings import Settings
+from ..trust import trusted_from_options
 from . import configuration
 
 
@@ -23,6 +24,7 @@ def settings_from_options(options) -> Settings | None:
 def register(server) -> None:
     @server.feature(types.INITIALIZE)
     def initialize(ls, params: types.InitializeParams) -> None:
+        ls.initially_trusted = trusted_from_options(params.initialization_options)
         settings = settings_from_options(params.initialization_options)
         if settings is not None:
             ls.apply_settings(settings)
@@ -39,6 +41,8 @@ def register(server) -> None:
             ls.settings_ready.set()
         await configuration.register_for_changes(ls)
         ls.log(f"target GPU: {ls.target.summary()}")
+        if not ls.trusted:
+            ls.log("workspace not trusted: static analysis only (no compile diagnostics, verification or optimization)")
         ls.send_status()
 
     @server.feature(types.EXIT)

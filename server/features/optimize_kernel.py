@@ -14,6 +14,7 @@ from lsprotocol import types
 
 from ..progress import JobProgress
 from ..steps import verification_json
+from ..trust import refuse_untrusted
 from .step_commands import apply_step_edit
 
 DEFAULT_STEPS = 3
@@ -92,6 +93,8 @@ def register(server) -> None:
         uri = args[0]
         kernel = args[1] if len(args) > 1 and isinstance(args[1], str) else None
         options = args[2] if len(args) > 2 and isinstance(args[2], dict) else {}
+        if not ls.trusted:  # the loop verifies every step: it runs the kernels
+            return {"applied": 0, "stopped": "untrusted", "reason": refuse_untrusted(ls, "Optimize Kernel")}
         state = ls.documents.get(uri)
         text = ls.workspace.get_text_document(uri).source
         progress = await JobProgress(ls, f"MTMC: optimizing {kernel or 'all kernels'} for {ls.target.key.upper()}").begin()

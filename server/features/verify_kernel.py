@@ -15,6 +15,7 @@ from ...optimizer.analysis.positions import SourceMap
 from ...optimizer.checks import Finding
 from ..progress import JobProgress
 from ..steps import step_label, verification_json
+from ..trust import refusal, refuse_untrusted
 
 VERIFIED, FAILED, NOT_VERIFIED = "MTMC300", "MTMC301", "MTMC302"
 _FAILED_STATES = {"incorrect", "compile_error", "timeout", "crash", "error"}
@@ -84,6 +85,10 @@ def publish_report(ls, uri: str, text: str, kernel: str | None, report) -> None:
 
 async def verify_step(ls, uri: str, step) -> None:
     """Verify an applied step against the text before it; store the result in the step's history."""
+    if not ls.trusted:
+        ls.steps.set_verification(uri, step.id, {"state": "skipped", "message": refusal("Verification")})
+        ls.notify_steps_changed(uri)
+        return
     ls.steps.set_verification(uri, step.id, {"state": "running"})
     ls.notify_steps_changed(uri)
     if not ls.settings.verification.enabled:
@@ -124,6 +129,9 @@ def register(server) -> None:
         kernel = args[1] if len(args) > 1 and isinstance(args[1], str) else None
         document = ls.workspace.get_text_document(uri)
         text, version = document.source, document.version
+        if not ls.trusted:
+            reason = refuse_untrusted(ls, "Verify Kernel")
+            return {"state": "skipped", "status": "untrusted", "message": reason, "version": version}
         baseline = ls.steps.baseline(uri)
         report = await run_verification(ls, uri, text, baseline, kernel, f"Verifying {kernel or 'the file'}")
         await _settle(ls, uri)
