@@ -130,3 +130,25 @@ def test_a_shared_block_constant_must_suit_every_kernel_it_feeds():
     unsafe = text.replace("    x = tl.load(x_ptr + offsets, mask=mask)\n", "    x = tl.load(x_ptr + offsets)\n")
     assert "tiling" not in actions(unsafe, "gelu_kernel")
     assert "tiling" not in actions(unsafe, "scale_bias_kernel")
+
+
+@pytest.mark.parametrize("tile,warps,arch,spills", [
+    # ptxas through compile_kernel on the corpus-style fp16 matmul (triton 3.9): spilled bytes > 0 or not.
+    ((128, 128, 64), 4, 90, True), ((128, 128, 64), 8, 90, False), ((64, 128, 64), 4, 90, False),
+    ((128, 128, 32), 4, 90, False), ((128, 256, 32), 4, 90, True), ((128, 256, 32), 8, 90, False),
+    ((128, 128, 64), 4, 80, True), ((128, 128, 64), 8, 80, False), ((128, 128, 32), 4, 80, True),
+    ((128, 256, 64), 8, 80, True), ((128, 256, 32), 8, 80, False), ((64, 128, 64), 4, 80, False),
+])
+def test_dot_register_estimate_matches_ptxas_spills(tile, warps, arch, spills):
+    from mtmc_lsp.optimizer.actions._common import MAX_REGS_PER_THREAD, dot_regs_per_thread
+    assert (dot_regs_per_thread(*tile, warps, 2, arch) > MAX_REGS_PER_THREAD) == spills
+
+
+def test_tiling_pairs_big_matmul_tiles_with_warps_that_do_not_spill():
+    text = (CORPUS / "matmul.py").read_text()
+    a = analyze(text)
+    tiles = [c.params for c in applicable(a, "matmul_kernel", get_profile("h200")) if c.action == "tiling"]
+    big = [p for p in tiles if (p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"]) == (128, 128, 64)]
+    assert big == [{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8}]
+    edit = apply_candidate(text, Candidate("tiling", "Tiling", "matmul_kernel", big[0], "", 0), get_profile("h200"))
+    assert "num_warps=8" in edit.new_text and "BLOCK_K = 64" in edit.new_text

@@ -16,6 +16,29 @@ DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3  # Triton's default on CUDA when a launch does not say
 # fp32 accumulator elements one thread may hold before the tile spills (of 255 registers).
 MAX_ACC_REGS_PER_THREAD = 128
+# Registers a thread may use before ptxas spills to local memory.
+MAX_REGS_PER_THREAD = 255
+# Registers a tl.dot loop needs besides its tiles (loop counters, strides, masks, bases, epilogue);
+# Ampere's mma.sync layouts cost more than Hopper's wgmma.
+DOT_BASE_REGS = {90: 64, 80: 80}
+
+
+def dot_regs_per_thread(bm: int, bn: int, bk: int, num_warps: int, elem: int, arch: int = 90) -> int:
+    """Estimated registers per thread of a ``tl.dot`` K loop: accumulator + staged operands + their pointers.
+
+    Each thread holds BM*BN/threads fp32 accumulator values, its share of the A and B tiles on the
+    way to shared memory (elem-byte values packed in 32-bit registers), and a 64-bit pointer per
+    16-byte vector of those loads. Checked against ptxas through ``compile_kernel`` (fp16 matmul,
+    triton 3.9): on sm_90 128x128x64 over 4 warps (estimate 288) spills 344 bytes, over 8 warps
+    (176) none; on sm_80 128x128x32 over 4 warps (256) spills 40 bytes and 128x256x64 over 8
+    warps (280) 120, while 64x128x64 over 4 warps (216) and 128x256x32 over 8 (244) do not.
+    """
+    threads = 32 * max(num_warps, 1)
+    acc = bm * bn // threads
+    operand_elems = (bm * bk + bk * bn) // threads
+    operand_regs = operand_elems * elem // 4
+    pointer_regs = 2 * max(1, operand_elems * elem // 16)
+    return acc + operand_regs + pointer_regs + DOT_BASE_REGS[90 if arch >= 90 else 80]
 
 
 @functools.lru_cache(maxsize=16)

@@ -158,6 +158,10 @@ class Tiling:
         per_thread = bm * bn // (32 * plan.num_warps)
         if per_thread > c.MAX_ACC_REGS_PER_THREAD:
             return f"a {bm}x{bn} fp32 accumulator over {plan.num_warps} warps is {per_thread} registers per thread (spills); raise num_warps first"
+        regs = c.dot_regs_per_thread(bm, bn, bk, plan.num_warps, c.element_bytes(analysis.text), target.arch)
+        if regs > c.MAX_REGS_PER_THREAD:
+            return (f"a {bm}x{bn}x{bk} tile over {plan.num_warps} warps needs about {regs} registers per thread "
+                    f"(accumulator, operands, pointers; over {c.MAX_REGS_PER_THREAD} spills); raise num_warps first")
         return None
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
