@@ -3,7 +3,10 @@
 A step is proposed when its edit is computed (code action resolve, ``mtmc.applyCandidate``,
 ``mtmc.optimizeKernel``) and recorded in the document's history only once the client really
 applied it: the document must then hold the step's text after, so a declined or partly applied
-edit is never recorded.
+edit is never recorded. Edits the client applies on its own (code actions) are recorded by the
+document change that produces their text, since a client may drop the action's
+``mtmc.stepApplied`` command (VS Code does while its Refactor Preview is open); the command then
+finds the step already recorded.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ class Proposal:
     text_after: str
     summary: str
     version_before: int | None
+    # True when the client applies the edit itself (code actions): a document change that yields
+    # ``text_after`` records the step. Edits the server sends (workspace/applyEdit) record it there.
+    record_on_change: bool = False
     created: float = field(default_factory=time.time)
 
     @property
@@ -74,6 +80,8 @@ class StepStore:
         self._locate = locate
         self._histories: dict[str, StepHistory] = {}
         self._proposals: dict[str, Proposal] = {}
+        # Tokens of recorded proposals -> (uri, step id, when): a repeated record finds the step again.
+        self._recorded: dict[str, tuple[str, str, float]] = {}
 
     def history(self, uri: str) -> StepHistory:
         from ..optimizer.history import StepHistory
@@ -91,19 +99,30 @@ class StepStore:
         return self.history(uri).get(step_id)  # HistoryError when unknown
 
     def propose(self, uri: str, version: int | None, candidate: Candidate, before: str, edit: Edit,
-                token: str | None = None) -> Proposal:
+                token: str | None = None, record_on_change: bool = False) -> Proposal:
         """Remember an edit about to be offered; ``token`` finds it again once the client applied it."""
         now = time.time()
         self._proposals = {k: p for k, p in self._proposals.items() if now - p.created < PROPOSAL_TTL_S}
+        self._recorded = {k: r for k, r in self._recorded.items() if now - r[2] < PROPOSAL_TTL_S}
         proposal = Proposal(token or uuid.uuid4().hex[:12], uri, len(self.steps(uri)) + 1, candidate, before,
-                            edit.new_text, edit.summary, version)
+                            edit.new_text, edit.summary, version, record_on_change)
         self._proposals[proposal.token] = proposal
         return proposal
 
     def record(self, token: str, current_text: str) -> tuple[StepRecord | None, str]:
-        """Record proposal ``token`` as an applied step if the document now holds its text after."""
+        """Record proposal ``token`` as an applied step if the document now holds its text after.
+
+        The reason is "applied" for a newly recorded step and "already recorded" when ``token``'s
+        step was recorded before (by a document change or an earlier call).
+        """
         from ..optimizer.history import HistoryError
 
+        if token in self._recorded:
+            uri, step_id, _ = self._recorded[token]
+            try:
+                return self.get(uri, step_id), "already recorded"
+            except HistoryError as exc:
+                return None, str(exc)
         proposal = self._proposals.get(token)
         if proposal is None:
             return None, "unknown or expired step"
@@ -115,7 +134,27 @@ class StepStore:
                                                      proposal.summary)
         except HistoryError as exc:
             return None, str(exc)
+        self._recorded[token] = (proposal.uri, step.id, time.time())
         return step, "applied"
+
+    def record_changed(self, uri: str, current_text: str) -> StepRecord | None:
+        """Record the client-applied proposal of ``uri`` whose text after the document now holds.
+
+        Several offered actions can produce the same text (and one action may be resolved twice):
+        the newest is recorded and the others' tokens then find that same step.
+        """
+        matching = [p for p in self._proposals.values()
+                    if p.uri == uri and p.record_on_change and p.text_after == current_text]
+        if not matching:
+            return None
+        newest = max(matching, key=lambda p: p.created)
+        step, _ = self.record(newest.token, current_text)
+        if step is not None:
+            for proposal in matching:
+                if proposal is not newest:
+                    del self._proposals[proposal.token]
+                    self._recorded[proposal.token] = (uri, step.id, time.time())
+        return step
 
     def set_verification(self, uri: str, step_id: str, result: dict[str, Any]) -> StepRecord:
         return self.history(uri).set_verification(step_id, result)

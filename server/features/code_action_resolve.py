@@ -51,6 +51,7 @@ def register(server) -> None:
         except (StaleDocument, ActionError) as exc:
             refuse(ls, str(exc))
             raise  # the client reports the failed resolve; no edit is applied
-        proposal = ls.steps.propose(uri, version, candidate, before, edit, token=data.get("token"))
+        proposal = ls.steps.propose(uri, version, candidate, before, edit, token=data.get("token"),
+                                    record_on_change=True)
         action.edit = document_edit(ls, uri, version, before, edit.new_text, proposal.label, edit.summary)
         return action

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from . import diagnostics
+from . import diagnostics, step_commands
 
 
 def register(server) -> None:
@@ -24,6 +24,8 @@ def register(server) -> None:
         if state.compile_task is not None and not state.compile_task.done():
             state.compile_task.cancel()
         diagnostics.schedule(ls, uri, delay_s=ls.settings.diagnostics_debounce_ms / 1000)
+        # An offered step's edit may have landed without its mtmc.stepApplied command following.
+        step_commands.record_changed(ls, uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls, params: types.DidCloseTextDocumentParams) -> None:

@@ -87,7 +87,7 @@ def quick_fixes(ls, state, uri: str, version: int | None, text: str,
                                   line=diagnostic.range.start.line)
             new_text = apply_edits(text, [edit], index)
             proposal = ls.steps.propose(uri, version, candidate, text, Edit(new_text, 1, f"{code}: {title}"),
-                                        token=uuid.uuid4().hex)
+                                        token=uuid.uuid4().hex, record_on_change=True)
             actions.append(types.CodeAction(
                 title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic],
                 edit=document_edit(ls, uri, version, text, new_text, proposal.label, diagnostic.message),

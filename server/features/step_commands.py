@@ -38,10 +38,22 @@ def record_applied(ls, uri: str, token: str) -> dict:
     if step is None:
         ls.log(f"step not recorded: {reason}", types.MessageType.Info)
         return {"recorded": False, "reason": reason}
+    if reason == "applied":  # else recorded (and being verified) already, e.g. by the document change
+        _recorded(ls, uri, step)
+    return {"recorded": True, "reason": reason, "step": step.to_json()}
+
+
+def record_changed(ls, uri: str) -> None:
+    """After a document change: record (and verify) the offered step whose edit the document now holds."""
+    step = ls.steps.record_changed(uri, ls.workspace.get_text_document(uri).source)
+    if step is not None:
+        _recorded(ls, uri, step)
+
+
+def _recorded(ls, uri: str, step) -> None:
     ls.log(f"applied {step_label(step)}")
     ls.notify_steps_changed(uri)
     asyncio.ensure_future(verify_step(ls, uri, step))
-    return {"recorded": True, "step": step.to_json()}
 
 
 async def apply_step_edit(ls, uri: str, label: str, before: str, after: str, confirm: bool,
