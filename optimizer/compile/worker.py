@@ -132,7 +132,13 @@ def _compile(module, job: dict) -> dict:
     fn = getattr(module, job["kernel"], None)
     if fn is None:
         return {"status": "error", "error": f"kernel {job['kernel']} is not defined at module level", "line": None}
-    fn = getattr(fn, "fn", fn) if not hasattr(fn, "def_file_line_number") else fn  # unwrap leftover autotuners
+    from triton.runtime.jit import JITFunction
+
+    # Unwrap leftover @autotune/@heuristics wrappers down to the JITFunction (by type: an
+    # attribute test such as def_file_line_number exists only in some triton versions, and
+    # unwrapping a JITFunction to its Python function breaks ASTSource).
+    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
+        fn = fn.fn
     constexprs = dict(job["constexprs"])
     for name, expression in job.get("constexpr_exprs", {}).items():
         constexprs[name] = eval(expression, vars(module))  # noqa: S307 - the user's own default, in the worker
