@@ -136,6 +136,7 @@ def test_a_shared_block_constant_must_suit_every_kernel_it_feeds():
     # ptxas through compile_kernel on the corpus-style fp16 matmul (triton 3.9): spilled bytes > 0 or not.
     ((128, 128, 64), 4, 90, True), ((128, 128, 64), 8, 90, False), ((64, 128, 64), 4, 90, False),
     ((128, 128, 32), 4, 90, False), ((128, 256, 32), 4, 90, True), ((128, 256, 32), 8, 90, False),
+    ((128, 256, 64), 8, 90, False), ((128, 256, 64), 4, 90, True),
     ((128, 128, 64), 4, 80, True), ((128, 128, 64), 8, 80, False), ((128, 128, 32), 4, 80, True),
     ((128, 256, 64), 8, 80, True), ((128, 256, 32), 8, 80, False), ((64, 128, 64), 4, 80, False),
 ])
@@ -150,5 +151,24 @@ def test_tiling_pairs_big_matmul_tiles_with_warps_that_do_not_spill():
     tiles = [c.params for c in applicable(a, "matmul_kernel", get_profile("h200")) if c.action == "tiling"]
     big = [p for p in tiles if (p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"]) == (128, 128, 64)]
     assert big == [{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8}]
+    assert {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8} in tiles
     edit = apply_candidate(text, Candidate("tiling", "Tiling", "matmul_kernel", big[0], "", 0), get_profile("h200"))
     assert "num_warps=8" in edit.new_text and "BLOCK_K = 64" in edit.new_text
+
+
+def test_fusion_takes_a_consumers_extra_inputs_only_when_they_line_up():
+    chain = (CORPUS / "silu_mul_add.py").read_text()
+    assert "fusion" in actions(chain, "silu_kernel")
+    edit = apply_candidate(chain, next(c for c in applicable(analyze(chain), "silu_kernel", H100) if c.action == "fusion"), H100)
+    assert "def silu_kernel(x_ptr, y_ptr, n_elements, b_ptr, BLOCK_SIZE: tl.constexpr):" in edit.new_text
+    assert "y = tl.load(b_ptr + offsets, mask=mask)" in edit.new_text
+    assert "silu_kernel[grid](a, prod, n_elements, b, BLOCK_SIZE=BLOCK_SIZE)" in edit.new_text
+    # The extra input loaded with another mask, read from a host expression, or the buffer read twice: refused.
+    other_mask = chain.replace("    y = tl.load(y_ptr + offsets, mask=mask)\n    tl.store(out_ptr + offsets, x * y",
+                               "    y = tl.load(y_ptr + offsets, mask=offsets < 7)\n    tl.store(out_ptr + offsets, x * y")
+    expression = chain.replace("mul_kernel[grid](act, b, prod,", "mul_kernel[grid](act, b.flip(0), prod,")
+    twice = chain.replace("mul_kernel[grid](act, b, prod,", "mul_kernel[grid](act, act, prod,")
+    for text in (other_mask, expression, twice):
+        assert text != chain
+        assert not any(c.action == "fusion" and c.params == {"consumer": "mul_kernel"}
+                       for c in applicable(analyze(text), "silu_kernel", H100))

@@ -109,6 +109,15 @@ def test_actions_preserve_outputs_under_the_interpreter(tmp_path):
     assert unmasked.count("BLOCK_K\": 32") == 1
     jobs.append(job(tmp_path, "planted:second-autotune-config", tuned, unmasked, TOL_FP16, planted=True))
 
+    # Fusion applied twice (each consumer brings another input as a new producer parameter), then tiling.
+    chain = (CORPUS / "silu_mul_add.py").read_text()
+    fused = chain
+    for action in ("fusion", "fusion", "tiling"):
+        step = next(c for c in applicable(analyze(fused), "silu_kernel", TARGET) if c.action == action)
+        fused = apply_candidate(fused, step, TARGET).new_text
+    assert "silu_kernel[grid](a, out, n_elements, b, r, BLOCK_SIZE=BLOCK_SIZE)" in fused
+    jobs.append(job(tmp_path, "silu_mul_add:fusion-fusion-tiling", chain, fused, TOL_FP32))
+
     results = run_jobs(jobs, tmp_path)
     by_name = {r["name"]: r for r in results}
     planted = {j["name"] for j in jobs if j.get("planted")}

@@ -89,7 +89,7 @@ def test_make_policy_falls_back_to_heuristic_with_a_reason(settings, expected):
 
 
 def test_hopper_matmul_route_lands_in_three_kept_steps():
-    """Tile 128x128x64 with 8 warps, then 3 stages, then grouped order (H200: 615-620 TFLOP/s measured)."""
+    """Tile 128x256x64 with 8 warps, then 3 stages, then grouped order (H200: 615-620 TFLOP/s measured)."""
     from mtmc_lsp.optimizer.actions import applicable, apply_candidate
 
     text = (EXAMPLES / "matmul.py").read_text()
@@ -104,7 +104,7 @@ def test_hopper_matmul_route_lands_in_three_kept_steps():
         route.append((best.action, best.params))
         text = apply_candidate(text, best, target).new_text
         history.append(StepOutcome(best, True, True, 1.2, 0.5, True))
-    assert route == [("tiling", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8}),
+    assert route == [("tiling", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8}),
                      ("pipelining", {"num_stages": 3}), ("reordering", {"GROUP_M": 8})]
 
 
@@ -113,3 +113,12 @@ def test_contiguity_hints_rank_below_grouped_order():
     hint = cand("contiguity", "Reordering", "matmul_kernel", name="offs_m")
     ranked = HeuristicPolicy().rank(state_for("matmul", "matmul_kernel", "h200"), [hint, group])
     assert order(ranked)[0] == group.key()
+
+
+def test_fusion_stays_ahead_of_tiling_after_a_kept_fusion():
+    """A chain of three elementwise kernels: fuse, fuse again, then tile (each fusion drops a pass over memory)."""
+    fuse_add = cand("fusion", "Fusion", "scale_bias_kernel", consumer="add_kernel")
+    tiles = cand("tiling", "Tiling", "scale_bias_kernel", BLOCK_SIZE=4096)
+    kept = StepOutcome(cand("fusion", "Fusion", "scale_bias_kernel", consumer="gelu_kernel"), True, True, 1.9, 0.9, True)
+    ranked = HeuristicPolicy().rank(state_for("gelu_bias", "scale_bias_kernel", "h200", [kept]), [tiles, fuse_add])
+    assert order(ranked)[0] == fuse_add.key()

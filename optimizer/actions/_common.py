@@ -20,7 +20,7 @@ MAX_ACC_REGS_PER_THREAD = 128
 MAX_REGS_PER_THREAD = 255
 # Registers a tl.dot loop needs besides its tiles (loop counters, strides, masks, bases, epilogue);
 # Ampere's mma.sync layouts cost more than Hopper's wgmma.
-DOT_BASE_REGS = {90: 64, 80: 80}
+DOT_BASE_REGS = {90: 55, 80: 80}
 
 
 def dot_regs_per_thread(bm: int, bn: int, bk: int, num_warps: int, elem: int, arch: int = 90) -> int:
@@ -28,10 +28,12 @@ def dot_regs_per_thread(bm: int, bn: int, bk: int, num_warps: int, elem: int, ar
 
     Each thread holds BM*BN/threads fp32 accumulator values, its share of the A and B tiles on the
     way to shared memory (elem-byte values packed in 32-bit registers), and a 64-bit pointer per
-    16-byte vector of those loads. Checked against ptxas through ``compile_kernel`` (fp16 matmul,
-    triton 3.9): on sm_90 128x128x64 over 4 warps (estimate 288) spills 344 bytes, over 8 warps
-    (176) none; on sm_80 128x128x32 over 4 warps (256) spills 40 bytes and 128x256x64 over 8
-    warps (280) 120, while 64x128x64 over 4 warps (216) and 128x256x32 over 8 (244) do not.
+    16-byte vector of those loads. The base is calibrated against ptxas through ``compile_kernel``
+    (fp16 matmul, triton 3.9, 12 tiles x warps per arch, all predicted right): on sm_90 128x128x64
+    over 4 warps (estimate 279) spills 344 bytes, 128x256x64 over 8 warps (255) uses 255 registers
+    and does not spill, 128x128x64 over 8 (167) neither; on sm_80 128x128x32 over 4 warps (256)
+    spills 40 bytes and 128x256x64 over 8 warps (280) 120, while 64x128x64 over 4 warps (216) and
+    128x256x32 over 8 (244) do not.
     """
     threads = 32 * max(num_warps, 1)
     acc = bm * bn // threads

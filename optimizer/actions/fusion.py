@@ -3,9 +3,12 @@
 The producer computes the consumer's expression on its value in registers and stores the final
 result; the intermediate buffer, its allocation and the second launch go away. Offered when both
 kernels are 1-D elementwise kernels launched once, one after the other in the same host function
-over the same grid, indexing and size arguments, the consumer reads only the intermediate, and the
+over the same grid, indexing and size arguments, the consumer reads the intermediate once, and the
 intermediate buffer is used for nothing else. The value is cast to the intermediate's element type
-first (what storing and reloading it did), so the numbers stay exactly the same.
+first (what storing and reloading it did), so the numbers stay exactly the same. A consumer's other
+inputs (``mul_kernel(act, b, prod, ...)``: ``b``) must be host names loaded with the same offsets and
+mask; each becomes a new pointer parameter of the producer, inserted after the launch's positional
+arguments (``silu_kernel(x_ptr, y_ptr, n, b_ptr, BLOCK)``), and is loaded after the producer's value.
 
 Example: kernel=scale_kernel target=h100 params={"consumer": "relu_kernel"}
 
@@ -61,7 +64,7 @@ def scaled_relu(x):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -90,6 +93,9 @@ class _Plan:
     c_value: cst.BaseExpression
     buffer: str  # host name of the intermediate
     out_source: str  # host expression the consumer writes to
+    # The consumer's other inputs: (its load statement, its pointer param, the producer's new param, host name).
+    extra: list[tuple[cst.SimpleStatementLine, str, str, str]] = field(default_factory=list)
+    insert_at: int = 0  # where the new pointer params go in the producer's signature and launch
 
 
 def _call_of(statement: cst.CSTNode) -> cst.Call | None:
@@ -180,24 +186,44 @@ class Fusion:
         p_dest, p_offs, p_value, p_mask = p_parts
         loads = [i for i, s in enumerate(c_body) if _load_parts(s)]
         c_parts = _store_parts(c_body[-1])
-        if len(loads) != 1 or len(consumer.calls_of("load")) != 1 or c_parts is None or len(consumer.calls_of("store")) != 1:
-            raise ActionError(f"{consumer.name} does not load one input and store one output")
-        target, c_src, c_offs, c_mask = _load_parts(c_body[loads[0]])
+        if not loads or len(consumer.calls_of("load")) != len(loads) or c_parts is None or len(consumer.calls_of("store")) != 1:
+            raise ActionError(f"{consumer.name} does not load its inputs and store one output")
+        if loads != list(range(loads[0], loads[0] + len(loads))):
+            raise ActionError(f"{consumer.name} computes between its loads")
+        p_site, c_site = analysis.launches_of(producer.name)[0], analysis.launches_of(consumer.name)[0]
+        dest_arg = p_site.arg(p_dest)
+        # The load whose pointer is the buffer the producer writes; every other load is an extra input.
+        from_buffer = [i for i in loads if dest_arg is not None and (a := c_site.arg(_load_parts(c_body[i])[1])) is not None
+                       and a.source == dest_arg.source]
+        if len(from_buffer) != 1:
+            raise ActionError(f"{consumer.name} does not read the buffer {producer.name} writes exactly once")
+        target, c_src, c_offs, c_mask = _load_parts(c_body[from_buffer[0]])
         c_dest, c_store_offs, c_value, c_store_mask = c_parts
         if not (p_offs == c_offs == c_store_offs and p_mask == c_mask == c_store_mask):
             raise ActionError("the kernels index or mask differently")
+        extra_loads = [c_body[i] for i in loads if i != from_buffer[0]]
+        extra_targets: set[str] = set()
+        extra_params: set[str] = set()
+        for statement in extra_loads:
+            e_target, e_ptr, e_offs, e_mask = _load_parts(statement)
+            e_arg = c_site.arg(e_ptr)
+            if not (e_offs == p_offs and e_mask == p_mask) or e_ptr in c.names_in(c.expr(e_offs)) | c.names_in(c.expr(e_mask)):
+                raise ActionError(f"{consumer.name} loads {e_ptr} with other indices or mask than {producer.name} stores")
+            if e_arg is None or not isinstance(c.expr(e_arg.source.strip()), cst.Name) or e_ptr in extra_params \
+                    or e_ptr == c_src or e_target in extra_targets | {target}:
+                raise ActionError(f"{consumer.name}'s input {e_ptr} is not a plain host tensor loaded once")
+            extra_targets.add(e_target)
+            extra_params.add(e_ptr)
         prefix = [c.code(s).strip() for s in c_body[:loads[0]]]
         p_prefix = {c.code(s).strip() for s in p_body[:-1]}
         if not set(prefix) <= p_prefix:
             raise ActionError(f"{consumer.name} computes its indices differently from {producer.name}")
         # Launch arguments: same host sources for same-named parameters; the buffer links them.
-        p_site, c_site = analysis.launches_of(producer.name)[0], analysis.launches_of(consumer.name)[0]
         buffer_arg, out_arg = c_site.arg(c_src), c_site.arg(c_dest)
-        dest_arg = p_site.arg(p_dest)
         if buffer_arg is None or out_arg is None or dest_arg is None or buffer_arg.source != dest_arg.source:
             raise ActionError(f"{consumer.name} does not read the buffer {producer.name} writes")
         for arg in c_site.args:
-            if arg.param in (c_src, c_dest):
+            if arg.param in (c_src, c_dest) or arg.param in extra_params:
                 continue
             twin = p_site.arg(arg.param) if arg.param else None
             if twin is None or twin.source.strip() != arg.source.strip():
@@ -215,23 +241,49 @@ class Fusion:
         if out_line > pi:
             raise ActionError(f"{out_arg.source} is allocated after the first launch")
         # The consumer's segment must read only what the producer also has under the same name.
-        segment = c_body[loads[0] + 1:-1]
-        defined = {target}
+        segment = c_body[loads[-1] + 1:-1]
+        defined = {target} | extra_targets
         for s in segment:
             if not (isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Assign) for b in s.body)):
                 raise ActionError(f"{consumer.name} does more than compute a value between its load and store")
         seg_written = set().union(*[c.names_in(t.target) for s in segment for b in s.body for t in b.targets]) if segment else set()
         free = (set().union(*[c.names_in(s) for s in segment]) if segment else set()) | c.names_in(c_value)
         allowed = defined | seg_written | _ALWAYS_FREE | {n for s in c_body[:loads[0]] for n in c.names_in(s)}
-        same_params = {a.param for a in c_site.args if a.param not in (c_src, c_dest)}
+        same_params = {a.param for a in c_site.args if a.param not in (c_src, c_dest) and a.param not in extra_params}
         allowed |= same_params
         if not free <= allowed:
             raise ActionError(f"{consumer.name} reads {', '.join(sorted(free - allowed))}, which the producer does not have")
-        clobbered = (seg_written | {target}) & (c.names_in(c.expr(p_offs)) | c.names_in(c.expr(p_mask)) | {p_dest})
+        clobbered = (seg_written | {target} | extra_targets) & (c.names_in(c.expr(p_offs)) | c.names_in(c.expr(p_mask)) | {p_dest})
         if clobbered:
             raise ActionError(f"the consumer's names {', '.join(sorted(clobbered))} would overwrite the producer's")
+        extra, insert_at = self._extra_params(pdef, cdef, p_launch, c_site, extra_loads) if extra_loads else ([], 0)
         return _Plan(producer, consumer, host, p_launch, c_launch, p_body[-1], p_value, p_dest, target, segment,
-                     c_value, buffer, out_arg.source.strip())
+                     c_value, buffer, out_arg.source.strip(), extra, insert_at)
+
+    @staticmethod
+    def _extra_params(pdef: cst.FunctionDef, cdef: cst.FunctionDef, p_launch: c.LaunchNode, c_site,
+                      extra_loads: list[cst.SimpleStatementLine]) -> tuple[list, int]:
+        """Fresh producer pointer params for the consumer's other inputs, inserted after the launch's positional args."""
+        params = pdef.params
+        if params.posonly_params or params.kwonly_params or isinstance(params.star_arg, cst.Param) or params.star_kwarg:
+            raise ActionError(f"{c.code(pdef.name)} has a signature fusion does not extend (*args, keyword-only)")
+        positional = [a for a in p_launch.call.args if a.keyword is None]
+        if any(a.star for a in p_launch.call.args) or list(p_launch.call.args[:len(positional)]) != positional:
+            raise ActionError("the producer's launch mixes positional and keyword arguments")
+        insert_at = len(positional)
+        if insert_at > len(params.params) or any(p.default is not None for p in params.params[:insert_at]):
+            raise ActionError("the producer's positional parameters do not line up with its launch")
+        taken = c.names_in(pdef) | c.names_in(cdef)
+        extra = []
+        for statement in extra_loads:
+            _t, e_ptr, _o, _m = _load_parts(statement)
+            source = c_site.arg(e_ptr).source.strip()
+            new = next((n for n in (e_ptr, f"{source}_ptr", f"{c.code(cdef.name)}_{e_ptr}") if n not in taken), None)
+            if new is None:
+                raise ActionError(f"no free name for {e_ptr} in {c.code(pdef.name)}")
+            taken.add(new)
+            extra.append((statement, e_ptr, new, source))
+        return extra, insert_at
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         module = c.parse(analysis.text)
@@ -262,15 +314,26 @@ class Fusion:
             body=[plan.p_store.body[0].with_changes(value=store_call.with_changes(
                 args=[store_call.args[0], store_call.args[1].with_changes(value=plan.c_value), store_call.args[2]]))],
         )
-        fused = cst.FlattenSentinel([cast, *plan.segment, new_store])
+        # The consumer's other inputs are loaded in the producer through new pointer params, after the cast
+        # (so the producer's value is computed from its own names first).
+        loads = [_rename(statement, ptr, new) for statement, ptr, new, _src in plan.extra]
+        fused = cst.FlattenSentinel([cast, *loads, *plan.segment, new_store])
         # Host: the producer now writes the consumer's output; the buffer and second launch go.
         p_call = plan.p_launch.call
         args = [a.with_changes(value=c.expr(plan.out_source)) if a.keyword is None and isinstance(a.value, cst.Name)
                 and a.value.value == plan.buffer else a for a in p_call.args]
+        signature = []
+        if plan.extra:
+            at = plan.insert_at
+            args = args[:at] + [cst.Arg(cst.Name(src)) for _s, _p, _n, src in plan.extra] + args[at:]
+            pdef, _ = c.locate(module, kernel.name)
+            params = list(pdef.params.params)
+            params = params[:at] + [cst.Param(cst.Name(new)) for _s, _p, new, _src in plan.extra] + params[at:]
+            signature = [(pdef.params, pdef.params.with_changes(params=params))]
         c_line = next(s for s in plan.host.body.body if _call_of(s) is plan.c_launch.call)
         alloc = c.host_assignment(plan.host, plan.buffer)
         alloc_line = next(s for s in plan.host.body.body if isinstance(s, cst.SimpleStatementLine) and alloc in s.body)
-        module = c.replace_all(module, [
+        module = c.replace_all(module, signature + [
             (plan.p_store, fused),
             (p_call, p_call.with_changes(args=args)),
             (c_line, cst.RemovalSentinel.REMOVE),
@@ -281,3 +344,13 @@ class Fusion:
 
 
 ACTION = Fusion()
+
+
+def _rename(statement: cst.SimpleStatementLine, old: str, new: str) -> cst.SimpleStatementLine:
+    """The statement with every ``Name(old)`` replaced by ``Name(new)``."""
+
+    class Rename(cst.CSTTransformer):
+        def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+            return updated_node.with_changes(value=new) if updated_node.value == old else updated_node
+
+    return statement.visit(Rename())
