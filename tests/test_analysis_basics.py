@@ -99,3 +99,35 @@ def host(x, y, extra):
     assert [a.param for a in launch.args if not a.keyword] == ["x_ptr", None, None]
     assert launch.arg("num_stages").value == 2 and launch.num_stages is None
     assert launch.num_warps == 4 and launch.arg("num_warps") is None
+
+
+def test_source_text_of_nodes_matches_their_spans_on_mixed_ascii_lines():
+    import ast
+
+    from mtmc_lsp.optimizer.analysis import SourceMap
+
+    text = 'x = "é" + f(a, b)\ny = "𝒳𝒳" ; z = g(y)[0]\nw = (1 +\n     2)\nv = h(k=1)\n'
+    source_map = SourceMap(text)
+    nodes = [n for n in ast.walk(ast.parse(text)) if hasattr(n, "lineno")]
+    assert len(nodes) > 20
+    for node in nodes:
+        assert source_map.text_of(node) == source_map.span(node).text(text) == ast.get_source_segment(text, node)
+    # A UTF-16 column after astral characters still counts them twice on the fast path's neighbours.
+    call = next(n for n in nodes if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "g")
+    assert source_map.span(call).start.character == len('y = "𝒳𝒳" ; z = ') + 2
+
+
+def test_kernel_node_is_kept_but_not_part_of_the_model_value():
+    text = (EXAMPLES / "matmul.py").read_text()
+    first, second = analyze(text), analyze(text)
+    kernel = first.kernel("matmul_kernel")
+    assert kernel.node is not None and kernel.node.name == "matmul_kernel"
+    assert kernel.node is not second.kernel("matmul_kernel").node and first == second
+    assert "node=" not in repr(kernel)
+
+
+def test_launch_spelled_with_an_nfkc_equivalent_name_is_found():
+    text = (EXAMPLES / "matmul.py").read_text()
+    spelled = text.replace("matmul_kernel[grid]", "\uff4datmul_kernel[grid]")  # fullwidth m: NFKC -> "m"
+    assert spelled != text
+    assert [l.kernel for l in analyze(spelled).launches] == [l.kernel for l in analyze(text).launches] == ["matmul_kernel"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -120,6 +121,9 @@ class Kernel:
     docstring: str | None
     enclosing_function: str | None  # set for kernels defined inside another function
     called_functions: list[str]  # plain names called from the body (helper jit functions)
+    # The ``def`` node of the parse of ``FileAnalysis.text`` (file line numbers): the checks walk it
+    # instead of parsing the kernel again. Not part of the model's value (repr, ==); never mutate it.
+    node: ast.FunctionDef | None = field(default=None, repr=False, compare=False)
 
     @property
     def constexpr_names(self) -> list[str]:

@@ -149,7 +149,7 @@ class _Analyzer:
         return self.map.span(node)
 
     def src(self, node: ast.AST) -> str:
-        return self.span(node).text(self.text)
+        return self.map.text_of(node)
 
     def run(self) -> FileAnalysis:
         tree = ast.parse(self.text, filename=self.path or "<unknown>")
@@ -174,6 +174,8 @@ class _Analyzer:
         hosts: list[HostFunction] = []
         for fn, _parent in functions:
             if fn.name in kernel_by_name and self._is_kernel_def(fn):
+                continue
+            if not self._may_launch(fn, kernel_by_name):
                 continue
             found = self._launches(fn, kernel_by_name)
             launches.extend(found)
@@ -290,6 +292,7 @@ class _Analyzer:
             docstring=ast.get_docstring(fn),
             enclosing_function=parent,
             called_functions=sorted(walker.called),
+            node=fn,
         )
 
     def _name_span(self, fn: ast.FunctionDef) -> Span:
@@ -378,6 +381,13 @@ class _Analyzer:
         )
 
     # ---- launches -----------------------------------------------------------------------
+    def _may_launch(self, fn: ast.FunctionDef, kernels: dict[str, Kernel]) -> bool:
+        """False when ``fn``'s text names no kernel, so it holds no launch (and need not be walked)."""
+        source = self.map.text_of(fn)
+        if not source.isascii():  # identifiers are NFKC-normalised: another spelling may name a kernel
+            return True
+        return any(name in source for name in kernels)
+
     def _launches(self, fn: ast.FunctionDef, kernels: dict[str, Kernel]) -> list[LaunchSite]:
         sites: list[LaunchSite] = []
         env = dict(self.constants)

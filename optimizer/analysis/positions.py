@@ -53,6 +53,8 @@ class SourceMap:
             offset += len(line)
         self._line_starts.append(offset)
         self._ascii = text.isascii()
+        # Per line: its length when it is ASCII (byte column = code point = UTF-16 unit), else None.
+        self._ascii_lengths = [len(line) if self._ascii or line.isascii() else None for line in self.lines]
 
     def _code_points(self, line_index: int, byte_col: int) -> int:
         if line_index >= len(self.lines):
@@ -64,7 +66,12 @@ class SourceMap:
 
     def position(self, lineno: int, byte_col: int) -> tuple[Position, int]:
         """LSP position and text offset of an ``ast`` (lineno, col_offset) pair."""
-        index = max(lineno - 1, 0)
+        index = lineno - 1 if lineno > 0 else 0
+        if index < len(self.lines):
+            length = self._ascii_lengths[index]
+            if length is not None:  # the common case, without the general path's calls
+                cps = byte_col if byte_col < length else length
+                return Position(index, cps), self._line_starts[index] + cps
         if index >= len(self.lines):
             end = len(self.text)
             return Position(len(self.lines) - 1, utf16_len(self.lines[-1])), end
@@ -72,6 +79,23 @@ class SourceMap:
         line = self.lines[index]
         character = cps if self._ascii or line.isascii() else utf16_len(line[:cps])
         return Position(index, character), self._line_starts[index] + cps
+
+    def offset(self, lineno: int, byte_col: int) -> int:
+        """The text offset alone of an ``ast`` (lineno, col_offset) pair (as ``position`` computes it)."""
+        index = lineno - 1 if lineno > 0 else 0
+        if index < len(self.lines):
+            length = self._ascii_lengths[index]
+            if length is not None:
+                return self._line_starts[index] + (byte_col if byte_col < length else length)
+        return self.position(lineno, byte_col)[1]
+
+    def text_of(self, node) -> str:
+        """The source text of an ``ast`` node: ``span(node).text(text)`` without building the span."""
+        end_lineno = getattr(node, "end_lineno", None) or node.lineno
+        end_col = getattr(node, "end_col_offset", None)
+        if end_col is None:
+            end_col = node.col_offset
+        return self.text[self.offset(node.lineno, node.col_offset) : self.offset(end_lineno, end_col)]
 
     def span(self, node) -> Span:
         """The span of an ``ast`` node (anything with lineno/col_offset/end_lineno/end_col_offset)."""

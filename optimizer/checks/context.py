@@ -1,8 +1,9 @@
-"""What the checks share: per-kernel facts from a parse of the kernel's own source, and bindings.
+"""What the checks share: per-kernel facts from the kernel's syntax tree, and bindings.
 
-A kernel's facts depend only on its source text, so they are cached by that text: while a user
-types in one kernel, the other kernels of the file cost nothing. Positions inside the facts are
-relative to the kernel; ``CheckContext.node_span`` maps them into the file.
+The tree is the analysis' own (``Kernel.node``, no second parse); a kernel without one is parsed
+from its source. A kernel's facts depend only on its source text, so they are cached by that text:
+while a user types in one kernel, the other kernels of the file cost nothing, wherever they move.
+``CheckContext.node_span`` maps the facts' nodes into the file.
 
 A *binding* is one way the kernel's constexprs get values: a launch site, an autotune config, or
 the parameter defaults. Checks evaluate sizes under every binding and report at the place that
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..analysis import FileAnalysis, Kernel, SourceMap, Span, const_eval
@@ -63,7 +66,10 @@ class KernelFacts:
     """Facts from one kernel's source, independent of where the kernel sits in the file."""
 
     fn: ast.FunctionDef
-    line_shift: int  # -1 when the source was parsed inside an ``if 1:`` wrapper (indented kernels)
+    # Added to ``def line (0-based) + node.lineno`` to get a node's 1-based file line: 0 for a parse
+    # of the kernel's source, -1 inside the ``if 1:`` wrapper (indented kernels), -def line for
+    # the file's own nodes.
+    line_shift: int
     assignments: dict[str, list[ast.AST]]
     memory_ops: list[MemoryOp]
     aranges: list[ast.Call]
@@ -449,9 +455,44 @@ def _program_id_names(assignments: dict[str, list[ast.AST]], tl_op) -> set[str]:
     return names
 
 
-@functools.lru_cache(maxsize=512)
-def kernel_facts(source: str, indented: bool, tl_names: frozenset[str]) -> KernelFacts | None:
-    """Facts of one kernel from its source (``def`` through the body, indentation kept)."""
+# Facts per (kernel source, indented, spelling of triton.language): while a user types in one kernel,
+# the other kernels of the file are not walked again. Hover reads facts on the event loop while the
+# analysis thread runs the checks, hence the lock.
+FACTS_CACHE_SIZE = 512
+_facts_cache: OrderedDict[tuple[str, bool, frozenset[str]], KernelFacts | None] = OrderedDict()
+_facts_lock = threading.Lock()
+
+
+def kernel_facts(source: str, indented: bool, tl_names: frozenset[str], fn: ast.FunctionDef | None = None,
+                 def_line: int = 0) -> KernelFacts | None:
+    """Facts of one kernel whose source (``def`` through the body, indentation kept) is ``source``.
+
+    ``fn`` is that kernel's node from the file's parse, with ``def`` on 0-based line ``def_line``
+    (``Kernel.node``): walked as is. Without it the source is parsed on its own.
+    """
+    key = (source, indented, tl_names)
+    with _facts_lock:
+        if key in _facts_cache:
+            _facts_cache.move_to_end(key)
+            return _facts_cache[key]
+    if fn is not None:
+        # File line numbers: node_span's ``def line + lineno + shift`` must give ``lineno`` back.
+        facts = _facts(fn, -def_line, tl_names)
+    else:
+        facts = _parsed_facts(source, indented, tl_names)
+    with _facts_lock:
+        _facts_cache[key] = facts
+        while len(_facts_cache) > FACTS_CACHE_SIZE:
+            _facts_cache.popitem(last=False)
+    return facts
+
+
+def clear_facts_cache() -> None:
+    with _facts_lock:
+        _facts_cache.clear()
+
+
+def _parsed_facts(source: str, indented: bool, tl_names: frozenset[str]) -> KernelFacts | None:
     text = f"if 1:\n{source}" if indented else source
     try:
         module = ast.parse(text)
@@ -460,6 +501,11 @@ def kernel_facts(source: str, indented: bool, tl_names: frozenset[str]) -> Kerne
     fn = module.body[0].body[0] if indented else module.body[0]
     if not isinstance(fn, ast.FunctionDef):
         return None
+    # Snippet line numbers: line 1 is the ``def`` (line 2 inside the ``if 1:`` wrapper).
+    return _facts(fn, -1 if indented else 0, tl_names)
+
+
+def _facts(fn: ast.FunctionDef, line_shift: int, tl_names: frozenset[str]) -> KernelFacts:
     constexprs = {
         a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
         if isinstance(a.annotation, ast.Attribute | ast.Name | ast.Constant)
@@ -469,7 +515,7 @@ def kernel_facts(source: str, indented: bool, tl_names: frozenset[str]) -> Kerne
     walker.body(fn.body)
     return KernelFacts(
         fn=fn,
-        line_shift=-1 if indented else 0,
+        line_shift=line_shift,
         assignments=walker.assignments,
         memory_ops=walker.memory_ops,
         aranges=walker.aranges,
@@ -525,7 +571,8 @@ class CheckContext:
             span = kernel.def_span
             line_start = self.text.rfind("\n", 0, span.start_offset) + 1
             source = self.text[line_start:span.end_offset]
-            self._facts[key] = kernel_facts(source, span.start.character > 0, self.tl_names)
+            self._facts[key] = kernel_facts(source, span.start.character > 0, self.tl_names, kernel.node,
+                                            span.start.line)
         return self._facts[key]
 
     def node_span(self, kernel: Kernel, facts: KernelFacts, node: ast.AST) -> Span:
