@@ -7,6 +7,11 @@ benchmarks/results/server_latency.json and .md. Targets (2-core CPU machine): fi
 p95 < 150 ms, hover and code lens p95 < 30 ms, idle RSS < 250 MB.
 
     python benchmarks/server_latency.py [--rounds 30] [--hovers 200] [--out benchmarks/results]
+        [--baseline GIT_REF [--ab-blocks 4]]
+
+``--baseline`` also runs the server of an earlier commit (its mtmc_lsp/optimizer/server trees,
+from ``git archive``) in alternating blocks with the working tree's, so both see the same machine
+load: on a shared machine that is the fair way to compare first-diagnostics latency and CPU.
 """
 
 from __future__ import annotations
@@ -152,7 +157,7 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-async def run(args) -> dict:
+async def run(args, server_command: list[str] | None = None) -> dict:
     from lsprotocol import types
     from pygls.lsp.client import LanguageClient
 
@@ -178,7 +183,8 @@ async def run(args) -> dict:
     def on_status(params):
         pass
 
-    command = args.server_command.split() if args.server_command else [sys.executable, "-m", "mtmc_lsp", "serve"]
+    command = server_command or (args.server_command.split() if args.server_command
+                                 else [sys.executable, "-m", "mtmc_lsp", "serve"])
     await client.start_io(*command)
     pid = client._server.pid
     capabilities = types.ClientCapabilities(
@@ -247,6 +253,7 @@ async def run(args) -> dict:
         "settings": settings,
         "initialize_ms": round(initialize_ms, 1),
         "first_diagnostics_ms": summary(first_diag),
+        "samples": {"first_diagnostics_ms": [round(v, 2) for v in first_diag], "server_cpu_ms_per_open": cpu_per_open},
         "server_cpu_ms_per_open": summary(cpu_per_open),
         "load_average_1min": {"start": load_start, "end": load_average()},
         "diagnostics_per_file": diag_counts[-1] if diag_counts else None,
@@ -264,6 +271,50 @@ async def run(args) -> dict:
         "idle_rss": rss_idle < TARGET_RSS_MB,
     }
     return result
+
+
+# Starts `mtmc serve` from an extracted source tree (argv[1]) instead of the installed package.
+_TREE_LAUNCHER = """
+import importlib.util, runpy, sys
+root = sys.argv.pop(1)
+sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f)]
+for name, folder in (("mtmc_lsp", "mtmc_lsp"), ("mtmc_lsp.optimizer", "optimizer"), ("mtmc_lsp.server", "server")):
+    spec = importlib.util.spec_from_file_location(name, f"{root}/{folder}/__init__.py",
+                                                  submodule_search_locations=[f"{root}/{folder}"])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+sys.argv = ["mtmc_lsp", "serve"]
+runpy.run_module("mtmc_lsp", run_name="__main__", alter_sys=True)
+"""
+
+
+def baseline_server(ref: str, folder: Path) -> tuple[list[str], str]:
+    """The command that serves commit ``ref`` (extracted under ``folder``) and that commit's short hash."""
+    commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    archive = subprocess.run(["git", "archive", ref, "mtmc_lsp", "optimizer", "server"], cwd=REPO,
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return [sys.executable, "-c", _TREE_LAUNCHER, str(folder)], commit
+
+
+async def interleaved(args, baseline: list[str]) -> dict:
+    """First diagnostics and CPU per open of this tree's server and the baseline's, in alternating blocks."""
+    block = argparse.Namespace(**{**vars(args), "rounds": max(args.rounds // args.ab_blocks, 2), "hovers": 2,
+                                  "lenses": 2})
+    samples: dict[str, dict[str, list[float]]] = {
+        side: {"first": [], "cpu": []} for side in ("current", "baseline")}
+    loads = [load_average()]
+    for index in range(args.ab_blocks):
+        order = ("current", "baseline") if index % 2 == 0 else ("baseline", "current")
+        for side in order:
+            result = await run(block, baseline if side == "baseline" else None)
+            samples[side]["first"] += result["samples"]["first_diagnostics_ms"]
+            samples[side]["cpu"] += result["samples"]["server_cpu_ms_per_open"]
+    loads.append(load_average())
+    return {side: {"first_diagnostics_ms": summary(v["first"]), "server_cpu_ms_per_open": summary(v["cpu"])}
+            for side, v in samples.items()} | {"blocks": args.ab_blocks, "load_average_1min": loads}
 
 
 def markdown(result: dict) -> str:
@@ -295,7 +346,29 @@ def markdown(result: dict) -> str:
         f"{result['code_lenses']} code lenses, {result['hover_hits']}/{hv['n']} hovers answered.",
         "Every round opens a freshly renamed file, so no per-kernel cache is warm at open.",
         "",
+        *_ab_markdown(result.get("ab")),
     ])
+
+
+def _ab_markdown(ab: dict | None) -> list[str]:
+    if not ab:
+        return []
+    rows = []
+    for side, label in (("current", f"this tree ({ab['commit_current']})"), ("baseline", f"baseline {ab['commit_baseline']}")):
+        fd, cpu = ab[side]["first_diagnostics_ms"], ab[side]["server_cpu_ms_per_open"]
+        rows.append(f"| {label} | {fd['p50']} | {fd['p95']} | {fd['mean']} | {cpu['p50']} | {cpu['p95']} | {cpu['mean']} | {fd['n']} |")
+    return [
+        f"## Against the baseline, interleaved ({ab['blocks']} alternating blocks per server, load "
+        f"{ab['load_average_1min'][0]} -> {ab['load_average_1min'][1]})",
+        "",
+        "| server | first diagnostics p50 (ms) | p95 | mean | CPU per open p50 (ms) | p95 | mean | n |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "CPU time comes from /proc in clock ticks (10 ms) and grows with contention on a shared machine;",
+        "the interleaved blocks let both servers see the same load.",
+        "",
+    ]
 
 
 def main() -> int:
@@ -307,11 +380,20 @@ def main() -> int:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     parser.add_argument("--write-file", metavar="PATH", help="only write the generated 2,000-line file and exit")
     parser.add_argument("--server-command", help="start the server with this command instead (e.g. under a profiler)")
+    parser.add_argument("--baseline", metavar="GIT_REF", help="also measure this commit's server, interleaved")
+    parser.add_argument("--ab-blocks", type=int, default=4, help="alternating blocks per server with --baseline")
     args = parser.parse_args()
     if args.write_file:
         Path(args.write_file).write_text(generate_file())
         return 0
     result = asyncio.run(run(args))
+    if args.baseline:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="mtmc-baseline-") as folder:
+            command, commit = baseline_server(args.baseline, Path(folder))
+            result["ab"] = asyncio.run(interleaved(args, command))
+        result["ab"].update(commit_baseline=commit, commit_current=result["machine"]["commit"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "server_latency.json").write_text(json.dumps(result, indent=2) + "\n")
