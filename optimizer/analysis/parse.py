@@ -467,6 +467,13 @@ class _Analyzer:
         return None
 
 
+# Nodes without child nodes that _BodyWalker has no visit_ method for: visiting them does nothing.
+_LEAVES = frozenset(
+    {ast.Name, ast.Constant}
+    | {cls for base in (ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context) for cls in base.__subclasses__()}
+)
+
+
 class _BodyWalker(ast.NodeVisitor):
     """Collects ``tl.*`` calls, loops and simple assignments of a kernel body."""
 
@@ -496,9 +503,9 @@ class _BodyWalker(ast.NodeVisitor):
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:
-                    if isinstance(item, ast.AST):
+                    if item.__class__ not in _LEAVES and isinstance(item, ast.AST):
                         self.visit(item)
-            elif isinstance(value, ast.AST) and name != "ctx":
+            elif value.__class__ not in _LEAVES and isinstance(value, ast.AST) and name != "ctx":
                 self.visit(value)
 
     def pointer_names(self) -> set[str]:
