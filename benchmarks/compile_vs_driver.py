@@ -51,8 +51,9 @@ def _driver(path: Path, kernel: str, signature: dict, constexprs: dict, num_warp
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     fn = getattr(module, kernel)
-    fn = getattr(fn, "fn", fn)  # an autotuner wraps the JITFunction
-    while hasattr(fn, "fn") and not hasattr(fn, "warmup"):
+    from triton.runtime.jit import JITFunction
+
+    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):  # autotune/heuristics wrappers
         fn = fn.fn
     values = dict(constexprs)  # constexprs and specialized unit strides, by name
     for name, kind in signature.items():
