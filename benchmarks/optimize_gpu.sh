@@ -13,7 +13,7 @@ for kernel in matmul softmax silu_mul_add; do
   work=$(mktemp -d)
   cp "benchmarks/suite/$kernel.py" "$work/$kernel.py"
   mtmc optimize "$work/$kernel.py" --policy heuristic --target h200 --steps 4 --budget-s 150 \
-    --record --workspace "$work" --json > "$out/optimize_$kernel.json" 2> "$out/optimize_$kernel.log"
+    --record --workspace "$work" --json > "$out/optimize_$kernel.json" 2>> "$out/optimize.log"
   echo "$kernel: rc=$?"
   cat "$work"/.mtmc/trajectories/*.jsonl > "$out/traj/$kernel.jsonl" 2>/dev/null
 done
