@@ -30,6 +30,9 @@ VERIFICATION_STATES = {
     "error": "failed", "no_harness": "skipped", "cancelled": "cancelled", "superseded": "cancelled",
 }
 PROPOSAL_TTL_S = 3600.0
+# Proposals kept at most (each holds two copies of the document): code action requests come with
+# every cursor move over a diagnostic, and an edit is applied right after it is offered.
+MAX_PROPOSALS = 128
 # Attached to every offered step; runs after the client applied the edit, records and verifies it.
 STEP_APPLIED_COMMAND = "mtmc.stepApplied"
 
@@ -104,6 +107,8 @@ class StepStore:
         now = time.time()
         self._proposals = {k: p for k, p in self._proposals.items() if now - p.created < PROPOSAL_TTL_S}
         self._recorded = {k: r for k, r in self._recorded.items() if now - r[2] < PROPOSAL_TTL_S}
+        while len(self._proposals) >= MAX_PROPOSALS:  # dicts keep insertion order: the oldest goes
+            del self._proposals[next(iter(self._proposals))]
         proposal = Proposal(token or uuid.uuid4().hex[:12], uri, len(self.steps(uri)) + 1, candidate, before,
                             edit.new_text, edit.summary, version, record_on_change)
         self._proposals[proposal.token] = proposal
