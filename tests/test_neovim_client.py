@@ -229,8 +229,7 @@ def test_neovim_shows_the_servers_diagnostics(session):
 
 @pytest.mark.slow
 def test_neovim_applies_the_quick_fix_as_a_plain_edit(session):
-    if not session["code_action_provider"]:
-        pytest.skip("the server does not offer code actions yet (no codeActionProvider capability)")
+    assert session["code_action_provider"], "the server no longer advertises codeActionProvider"
     assert "error" not in session, session
     assert session["stage"] == "done"
     fixes = [a for a in session["actions"] if a["kind"] == "quickfix" and a["diagnostics"] > 0]
