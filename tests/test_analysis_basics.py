@@ -131,3 +131,10 @@ def test_launch_spelled_with_an_nfkc_equivalent_name_is_found():
     spelled = text.replace("matmul_kernel[grid]", "\uff4datmul_kernel[grid]")  # fullwidth m: NFKC -> "m"
     assert spelled != text
     assert [l.kernel for l in analyze(spelled).launches] == [l.kernel for l in analyze(text).launches] == ["matmul_kernel"]
+
+
+def test_form_feeds_and_unicode_line_separators_do_not_shift_lines():
+    text = 'import triton\n\x0c\n# a comment with \u2028 inside\n@triton.jit\ndef k(x_ptr):\n    pass\n'
+    (kernel,) = analyze(text).kernels
+    assert kernel.name_span.start == Position(4, 4)
+    assert kernel.name_span.text(text) == "k"

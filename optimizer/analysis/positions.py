@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -40,12 +41,17 @@ def utf16_len(text: str) -> int:
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
 class SourceMap:
     """Maps ``ast`` locations (1-based lines, UTF-8 byte columns) of one text to spans."""
 
     def __init__(self, text: str):
         self.text = text
-        self.lines = text.splitlines(keepends=True) or [""]
+        # Lines end at \n, \r\n or \r only, as for Python's parser and LSP; str.splitlines would
+        # also break at form feeds, \x1c-\x1e, \x85 and \u2028/\u2029 and shift every later line.
+        self.lines = _LINE.findall(text) or [""]
         self._line_starts: list[int] = []
         offset = 0
         for line in self.lines:
