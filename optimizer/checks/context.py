@@ -195,13 +195,18 @@ class KernelFacts:
 
     def tl_op(self, func: ast.AST) -> str | None:
         """``tl.load`` -> "load" for however the file spells triton.language."""
-        if isinstance(func, ast.Attribute):
-            root = func.value
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id in self.tl_names:
-                return func.attr
-        return None
+        return tl_op(func, self.tl_names)
+
+
+def tl_op(func: ast.AST, tl_names: frozenset[str]) -> str | None:
+    """The op of a call target rooted at a triton.language name: ``tl.math.exp`` -> "exp"."""
+    if isinstance(func, ast.Attribute):
+        root = func.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in tl_names:
+            return func.attr
+    return None
 
 
 def _kwarg(node: ast.Call, name: str) -> ast.AST | None:
@@ -299,13 +304,7 @@ class _FactsWalker:
         self.guard = 0
 
     def tl_op(self, func: ast.AST) -> str | None:
-        if isinstance(func, ast.Attribute):
-            root = func.value
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id in self.tl_names:
-                return func.attr
-        return None
+        return tl_op(func, self.tl_names)
 
     def _assign(self, target: ast.AST, value: ast.AST | None) -> None:
         if isinstance(target, ast.Name) and value is not None:
