@@ -22,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mtmc_lsp.optimizer.actions import applicable
     from mtmc_lsp.optimizer.analysis import analyze
-    from mtmc_lsp.optimizer.hardware import resolve_target
+
+    from ._source import read_source
 
     path = Path(args.file)
     if args.history:
@@ -35,16 +36,10 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(json.dumps(history.to_json(), indent=1) if args.json else history.show())
         return 0
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"mtmc actions: cannot read {path}: {exc}", file=sys.stderr)
+    source = read_source("actions", args.file, args.target)
+    if source is None:
         return 2
-    try:
-        target = resolve_target(args.target)
-    except KeyError as exc:
-        print(f"mtmc actions: {exc.args[0]}", file=sys.stderr)
-        return 2
+    path, text, target = source
     analysis = analyze(text, str(path))
     if analysis.syntax_error is not None:
         print(f"mtmc actions: {path}: {analysis.syntax_error.message}", file=sys.stderr)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,18 +39,13 @@ def run(args: argparse.Namespace) -> int:
     from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, Candidate, applicable, apply_candidate
     from mtmc_lsp.optimizer.analysis import analyze
     from mtmc_lsp.optimizer.edits import unified_diff
-    from mtmc_lsp.optimizer.hardware import resolve_target
 
-    path = Path(args.file)
-    try:
-        text = path.read_text(encoding="utf-8")
-        target = resolve_target(args.target)
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"mtmc apply: cannot read {path}: {exc}", file=sys.stderr)
+    from ._source import read_source
+
+    source = read_source("apply", args.file, args.target)
+    if source is None:
         return 2
-    except KeyError as exc:
-        print(f"mtmc apply: {exc.args[0]}", file=sys.stderr)
-        return 2
+    path, text, target = source
     action = ACTIONS.get(args.action)
     if action is None:
         print(f"mtmc apply: unknown action {args.action!r}; known: {', '.join(ACTIONS)}", file=sys.stderr)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import TextIO
 
 
@@ -46,26 +45,20 @@ def settings_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from mtmc_lsp.optimizer.analysis import analyze
-    from mtmc_lsp.optimizer.hardware import resolve_target
     from mtmc_lsp.optimizer.policy import make_policy
     from mtmc_lsp.optimizer.search import make_verifier, optimize
     from mtmc_lsp.optimizer.trajectories import TrajectoryRecorder
     from mtmc_lsp.optimizer.verify import VerifyOptions
 
-    path = Path(args.file)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        print(f"mtmc optimize: {exc}", file=sys.stderr)
+    from ._source import read_source
+
+    source = read_source("optimize", args.file, args.target)
+    if source is None:
         return 2
-    try:
-        target = resolve_target(args.target)
-    except KeyError as exc:
-        print(f"mtmc optimize: {exc.args[0]}", file=sys.stderr)
-        return 2
+    path, text, target = source
     analysis = analyze(text, str(path))
     if analysis.syntax_error is not None:
-        print(f"mtmc optimize: {path}: syntax error: {analysis.syntax_error.message}", file=sys.stderr)
+        print(f"mtmc optimize: {path}: {analysis.syntax_error.message}", file=sys.stderr)
         return 1
     if args.kernel and analysis.kernel(args.kernel) is None:
         names = ", ".join(k.name for k in analysis.kernels) or "none"
