@@ -79,6 +79,26 @@ class EditorClient(LanguageClient):
         return await asyncio.wait_for(wait(), timeout)
 
 
+def position_of(text: str, needle: str, delta: int = 0) -> types.Position:
+    """The LSP position of ``needle`` in ``text`` (plus ``delta`` characters; ASCII text)."""
+    offset = text.index(needle) + delta
+    return types.Position(line=text.count("\n", 0, offset), character=offset - text.rfind("\n", 0, offset) - 1)
+
+
+async def code_actions(client, uri, position, diagnostics=(), only=None):
+    """The code actions at ``position`` (an empty list when the server returns none)."""
+    return await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=position, end=position),
+        context=types.CodeActionContext(diagnostics=list(diagnostics), only=only),
+    )) or []
+
+
+async def execute_command(client, name, *args):
+    """``workspace/executeCommand`` with positional arguments."""
+    return await client.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args)))
+
+
 def _range(start: tuple[int, int], end: tuple[int, int]) -> types.Range:
     return types.Range(start=types.Position(line=start[0], character=start[1]),
                        end=types.Position(line=end[0], character=end[1]))

@@ -8,27 +8,10 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from .editor import EXAMPLES, EditorClient, apply_workspace_edit
+from .editor import EXAMPLES, EditorClient, apply_workspace_edit, code_actions, execute_command, position_of
 
 MATMUL = (EXAMPLES / "matmul.py").read_text()
 PLANTED = MATMUL.replace("num_warps=4", "num_warps=6")
-
-
-def _at(text: str, needle: str, delta: int = 0) -> types.Position:
-    offset = text.index(needle) + delta
-    return types.Position(line=text.count("\n", 0, offset), character=offset - text.rfind("\n", 0, offset) - 1)
-
-
-async def _actions(client, uri, position, diagnostics=(), only=None):
-    return await client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri),
-        range=types.Range(start=position, end=position),
-        context=types.CodeActionContext(diagnostics=list(diagnostics), only=only),
-    )) or []
-
-
-async def _command(client, name, *args):
-    return await client.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args)))
 
 
 def _vscode(client) -> bool:
@@ -39,7 +22,7 @@ async def test_step_actions_are_ranked_candidates_for_the_kernel_under_the_curso
     uri = (workspace / "matmul.py").as_uri()
     client.open(uri, MATMUL)
     await client.diagnostics_for(uri, version=1)
-    actions = await _actions(client, uri, _at(MATMUL, "acc += tl.dot"))
+    actions = await code_actions(client, uri, position_of(MATMUL, "acc += tl.dot"))
     steps = [a for a in actions if a.kind == types.CodeActionKind.RefactorRewrite]
     assert steps and steps[0].is_preferred and not any(a.is_preferred for a in steps[1:])
     assert all(a.edit is None and a.data["version"] == 1 for a in steps)  # edits are resolved lazily
@@ -47,8 +30,8 @@ async def test_step_actions_are_ranked_candidates_for_the_kernel_under_the_curso
     assert [a.data["score"] for a in steps] == sorted((a.data["score"] for a in steps), reverse=True)
     assert {a.data["candidate"]["kernel"] for a in steps} == {"matmul_kernel"}
     # Outside a kernel: no steps; with only=quickfix: no steps either.
-    assert not [a for a in await _actions(client, uri, _at(MATMUL, "def get_inputs")) if a.kind != "quickfix"]
-    assert not await _actions(client, uri, _at(MATMUL, "acc += tl.dot"), only=[types.CodeActionKind.QuickFix])
+    assert not [a for a in await code_actions(client, uri, position_of(MATMUL, "def get_inputs")) if a.kind != "quickfix"]
+    assert not await code_actions(client, uri, position_of(MATMUL, "acc += tl.dot"), only=[types.CodeActionKind.QuickFix])
 
 
 async def test_quick_fix_for_num_warps_is_a_recorded_step(client: EditorClient, workspace):
@@ -56,7 +39,7 @@ async def test_quick_fix_for_num_warps_is_a_recorded_step(client: EditorClient, 
     client.open(uri, PLANTED)
     diagnostics = await client.diagnostics_for(uri, version=1)
     warps = next(d for d in diagnostics if d.code == "MTMC105")
-    fixes = await _actions(client, uri, warps.range.start, [warps], only=[types.CodeActionKind.QuickFix])
+    fixes = await code_actions(client, uri, warps.range.start, [warps], only=[types.CodeActionKind.QuickFix])
     assert [f.title for f in fixes] == ["Use num_warps=4 (a power of 2)", "Use num_warps=8 (a power of 2)"]
     fix = fixes[1]
     assert fix.is_preferred is not True and fixes[0].is_preferred and fix.diagnostics[0].code == "MTMC105"
@@ -65,12 +48,12 @@ async def test_quick_fix_for_num_warps_is_a_recorded_step(client: EditorClient, 
         assert annotation.needs_confirmation and annotation.label == "MTMC step 1: Use num_warps=8 (a power of 2)"
     assert apply_workspace_edit(client, fix.edit).applied
     assert client.buffer_text(uri) == MATMUL.replace("num_warps=4", "num_warps=8")
-    recorded = await _command(client, fix.command.command, *fix.command.arguments)
+    recorded = await execute_command(client, fix.command.command, *fix.command.arguments)
     assert recorded["recorded"] and recorded["step"]["candidate"]["action"] == "fix-mtmc105"
     fixed = await client.diagnostics_for(uri, version=2)
     assert "MTMC105" not in [d.code for d in fixed]
     # The other fix was never applied: its command records nothing.
-    assert (await _command(client, fixes[0].command.command, *fixes[0].command.arguments))["recorded"] is False
+    assert (await execute_command(client, fixes[0].command.command, *fixes[0].command.arguments))["recorded"] is False
 
 
 @pytest.mark.slow  # verification runs the kernels in the Triton interpreter in a worker process
@@ -78,7 +61,7 @@ async def test_resolve_apply_history_verify_reject_restores_the_text(client: Edi
     uri = (workspace / "matmul.py").as_uri()
     client.open(uri, MATMUL)
     await client.diagnostics_for(uri, version=1)
-    actions = await _actions(client, uri, _at(MATMUL, "def matmul_kernel", 5))
+    actions = await code_actions(client, uri, position_of(MATMUL, "def matmul_kernel", 5))
     action = next(a for a in actions if a.data and a.data["candidate"]["action"] == "tiling")
     resolved = await client.code_action_resolve_async(action)
     edit = resolved.edit
@@ -96,16 +79,16 @@ async def test_resolve_apply_history_verify_reject_restores_the_text(client: Edi
     assert apply_workspace_edit(client, edit).applied
     after = client.buffer_text(uri)
     assert after != MATMUL and "BLOCK_M = 128" in after
-    recorded = await _command(client, resolved.command.command, *resolved.command.arguments)
+    recorded = await execute_command(client, resolved.command.command, *resolved.command.arguments)
     assert recorded["recorded"] is True
-    history = await _command(client, "mtmc.stepHistory", uri)
+    history = await execute_command(client, "mtmc.stepHistory", uri)
     (step,) = history["steps"]
     assert step["status"] == "applied" and step["index"] == 1 and step["kernel"] == "matmul_kernel"
     assert step["textBefore"] == MATMUL and step["textAfter"] == after
 
     async def verified():
         while True:
-            (s,) = (await _command(client, "mtmc.stepHistory", uri))["steps"]
+            (s,) = (await execute_command(client, "mtmc.stepHistory", uri))["steps"]
             if (s["verification"] or {}).get("state") not in (None, "pending", "running"):
                 return s
             await asyncio.sleep(0.5)
@@ -118,10 +101,10 @@ async def test_resolve_apply_history_verify_reject_restores_the_text(client: Edi
     diagnostics = await client.diagnostics_for(uri, version=version, predicate=lambda d: any(x.code == "MTMC300" for x in d))
     assert "verified" in next(d for d in diagnostics if d.code == "MTMC300").message.lower()
 
-    rejected = await _command(client, "mtmc.rejectStep", uri, step["id"])
+    rejected = await execute_command(client, "mtmc.rejectStep", uri, step["id"])
     assert rejected["rejected"] is True
     assert client.buffer_text(uri) == MATMUL  # byte for byte
-    (step,) = (await _command(client, "mtmc.stepHistory", uri))["steps"]
+    (step,) = (await execute_command(client, "mtmc.stepHistory", uri))["steps"]
     assert step["status"] == "rejected"
     # The history lives in the workspace (optimizer.history) and survives a restart.
     (saved,) = (workspace / ".mtmc" / "history").glob("*.json")
@@ -132,25 +115,25 @@ async def test_stale_versions_are_refused(client: EditorClient, workspace):
     uri = (workspace / "matmul.py").as_uri()
     client.open(uri, MATMUL)
     await client.diagnostics_for(uri, version=1)
-    (action, *_) = await _actions(client, uri, _at(MATMUL, "acc += tl.dot"))
+    (action, *_) = await code_actions(client, uri, position_of(MATMUL, "acc += tl.dot"))
     client.edit(uri, (0, 0), (0, 0), "# edited\n")  # version 2
     with pytest.raises(JsonRpcException, match="changed since"):
         await client.code_action_resolve_async(action)
     assert any("changed since" in m.message for m in client.messages)
-    refused = await _command(client, "mtmc.applyCandidate", uri, 1, action.data["candidate"])
+    refused = await execute_command(client, "mtmc.applyCandidate", uri, 1, action.data["candidate"])
     assert refused["applied"] is False and "changed since" in refused["reason"]
     assert client.buffer_text(uri).startswith("# edited\n") and client.buffer_version(uri) == 2
     # An edit resolved for version 2 is refused by a client whose buffer moved on (versioned edit).
     await client.diagnostics_for(uri, version=2)
-    (action, *_) = await _actions(client, uri, _at(client.buffer_text(uri), "acc += tl.dot"))
+    (action, *_) = await code_actions(client, uri, position_of(client.buffer_text(uri), "acc += tl.dot"))
     resolved = await client.code_action_resolve_async(action)
     client.edit(uri, (0, 0), (0, 0), "# again\n")  # version 3
     if _vscode(client):
         result = apply_workspace_edit(client, resolved.edit)
         assert result.applied is False and "stale" in result.failure_reason
-    recorded = await _command(client, resolved.command.command, *resolved.command.arguments)
+    recorded = await execute_command(client, resolved.command.command, *resolved.command.arguments)
     assert recorded["recorded"] is False
-    assert (await _command(client, "mtmc.stepHistory", uri))["steps"] == []
+    assert (await execute_command(client, "mtmc.stepHistory", uri))["steps"] == []
 
 
 async def test_apply_candidate_command_applies_through_workspace_apply_edit(client: EditorClient, workspace):
@@ -158,8 +141,8 @@ async def test_apply_candidate_command_applies_through_workspace_apply_edit(clie
     text = (EXAMPLES / "softmax.py").read_text()
     client.open(uri, text)
     await client.diagnostics_for(uri, version=1)
-    (action, *_) = await _actions(client, uri, _at(text, "def softmax_kernel", 5))
-    result = await _command(client, "mtmc.applyCandidate", uri, 1, action.data["candidate"])
+    (action, *_) = await code_actions(client, uri, position_of(text, "def softmax_kernel", 5))
+    result = await execute_command(client, "mtmc.applyCandidate", uri, 1, action.data["candidate"])
     assert result["applied"] is True and result["recorded"] is True
     assert client.buffer_text(uri) == result["step"]["textAfter"] != text
     (params,) = client.applied_edits
@@ -181,9 +164,9 @@ async def test_optimize_kernel_reports_progress_then_offers_verified_steps(clien
     client.open(uri, text)
     await client.diagnostics_for(uri, version=1)
     result = await asyncio.wait_for(
-        _command(client, "mtmc.optimizeKernel", uri, "gelu_kernel", {"steps": 1, "budgetS": 240}), 300)
+        execute_command(client, "mtmc.optimizeKernel", uri, "gelu_kernel", {"steps": 1, "budgetS": 240}), 300)
     assert result["kept"] == 1 and result["applied"] == 1, result
-    (step,) = (await _command(client, "mtmc.stepHistory", uri))["steps"]
+    (step,) = (await execute_command(client, "mtmc.stepHistory", uri))["steps"]
     assert step["kernel"] == "gelu_kernel" and step["status"] == "applied"
     assert step["textBefore"] == text and step["textAfter"] == client.buffer_text(uri)
     assert step["verification"]["state"] == "passed"
@@ -202,7 +185,7 @@ async def test_optimize_kernel_is_cancellable(client: EditorClient, workspace):
     uri = (workspace / "matmul.py").as_uri()
     client.open(uri, text)
     await client.diagnostics_for(uri, version=1)
-    task = asyncio.ensure_future(_command(client, "mtmc.optimizeKernel", uri, "matmul_kernel", {"steps": 3}))
+    task = asyncio.ensure_future(execute_command(client, "mtmc.optimizeKernel", uri, "matmul_kernel", {"steps": 3}))
     await _wait(lambda: any(client.progress_reports.values()))
     token = next(t for t, r in client.progress_reports.items() if r)
     client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))

@@ -8,7 +8,10 @@ import pytest_lsp
 from lsprotocol import types
 
 from .conftest import TEST_SETTINGS
-from .editor import CLIENTS, CONFIG, EXAMPLES, EditorClient, apply_workspace_edit, initialize_params
+from .editor import (
+    CLIENTS, CONFIG, EXAMPLES, EditorClient, apply_workspace_edit, code_actions, execute_command, initialize_params,
+    position_of,
+)
 
 MATMUL = (EXAMPLES / "matmul.py").read_text()
 PLANTED = MATMUL.replace("num_warps=4", "num_warps=6")
@@ -24,28 +27,11 @@ async def client(request, lsp_client: EditorClient, tmp_path):
     await lsp_client.shutdown_session()
 
 
-def _at(text: str, needle: str, delta: int = 0) -> types.Position:
-    offset = text.index(needle) + delta
-    return types.Position(line=text.count("\n", 0, offset), character=offset - text.rfind("\n", 0, offset) - 1)
-
-
-async def _actions(client, uri, position, diagnostics=(), only=None):
-    return await client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri),
-        range=types.Range(start=position, end=position),
-        context=types.CodeActionContext(diagnostics=list(diagnostics), only=only),
-    )) or []
-
-
-async def _command(client, name, *args):
-    return await client.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args)))
-
-
 async def _settled_steps(client, uri, count: int) -> list[dict]:
     """The history once it has ``count`` steps whose verification finished."""
     async def poll():
         while True:
-            steps = (await _command(client, "mtmc.stepHistory", uri))["steps"]
+            steps = (await execute_command(client, "mtmc.stepHistory", uri))["steps"]
             if len(steps) >= count and all((s["verification"] or {}).get("state") not in (None, "pending", "running")
                                            for s in steps):
                 return steps
@@ -62,9 +48,9 @@ async def test_resolved_step_is_recorded_by_the_document_change_without_its_comm
     uri = (tmp_path / "matmul.py").as_uri()
     client.open(uri, MATMUL)
     await client.diagnostics_for(uri, version=1)
-    position = _at(MATMUL, "def matmul_kernel", 5)
+    position = position_of(MATMUL, "def matmul_kernel", 5)
     # Two lists of the same actions: two tokens whose edits produce the same text.
-    first, second = [next(a for a in await _actions(client, uri, position) if a.data["candidate"]["action"] == "tiling")
+    first, second = [next(a for a in await code_actions(client, uri, position) if a.data["candidate"]["action"] == "tiling")
                      for _ in range(2)]
     resolved = await client.code_action_resolve_async(first)
     resolved_again = await client.code_action_resolve_async(second)
@@ -80,9 +66,9 @@ async def test_resolved_step_is_recorded_by_the_document_change_without_its_comm
     tokens = {resolved.data["token"], resolved_again.data["token"]}
     assert len(tokens) == 2
     for token in tokens:
-        late = await _command(client, "mtmc.stepApplied", uri, token)
+        late = await execute_command(client, "mtmc.stepApplied", uri, token)
         assert late["recorded"] is True and late["reason"] == "already recorded" and late["step"]["id"] == step["id"]
-    assert len((await _command(client, "mtmc.stepHistory", uri))["steps"]) == 1
+    assert len((await execute_command(client, "mtmc.stepHistory", uri))["steps"]) == 1
     assert len(_applied_logs(client)) == 1  # recorded (and verified) once
 
 
@@ -91,21 +77,21 @@ async def test_quick_fix_recorded_on_change_then_command_is_idempotent(client: E
     client.open(uri, PLANTED)
     diagnostics = await client.diagnostics_for(uri, version=1)
     warps = next(d for d in diagnostics if d.code == "MTMC105")
-    await _actions(client, uri, warps.range.start, [warps], only=[types.CodeActionKind.QuickFix])
+    await code_actions(client, uri, warps.range.start, [warps], only=[types.CodeActionKind.QuickFix])
     # An unrelated edit: it matches no offered step, so nothing is recorded.
     version = client.edit(uri, (0, 0), (0, 0), "# edited\n")
     await asyncio.sleep(0.2)
-    assert (await _command(client, "mtmc.stepHistory", uri))["steps"] == []
+    assert (await execute_command(client, "mtmc.stepHistory", uri))["steps"] == []
     diagnostics = await client.diagnostics_for(uri, version=version)
     warps = next(d for d in diagnostics if d.code == "MTMC105")
-    fixes = await _actions(client, uri, warps.range.start, [warps], only=[types.CodeActionKind.QuickFix])
+    fixes = await code_actions(client, uri, warps.range.start, [warps], only=[types.CodeActionKind.QuickFix])
     fix = fixes[0]
     assert apply_workspace_edit(client, fix.edit).applied
     (step,) = await _settled_steps(client, uri, 1)
     assert step["candidate"]["action"] == "fix-mtmc105" and step["textAfter"] == client.buffer_text(uri)
-    again = await _command(client, fix.command.command, *fix.command.arguments)
+    again = await execute_command(client, fix.command.command, *fix.command.arguments)
     assert again["recorded"] is True and again["step"]["id"] == step["id"]
     # The fix that was not applied still records nothing.
-    other = await _command(client, fixes[1].command.command, *fixes[1].command.arguments)
+    other = await execute_command(client, fixes[1].command.command, *fixes[1].command.arguments)
     assert other["recorded"] is False
-    assert len((await _command(client, "mtmc.stepHistory", uri))["steps"]) == 1
+    assert len((await execute_command(client, "mtmc.stepHistory", uri))["steps"]) == 1

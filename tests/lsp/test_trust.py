@@ -8,7 +8,7 @@ import pytest_lsp
 from lsprotocol import types
 
 from .conftest import TEST_SETTINGS
-from .editor import CONFIG, EXAMPLES, EditorClient, apply_workspace_edit, initialize_params
+from .editor import CONFIG, EXAMPLES, EditorClient, apply_workspace_edit, execute_command, initialize_params
 
 MATMUL = (EXAMPLES / "matmul.py").read_text()
 PLANTED = MATMUL.replace("num_warps=4", "num_warps=6")
@@ -39,19 +39,15 @@ async def section_untrusted_client(lsp_client: EditorClient, tmp_path):
     await lsp_client.shutdown_session()
 
 
-async def _command(client, name, *args):
-    return await client.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args)))
-
-
 def _warnings(client) -> list[str]:
     return [m.message for m in client.messages if m.type == types.MessageType.Warning]
 
 
 async def _assert_user_code_refused(client: EditorClient, uri: str) -> None:
-    verified = await _command(client, "mtmc.verifyKernel", uri, "matmul_kernel")
+    verified = await execute_command(client, "mtmc.verifyKernel", uri, "matmul_kernel")
     assert verified["state"] == "skipped" and verified["status"] == "untrusted" and verified["version"] == 1
     assert "not trusted" in verified["message"]
-    optimized = await _command(client, "mtmc.optimizeKernel", uri, "matmul_kernel")
+    optimized = await execute_command(client, "mtmc.optimizeKernel", uri, "matmul_kernel")
     assert optimized["stopped"] == "untrusted" and optimized["applied"] == 0 and "not trusted" in optimized["reason"]
     warnings = _warnings(client)
     assert any(w.startswith("MTMC: Verify Kernel runs the workspace's code") for w in warnings), warnings
@@ -87,12 +83,12 @@ async def test_untrusted_workspace_keeps_static_features_and_refuses_user_code(u
         context=types.CodeActionContext(diagnostics=[warps], only=[types.CodeActionKind.QuickFix])))
     fix = fixes[0]
     assert apply_workspace_edit(client, fix.edit).applied
-    recorded = await _command(client, fix.command.command, *fix.command.arguments)
+    recorded = await execute_command(client, fix.command.command, *fix.command.arguments)
     assert recorded["recorded"], recorded
 
     async def verification_state():
         while True:
-            (step,) = (await _command(client, "mtmc.stepHistory", uri))["steps"]
+            (step,) = (await execute_command(client, "mtmc.stepHistory", uri))["steps"]
             if step["verification"] and step["verification"].get("state") not in (None, "pending", "running"):
                 return step["verification"]
             await asyncio.sleep(0.05)
