@@ -35,10 +35,7 @@ def binding_facts(ctx: CheckContext, kernel: Kernel) -> list[BindingFacts]:
         env = ctx.env(kernel, binding)
         shared: int | None = 0 if facts is not None and not facts.dots else None
         tile, dtype_known = None, True
-        for dot in facts.dots if facts is not None else []:
-            a_shape, b_shape = facts.shape_of(dot.a), facts.shape_of(dot.b)
-            if not a_shape or not b_shape or len(a_shape) != 2 or len(b_shape) != 2:
-                continue
+        for dot, a_shape, b_shape in facts.dot_tiles() if facts is not None else []:
             m, k = (evaluate(d, env) for d in a_shape)
             n = evaluate(b_shape[1], env)
             if None in (m, k, n):

@@ -16,6 +16,7 @@ import ast
 import functools
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..analysis import FileAnalysis, Kernel, SourceMap, Span, const_eval
@@ -85,6 +86,13 @@ class KernelFacts:
         return _program_id_names(self.assignments, self.tl_op)
 
     # ---- shapes ------------------------------------------------------------------------------
+    def dot_tiles(self) -> Iterator[tuple[DotOp, tuple, tuple]]:
+        """``(dot, a_shape, b_shape)`` for each 2-D ``tl.dot`` whose operand shapes are inferable."""
+        for dot in self.dots:
+            a_shape, b_shape = self.shape_of(dot.a), self.shape_of(dot.b)
+            if a_shape and b_shape and len(a_shape) == 2 and len(b_shape) == 2:
+                yield dot, a_shape, b_shape
+
     def shape_of(self, node: ast.AST, depth: int = 0) -> tuple | None:
         """The block shape of an expression as a tuple of AST nodes (dims), () for scalars, None unknown."""
         if depth > 40:

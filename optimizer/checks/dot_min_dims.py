@@ -18,10 +18,7 @@ def check(ctx: CheckContext) -> Iterator[Finding]:
         facts = ctx.facts(kernel)
         if facts is None:
             continue
-        for dot in facts.dots:
-            a_shape, b_shape = facts.shape_of(dot.a), facts.shape_of(dot.b)
-            if not a_shape or not b_shape or len(a_shape) != 2 or len(b_shape) != 2:
-                continue  # shapes not inferable (or 3-D batched dots): stay quiet
+        for dot, a_shape, b_shape in facts.dot_tiles():  # shapes unknown or 3-D batched dots: quiet
             reported = False
             for binding in ctx.bindings(kernel):
                 env = ctx.env(kernel, binding)

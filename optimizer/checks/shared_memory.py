@@ -23,10 +23,7 @@ def check(ctx: CheckContext) -> Iterator[Finding]:
         facts = ctx.facts(kernel)
         if facts is None:
             continue
-        for dot in facts.dots:
-            a_shape, b_shape = facts.shape_of(dot.a), facts.shape_of(dot.b)
-            if not a_shape or not b_shape or len(a_shape) != 2 or len(b_shape) != 2:
-                continue
+        for dot, a_shape, b_shape in facts.dot_tiles():
             a_bytes, a_known = facts.dtype_bytes(dot.a)
             b_bytes, b_known = facts.dtype_bytes(dot.b)
             worst = None
