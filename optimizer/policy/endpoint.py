@@ -64,12 +64,7 @@ class EndpointPolicy(Policy):
     def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
         if self.model:
             body = {"model": self.model, **body}
-        request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), method="POST",
-                                         headers={"Content-Type": "application/json"})
-        if self.api_key:
-            request.add_header("Authorization", f"Bearer {self.api_key}")
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            return json.loads(response.read().decode("utf-8"))
+        return post_json(url, body, self.api_key, self.timeout_s)
 
     def rank(self, state: PolicyState, candidates: list[Candidate]) -> list[Ranked]:
         if not candidates:
@@ -147,6 +142,16 @@ class EndpointPolicy(Policy):
         if not best:
             raise EndpointError("the model's answer is not one of the numbered actions")
         return [best.get(i) for i in range(len(texts))]
+
+
+def post_json(url: str, body: dict[str, Any], api_key: str = "", timeout_s: float = 30.0) -> dict[str, Any]:
+    """POST ``body`` as JSON (with a bearer key when given) and decode the JSON answer; urllib errors propagate."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        return json.loads(response.read().decode("utf-8"))
 
 
 def _logsumexp(values: list[float]) -> float:
