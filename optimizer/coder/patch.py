@@ -1,0 +1,210 @@
+"""Reading a model's unified diff and applying it to the current text by its content, not its line numbers.
+
+A model's hunk headers are unreliable (wrong line numbers and counts, or a bare ``@@``), so they
+are ignored: each hunk's old lines (context and removals) are looked up in the text, exactly first,
+then with whitespace runs collapsed, then with a copied ``  12 | `` line-number prefix stripped.
+A hunk must match in exactly one place; a missing or ambiguous match refuses the whole diff.
+Library parsers (unidiff, whatthepatch) trust the header counts, which is why this one does not use them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import CoderError
+
+_FENCE = re.compile(r"^```[ \t]*([\w+-]*)[^\n]*\n(.*?)^```", re.M | re.S)
+_NUMBER_PREFIX = re.compile(r"^\s*\d+\s?\|\s?")  # a line copied from the prompt's numbered source
+
+
+class PatchError(CoderError):
+    """The diff cannot be read, or does not apply to the current text."""
+
+
+@dataclass
+class Hunk:
+    """One hunk: ``(op, text)`` lines with op ``" "`` (context), ``"-"`` (removed) or ``"+"`` (added)."""
+
+    lines: list[tuple[str, str]]
+    number: int  # 1-based, for messages
+
+    @property
+    def old(self) -> list[str]:
+        return [text for op, text in self.lines if op != "+"]
+
+    @property
+    def changes(self) -> bool:
+        return any(op != " " for op, _ in self.lines)
+
+
+def extract_diff(answer: str) -> str | None:
+    """The diff inside a model's answer: its ```diff fenced blocks, else the text from the first header; None when none."""
+    fenced = [body for lang, body in _FENCE.findall(answer)
+              if lang.lower() in ("diff", "patch", "udiff") or _looks_like_diff(body)]
+    if fenced:
+        return "".join(body if body.endswith("\n") else body + "\n" for body in fenced)
+    lines = answer.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith("@@") or (line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")):
+            return "".join(lines[i:])
+    return None
+
+
+def _looks_like_diff(body: str) -> bool:
+    return any(line.startswith("@@") for line in body.splitlines())
+
+
+def parse_diff(diff: str) -> list[Hunk]:
+    """The hunks of a one-file unified diff (header numbers ignored); ``PatchError`` when it is malformed."""
+    hunks: list[Hunk] = []
+    files: set[str] = set()
+    current: list[tuple[str, str]] | None = None
+    ended_at: int | None = None  # the line where the diff's text ended (prose after it is allowed)
+    lines = diff.splitlines()
+    for index, line in enumerate(lines):
+        number = index + 1
+        if line.startswith("--- ") and index + 1 < len(lines) and lines[index + 1].startswith("+++ "):
+            files.add(_file_name(lines[index + 1][4:]))
+            current = None
+            continue
+        if line.startswith("+++ ") and index > 0 and lines[index - 1].startswith("--- "):
+            continue
+        if line.startswith("@@"):
+            if ended_at is not None:
+                raise PatchError(f"the diff is malformed: line {ended_at} is not a diff line "
+                                 f"({_quote(lines[ended_at - 1])}) but more hunks follow")
+            current = []
+            hunks.append(Hunk(current, len(hunks) + 1))  # "@@ -12,5 +12,6 @@ def f():", or a bare "@@"
+            continue
+        if current is None or ended_at is not None:
+            if current is None and line.strip() and not line.startswith(("diff ", "index ", "new file", "deleted file")):
+                if hunks or files:
+                    ended_at = ended_at or number
+            continue
+        if line == "":
+            current.append((" ", ""))  # a blank context line whose leading space was dropped
+        elif line[0] in " -+":
+            current.append((line[0], line[1:]))
+        elif line.startswith("\\"):
+            continue  # "\ No newline at end of file"
+        else:
+            ended_at = number
+    if len(files) > 1:
+        raise PatchError(f"the diff changes {len(files)} files ({', '.join(sorted(files))}); answer with this file only")
+    if not hunks:
+        raise PatchError("the diff has no hunks (no '@@' line)")
+    for hunk in hunks:
+        while hunk.lines and hunk.lines[-1] == (" ", ""):
+            hunk.lines.pop()  # trailing blank context anchors nothing and may be the gap before prose
+    changing = [h for h in hunks if h.changes]
+    if not changing:
+        raise PatchError("the diff changes nothing (no '+' or '-' lines)")
+    for new_number, hunk in enumerate(changing, 1):
+        hunk.number = new_number
+    return changing
+
+
+def apply_hunks(text: str, hunks: list[Hunk]) -> str:
+    """``text`` with every hunk applied where its old lines uniquely match; ``PatchError`` otherwise."""
+    newline = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines()
+    placed: list[tuple[int, Hunk, list[str], str, bool]] = []  # start, hunk, file lines, indent delta, numbered
+    for hunk in hunks:
+        old = hunk.old
+        if not any(line.strip() for line in old):
+            raise PatchError(f"hunk {hunk.number} has no context or removed lines to place it by")
+        start, mode = _locate(lines, old, hunk.number)
+        matched = lines[start:start + len(old)]
+        numbered = mode == "numbered"
+        model_old = [_strip_number(line) for line in old] if numbered else old
+        placed.append((start, hunk, matched, _indent_delta(model_old, matched), numbered))
+    placed.sort(key=lambda item: item[0])
+    for (start, hunk, matched, *_), (next_start, next_hunk, *_) in zip(placed, placed[1:]):
+        if start + len(matched) > next_start:
+            raise PatchError(f"hunks {hunk.number} and {next_hunk.number} overlap in the file")
+    for start, hunk, matched, delta, numbered in reversed(placed):
+        replacement: list[str] = []
+        old_index = 0
+        for op, line in hunk.lines:
+            if op == " ":
+                replacement.append(matched[old_index])  # the file's own context line, byte for byte
+                old_index += 1
+            elif op == "-":
+                old_index += 1
+            else:
+                replacement.append(_reindent(_strip_number(line) if numbered else line, delta))
+        lines[start:start + len(matched)] = replacement
+    out = newline.join(lines)
+    return out + newline if text.endswith(("\n", "\r")) and lines else out
+
+
+def _locate(lines: list[str], old: list[str], number: int) -> tuple[int, str]:
+    """Where ``old`` matches in ``lines``: (start, "exact" | "whitespace" | "numbered")."""
+    tries = (
+        ("exact", lambda s: s, old),
+        ("whitespace", _squash, old),
+        ("numbered", _squash, [_strip_number(line) for line in old]),
+    )
+    for mode, norm, wanted in tries:
+        if mode == "numbered" and not all(_NUMBER_PREFIX.match(line) or not line.strip() for line in old):
+            continue
+        starts = _find_all([norm(line) for line in lines], [norm(line) for line in wanted])
+        if len(starts) == 1:
+            return starts[0], mode
+        if len(starts) > 1:
+            where = ", ".join(str(s + 1) for s in starts[:4])
+            raise PatchError(f"hunk {number} is ambiguous: its old lines match at lines {where}; "
+                             "it needs more context lines")
+    first = next((line for line in old if line.strip()), "")
+    raise PatchError(f"hunk {number} does not apply: its old lines (from {_quote(first)}) are not in the file")
+
+
+def _find_all(haystack: list[str], needle: list[str]) -> list[int]:
+    n = len(needle)
+    return [i for i in range(len(haystack) - n + 1) if haystack[i:i + n] == needle]
+
+
+def _squash(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _strip_number(line: str) -> str:
+    return _NUMBER_PREFIX.sub("", line, count=1)
+
+
+def _indent_delta(model_old: list[str], matched: list[str]) -> str:
+    """How the file's indentation differs from the model's: ``""`` none, ``"+    "`` add, ``"-  "`` remove,
+    ``"#"`` not one consistent shift (added lines are then kept as written)."""
+    deltas = set()
+    for model_line, file_line in zip(model_old, matched):
+        if not file_line.strip():
+            continue
+        model_indent = model_line[:len(model_line) - len(model_line.lstrip())]
+        file_indent = file_line[:len(file_line) - len(file_line.lstrip())]
+        if file_indent.startswith(model_indent):
+            deltas.add("+" + file_indent[len(model_indent):] if file_indent != model_indent else "")
+        elif model_indent.startswith(file_indent):
+            deltas.add("-" + model_indent[len(file_indent):])
+        else:
+            deltas.add("#")
+    return deltas.pop() if len(deltas) == 1 else "#"
+
+
+def _reindent(line: str, delta: str) -> str:
+    if not delta or delta == "#" or not line.strip():
+        return line
+    if delta[0] == "+":
+        return delta[1:] + line
+    removed = delta[1:]
+    return line[len(removed):] if line.startswith(removed) else line
+
+
+def _file_name(header: str) -> str:
+    name = header.split("\t")[0].strip()
+    return name[2:] if name.startswith(("a/", "b/")) else name
+
+
+def _quote(line: str, limit: int = 60) -> str:
+    line = line.strip()
+    return repr(line if len(line) <= limit else line[:limit] + "...")
