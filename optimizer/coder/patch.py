@@ -109,34 +109,52 @@ def apply_hunks(text: str, hunks: list[Hunk]) -> str:
     """``text`` with every hunk applied where its old lines uniquely match; ``PatchError`` otherwise."""
     newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines()
-    placed: list[tuple[int, Hunk, list[str], str, bool]] = []  # start, hunk, file lines, indent delta, numbered
+    placed: list[tuple[int, Hunk, list[str], bool]] = []  # (start, hunk, matched file lines, numbered)
     for hunk in hunks:
         old = hunk.old
         if not any(line.strip() for line in old):
             raise PatchError(f"hunk {hunk.number} has no context or removed lines to place it by")
         start, mode = _locate(lines, old, hunk.number)
-        matched = lines[start:start + len(old)]
-        numbered = mode == "numbered"
-        model_old = [_strip_number(line) for line in old] if numbered else old
-        placed.append((start, hunk, matched, _indent_delta(model_old, matched), numbered))
+        placed.append((start, hunk, lines[start:start + len(old)], mode == "numbered"))
     placed.sort(key=lambda item: item[0])
-    for (start, hunk, matched, *_), (next_start, next_hunk, *_) in zip(placed, placed[1:]):
+    for (start, hunk, matched, _), (next_start, next_hunk, _, _) in zip(placed, placed[1:]):
         if start + len(matched) > next_start:
             raise PatchError(f"hunks {hunk.number} and {next_hunk.number} overlap in the file")
-    for start, hunk, matched, delta, numbered in reversed(placed):
-        replacement: list[str] = []
-        old_index = 0
-        for op, line in hunk.lines:
-            if op == " ":
-                replacement.append(matched[old_index])  # the file's own context line, byte for byte
-                old_index += 1
-            elif op == "-":
-                old_index += 1
-            else:
-                replacement.append(_reindent(_strip_number(line) if numbered else line, delta))
-        lines[start:start + len(matched)] = replacement
+    for start, hunk, matched, numbered in reversed(placed):
+        lines[start:start + len(matched)] = _replacement(hunk, matched, numbered)
     out = newline.join(lines)
     return out + newline if text.endswith(("\n", "\r")) and lines else out
+
+
+def _replacement(hunk: Hunk, matched: list[str], numbered: bool) -> list[str]:
+    """The hunk's new lines: the file's own context lines, and added lines re-indented like their neighbours.
+
+    When the match ignored whitespace, the model's indentation may be off; an added line then takes
+    the indentation shift of the nearest old line above it (below, for a hunk that starts with additions).
+    """
+    ops = [(op, _strip_number(line) if numbered else line) for op, line in hunk.lines]
+    shifts: list[str | None] = []  # per op: the shift of that old line, None for added lines
+    old_index = 0
+    for op, line in ops:
+        if op == "+":
+            shifts.append(None)
+        else:
+            shifts.append(_indent_shift(line, matched[old_index]))
+            old_index += 1
+    out: list[str] = []
+    old_index = 0
+    for position, (op, line) in enumerate(ops):
+        if op == " ":
+            out.append(matched[old_index])  # the file's own context line, byte for byte
+            old_index += 1
+        elif op == "-":
+            old_index += 1
+        else:
+            above = [s for s in shifts[:position] if s is not None]
+            below = [s for s in shifts[position + 1:] if s is not None]
+            shift = above[-1] if above else (below[0] if below else "")
+            out.append(_reindent(line, shift))
+    return out
 
 
 def _locate(lines: list[str], old: list[str], number: int) -> tuple[int, str]:
@@ -173,26 +191,22 @@ def _strip_number(line: str) -> str:
     return _NUMBER_PREFIX.sub("", line, count=1)
 
 
-def _indent_delta(model_old: list[str], matched: list[str]) -> str:
-    """How the file's indentation differs from the model's: ``""`` none, ``"+    "`` add, ``"-  "`` remove,
-    ``"#"`` not one consistent shift (added lines are then kept as written)."""
-    deltas = set()
-    for model_line, file_line in zip(model_old, matched):
-        if not file_line.strip():
-            continue
-        model_indent = model_line[:len(model_line) - len(model_line.lstrip())]
-        file_indent = file_line[:len(file_line) - len(file_line.lstrip())]
-        if file_indent.startswith(model_indent):
-            deltas.add("+" + file_indent[len(model_indent):] if file_indent != model_indent else "")
-        elif model_indent.startswith(file_indent):
-            deltas.add("-" + model_indent[len(file_indent):])
-        else:
-            deltas.add("#")
-    return deltas.pop() if len(deltas) == 1 else "#"
+def _indent_shift(model_line: str, file_line: str) -> str | None:
+    """How the file's indentation differs from the model's on one line: ``""``, ``"+    "`` (add) or
+    ``"-  "`` (remove); None when either line is blank or the two indentations differ in kind."""
+    if not file_line.strip() or not model_line.strip():
+        return None
+    model_indent = model_line[:len(model_line) - len(model_line.lstrip())]
+    file_indent = file_line[:len(file_line) - len(file_line.lstrip())]
+    if file_indent.startswith(model_indent):
+        return "+" + file_indent[len(model_indent):] if file_indent != model_indent else ""
+    if model_indent.startswith(file_indent):
+        return "-" + model_indent[len(file_indent):]
+    return None
 
 
 def _reindent(line: str, delta: str) -> str:
-    if not delta or delta == "#" or not line.strip():
+    if not delta or not line.strip():
         return line
     if delta[0] == "+":
         return delta[1:] + line
