@@ -13,6 +13,7 @@ from .model import (
     Param,
     SyntaxErrorInfo,
     TlCall,
+    TritonNames,
 )
 from .parse import analyze, const_eval
 from .positions import Position, SourceMap, Span, utf16_len
@@ -20,5 +21,5 @@ from .positions import Position, SourceMap, Span, utf16_len
 __all__ = [
     "Autotune", "AutotuneConfig", "Decorator", "FileAnalysis", "HostFunction", "Kernel", "LaunchArg",
     "LaunchSite", "Loop", "Param", "Position", "SourceMap", "Span", "SyntaxErrorInfo", "TlCall",
-    "analyze", "const_eval", "utf16_len",
+    "TritonNames", "analyze", "const_eval", "utf16_len",
 ]

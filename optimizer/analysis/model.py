@@ -202,6 +202,66 @@ class SyntaxErrorInfo:
     span: Span
 
 
+class TritonNames:
+    """How a file spells ``triton`` and ``triton.language``: local name -> canonical dotted name.
+
+    Built from the file's imports (aliases, ``from triton import language``, ``from triton.language
+    import load``); ``triton`` and ``tl`` keep their usual meaning when no import binds them, so
+    snippets without imports still read as Triton. Equal spellings compare (and hash) equal.
+    """
+
+    __slots__ = ("prefix", "key", "_language_roots")
+
+    def __init__(self, prefix: dict[str, str] | None = None):
+        self.prefix = dict(prefix or {})
+        self.prefix.setdefault("triton", "triton")
+        self.prefix.setdefault("tl", "triton.language")
+        self.key = frozenset(self.prefix.items())
+        # Local names that are triton.language itself or a module under it (``tl``, ``tl.math``).
+        self._language_roots = frozenset(
+            name for name, dotted in self.prefix.items()
+            if dotted == "triton.language" or dotted.startswith("triton.language.")
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TritonNames) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"TritonNames({dict(sorted(self.prefix.items()))!r})"
+
+    def canonical(self, node: ast.AST) -> str | None:
+        """``tl.math.exp`` -> ``triton.language.math.exp``; None for non-dotted expressions."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        head = self.prefix.get(node.id, node.id)
+        return ".".join([head, *reversed(parts)])
+
+    def tl_op(self, node: ast.AST) -> str | None:
+        """The op name when ``node`` names something in ``triton.language`` (``tl.math.exp`` -> "exp")."""
+        # Runs on every call of every kernel body: settle the common cases without building strings.
+        if node.__class__ is ast.Attribute:
+            root = node.value
+            while root.__class__ is ast.Attribute:
+                root = root.value
+            if root.__class__ is not ast.Name or root.id not in self.prefix:
+                return None
+            if root.id in self._language_roots:
+                return node.attr
+        elif node.__class__ is not ast.Name or node.id not in self.prefix:
+            return None
+        name = self.canonical(node)  # ``triton.language.load``, or ``load`` from ``from triton.language import load``
+        if name and name.startswith("triton.language."):
+            return name.rsplit(".", 1)[1]
+        return None
+
+
 @dataclass
 class FileAnalysis:
     """Everything known about one Triton file."""
@@ -216,6 +276,8 @@ class FileAnalysis:
     syntax_error: SyntaxErrorInfo | None = None
     # True when the kernels come from an earlier, parsable version of the text (syntax error now).
     stale: bool = False
+    # How the file spells triton and triton.language: the one resolution the analysis and the checks share.
+    names: TritonNames = field(default_factory=TritonNames)
 
     def kernel(self, name: str) -> Kernel | None:
         return next((k for k in self.kernels if k.name == name), None)

@@ -18,6 +18,7 @@ from .model import (
     Param,
     SyntaxErrorInfo,
     TlCall,
+    TritonNames,
     Value,
 )
 from .positions import SourceMap, Span
@@ -28,48 +29,26 @@ POINTER_BASE_OPS = frozenset({"load", "store", "make_block_ptr", "make_tensor_de
 )
 
 
-class _Names:
-    """How this file spells ``triton`` and ``triton.language`` (aliases and from-imports)."""
-
-    def __init__(self, tree: ast.AST):
-        self.prefix: dict[str, str] = {}  # local name -> canonical dotted name
-        self.imports_triton = False
-        for node in _statements(tree):  # imports are statements: no need to visit expressions
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name == "triton" or alias.name.startswith("triton."):
-                        self.imports_triton = True
-                        if alias.asname:
-                            self.prefix[alias.asname] = alias.name
-                        else:
-                            self.prefix["triton"] = "triton"
-            elif isinstance(node, ast.ImportFrom) and node.module and (
-                node.module == "triton" or node.module.startswith("triton.")
-            ):
-                self.imports_triton = True
-                for alias in node.names:
-                    self.prefix[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-        # Snippets without imports still read as Triton.
-        self.prefix.setdefault("triton", "triton")
-        self.prefix.setdefault("tl", "triton.language")
-
-    def canonical(self, node: ast.AST) -> str | None:
-        """``tl.math.exp`` -> ``triton.language.math.exp``; None for non-dotted expressions."""
-        parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        head = self.prefix.get(node.id, node.id)
-        return ".".join([head, *reversed(parts)])
-
-    def is_tl(self, node: ast.AST) -> str | None:
-        """The op name when ``node`` names something in ``triton.language``."""
-        name = self.canonical(node)
-        if name and name.startswith("triton.language."):
-            return name.rsplit(".", 1)[1]
-        return None
+def _triton_names(tree: ast.AST) -> tuple[TritonNames, bool]:
+    """How this file spells ``triton`` and ``triton.language``, and whether it imports triton at all."""
+    prefix: dict[str, str] = {}  # local name -> canonical dotted name
+    imports_triton = False
+    for node in _statements(tree):  # imports are statements: no need to visit expressions
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "triton" or alias.name.startswith("triton."):
+                    imports_triton = True
+                    if alias.asname:
+                        prefix[alias.asname] = alias.name
+                    else:
+                        prefix["triton"] = "triton"
+        elif isinstance(node, ast.ImportFrom) and node.module and (
+            node.module == "triton" or node.module.startswith("triton.")
+        ):
+            imports_triton = True
+            for alias in node.names:
+                prefix[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return TritonNames(prefix), imports_triton
 
 
 def const_eval(node: ast.AST | None, env: dict[str, object]) -> Value | tuple | dict:
@@ -153,7 +132,7 @@ class _Analyzer:
 
     def run(self) -> FileAnalysis:
         tree = ast.parse(self.text, filename=self.path or "<unknown>")
-        self.names = _Names(tree)
+        self.names, self.imports_triton = _triton_names(tree)
         self.constants = self._module_constants(tree)
         self.module_nodes = {
             t.id: stmt.value
@@ -200,7 +179,8 @@ class _Analyzer:
             launches=launches,
             host_functions=hosts,
             constants={k: v for k, v in self.constants.items() if _is_value(v)},
-            imports_triton=self.names.imports_triton,
+            imports_triton=self.imports_triton,
+            names=self.names,
         )
 
     # ---- module level -------------------------------------------------------------------
@@ -559,7 +539,7 @@ class _BodyWalker(ast.NodeVisitor):
     def visit_For(self, node: ast.For):
         kind, iter_args, stages = "for", [], None
         if isinstance(node.iter, ast.Call):
-            op = self.a.names.is_tl(node.iter.func)
+            op = self.a.names.tl_op(node.iter.func)
             if op in ("range", "static_range"):
                 kind = f"tl.{op}"
             elif isinstance(node.iter.func, ast.Name) and node.iter.func.id == "range":
@@ -592,7 +572,7 @@ class _BodyWalker(ast.NodeVisitor):
         self.depth -= 1
 
     def visit_Call(self, node: ast.Call):
-        op = self.a.names.is_tl(node.func)
+        op = self.a.names.tl_op(node.func)
         if op is not None:
             call = TlCall(
                 op=op,
@@ -681,7 +661,7 @@ def analyze(text: str, path: str | None = None, previous: FileAnalysis | None = 
             return FileAnalysis(
                 path=path, text=previous.text, kernels=previous.kernels, launches=previous.launches,
                 host_functions=previous.host_functions, constants=previous.constants,
-                imports_triton=previous.imports_triton, syntax_error=error, stale=True,
+                imports_triton=previous.imports_triton, syntax_error=error, stale=True, names=previous.names,
             )
         return FileAnalysis(path, text, [], [], [], {}, False, syntax_error=error)
     except RecursionError:

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..analysis import FileAnalysis, Kernel, SourceMap, Span, const_eval
+from ..analysis import FileAnalysis, Kernel, SourceMap, Span, TritonNames, const_eval
 from ..hardware import GpuProfile
 from ._text import dict_entry_span, keyword_span, name_span
 
@@ -35,6 +35,8 @@ TL_ELEMENTWISE_KEEP_FIRST = frozenset(
     {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "abs", "cast", "multiple_of", "max_contiguous", "fma",
      "erf", "sin", "cos", "maximum", "minimum", "where"}
 )
+# Host helpers of the ``triton`` package that fold to a scalar inside a kernel (``triton.cdiv(K, BLOCK_K)``).
+TRITON_SCALAR_HELPERS = frozenset({"triton.cdiv", "triton.next_power_of_2"})
 DTYPE_BYTES = {
     "float8e4nv": 1, "float8e5": 1, "float8e4b15": 1, "float8e4b8": 1, "float8e5b16": 1, "int8": 1, "uint8": 1,
     "float16": 2, "bfloat16": 2, "int16": 2, "float32": 4, "int32": 4, "float64": 8, "int64": 8,
@@ -77,7 +79,7 @@ class KernelFacts:
     shape_tuples: list[tuple[ast.Call, ast.AST]]  # tl.zeros/tl.full/block_shape=... with the shape node
     dots: list[DotOp]
     compared_names: set[str]  # names used in a comparison (``offs < n``): bounds the author checks
-    tl_names: frozenset[str]  # how the file spells triton.language (``tl``, ``language``)
+    names: TritonNames  # how the file spells triton.language (the analysis' resolution of its imports)
     _shapes: dict[str, tuple | None] = field(default_factory=dict)
 
     @functools.cached_property
@@ -152,7 +154,7 @@ class KernelFacts:
         args = node.args
         if op in ("range", "static_range", "program_id", "num_programs", "cdiv") or (
             isinstance(node.func, ast.Name) and node.func.id in ("range", "min", "max", "int", "float", "len")
-        ):
+        ) or (op is None and self.names.canonical(node.func) in TRITON_SCALAR_HELPERS):
             return ()  # loop counters and scalar helpers
         if op == "arange" and len(args) == 2:
             return (ast.BinOp(args[1], ast.Sub(), args[0]),)
@@ -193,7 +195,7 @@ class KernelFacts:
         if depth > 20:
             return 2, False
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to" and node.args:
-            name = _dtype_name(node.args[0])
+            name = _dtype_name(node.args[0], self.names)
             if name in DTYPE_BYTES:
                 return DTYPE_BYTES[name], True
         if isinstance(node, ast.Name):
@@ -203,18 +205,7 @@ class KernelFacts:
 
     def tl_op(self, func: ast.AST) -> str | None:
         """``tl.load`` -> "load" for however the file spells triton.language."""
-        return tl_op(func, self.tl_names)
-
-
-def tl_op(func: ast.AST, tl_names: frozenset[str]) -> str | None:
-    """The op of a call target rooted at a triton.language name: ``tl.math.exp`` -> "exp"."""
-    if isinstance(func, ast.Attribute):
-        root = func.value
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        if isinstance(root, ast.Name) and root.id in tl_names:
-            return func.attr
-    return None
+        return self.names.tl_op(func)
 
 
 def _kwarg(node: ast.Call, name: str) -> ast.AST | None:
@@ -229,9 +220,11 @@ def _tuple_dims(node: ast.AST | None) -> tuple | None:
     return None
 
 
-def _dtype_name(node: ast.AST) -> str | None:
+def _dtype_name(node: ast.AST, names: TritonNames) -> str | None:
     if isinstance(node, ast.Attribute):
         return node.attr
+    if isinstance(node, ast.Name):  # ``from triton.language import float32``
+        return names.tl_op(node)
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     return None
@@ -298,8 +291,8 @@ class _FactsWalker:
     (Cheaper than ``ast.NodeVisitor``'s per-node dispatch; this runs on every keystroke.)
     """
 
-    def __init__(self, tl_names: frozenset[str], constexpr_names: set[str]):
-        self.tl_names = tl_names
+    def __init__(self, names: TritonNames, constexpr_names: set[str]):
+        self.tl_op = names.tl_op
         self.constexpr_names = constexpr_names
         self.assignments: dict[str, list[ast.AST]] = {}
         self.memory_ops: list[MemoryOp] = []
@@ -310,9 +303,6 @@ class _FactsWalker:
         self.loop_depth = 0
         self.loop_stages: list[ast.AST | None] = []
         self.guard = 0
-
-    def tl_op(self, func: ast.AST) -> str | None:
-        return tl_op(func, self.tl_names)
 
     def _assign(self, target: ast.AST, value: ast.AST | None) -> None:
         if isinstance(target, ast.Name) and value is not None:
@@ -462,31 +452,31 @@ def _program_id_names(assignments: dict[str, list[ast.AST]], tl_op) -> set[str]:
     return names
 
 
-# Facts per (kernel source, indented, spelling of triton.language): while a user types in one kernel,
+# Facts per (kernel source, indented, the file's import spellings): while a user types in one kernel,
 # the other kernels of the file are not walked again. Hover reads facts on the event loop while the
 # analysis thread runs the checks, hence the lock.
 FACTS_CACHE_SIZE = 512
-_facts_cache: OrderedDict[tuple[str, bool, frozenset[str]], KernelFacts | None] = OrderedDict()
+_facts_cache: OrderedDict[tuple[str, bool, TritonNames], KernelFacts | None] = OrderedDict()
 _facts_lock = threading.Lock()
 
 
-def kernel_facts(source: str, indented: bool, tl_names: frozenset[str], fn: ast.FunctionDef | None = None,
+def kernel_facts(source: str, indented: bool, names: TritonNames, fn: ast.FunctionDef | None = None,
                  def_line: int = 0) -> KernelFacts | None:
     """Facts of one kernel whose source (``def`` through the body, indentation kept) is ``source``.
 
     ``fn`` is that kernel's node from the file's parse, with ``def`` on 0-based line ``def_line``
     (``Kernel.node``): walked as is. Without it the source is parsed on its own.
     """
-    key = (source, indented, tl_names)
+    key = (source, indented, names)
     with _facts_lock:
         if key in _facts_cache:
             _facts_cache.move_to_end(key)
             return _facts_cache[key]
     if fn is not None:
         # File line numbers: node_span's ``def line + lineno + shift`` must give ``lineno`` back.
-        facts = _facts(fn, -def_line, tl_names)
+        facts = _facts(fn, -def_line, names)
     else:
-        facts = _parsed_facts(source, indented, tl_names)
+        facts = _parsed_facts(source, indented, names)
     with _facts_lock:
         _facts_cache[key] = facts
         while len(_facts_cache) > FACTS_CACHE_SIZE:
@@ -499,7 +489,7 @@ def clear_facts_cache() -> None:
         _facts_cache.clear()
 
 
-def _parsed_facts(source: str, indented: bool, tl_names: frozenset[str]) -> KernelFacts | None:
+def _parsed_facts(source: str, indented: bool, names: TritonNames) -> KernelFacts | None:
     text = f"if 1:\n{source}" if indented else source
     try:
         module = ast.parse(text)
@@ -509,16 +499,16 @@ def _parsed_facts(source: str, indented: bool, tl_names: frozenset[str]) -> Kern
     if not isinstance(fn, ast.FunctionDef):
         return None
     # Snippet line numbers: line 1 is the ``def`` (line 2 inside the ``if 1:`` wrapper).
-    return _facts(fn, -1 if indented else 0, tl_names)
+    return _facts(fn, -1 if indented else 0, names)
 
 
-def _facts(fn: ast.FunctionDef, line_shift: int, tl_names: frozenset[str]) -> KernelFacts:
+def _facts(fn: ast.FunctionDef, line_shift: int, names: TritonNames) -> KernelFacts:
     constexprs = {
         a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
         if isinstance(a.annotation, ast.Attribute | ast.Name | ast.Constant)
         and "constexpr" in (getattr(a.annotation, "attr", "") or getattr(a.annotation, "id", "") or str(a.annotation.value if isinstance(a.annotation, ast.Constant) else ""))
     }
-    walker = _FactsWalker(tl_names, constexprs)
+    walker = _FactsWalker(names, constexprs)
     walker.body(fn.body)
     return KernelFacts(
         fn=fn,
@@ -529,7 +519,7 @@ def _facts(fn: ast.FunctionDef, line_shift: int, tl_names: frozenset[str]) -> Ke
         shape_tuples=walker.shape_tuples,
         dots=walker.dots,
         compared_names=walker.compared,
-        tl_names=tl_names,
+        names=names,
     )
 
 
@@ -561,7 +551,6 @@ class CheckContext:
         self._map: SourceMap | None = None
         self._facts: dict[tuple[str, int], KernelFacts | None] = {}
         self._bindings: dict[str, list[Binding]] = {}
-        self.tl_names = _tl_names(analysis.text)
         self.launches_by_kernel: dict[str, list] = {}
         for launch in analysis.launches:
             self.launches_by_kernel.setdefault(launch.kernel, []).append(launch)
@@ -578,7 +567,7 @@ class CheckContext:
             span = kernel.def_span
             line_start = self.text.rfind("\n", 0, span.start_offset) + 1
             source = self.text[line_start:span.end_offset]
-            self._facts[key] = kernel_facts(source, span.start.character > 0, self.tl_names, kernel.node,
+            self._facts[key] = kernel_facts(source, span.start.character > 0, self.analysis.names, kernel.node,
                                             span.start.line)
         return self._facts[key]
 
@@ -636,23 +625,6 @@ class CheckContext:
 def _quoted_key_span(text: str, outer: Span, name: str) -> Span:
     """``"BLOCK": 128`` inside a ``triton.Config({...})``; the whole config when not found."""
     return dict_entry_span(text, outer, name) or name_span(text, outer, name) or outer
-
-
-def _tl_names(text: str) -> frozenset[str]:
-    """Local names bound to ``triton.language`` (``import triton.language as tl`` and variants)."""
-    names = {"tl"}
-    for line in text.splitlines():
-        stripped = line.strip()
-        if "triton.language" in stripped and " as " in stripped and stripped.startswith("import"):
-            names.add(stripped.rsplit(" as ", 1)[1].strip())
-        elif stripped.startswith("from triton import") and "language" in stripped:
-            part = stripped.split("import", 1)[1]
-            for item in part.split(","):
-                item = item.strip(" ()")
-                if item.startswith("language"):
-                    names.add(item.split(" as ")[-1].strip())
-    names.add("triton")  # triton.language.load spelled out: root "triton"
-    return frozenset(names)
 
 
 def evaluate(node: ast.AST, env: dict[str, object]):
