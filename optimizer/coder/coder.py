@@ -24,8 +24,8 @@ ACTION_NAME = "llm"
 MAX_CHANGED_LINES = 30
 MAX_ANSWER_TOKENS = 1024
 
-# Which macro kind a free-text goal is about, for the history and the policy's per-kind statistics;
-# the first matching pattern wins, and a goal that names none of them is kind "LLM".
+# Which macro kind a free-text goal is about, for the history and the policy's per-kind statistics:
+# the kind named first in the goal wins ("retile ... with one warp" is Tiling); none named: "LLM".
 _KIND_PATTERNS = (
     ("Fusion", r"\bfus(e|ed|es|ing|ion)\b"),
     ("TensorCore", r"tensor ?core|tl\.dot|\bdot\b|\bmma\b"),
@@ -35,14 +35,15 @@ _KIND_PATTERNS = (
     ("Reordering", r"reorder|swizzl|group_m|program order|contiguous|coalesc"),
     ("Hoist", r"\bhoist"),
     ("Precision", r"precision|tf32|fp16|bf16|fp8"),
-    ("Tiling", r"\btil(e|es|ed|ing)\b|block[ _]?size|\bblock_\w+|single[- ]pass|one pass"),
+    ("Tiling", r"til(e|es|ed|ing)\b|block[ _]?size|\bblock_\w+|single[- ]pass|one pass"),
 )
 
 
 def goal_kind(goal: str) -> str:
     """The macro kind a goal names (``"tile the column reduction in 2-D"`` -> ``"Tiling"``), else ``"LLM"``."""
     lowered = goal.lower()
-    return next((kind for kind, pattern in _KIND_PATTERNS if re.search(pattern, lowered)), "LLM")
+    found = [(match.start(), kind) for kind, pattern in _KIND_PATTERNS if (match := re.search(pattern, lowered))]
+    return min(found)[1] if found else "LLM"
 
 
 @dataclass
