@@ -10,11 +10,14 @@ prompt's KV cache is kept between calls, so a repeated or extended prompt costs 
 The score is the probability of each candidate under the constraint that the model may only write
 one of them (its GBNF grammar, ``grammar.py``): at every branch of the trie the next-token
 probabilities are renormalised over the allowed tokens, so the scores of one ranking sum to 1, and
-tokens the grammar forces cost nothing (they are not even evaluated). ``logprob`` is the log of
+tokens the grammar forces cost little: those below a candidate's last branch are not evaluated, those
+above one are decoded for their keys and values only (no logits). ``logprob`` is the log of
 that probability; ``exact_logprob=True`` also records the unconstrained log-probability.
 ``propose`` runs real grammar-constrained greedy decoding through llama.cpp's grammar sampler.
 
-llama_cpp is imported only when the model loads; loading can run in a background thread.
+A small quantized model is computed on a cached F16 copy (``f16_copy.py``): same ranking, about
+twice the prompt speed on a CPU. llama_cpp is imported only when the model loads; loading can run
+in a background thread.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import numpy as np
 
 from ..actions.base import Candidate
 from .base import Policy, PolicyState, Ranked, candidate_texts, sort_ranked
+from .f16_copy import f16_copy
 from .grammar import choice_grammar
 from .heuristic import HeuristicPolicy
 from .prompt import SYSTEM, plain_prompt, user_message
@@ -138,8 +142,13 @@ class LlamaCppPolicy(Policy):
     name = "llama"
 
     def __init__(self, model_path: str, adapter_path: str | None = None, n_ctx: int = 4096, n_threads: int | None = None,
-                 list_choices: bool = False, max_parallel: int = 32, exact_logprob: bool = False):
+                 list_choices: bool = False, max_parallel: int = 32, exact_logprob: bool = False,
+                 use_f16_copy: bool | None = None):
         self.model_path = str(model_path)
+        # Compute on a cached F16 copy of a small quantized model (f16_copy.py): same ranking, ~2x faster.
+        self.use_f16_copy = use_f16_copy if use_f16_copy is not None else os.environ.get("MTMC_POLICY_F16", "1") != "0"
+        self.compute_path = self.model_path
+        self.compute_note = ""
         self.adapter_path = adapter_path or None
         self.n_ctx = n_ctx
         self.n_threads = n_threads or int(os.environ.get("MTMC_POLICY_THREADS", 0)) or max(1, min(8, os.cpu_count() or 1))
@@ -204,7 +213,10 @@ class LlamaCppPolicy(Policy):
             # CPU (and themselves under contention); must be set before llama.cpp's libgomp starts.
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
-                engine = _Engine(self.model_path, self.adapter_path, self.n_ctx, 512, self.n_threads,
+                if self.use_f16_copy:
+                    path, self.compute_note = f16_copy(self.model_path)
+                    self.compute_path = str(path)
+                engine = _Engine(self.compute_path, self.adapter_path, self.n_ctx, 512, self.n_threads,
                                  PROMPT_SLOTS + self.max_parallel)
             except Exception as exc:
                 self._status = "failed"
@@ -234,7 +246,8 @@ class LlamaCppPolicy(Policy):
             return f"embedded model {model}{adapter} failed to load ({self._error}); using the heuristic policy"
         state = {"ready": "loaded", "loading": "loading"}.get(self._status, "loads on first use")
         trained = "trained" if self._trained else UNTRAINED_NOTE
-        return f"embedded model {model}{adapter} via llama.cpp ({state}); {trained}"
+        f16 = ", computed in F16" if self.compute_path != self.model_path else ""
+        return f"embedded model {model}{adapter} via llama.cpp ({state}{f16}); {trained}"
 
     # -- prompts -----------------------------------------------------------------------------
     def prompt(self, state: PolicyState, choices: list[str]) -> str:
@@ -380,8 +393,11 @@ class LlamaCppPolicy(Policy):
                     node = parent_of[node]
         rows: dict[int, np.ndarray] = {0: first}
         order = sorted(needed)  # creation order: parents before children
+        # Logits only where a choice is made: the output head is a fifth of a token's compute, and
+        # forced tokens above a branch are decoded only for their keys and values.
+        scored_nodes = {n for n in order if len(children[n]) > 1 or (self.exact_logprob and children[n])}
         for group in self._groups(list(range(len(sequences))), order, leaves):
-            self._decode_group(group, order, leaves, token_of, depth_of, slot, n_prompt, rows)
+            self._decode_group(group, order, leaves, token_of, depth_of, slot, n_prompt, rows, scored_nodes)
         results: list[tuple[float | None, float]] = []
         for path in paths:
             raw: float | None = 0.0
@@ -413,7 +429,8 @@ class LlamaCppPolicy(Policy):
         return self._groups(members[:half], order, leaves) + self._groups(members[half:], order, leaves)
 
     def _decode_group(self, group: list[int], order: list[int], leaves: list[list[int]], token_of: list[int],
-                      depth_of: list[int], slot: int, n_prompt: int, rows: dict[int, np.ndarray]) -> None:
+                      depth_of: list[int], slot: int, n_prompt: int, rows: dict[int, np.ndarray],
+                      scored_nodes: set[int]) -> None:
         """One batch: every needed node above this group's candidates, tagged with their sequence ids."""
         engine = self._engine
         seq_of = {candidate: PROMPT_SLOTS + i for i, candidate in enumerate(group)}  # ids after the prompt slots
@@ -425,12 +442,12 @@ class LlamaCppPolicy(Policy):
         try:
             decoded = engine.decode(
                 [token_of[n] for n in nodes], [n_prompt + depth_of[n] - 1 for n in nodes],
-                [[seq_of[c] for c in leaves[n] if c in seq_of] for n in nodes], [True] * len(nodes),
+                [[seq_of[c] for c in leaves[n] if c in seq_of] for n in nodes], [n in scored_nodes for n in nodes],
             )
         finally:
             for seq in seq_ids:
                 engine.forget(seq, -1)
-        for node, row in zip(nodes, decoded):
+        for node, row in zip([n for n in nodes if n in scored_nodes], decoded):
             rows.setdefault(node, row)
 
     # -- grammar-constrained generation ------------------------------------------------------
