@@ -40,7 +40,8 @@ def test_apply_diff_then_write_records_history(tmp_path, capsys, monkeypatch):
                  "--param", "consumer=gelu_kernel", "--target", "h100"]) == 0
     captured = capsys.readouterr()
     assert "-    gelu_kernel[grid](y, out, n_elements, BLOCK_SIZE=BLOCK_SIZE)" in captured.out
-    assert "6 lines changed" in captured.err
+    assert "-def gelu_kernel(y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):" in captured.out  # now unused
+    assert "13 lines changed" in captured.err
     assert doc.read_text() == original  # --diff leaves the file alone
     monkeypatch.chdir(tmp_path)
     assert main(["apply", str(doc), "--kernel", "scale_bias_kernel", "--action", "tiling",

@@ -146,11 +146,20 @@ def test_cancel_and_budget_stop_the_loop():
 
 
 def test_all_kernels_of_a_file_in_turn():
-    text = (EXAMPLES / "gelu_bias.py").read_text()
+    # __all__ names gelu_kernel, so fusing it into scale_bias_kernel (the first step) keeps its definition.
+    text = (EXAMPLES / "gelu_bias.py").read_text() + '\n__all__ = ["gelu_bias", "gelu_kernel"]\n'
     result = run(text, "gelu_bias.py", None, ScriptedVerifier(lambda n, o: report()), steps=1)
     assert {s.candidate.kernel for s in result.steps} == {"scale_bias_kernel", "gelu_kernel"}
     assert result.steps[1].parent_text == result.steps[0].new_text
     assert "(step 1)" in result.steps[1].diff and result.final_text == result.steps[-1].new_text
+
+
+def test_a_kernel_fused_away_by_an_earlier_step_is_skipped_with_a_note():
+    text = (EXAMPLES / "gelu_bias.py").read_text()
+    result = run(text, "gelu_bias.py", None, ScriptedVerifier(lambda n, o: report()), steps=1)
+    assert [(s.candidate.kernel, s.candidate.action) for s in result.steps] == [("scale_bias_kernel", "fusion")]
+    assert "def gelu_kernel" not in result.final_text
+    assert "kernel gelu_kernel was removed by an earlier step (fused)" in result.notes
 
 
 @pytest.mark.slow

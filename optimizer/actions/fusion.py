@@ -9,6 +9,9 @@ first (what storing and reloading it did), so the numbers stay exactly the same.
 inputs (``mul_kernel(act, b, prod, ...)``: ``b``) must be host names loaded with the same offsets and
 mask; each becomes a new pointer parameter of the producer, inserted after the launch's positional
 arguments (``silu_kernel(x_ptr, y_ptr, n, b_ptr, BLOCK)``), and is loaded after the producer's value.
+The consumer's definition (decorators and the comments right above it included) goes too when
+nothing else in the file refers to its name any more (another launch or call, an import or export,
+``__all__``, any string naming it); otherwise it stays.
 
 Example: kernel=scale_kernel target=h100 params={"consumer": "relu_kernel"}
 
@@ -46,14 +49,6 @@ def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.maximum(y, 0.0), mask=mask)
 
 
-@triton.jit
-def relu_kernel(y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    y = tl.load(y_ptr + offs, mask=mask)
-    tl.store(out_ptr + offs, tl.maximum(y, 0.0), mask=mask)
-
-
 def scaled_relu(x):
     out = torch.empty_like(x)
     grid = (triton.cdiv(x.numel(), 256),)
@@ -64,6 +59,7 @@ def scaled_relu(x):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -339,8 +335,11 @@ class Fusion:
             (c_line, cst.RemovalSentinel.REMOVE),
             (alloc_line, cst.RemovalSentinel.REMOVE),
         ])
-        return c.finish(text, module, f"fused {consumer} into {kernel.name}",
-                        [f"{consumer} is no longer launched here; {plan.buffer} is gone"])
+        notes = [f"{consumer} is no longer launched here; {plan.buffer} is gone"]
+        module, kept_because = _drop_unreferenced_def(module, consumer)
+        notes.append(f"{consumer} stays defined: {kept_because}" if kept_because
+                     else f"{consumer}'s definition is removed: nothing in the file refers to it any more")
+        return c.finish(text, module, f"fused {consumer} into {kernel.name}", notes)
 
 
 ACTION = Fusion()
@@ -354,3 +353,55 @@ def _rename(statement: cst.SimpleStatementLine, old: str, new: str) -> cst.Simpl
             return updated_node.with_changes(value=new) if updated_node.value == old else updated_node
 
     return statement.visit(Rename())
+
+
+def _drop_unreferenced_def(module: cst.Module, name: str) -> tuple[cst.Module, str | None]:
+    """``module`` without the top-level ``def name`` when nothing else refers to it, else why it stays."""
+    index = next((i for i, s in enumerate(module.body) if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
+    if index is None:
+        return module, "it is not defined at module level"
+    definition = module.body[index]
+    references = _References(definition, name)
+    module.visit(references)
+    if references.found:
+        return module, "the file still refers to it"
+    body = list(module.body)
+    del body[index]
+    # The comment block right above the definition describes it and goes with it; comments further up
+    # (separated by a blank line, such as a section header) stay, in front of whatever follows.
+    lines = list(definition.leading_lines)
+    attached = len(lines)
+    while attached and lines[attached - 1].comment is not None:
+        attached -= 1
+    detached = lines[:attached]
+    if any(line.comment is not None for line in detached):
+        while detached[-1].comment is None:
+            detached.pop()
+        if index < len(body):
+            body[index] = body[index].with_changes(leading_lines=[*detached, *body[index].leading_lines])
+        else:
+            return module.with_changes(body=body, footer=[*detached, *module.footer]), None
+    return module.with_changes(body=body), None
+
+
+class _References(cst.CSTVisitor):
+    """Whether code outside ``definition`` names ``name``: any Name (reads, imports, attributes) or string."""
+
+    def __init__(self, definition: cst.FunctionDef, name: str):
+        self.definition = definition
+        self.name = name
+        # Strings count when they hold the name as a word: ``__all__``, ``getattr(mod, "...")``, exec'd code.
+        self.word = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
+        self.found = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is not self.definition
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found = self.found or node.value == self.name
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self.found = self.found or bool(self.word.search(node.value))
+
+    def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
+        self.found = self.found or bool(self.word.search(node.value))
