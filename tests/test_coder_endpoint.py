@@ -55,7 +55,7 @@ class ScriptedChat(BaseHTTPRequestHandler):
 def endpoint():
     ScriptedChat.answers, ScriptedChat.requests = [], []
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedChat)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     httpd.shutdown()
