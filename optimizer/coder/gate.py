@@ -4,7 +4,7 @@ In order: it changes something; at most ``max_changed_lines`` lines (per hunk, t
 and added, as ``optimizer.edits.changed_line_count`` counts for rule actions); it parses as Python;
 every kernel of the old text still exists with the same parameters (names, order, constexpr or
 not: defaults may change); and every change lies inside the chosen kernel or its launch code
-(``region.py``). Each failure is one ``CoderError`` line.
+(``region.py``; blank lines next to a region count as part of it). Each failure is one ``CoderError`` line.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import difflib
 from ..analysis import FileAnalysis, Kernel, analyze
 from ..edits import changed_line_count
 from .errors import CoderError
-from .region import describe_regions, editable_regions
+from .region import describe_regions, editable_regions, widen_over_blank_lines
 
 
 def check_rewrite(old: FileAnalysis, kernel: Kernel, new_text: str, max_changed_lines: int) -> int:
@@ -55,13 +55,14 @@ def _check_signatures(old: FileAnalysis, new: FileAnalysis) -> None:
 def _check_region(old: FileAnalysis, kernel: Kernel, new_text: str) -> None:
     regions = editable_regions(old, kernel)
     before, after = old.text.splitlines(), new_text.splitlines()
+    allowed = widen_over_blank_lines(regions, before)
     for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
         if i2 > i1:
-            outside = next((line for line in range(i1, i2) if not any(r.holds(line) for r in regions)), None)
+            outside = next((line for line in range(i1, i2) if not any(r.holds(line) for r in allowed)), None)
         else:  # a pure insertion before line i1
-            outside = None if any(r.borders(i1) for r in regions) else i1
+            outside = None if any(r.borders(i1) for r in allowed) else i1
         if outside is not None:
             raise CoderError(f"the diff changes line {outside + 1}, outside {kernel.name}'s code "
                              f"({describe_regions(regions)})")

@@ -48,3 +48,17 @@ def editable_regions(analysis: FileAnalysis, kernel: Kernel) -> list[Region]:
 def describe_regions(regions: list[Region]) -> str:
     """``kernel lines 9-30, host function softmax() lines 33-38`` (1-based, as editors show lines)."""
     return ", ".join(f"{r.what} lines {r.start + 1}-{r.end + 1}" for r in regions)
+
+
+def widen_over_blank_lines(regions: list[Region], lines: list[str]) -> list[Region]:
+    """Each region grown over the blank lines around it: a diff may place an insertion anywhere in the
+    blank gap after a kernel (difflib aligns blank lines arbitrarily), and blank lines change nothing."""
+    out = []
+    for region in regions:
+        start, end = region.start, region.end
+        while start > 0 and not lines[start - 1].strip():
+            start -= 1
+        while end + 1 < len(lines) and not lines[end + 1].strip():
+            end += 1
+        out.append(Region(start, end, region.what))
+    return out
