@@ -166,7 +166,7 @@ def test_each_bad_answer_is_refused_in_one_line_and_the_file_is_unchanged(endpoi
     rc = main(["apply", str(doc), "--kernel", kernel, "--llm", "make it faster", "--coder-endpoint", endpoint,
                "--write", "--workspace", str(tmp_path)])
     err = capsys.readouterr().err
-    assert rc == 1 and f"mtmc apply: the LLM coder's answer was refused: {message}" in err
+    assert rc == 1 and f"mtmc apply: no LLM step: {message}" in err
     assert doc.read_text() == source and not (tmp_path / ".mtmc").exists()
 
 
@@ -208,6 +208,8 @@ def test_coder_refuses_bad_requests_before_asking(endpoint):
     (["--llm", "retile", "--coder-model", "m"], "--coder-model names the model an endpoint serves"),
     (["--llm", "retile", "--coder-endpoint", "http://x/v1", "--coder-model-path", "m.gguf"], "choose one coder model"),
     (["--llm", "retile", "--param", "BLOCK_SIZE=64"], "--param sets a rule action's parameters"),
+    (["--llm", "retile", "--coder-model-path", "/nonexistent/coder.gguf"],
+     "the coder model /nonexistent/coder.gguf does not exist"),
 ])
 def test_cli_rejects_option_combinations(capsys, argv, message):
     assert main(["apply", str(EXAMPLES / "gelu_bias.py"), "--kernel", "gelu_kernel", *argv]) == 2

@@ -36,8 +36,8 @@ def test_embedded_model_answer_is_refused_cleanly_or_is_a_valid_step(tmp_path, c
     assert "Traceback" not in err
     assert "# coder: the embedded SmolLM2-135M-Instruct" in err
     if rc == 1:
-        (reason,) = [line for line in err.splitlines() if line.startswith("mtmc apply: the LLM coder's answer was refused: ")]
-        assert len(reason) > len("mtmc apply: the LLM coder's answer was refused: ") + 10
+        (reason,) = [line for line in err.splitlines() if line.startswith("mtmc apply: no LLM step: ")]
+        assert len(reason) > len("mtmc apply: no LLM step: ") + 10
         assert doc.read_text() == original and not (tmp_path / ".mtmc").exists()
     else:
         assert rc == 0

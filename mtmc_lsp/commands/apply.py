@@ -139,6 +139,8 @@ def _rule_step(args: argparse.Namespace, path, text: str, target):
 
 def _llm_step(args: argparse.Namespace, path, text: str, target):
     """``(candidate, edit)`` written by the LLM coder and passed by its gate, or the exit code."""
+    from pathlib import Path
+
     from mtmc_lsp.optimizer.coder import CoderError, EndpointChat, LlamaChat, LlmCoder
 
     if args.coder_endpoint:
@@ -156,11 +158,14 @@ def _llm_step(args: argparse.Namespace, path, text: str, target):
             model_path = str(embedded)
             print(f"# coder: the embedded {embedded.name}; it is far too small to write useful diffs, "
                   "point --coder-endpoint or --coder-model-path at a bigger model", file=sys.stderr)
+        if not Path(model_path).expanduser().is_file():
+            print(f"mtmc apply: the coder model {model_path} does not exist", file=sys.stderr)
+            return 2
         chat = LlamaChat(model_path)
     coder = LlmCoder(chat, max_changed_lines=args.coder_max_lines, max_tokens=args.coder_max_tokens)
     try:
         step = coder.rewrite(text, args.kernel, args.llm, target, path.name)
     except CoderError as exc:
-        print(f"mtmc apply: the LLM coder's answer was refused: {exc}", file=sys.stderr)
+        print(f"mtmc apply: no LLM step: {exc}", file=sys.stderr)
         return 1
     return step.candidate, step.edit

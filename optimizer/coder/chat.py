@@ -68,10 +68,16 @@ class EndpointChat:
 class LlamaChat:
     """A local GGUF chat model through llama-cpp-python (loaded on first use, then kept)."""
 
-    def __init__(self, model_path: str | os.PathLike, n_ctx: int = 4096, n_threads: int | None = None):
+    def __init__(self, model_path: str | os.PathLike, n_ctx: int = 4096, n_threads: int | None = None,
+                 n_threads_batch: int | None = None):
         self.model_path = Path(os.path.expanduser(str(model_path)))
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or min(os.cpu_count() or 1, 8)
+        cores = min(os.cpu_count() or 1, 8)
+        # Token-by-token generation syncs its threads once per layer: on a busy 2-core machine two threads
+        # took 215 s for 64 tokens where one took 1.5 s, so generation gets half the cores; the prompt
+        # (large batches, few syncs) gets them all. MTMC_CODER_THREADS overrides the generation threads.
+        self.n_threads = n_threads or int(os.environ.get("MTMC_CODER_THREADS", 0)) or max(1, cores // 2)
+        self.n_threads_batch = n_threads_batch or cores
         self._llama = None
 
     def describe(self) -> str:
@@ -90,7 +96,7 @@ class LlamaChat:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             self._llama = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                seed=0, verbose=False)
+                                n_threads_batch=self.n_threads_batch, seed=0, verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
             raise CoderError(f"the coder model {self.model_path.name} failed to load ({exc})") from exc
         return self._llama
