@@ -138,6 +138,7 @@ def test_candidates_do_not_see_each_other_in_the_shared_batch(policy):
     policy.exact_logprob = True
     try:
         with policy._run_lock:
+            policy._eval_prompt(prompt)  # cached first, so both scorings decode the same batch shape
             with_a = policy._score(prompt, [mine] + others_a)[0][0]
             with_b = policy._score(prompt, [mine] + others_b)[0][0]
     finally:
@@ -175,3 +176,13 @@ def test_importing_the_policy_package_does_not_import_llama_cpp():
         "assert 'llama_cpp' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_loading_warms_the_system_turn_every_prompt_starts_with(policy):
+    policy.clear_cache()
+    policy.warm_up()
+    cached = [slot["tokens"] for slot in policy._slots if slot["tokens"]]
+    analysis = analyze((ROOT / "mtmc_lsp" / "examples" / "softmax.py").read_text())
+    state = PolicyState(analysis, analysis.kernels[0], get_profile("h100"))
+    prompt = policy._engine.tokenize(policy.prompt(state, []), special=True)
+    assert len(cached) == 1 and 10 < len(cached[0]) < len(prompt) and prompt[:len(cached[0])] == cached[0]

@@ -42,6 +42,11 @@ def numbered_message(state: PolicyState, choices: list[str]) -> str:
     return "\n".join(lines + ["Answer with the number of the best next action only."])
 
 
+def plain_prompt_prefix() -> str:
+    """What every plain prompt starts with."""
+    return f"{SYSTEM}\n\n"
+
+
 def plain_prompt(state: PolicyState, choices: list[str]) -> str:
     """A prompt for base models without a chat template; the action follows on the next line."""
-    return f"{SYSTEM}\n\n{user_message(state, choices)}\n"
+    return f"{plain_prompt_prefix()}{user_message(state, choices)}\n"
