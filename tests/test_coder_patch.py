@@ -75,6 +75,14 @@ def test_windows_line_endings_are_kept():
     assert patch(text, answer) == text.replace("a * 3", "a * 7")
 
 
+def test_form_feeds_mixed_endings_and_a_missing_final_newline_survive():
+    text = "x = 1\x0c  # page\r\ny = 2\nz = 3"
+    answer = "@@\n y = 2\n-z = 3\n+z = 4\n+w = 5\n"
+    assert patch(text, answer) == "x = 1\x0c  # page\r\ny = 2\nz = 4\r\nw = 5"
+    answer = "@@\n-x = 1\x0c  # page\n+x = 0\x0c  # page\n y = 2\n"
+    assert patch(text, answer) == "x = 0\x0c  # page\r\ny = 2\nz = 3"
+
+
 def test_blank_context_line_without_its_space_and_trailing_blank_lines():
     answer = "```diff\n@@\n     return b\n\n\n-def g(x):\n+def g(x):  # second\n\n```"
     assert patch(TEXT, answer) == TEXT.replace("def g(x):", "def g(x):  # second")

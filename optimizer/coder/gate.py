@@ -14,6 +14,7 @@ import difflib
 from ..analysis import FileAnalysis, Kernel, analyze
 from ..edits import changed_line_count
 from .errors import CoderError
+from .patch import split_lines
 from .region import describe_regions, editable_regions, widen_over_blank_lines
 
 
@@ -54,7 +55,7 @@ def _check_signatures(old: FileAnalysis, new: FileAnalysis) -> None:
 
 def _check_region(old: FileAnalysis, kernel: Kernel, new_text: str) -> None:
     regions = editable_regions(old, kernel)
-    before, after = old.text.splitlines(), new_text.splitlines()
+    before, after = split_lines(old.text), split_lines(new_text)  # line numbers as the analysis counts them
     allowed = widen_over_blank_lines(regions, before)
     for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
         if tag == "equal":

@@ -16,6 +16,7 @@ from .errors import CoderError
 
 _FENCE = re.compile(r"^```[ \t]*([\w+-]*)[^\n]*\n(.*?)^```", re.M | re.S)
 _NUMBER_PREFIX = re.compile(r"^\s*\d+\s?\|\s?")  # a line copied from the prompt's numbered source
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # one line with its ending, as optimizer.analysis counts
 
 
 class PatchError(CoderError):
@@ -44,7 +45,7 @@ def extract_diff(answer: str) -> str | None:
               if lang.lower() in ("diff", "patch", "udiff") or _looks_like_diff(body)]
     if fenced:
         return "".join(body if body.endswith("\n") else body + "\n" for body in fenced)
-    lines = answer.splitlines(keepends=True)
+    lines = _LINE.findall(answer)
     for i, line in enumerate(lines):
         if line.startswith("@@") or (line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")):
             return "".join(lines[i:])
@@ -52,7 +53,7 @@ def extract_diff(answer: str) -> str | None:
 
 
 def _looks_like_diff(body: str) -> bool:
-    return any(line.startswith("@@") for line in body.splitlines())
+    return any(line.startswith("@@") for line in split_lines(body))
 
 
 def parse_diff(diff: str) -> list[Hunk]:
@@ -61,7 +62,7 @@ def parse_diff(diff: str) -> list[Hunk]:
     files: set[str] = set()
     current: list[tuple[str, str]] | None = None
     ended_at: int | None = None  # the line where the diff's text ended (prose after it is allowed)
-    lines = diff.splitlines()
+    lines = split_lines(diff)
     for index, line in enumerate(lines):
         number = index + 1
         if line.startswith("--- ") and index + 1 < len(lines) and lines[index + 1].startswith("+++ "):
@@ -100,38 +101,51 @@ def parse_diff(diff: str) -> list[Hunk]:
     changing = [h for h in hunks if h.changes]
     if not changing:
         raise PatchError("the diff changes nothing (no '+' or '-' lines)")
-    for new_number, hunk in enumerate(changing, 1):
-        hunk.number = new_number
     return changing
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text`` without their endings, broken only at \\n, \\r\\n and \\r (as Python and LSP count
+    lines; ``str.splitlines`` would also break at form feeds and other separators and shift later lines)."""
+    return [line.rstrip("\r\n") for line in _LINE.findall(text)]
+
+
 def apply_hunks(text: str, hunks: list[Hunk]) -> str:
-    """``text`` with every hunk applied where its old lines uniquely match; ``PatchError`` otherwise."""
-    newline = "\r\n" if "\r\n" in text else "\n"
-    lines = text.splitlines()
-    placed: list[tuple[int, Hunk, list[str], bool]] = []  # (start, hunk, matched file lines, numbered)
+    """``text`` with every hunk applied where its old lines uniquely match; ``PatchError`` otherwise.
+
+    Lines the hunks do not touch, and context lines, keep their bytes and line endings; added lines
+    end like the file's first line (LF when it has none).
+    """
+    with_ends = _LINE.findall(text)
+    lines = [line.rstrip("\r\n") for line in with_ends]
+    newline = next((line[len(line.rstrip("\r\n")):] for line in with_ends if line.endswith(("\n", "\r"))), "\n")
+    placed: list[tuple[int, Hunk, int, bool]] = []  # (start, hunk, old line count, numbered)
     for hunk in hunks:
         old = hunk.old
         if not any(line.strip() for line in old):
             raise PatchError(f"hunk {hunk.number} has no context or removed lines to place it by")
         start, mode = _locate(lines, old, hunk.number)
-        placed.append((start, hunk, lines[start:start + len(old)], mode == "numbered"))
+        placed.append((start, hunk, len(old), mode == "numbered"))
     placed.sort(key=lambda item: item[0])
-    for (start, hunk, matched, _), (next_start, next_hunk, _, _) in zip(placed, placed[1:]):
-        if start + len(matched) > next_start:
+    for (start, hunk, count, _), (next_start, next_hunk, _, _) in zip(placed, placed[1:]):
+        if start + count > next_start:
             raise PatchError(f"hunks {hunk.number} and {next_hunk.number} overlap in the file")
-    for start, hunk, matched, numbered in reversed(placed):
-        lines[start:start + len(matched)] = _replacement(hunk, matched, numbered)
-    out = newline.join(lines)
-    return out + newline if text.endswith(("\n", "\r")) and lines else out
+    for start, hunk, count, numbered in reversed(placed):
+        block = with_ends[start:start + count]
+        replacement = _replacement(hunk, block, numbered, newline)
+        if replacement and block and not block[-1].endswith(("\n", "\r")):
+            replacement[-1] = replacement[-1].rstrip("\r\n")  # the file's last line had no newline: keep it so
+        with_ends[start:start + count] = replacement
+    return "".join(with_ends)
 
 
-def _replacement(hunk: Hunk, matched: list[str], numbered: bool) -> list[str]:
-    """The hunk's new lines: the file's own context lines, and added lines re-indented like their neighbours.
+def _replacement(hunk: Hunk, block: list[str], numbered: bool, newline: str) -> list[str]:
+    """The hunk's new lines (with endings): the file's own context lines, and added lines re-indented like their neighbours.
 
     When the match ignored whitespace, the model's indentation may be off; an added line then takes
     the indentation shift of the nearest old line above it (below, for a hunk that starts with additions).
     """
+    matched = [line.rstrip("\r\n") for line in block]
     ops = [(op, _strip_number(line) if numbered else line) for op, line in hunk.lines]
     shifts: list[str | None] = []  # per op: the shift of that old line, None for added lines
     old_index = 0
@@ -145,7 +159,7 @@ def _replacement(hunk: Hunk, matched: list[str], numbered: bool) -> list[str]:
     old_index = 0
     for position, (op, line) in enumerate(ops):
         if op == " ":
-            out.append(matched[old_index])  # the file's own context line, byte for byte
+            out.append(block[old_index])  # the file's own context line, byte for byte
             old_index += 1
         elif op == "-":
             old_index += 1
@@ -153,7 +167,7 @@ def _replacement(hunk: Hunk, matched: list[str], numbered: bool) -> list[str]:
             above = [s for s in shifts[:position] if s is not None]
             below = [s for s in shifts[position + 1:] if s is not None]
             shift = above[-1] if above else (below[0] if below else "")
-            out.append(_reindent(line, shift))
+            out.append(_reindent(line, shift) + newline)
     return out
 
 

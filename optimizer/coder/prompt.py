@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..analysis import FileAnalysis, Kernel
 from ..hardware import GpuProfile
 from .chat import Message
+from .patch import split_lines
 from .region import Region, editable_regions
 
 SYSTEM = (
@@ -51,7 +52,7 @@ def build_messages(analysis: FileAnalysis, kernel: Kernel, goal: str, target: Gp
 
 def numbered_source(text: str) -> str:
     """``text`` with right-aligned 1-based line numbers and a bar, e.g. ``  12 | x = 1``."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     width = len(str(len(lines)))
     return "\n".join(f"{number:>{width}} | {line}".rstrip() for number, line in enumerate(lines, 1))
 
