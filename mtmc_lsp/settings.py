@@ -41,6 +41,13 @@ class Settings:
     diagnostics_debounce_ms: int = 200
     # Include numerics-changing actions (tf32, half precision) in proposals.
     allow_precision_changes: bool = False
+    # The LLM micro coder behind mtmc.llmStep (docs/coder.md): an OpenAI-compatible base URL
+    # (e.g. http://localhost:8000/v1) and the model it serves ("": the server's default model) ...
+    coder_endpoint: str = ""
+    coder_model: str = ""
+    # ... or a local GGUF chat model run by llama-cpp-python. The endpoint wins when both are set;
+    # with neither, the editor has no coder (the embedded policy model is too small to write diffs).
+    coder_model_path: str = ""
     # Workspace Trust, set by the editor (VS Code sends false in Restricted Mode), not a user setting:
     # when false nothing runs the workspace's code (no compile diagnostics, verification, optimization).
     trusted: bool = True

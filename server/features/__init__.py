@@ -18,6 +18,7 @@ FEATURE_MODULES = (
     "step_commands",
     "verify_kernel",
     "optimize_kernel",
+    "llm_step",
 )
 
 
