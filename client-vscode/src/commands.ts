@@ -7,6 +7,7 @@ import { KernelNode, SHOW_STEP_DIFF_COMMAND, StepNode, StepTreeProvider } from "
 import { showStepDiff, StepContentProvider } from "./stepDiff";
 import { SpeedupChartPanel } from "./speedupChart";
 import { explainRestrictedMode } from "./trust";
+import { llmStepCommand } from "./llmStep";
 
 export const ClientCommands = {
   optimizeKernel: "mtmc.client.optimizeKernel",
@@ -18,6 +19,7 @@ export const ClientCommands = {
   restartServer: "mtmc.client.restartServer",
   refreshSteps: "mtmc.client.refreshSteps",
   showStepDiff: SHOW_STEP_DIFF_COMMAND,
+  llmStep: "mtmc.client.llmStep",
 } as const;
 
 /** What the commands need from the running extension. */
@@ -219,5 +221,11 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     vscode.commands.registerCommand(ClientCommands.restartServer, restartServer),
     vscode.commands.registerCommand(ClientCommands.refreshSteps, () => ctx.steps.refresh()),
     vscode.commands.registerCommand(ClientCommands.showStepDiff, showDiff),
+    vscode.commands.registerCommand(ClientCommands.llmStep, llmStepCommand({
+      executeServerCommand: (command, args) => ctx.executeServerCommand(command, args),
+      isTrusted: () => ctx.isTrusted(),
+      resolveKernel: (arg) => resolveKernelTarget(arg, true, ctx.steps.currentDocument),
+      refreshSteps: () => ctx.steps.refresh(),
+    })),
   ];
 }

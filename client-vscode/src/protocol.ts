@@ -10,6 +10,7 @@ export const ServerCommands = {
   listTargets: "mtmc.listTargets",
   selectTarget: "mtmc.selectTarget",
   applyCandidate: "mtmc.applyCandidate",
+  llmStep: "mtmc.llmStep",
 } as const;
 
 export const StatusNotification = "mtmc/status";

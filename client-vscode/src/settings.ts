@@ -18,6 +18,9 @@ export const SERVER_SETTING_KEYS = [
   "compileDiagnostics",
   "diagnosticsDebounceMs",
   "allowPrecisionChanges",
+  "coderEndpoint",
+  "coderModel",
+  "coderModelPath",
 ] as const;
 
 /** Keys of the nested `verification` object, each read as `mtmc.verification.<key>`. */

@@ -69,11 +69,12 @@ export class TreeItem {
 export interface MockDocument {
   uri: Uri;
   languageId: string;
+  version: number;
   getText(): string;
 }
 
-export function makeDocument(path: string, text: string, languageId = "python"): MockDocument {
-  return { uri: Uri.file(path), languageId, getText: () => text };
+export function makeDocument(path: string, text: string, languageId = "python", version = 1): MockDocument {
+  return { uri: Uri.file(path), languageId, version, getText: () => text };
 }
 
 export function makeEditor(document: MockDocument, line = 0) {
@@ -101,6 +102,9 @@ function freshState() {
     /** Which quick pick item is chosen (undefined: cancelled). */
     pickChoice: (items: any[]) => items[0] as any,
     quickPicks: [] as any[][],
+    /** What an input box "types" (undefined: dismissed with Escape); given the box's options. */
+    inputValue: (_options: any) => undefined as string | undefined,
+    inputBoxes: [] as any[],
     statusBarItems: [] as any[],
     treeViews: [] as any[],
     webviewPanels: [] as any[],
@@ -185,6 +189,10 @@ export const window = {
     const list = await items;
     mock.quickPicks.push(list);
     return mock.pickChoice(list);
+  },
+  async showInputBox(options: any) {
+    mock.inputBoxes.push(options);
+    return mock.inputValue(options);
   },
   async withProgress(_options: unknown, task: (progress: unknown, token: unknown) => Promise<unknown>) {
     return task({ report() {} }, { isCancellationRequested: false });
