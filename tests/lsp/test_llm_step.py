@@ -287,3 +287,20 @@ async def test_the_applied_step_is_verified_in_the_background(verifying_client: 
     assert result["applied"] is True, result
     (step,) = await _settled_steps(client, uri, 1, timeout=240)
     assert step["verification"]["state"] == "passed" and step["verification"]["mode"] == "interpreter", step
+
+
+def test_the_endpoint_wins_over_a_local_model_and_a_local_model_stays_loaded(tmp_path):
+    from mtmc_lsp.optimizer.coder import EndpointChat, LlamaChat
+    from mtmc_lsp.server.features.llm_step import make_chat
+    from mtmc_lsp.settings import Settings
+
+    assert make_chat(Settings()) is None
+    assert make_chat(Settings(coder_model="coder-7b")) is None  # a model name alone names no server
+    both = make_chat(Settings(coder_endpoint=" http://gpu:8000/v1 ", coder_model="coder-7b",
+                              coder_model_path=str(tmp_path / "a.gguf")))
+    assert isinstance(both, EndpointChat) and both.url == "http://gpu:8000/v1/chat/completions"
+    assert both.model == "coder-7b"
+    local = make_chat(Settings(coder_model_path=str(tmp_path / "a.gguf")))
+    assert isinstance(local, LlamaChat) and make_chat(Settings(coder_model_path=str(tmp_path / "a.gguf"))) is local
+    other = make_chat(Settings(coder_model_path=str(tmp_path / "b.gguf")))
+    assert other is not local and make_chat(Settings(coder_model_path=str(tmp_path / "b.gguf"))) is other
