@@ -39,18 +39,16 @@ PROBLEMS: dict[str, dict] = {
 # Expert chains (design.md's measured route for a matmul; one read per row for softmax; wide
 # blocks and fusion for elementwise). Each step: (action, kernel, params); params None = first offered.
 CHAINS: dict[str, list[tuple[str, str, dict | None]]] = {
+    # Tiling offers a tile together with the warps it needs (num_warps=8 for these tiles on sm_90).
     "matmul": [
-        ("tiling", "matmul_kernel", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}),
-        ("warps", "matmul_kernel", {"num_warps": 8}),
-        ("tiling", "matmul_kernel", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}),
+        ("tiling", "matmul_kernel", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8}),
         ("pipelining", "matmul_kernel", {"num_stages": 3}),
         ("reordering", "matmul_kernel", {"GROUP_M": 8}),
     ],
     # The same route without the spilling 128x256 tile (compiling for sm_90 here: 128x256x64 over 8
     # warps spills ~520 bytes per thread in this kernel; 128x128x64 over 8 warps does not spill).
     "matmul:d": [
-        ("tiling", "matmul_kernel", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}),
-        ("warps", "matmul_kernel", {"num_warps": 8}),
+        ("tiling", "matmul_kernel", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8}),
         ("pipelining", "matmul_kernel", {"num_stages": 4}),
         ("reordering", "matmul_kernel", {"GROUP_M": 8}),
     ],

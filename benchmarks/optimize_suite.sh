@@ -9,6 +9,7 @@ out=${1:?usage: optimize_suite.sh OUT_DIR}
 policy=${POLICY:-heuristic}
 target=${TARGET:-h200}
 steps=${STEPS:-4}
+budget=${BUDGET:-300}
 python=${PYTHON:-python3}
 mkdir -p "$out/traj"
 if ! "$python" -c "import libcst" 2>/dev/null; then   # carried as a wheel (.whl/), no index needed
@@ -18,7 +19,7 @@ mtmc() { "$python" -c "import sys; sys.path.insert(0, 'benchmarks'); import _boo
 for kernel in matmul softmax silu_mul_add; do
   work=$(mktemp -d)
   cp "benchmarks/suite/$kernel.py" "$work/$kernel.py"
-  mtmc optimize "$work/$kernel.py" --policy "$policy" --target "$target" --steps "$steps" --budget-s 300 \
+  mtmc optimize "$work/$kernel.py" --policy "$policy" --target "$target" --steps "$steps" --budget-s "$budget" \
     --record --workspace "$work" --json > "$out/optimize_$kernel.json" 2>> "$out/optimize.log"
   echo "$kernel: rc=$?"
   cat "$work"/.mtmc/trajectories/*.jsonl > "$out/traj/$kernel.jsonl" 2>/dev/null

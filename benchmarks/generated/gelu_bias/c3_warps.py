@@ -20,16 +20,6 @@ def scale_bias_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.con
     tl.store(y_ptr + offsets, out, mask=mask)
 
 
-@triton.jit
-def gelu_kernel(y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    pid = tl.program_id(axis=0)
-    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_elements
-    y = tl.load(y_ptr + offsets, mask=mask)
-    out = 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476))
-    tl.store(out_ptr + offsets, out, mask=mask)
-
-
 def gelu_bias(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     n_elements = x.numel()
     out = torch.empty_like(x)

@@ -44,14 +44,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     _, N = b.shape
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     BLOCK_M = 128
-    BLOCK_N = 128
+    BLOCK_N = 256
     BLOCK_K = 64
     grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
     matmul_kernel[grid](
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-        num_warps=4, num_stages=1,
+        num_warps=8, num_stages=1,
     )
     return c
 
