@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from coder_fake_endpoint import FakeChatEndpoint, fenced
 
 from mtmc_lsp.cli import main
 from mtmc_lsp.optimizer.coder import CoderError, EndpointChat, LlmCoder
@@ -27,43 +27,15 @@ GELU = (EXAMPLES / "gelu_bias.py").read_text()
 H100 = get_profile("h100")
 
 
-class ScriptedChat(BaseHTTPRequestHandler):
-    """Answers each POST with the next scripted (status, body) and records the request."""
-
-    answers: list = []
-    requests: list = []
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append((self.path, body, self.headers.get("Authorization")))
-        status, reply = type(self).answers.pop(0)
-        if isinstance(reply, str):
-            reply = {"id": "x", "object": "chat.completion", "choices": [
-                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}]}
-        raw = reply if isinstance(reply, bytes) else json.dumps(reply).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+@pytest.fixture
+def chat_server():
+    with FakeChatEndpoint() as server:
+        yield server
 
 
 @pytest.fixture
-def endpoint():
-    ScriptedChat.answers, ScriptedChat.requests = [], []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedChat)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
-
-
-def fenced(diff: str) -> str:
-    return f"Here is the change.\n\n```diff\n{diff}```\n\nThis keeps the kernel's semantics."
+def endpoint(chat_server):
+    return chat_server.url
 
 
 SOFTMAX_RETILE = fenced("""--- a/softmax.py
@@ -87,12 +59,12 @@ GELU_WRONG = fenced("""--- a/gelu_bias.py
 """)
 
 
-def test_request_holds_goal_target_numbered_source_and_rules(endpoint):
-    ScriptedChat.answers = [(200, SOFTMAX_RETILE)]
+def test_request_holds_goal_target_numbered_source_and_rules(chat_server, endpoint):
+    chat_server.answers = [(200, SOFTMAX_RETILE)]
     chat = EndpointChat(endpoint, model="coder-7b", api_key="sekrit")
     step = LlmCoder(chat).rewrite(SOFTMAX, "softmax_kernel", "retile with a smaller block and one warp", H100,
                                   "softmax.py")
-    path, body, auth = ScriptedChat.requests[0]
+    path, body, auth = chat_server.requests[0]
     assert path == "/v1/chat/completions" and auth == "Bearer sekrit"
     assert body["model"] == "coder-7b" and body["temperature"] == 0 and body["max_tokens"] == 1024
     user = body["messages"][-1]["content"]
@@ -153,16 +125,16 @@ REFUSALS = {
 
 
 @pytest.mark.parametrize("case", list(REFUSALS))
-def test_each_bad_answer_is_refused_in_one_line_and_the_file_is_unchanged(endpoint, tmp_path, capsys, case):
+def test_each_bad_answer_is_refused_in_one_line_and_the_file_is_unchanged(chat_server, endpoint, tmp_path, capsys, case):
     kernel, answer, message = REFUSALS[case]
     source = SOFTMAX if kernel == "softmax_kernel" else GELU
     doc = tmp_path / ("softmax.py" if kernel == "softmax_kernel" else "gelu_bias.py")
     doc.write_text(source)
-    ScriptedChat.answers = [(200, answer)]
+    chat_server.answers = [(200, answer)]
     with pytest.raises(CoderError) as info:
         LlmCoder(EndpointChat(endpoint)).rewrite(source, kernel, "make it faster", H100, doc.name)
     assert message in str(info.value) and "\n" not in str(info.value)
-    ScriptedChat.answers = [(200, answer)]
+    chat_server.answers = [(200, answer)]
     rc = main(["apply", str(doc), "--kernel", kernel, "--llm", "make it faster", "--coder-endpoint", endpoint,
                "--write", "--workspace", str(tmp_path)])
     err = capsys.readouterr().err
@@ -170,8 +142,8 @@ def test_each_bad_answer_is_refused_in_one_line_and_the_file_is_unchanged(endpoi
     assert doc.read_text() == source and not (tmp_path / ".mtmc").exists()
 
 
-def test_endpoint_failures_are_clear_errors(endpoint, tmp_path, capsys):
-    ScriptedChat.answers = [(500, {"error": {"message": "CUDA out of memory\nTraceback..."}}),
+def test_endpoint_failures_are_clear_errors(chat_server, endpoint, tmp_path, capsys):
+    chat_server.answers = [(500, {"error": {"message": "CUDA out of memory\nTraceback..."}}),
                             (200, b"<html>gateway</html>"), (200, {"choices": []})]
     coder = LlmCoder(EndpointChat(endpoint, timeout_s=5))
     with pytest.raises(CoderError, match=r"answered HTTP 500 \(CUDA out of memory\)$"):
@@ -192,7 +164,7 @@ def test_endpoint_failures_are_clear_errors(endpoint, tmp_path, capsys):
     assert doc.read_text() == GELU
 
 
-def test_coder_refuses_bad_requests_before_asking(endpoint):
+def test_coder_refuses_bad_requests_before_asking(chat_server, endpoint):
     coder = LlmCoder(EndpointChat(endpoint))
     with pytest.raises(CoderError, match=r"no kernel named 'nope' in the file \(kernels: scale_bias_kernel, gelu_kernel\)"):
         coder.rewrite(GELU, "nope", "retile", H100)
@@ -200,7 +172,7 @@ def test_coder_refuses_bad_requests_before_asking(endpoint):
         coder.rewrite(GELU, "gelu_kernel", "  ", H100)
     with pytest.raises(CoderError, match="the file has a syntax error"):
         coder.rewrite(GELU + "\ndef broken(:\n", "gelu_kernel", "retile", H100)
-    assert ScriptedChat.requests == []
+    assert chat_server.requests == []
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -222,10 +194,10 @@ def test_cli_needs_an_action_or_a_goal(capsys):
     assert info.value.code == 2 and "one of the arguments --action --llm is required" in capsys.readouterr().err
 
 
-def test_cli_prints_the_diff_then_writes_and_records_a_step_that_rejects_cleanly(endpoint, tmp_path, capsys):
+def test_cli_prints_the_diff_then_writes_and_records_a_step_that_rejects_cleanly(chat_server, endpoint, tmp_path, capsys):
     doc = tmp_path / "softmax.py"
     doc.write_text(SOFTMAX)
-    ScriptedChat.answers = [(200, SOFTMAX_RETILE), (200, SOFTMAX_RETILE)]
+    chat_server.answers = [(200, SOFTMAX_RETILE), (200, SOFTMAX_RETILE)]
     argv = ["apply", str(doc), "--kernel", "softmax_kernel", "--llm", "retile with a smaller block",
             "--coder-endpoint", endpoint, "--coder-model", "coder-7b", "--workspace", str(tmp_path)]
     assert main(argv) == 0
@@ -244,7 +216,7 @@ def test_cli_prints_the_diff_then_writes_and_records_a_step_that_rejects_cleanly
 
 
 @pytest.mark.slow
-def test_good_and_wrong_llm_steps_go_through_mtmc_verify(endpoint, tmp_path, capsys, monkeypatch):
+def test_good_and_wrong_llm_steps_go_through_mtmc_verify(chat_server, endpoint, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the interpreter, whatever the machine has
     for name, kernel, answer, expected in (("softmax", "softmax_kernel", SOFTMAX_RETILE, "verified"),
                                            ("gelu_bias", "gelu_kernel", GELU_WRONG, "incorrect")):
@@ -252,7 +224,7 @@ def test_good_and_wrong_llm_steps_go_through_mtmc_verify(endpoint, tmp_path, cap
         shutil.copy(EXAMPLES / f"{name}.py", before)
         doc = tmp_path / f"{name}.py"
         shutil.copy(before, doc)
-        ScriptedChat.answers = [(200, answer)]
+        chat_server.answers = [(200, answer)]
         assert main(["apply", str(doc), "--kernel", kernel, "--llm", "retile", "--coder-endpoint", endpoint,
                      "--write", "--workspace", str(tmp_path)]) == 0
         assert doc.read_text() != before.read_text()

@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_coder_endpoint import SOFTMAX_RETILE, ScriptedChat, endpoint  # noqa: F401  (the fixture)
+from coder_fake_endpoint import FakeChatEndpoint
+from test_coder_endpoint import SOFTMAX_RETILE
 
 from mtmc_lsp.cli import main
 from mtmc_lsp.optimizer.analysis import analyze
@@ -37,6 +38,12 @@ def test_each_goal_becomes_one_candidate_for_the_kernel():
     assert goal_candidates(analysis, "no_such_kernel", [GOAL]) == []
 
 
+@pytest.fixture
+def chat_server():
+    with FakeChatEndpoint() as server:
+        yield server
+
+
 def optimize_softmax(tmp_path, url, tries=1):
     path = tmp_path / "softmax.py"
     shutil.copy(EXAMPLES / "softmax.py", path)
@@ -47,19 +54,19 @@ def optimize_softmax(tmp_path, url, tries=1):
 
 
 @pytest.mark.slow
-def test_the_loop_keeps_a_verified_llm_step(tmp_path, endpoint):  # noqa: F811
-    ScriptedChat.answers = [(200, SOFTMAX_RETILE)]
-    text, result = optimize_softmax(tmp_path, endpoint)
-    assert len(ScriptedChat.requests) == 1 and GOAL in str(ScriptedChat.requests[0][1]["messages"])
+def test_the_loop_keeps_a_verified_llm_step(tmp_path, chat_server):
+    chat_server.answers = [SOFTMAX_RETILE]
+    text, result = optimize_softmax(tmp_path, chat_server.url)
+    assert len(chat_server.requests) == 1 and GOAL in str(chat_server.requests[0][1]["messages"])
     (step,) = result.steps
     assert step.candidate.action == "llm" and step.correct and step.status == "kept"
     assert "BLOCK_SIZE = 32" in result.final_text and "num_warps=1" in result.final_text and result.final_text != text
 
 
 @pytest.mark.slow
-def test_a_refused_answer_lets_the_next_candidate_try(tmp_path, endpoint):  # noqa: F811
-    ScriptedChat.answers = [(200, "I would make the block smaller, but here is no diff.")]
-    text, result = optimize_softmax(tmp_path, endpoint, tries=2)
+def test_a_refused_answer_lets_the_next_candidate_try(tmp_path, chat_server):
+    chat_server.answers = ["I would make the block smaller, but here is no diff."]
+    text, result = optimize_softmax(tmp_path, chat_server.url, tries=2)
     first, second = result.attempts[:2]
     assert first.candidate.action == "llm" and first.status == "not_applied"
     assert "LLM coder's answer was refused" in first.reason and "no unified diff" in first.reason
