@@ -13,7 +13,7 @@ from ..analysis import analyze
 from ..hardware import GpuProfile, resolve_target
 from .harness import Harness, HarnessMissing, discover_harness
 from .pool import Cancel, JobOutcome, WorkerPool
-from .report import Check, Mismatch, Reward, Speed, VerificationReport
+from .report import Check, Mismatch, Reward, Speed, VerificationReport, peak_key, roofline_figures
 from .runtime.stats import speedup_stats
 
 # progress(message, percentage or None): what the server forwards as work-done progress.
@@ -416,16 +416,17 @@ def _speed(result: dict, recheck: dict, has_old: bool, profile: GpuProfile, mode
                 note += " - the second timing disagrees"
     runtime = result.get("runtime", {})
     moved = (runtime.get("input_bytes") or 0) + (runtime.get("output_bytes") or 0)
-    achieved = moved / (stats["candidate_ms"] * 1e-3) / 1e9 if moved and stats["candidate_ms"] > 0 else None
+    flop_dtype = peak_key(runtime.get("flop_dtype"), profile.peak_tflops)
+    roofline = roofline_figures(runtime.get("flops"), flop_dtype, moved, stats["candidate_ms"] * 1e-3,
+                                profile.peak_tflops, profile.memory_bandwidth_gbs)
     speed = Speed(
         baseline=_ROLE_NAMES[baseline], baseline_ms=stats["baseline_ms"], candidate_ms=stats["candidate_ms"],
         speedup=stats["speedup"], band=stats["band"], rounds=stats["rounds"], ratios=stats["ratios"],
         believed=believed, recheck=note,
         reference_ms=ref_stats["baseline_ms"] if ref_stats else None,
         speedup_vs_reference=ref_stats["speedup"] if ref_stats else None,
-        bytes_moved=moved or None, achieved_gbs=achieved,
-        roofline_pct=100 * achieved / profile.memory_bandwidth_gbs if achieved else None,
-        raw_rounds=rounds,
+        bytes_moved=moved or None, raw_rounds=rounds, flops=runtime.get("flops"), flop_dtype=flop_dtype,
+        **roofline,
     )
     return speed, None
 

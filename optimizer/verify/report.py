@@ -90,8 +90,23 @@ class Speed:
     speedup_vs_reference: float | None = None
     bytes_moved: int | None = None  # inputs + outputs, for the memory roofline
     achieved_gbs: float | None = None
-    roofline_pct: float | None = None  # achieved / target's datasheet bandwidth
+    roofline_pct: float | None = None  # the memory roofline: achieved_gbs / target's datasheet bandwidth
     raw_rounds: list[dict] = field(default_factory=list)
+    flops: int | None = None  # the reference's aten FLOPs (matmul/conv/attention; elementwise counts 0)
+    flop_dtype: str | None = None  # the peak it is held against: "fp16", "bf16", "tf32", "fp32"
+    achieved_tflops: float | None = None
+    compute_pct: float | None = None  # achieved_tflops / the target's dense peak for flop_dtype
+    bound: str = "memory"  # "compute" when flops / bytes_moved is above the target's ridge point
+
+    @property
+    def roofline_line(self) -> str | None:
+        """How close the kernel is to the ceiling that binds it: "91% of the compute roofline (640 TFLOP/s)"."""
+        if self.bound == "compute" and self.compute_pct is not None and self.achieved_tflops is not None:
+            return f"{self.compute_pct:.0f}% of the compute roofline ({_rate(self.achieved_tflops)} TFLOP/s)"
+        if self.roofline_pct is None:
+            return None
+        rate = f" ({_rate(self.achieved_gbs)} GB/s)" if self.achieved_gbs is not None else ""
+        return f"{self.roofline_pct:.0f}% of the memory roofline{rate}"
 
     @property
     def within_noise(self) -> bool:
@@ -106,8 +121,8 @@ class Speed:
                 f"+/-{pct})")
         if self.within_noise:
             text += ", within noise"
-        if self.roofline_pct is not None:
-            text += f", {self.roofline_pct:.0f}% of the memory roofline"
+        if self.roofline_line is not None:
+            text += f", {self.roofline_line}"
         if not self.believed:
             text += f" - NOT believed: {self.recheck}"
         return text
@@ -188,6 +203,54 @@ class VerificationReport:
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
+
+
+def roofline_figures(flops: int | None, flop_dtype: str | None, bytes_moved: int | None, seconds: float,
+                     peak_tflops: dict[str, float], bandwidth_gbs: float) -> dict:
+    """Achieved rates, percentages of both ceilings, and which one binds (the higher FLOP/byte side).
+
+    Memory-bound unless the FLOPs were counted, the target has a peak for their dtype, and the
+    arithmetic intensity (flops / bytes_moved) is above the ridge point peak / bandwidth.
+    """
+    out: dict[str, Any] = {"achieved_gbs": None, "roofline_pct": None, "achieved_tflops": None, "compute_pct": None,
+                           "bound": "memory"}
+    if seconds <= 0:
+        return out
+    if bytes_moved:
+        out["achieved_gbs"] = bytes_moved / seconds / 1e9
+        out["roofline_pct"] = 100 * out["achieved_gbs"] / bandwidth_gbs
+    peak = peak_tflops.get(flop_dtype) if flop_dtype else None
+    if not flops or not peak:
+        return out
+    out["achieved_tflops"] = flops / seconds / 1e12
+    out["compute_pct"] = 100 * out["achieved_tflops"] / peak
+    ridge = peak * 1e12 / (bandwidth_gbs * 1e9)  # FLOP per byte where the two ceilings meet
+    if not bytes_moved or flops / bytes_moved > ridge:
+        out["bound"] = "compute"
+    return out
+
+
+def peak_key(torch_dtype: str | None, peak_tflops: dict[str, float]) -> str | None:
+    """The peak a kernel on ``torch_dtype`` operands is held against ("float16" -> "fp16").
+
+    fp32 uses the "tf32" peak when the target has one: Triton's ``tl.dot`` on fp32 defaults to
+    TF32 tensor cores, so the fp32 CUDA-core peak would overstate how close a matmul is.
+    """
+    if torch_dtype is None:
+        return None
+    if torch_dtype == "float32":
+        return "tf32" if "tf32" in peak_tflops else "fp32"
+    names = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float64": "fp64"}
+    if torch_dtype in names:
+        return names[torch_dtype]
+    if torch_dtype.startswith("float8"):
+        return "fp8"
+    return torch_dtype
+
+
+def _rate(value: float) -> str:
+    """4,080 for large rates, 3 significant digits for small ones (0.512)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def _fmt(value: Any) -> str:

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import torch
 
 from . import compare as cmp
+from .flops import count_flops
 from .poison import poisoned_allocations
 from .stats import speedup_stats
 from .timing import interleaved
@@ -378,6 +379,7 @@ class Job:
     # -- speed (GPU only) -----------------------------------------------------------------------
     def _time(self, impls: dict, make_inputs, kwargs: dict, gen: Callable) -> None:
         self.phase("speed")
+        self._count_reference_flops(impls.get("reference"), make_inputs, kwargs)
         timing = self.job["timing"]
         timed = {role: impl.fn for role, impl in impls.items()
                  if impl is not None and (role != "reference" or timing.get("time_reference", True))}
@@ -392,6 +394,17 @@ class Job:
         if stats is None or limit is None or stats["speedup"] <= limit:
             return
         self._recheck(impls, make_inputs, kwargs, gen, timed, timing)
+
+    def _count_reference_flops(self, reference: Impl | None, make_inputs, kwargs: dict) -> None:
+        """The reference's FLOPs on the first timing round's inputs, for the compute roofline (best effort)."""
+        if reference is None:
+            return
+        try:
+            args = make_inputs(10_000, kwargs)
+        except UserCodeError as err:
+            self.result["runtime"]["flops_error"] = err.info.get("message", "get_inputs failed")
+            return
+        self.result["runtime"].update(count_flops(reference.fn, args))
 
     def _recheck(self, impls, make_inputs, kwargs, gen, timed, timing) -> None:
         """A speedup this large is more often a bug than a breakthrough: more seeds, other shapes, again."""
