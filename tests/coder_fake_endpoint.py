@@ -26,6 +26,19 @@ def fenced(diff: str) -> str:
     return f"Here is the change.\n\n```diff\n{diff}```\n\nThis keeps the kernel's semantics."
 
 
+# A good answer for the bundled softmax example: a smaller block and one warp (same results).
+SOFTMAX_RETILE = fenced("""--- a/softmax.py
++++ b/softmax.py
+@@ -34,4 +34,4 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
+     y = torch.empty_like(x)
+-    BLOCK_SIZE = 128
+-    softmax_kernel[(n_rows,)](y, x, n_rows, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
++    BLOCK_SIZE = 32
++    softmax_kernel[(n_rows,)](y, x, n_rows, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE, num_warps=1)
+     return y
+""")
+
+
 class FakeChatEndpoint:
     """``/v1/chat/completions`` on a local port, answering from a script."""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from coder_fake_endpoint import FakeChatEndpoint, fenced
+from coder_fake_endpoint import SOFTMAX_RETILE, FakeChatEndpoint, fenced
 
 from mtmc_lsp.cli import main
 from mtmc_lsp.optimizer.coder import CoderError, EndpointChat, LlmCoder
@@ -37,17 +37,6 @@ def chat_server():
 def endpoint(chat_server):
     return chat_server.url
 
-
-SOFTMAX_RETILE = fenced("""--- a/softmax.py
-+++ b/softmax.py
-@@ -34,4 +34,4 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
-     y = torch.empty_like(x)
--    BLOCK_SIZE = 128
--    softmax_kernel[(n_rows,)](y, x, n_rows, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
-+    BLOCK_SIZE = 32
-+    softmax_kernel[(n_rows,)](y, x, n_rows, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE, num_warps=1)
-     return y
-""")
 
 GELU_WRONG = fenced("""--- a/gelu_bias.py
 +++ b/gelu_bias.py

@@ -6,8 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from coder_fake_endpoint import FakeChatEndpoint
-from test_coder_endpoint import SOFTMAX_RETILE
+from coder_fake_endpoint import SOFTMAX_RETILE, FakeChatEndpoint
 
 from mtmc_lsp.cli import main
 from mtmc_lsp.optimizer.analysis import analyze

@@ -99,6 +99,19 @@ async def execute_command(client, name, *args):
     return await client.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args)))
 
 
+async def settled_steps(client, uri, count: int, timeout: float = 10) -> list[dict]:
+    """The step history once it has ``count`` steps whose verification finished."""
+    async def poll():
+        while True:
+            steps = (await execute_command(client, "mtmc.stepHistory", uri))["steps"]
+            if len(steps) >= count and all((s["verification"] or {}).get("state") not in (None, "pending", "running")
+                                           for s in steps):
+                return steps
+            await asyncio.sleep(0.05)
+
+    return await asyncio.wait_for(poll(), timeout)
+
+
 def _range(start: tuple[int, int], end: tuple[int, int]) -> types.Range:
     return types.Range(start=types.Position(line=start[0], character=start[1]),
                        end=types.Position(line=end[0], character=end[1]))

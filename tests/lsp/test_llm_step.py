@@ -13,23 +13,13 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 
-from coder_fake_endpoint import FakeChatEndpoint, fenced
+from coder_fake_endpoint import SOFTMAX_RETILE, FakeChatEndpoint, fenced
 
 from .conftest import TEST_SETTINGS
-from .editor import CLIENTS, CONFIG, EXAMPLES, EditorClient, execute_command, initialize_params
+from .editor import CLIENTS, CONFIG, EXAMPLES, EditorClient, execute_command, initialize_params, settled_steps
 
 SOFTMAX = (EXAMPLES / "softmax.py").read_text()
 GOAL = "retile with a smaller block and one warp"
-RETILE = fenced("""--- a/softmax.py
-+++ b/softmax.py
-@@ -34,4 +34,4 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
-     y = torch.empty_like(x)
--    BLOCK_SIZE = 128
--    softmax_kernel[(n_rows,)](y, x, n_rows, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
-+    BLOCK_SIZE = 32
-+    softmax_kernel[(n_rows,)](y, x, n_rows, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE, num_warps=1)
-     return y
-""")
 RETILED = SOFTMAX.replace("BLOCK_SIZE = 128", "BLOCK_SIZE = 32").replace("num_warps=4", "num_warps=1")
 # Changes the example's get_inputs(), outside the kernel and its launch code: the gate refuses it.
 OUTSIDE = fenced("@@\n def get_inputs(device: str = \"cuda\", rows: int = 256, cols: int = 1000):\n"
@@ -81,19 +71,6 @@ def _warnings(client) -> list[str]:
     return [m.message for m in client.messages if m.type == types.MessageType.Warning]
 
 
-async def _settled_steps(client, uri, count: int, timeout: float = 10) -> list[dict]:
-    """The history once it has ``count`` steps whose verification finished."""
-    async def poll():
-        while True:
-            steps = (await execute_command(client, "mtmc.stepHistory", uri))["steps"]
-            if len(steps) >= count and all((s["verification"] or {}).get("state") not in (None, "pending", "running")
-                                           for s in steps):
-                return steps
-            await asyncio.sleep(0.05)
-
-    return await asyncio.wait_for(poll(), timeout)
-
-
 async def _wait(predicate, timeout: float = 10.0) -> None:
     async def loop():
         while not predicate():
@@ -110,7 +87,7 @@ async def _assert_untouched(client: EditorClient, uri: str) -> None:
 async def test_good_diff_is_applied_for_the_asked_version_and_recorded_like_a_rule_step(
         coder_client: EditorClient, tmp_path, endpoint):
     client, uri = coder_client, _uri(tmp_path)
-    endpoint.answers = [RETILE]
+    endpoint.answers = [SOFTMAX_RETILE]
     result = await execute_command(client, "mtmc.llmStep", uri, 1, "softmax_kernel", GOAL)
     assert result["applied"] is True and result["status"] == "applied" and result["recorded"] is True, result
     assert result["changedLines"] == 2 and result["coder"] == f"coder-7b at {endpoint.url}/chat/completions"
@@ -132,7 +109,7 @@ async def test_good_diff_is_applied_for_the_asked_version_and_recorded_like_a_ru
         assert params.edit.document_changes is None and list(params.edit.changes) == [uri]
 
     # Recorded and "verified" (verification is off here) by the same path as a rule step.
-    (step,) = await _settled_steps(client, uri, 1)
+    (step,) = await settled_steps(client, uri, 1)
     assert step["id"] == result["step"]["id"] and step["index"] == 1 and step["status"] == "applied"
     assert step["kernel"] == "softmax_kernel" and step["candidate"]["action"] == "llm"
     assert step["candidate"]["kind"] == "Tiling" and step["candidate"]["params"]["goal"] == GOAL
@@ -180,7 +157,7 @@ async def test_stale_version_is_refused_before_and_after_the_model_writes(vscode
 
     # The user types while the model writes: its answer no longer fits and is dropped.
     endpoint.hold.clear()
-    endpoint.answers = [RETILE]
+    endpoint.answers = [SOFTMAX_RETILE]
     task = asyncio.ensure_future(execute_command(client, "mtmc.llmStep", uri, version, "softmax_kernel", GOAL))
     await _wait(lambda: endpoint.requests)
     client.edit(uri, (0, 0), (0, 0), "# typed\n")
@@ -195,7 +172,7 @@ async def test_stale_version_is_refused_before_and_after_the_model_writes(vscode
 async def test_cancel_drops_the_answer(vscode_client: EditorClient, tmp_path, endpoint):
     client, uri = vscode_client, _uri(tmp_path)
     endpoint.hold.clear()
-    endpoint.answers = [RETILE]
+    endpoint.answers = [SOFTMAX_RETILE]
     task = asyncio.ensure_future(execute_command(client, "mtmc.llmStep", uri, 1, "softmax_kernel", GOAL))
     await _wait(lambda: endpoint.requests and any(client.progress_reports.values()))
     token = next(t for t, r in client.progress_reports.items() if r)
@@ -218,7 +195,7 @@ async def untrusted_client(lsp_client: EditorClient, tmp_path, endpoint):
 
 async def test_untrusted_workspace_is_refused(untrusted_client: EditorClient, tmp_path, endpoint):
     client, uri = untrusted_client, _uri(tmp_path)
-    endpoint.answers = [RETILE]
+    endpoint.answers = [SOFTMAX_RETILE]
     result = await execute_command(client, "mtmc.llmStep", uri, 1, "softmax_kernel", GOAL)
     assert result["status"] == "untrusted" and result["applied"] is False
     assert "not trusted" in result["reason"]
@@ -247,7 +224,7 @@ async def test_without_a_coder_the_message_names_the_settings_until_one_is_set(
     # Settings apply live: the next pull brings the endpoint.
     client.set_configuration({"mtmc": coder_settings(endpoint)})
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
-    endpoint.answers = [RETILE]
+    endpoint.answers = [SOFTMAX_RETILE]
 
     async def asked() -> dict:
         while True:
@@ -282,10 +259,10 @@ async def verifying_client(lsp_client: EditorClient, tmp_path, endpoint):
 @pytest.mark.slow  # the step is verified in the Triton interpreter in a worker process
 async def test_the_applied_step_is_verified_in_the_background(verifying_client: EditorClient, tmp_path, endpoint):
     client, uri = verifying_client, _uri(tmp_path)
-    endpoint.answers = [RETILE]
+    endpoint.answers = [SOFTMAX_RETILE]
     result = await execute_command(client, "mtmc.llmStep", uri, 1, "softmax_kernel", GOAL)
     assert result["applied"] is True, result
-    (step,) = await _settled_steps(client, uri, 1, timeout=240)
+    (step,) = await settled_steps(client, uri, 1, timeout=240)
     assert step["verification"]["state"] == "passed" and step["verification"]["mode"] == "interpreter", step
 
 

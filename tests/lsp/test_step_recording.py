@@ -10,7 +10,7 @@ from lsprotocol import types
 from .conftest import TEST_SETTINGS
 from .editor import (
     CLIENTS, CONFIG, EXAMPLES, EditorClient, apply_workspace_edit, code_actions, execute_command, initialize_params,
-    position_of,
+    position_of, settled_steps,
 )
 
 MATMUL = (EXAMPLES / "matmul.py").read_text()
@@ -25,19 +25,6 @@ async def client(request, lsp_client: EditorClient, tmp_path):
     await lsp_client.initialize_session(initialize_params(request.param, tmp_path))
     yield
     await lsp_client.shutdown_session()
-
-
-async def _settled_steps(client, uri, count: int) -> list[dict]:
-    """The history once it has ``count`` steps whose verification finished."""
-    async def poll():
-        while True:
-            steps = (await execute_command(client, "mtmc.stepHistory", uri))["steps"]
-            if len(steps) >= count and all((s["verification"] or {}).get("state") not in (None, "pending", "running")
-                                           for s in steps):
-                return steps
-            await asyncio.sleep(0.05)
-
-    return await asyncio.wait_for(poll(), 10)
 
 
 def _applied_logs(client) -> list[str]:
@@ -56,7 +43,7 @@ async def test_resolved_step_is_recorded_by_the_document_change_without_its_comm
     resolved_again = await client.code_action_resolve_async(second)
     assert resolved.edit is not None and resolved_again.edit is not None
     assert apply_workspace_edit(client, resolved.edit).applied  # the command is never sent, as in VS Code's preview
-    (step,) = await _settled_steps(client, uri, 1)
+    (step,) = await settled_steps(client, uri, 1)
     assert step["index"] == 1 and step["status"] == "applied" and step["kernel"] == "matmul_kernel"
     assert step["textBefore"] == MATMUL and step["textAfter"] == client.buffer_text(uri)
     assert step["verification"]["state"] == "skipped"
@@ -87,7 +74,7 @@ async def test_quick_fix_recorded_on_change_then_command_is_idempotent(client: E
     fixes = await code_actions(client, uri, warps.range.start, [warps], only=[types.CodeActionKind.QuickFix])
     fix = fixes[0]
     assert apply_workspace_edit(client, fix.edit).applied
-    (step,) = await _settled_steps(client, uri, 1)
+    (step,) = await settled_steps(client, uri, 1)
     assert step["candidate"]["action"] == "fix-mtmc105" and step["textAfter"] == client.buffer_text(uri)
     again = await execute_command(client, fix.command.command, *fix.command.arguments)
     assert again["recorded"] is True and again["step"]["id"] == step["id"]
