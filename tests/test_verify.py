@@ -335,3 +335,17 @@ os._exit(0)  # the editor crashes: no cleanup, the worker is left spinning in th
     else:
         os.kill(pid, 9)
         pytest.fail("the orphaned worker kept running")
+
+
+def _off_by(fraction: float) -> str:
+    """BASE with every output moved by ``fraction`` of the fp32 tolerance (1e-4 * (1 + |out|))."""
+    shifted = f"2.0 * x + y + {fraction * 1e-4!r} * (1.0 + tl.abs(2.0 * x + y)), mask=mask)"
+    return BASE.replace("2.0 * x + y, mask=mask)", shifted)
+
+
+def test_two_correct_roundings_on_either_side_of_the_reference_agree(pool):
+    # Each version is within tolerance of the reference; they differ from each other by 1.4x of it,
+    # as two fp32 sums in different orders can. The reference judges; the previous version gets 2x.
+    assert verify(pool, _off_by(-0.7), _off_by(0.7)).status == "verified"
+    wrong = verify(pool, _off_by(-1.3), _off_by(0.7))
+    assert wrong.status == "incorrect" and "from the reference" in wrong.summary, wrong.summary

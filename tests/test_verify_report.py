@@ -211,3 +211,12 @@ def test_on_another_gpu_the_kernels_must_also_compile_for_the_target():
     assert report.summary.startswith("not verified for tiny A100:") and "(ran on NVIDIA H200)" in report.summary
     same_arch = verify_file(text, text, "matmul.py", get_profile("h100"), VerifyOptions(pool=_FakeGpuPool(outcome)))
     assert "compiled for" not in same_arch.check("compile").message  # the launch already compiled for sm_90
+
+
+def test_a_scaled_comparison_allows_both_sides_their_rounding_error():
+    base = torch.full((8,), 0.25, dtype=torch.float32)
+    assert not compare.compare(base + 1.8e-4, base)["ok"]  # one rounded side: atol + rtol*|x| = 1.25e-4
+    scaled = compare.compare(base + 1.8e-4, base, scale=2.0)
+    assert scaled["ok"]
+    wrong = compare.compare(base + 1e-3, base, scale=2.0)
+    assert not wrong["ok"] and wrong["mismatch"]["atol"] == pytest.approx(2e-4)

@@ -59,11 +59,13 @@ def nonfinite(value: Any) -> dict | None:
     return None
 
 
-def compare(actual: Any, expected: Any, atol: float | None = None, rtol: float | None = None) -> dict:
+def compare(actual: Any, expected: Any, atol: float | None = None, rtol: float | None = None,
+            scale: float = 1.0) -> dict:
     """Compare two results element-wise; returns ``{"ok", "max_abs", "max_rel", "mismatch", ...}``.
 
     ``mismatch`` (when not ok) names the output, the first bad index, both values, the count of
     bad elements and the tolerance used. A NaN where the expected value is finite counts as bad.
+    ``scale`` multiplies the tolerances (2 when both sides carry their own rounding error).
     """
     got, want = flatten(actual), flatten(expected)
     summary = {"ok": True, "max_abs": 0.0, "max_rel": 0.0, "mismatch": None, "elements": 0}
@@ -71,7 +73,7 @@ def compare(actual: Any, expected: Any, atol: float | None = None, rtol: float |
         summary.update(ok=False, mismatch={"reason": f"{len(got)} outputs, expected {len(want)}"})
         return summary
     for (name, a), (_, b) in zip(got, want):
-        result = _compare_one(name, a, b, atol, rtol)
+        result = _compare_one(name, a, b, atol, rtol, scale)
         summary["elements"] += result.get("elements", 0)
         summary["max_abs"] = max(summary["max_abs"], result.get("max_abs", 0.0))
         summary["max_rel"] = max(summary["max_rel"], result.get("max_rel", 0.0))
@@ -81,12 +83,12 @@ def compare(actual: Any, expected: Any, atol: float | None = None, rtol: float |
     return summary
 
 
-def _compare_one(name: str, a: Any, b: Any, atol: float | None, rtol: float | None) -> dict:
+def _compare_one(name: str, a: Any, b: Any, atol: float | None, rtol: float | None, scale: float = 1.0) -> dict:
     if not isinstance(b, torch.Tensor):
         if isinstance(a, torch.Tensor):
             return _bad(name, f"a tensor where {type(b).__name__} {b!r} was expected")
         if isinstance(a, float) and isinstance(b, float):
-            tol = 1e-4 if atol is None else atol
+            tol = (1e-4 if atol is None else atol) * scale
             ok = math.isclose(a, b, rel_tol=tol, abs_tol=tol) or (math.isnan(a) and math.isnan(b))
         else:
             ok = a == b
@@ -98,8 +100,8 @@ def _compare_one(name: str, a: Any, b: Any, atol: float | None, rtol: float | No
     if a.dtype != b.dtype:
         return _bad(name, f"dtype {a.dtype}, expected {b.dtype}".replace("torch.", ""))
     tol = tolerance_for(b.dtype)
-    a_tol = tol if atol is None else atol
-    r_tol = tol if rtol is None else rtol
+    a_tol = (tol if atol is None else atol) * scale
+    r_tol = (tol if rtol is None else rtol) * scale
     if a.numel() == 0:
         return {"ok": True, "elements": 0, "max_abs": 0.0, "max_rel": 0.0, "mismatch": None}
     a64 = a.detach().to(torch.float64) if a.dtype != torch.bool else a.detach().to(torch.int64).to(torch.float64)
