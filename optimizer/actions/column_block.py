@@ -62,13 +62,14 @@ from . import _common as c
 from .base import ActionError, Candidate, Edit
 
 COLS_PARAM = "BLOCK_COLS"
-# (BLOCK_COLS, row block) tiles, most columns-parallel first: 32 fp32 columns already fill a
-# 128-byte line per row, and fewer columns per program keep more programs (SMs) busy when the
-# matrix has only a few thousand columns. Tiles stay at most 8192 elements (64 fp32 registers per
-# thread over 4 warps) so the tile does not spill; older GPUs get half of that.
+# (BLOCK_COLS, row block) tiles, most programs first. Measured on an H200 (32768x4096 fp32, 4 warps,
+# benchmarks/results/h200/column_block_sweep.md): 8x1024 0.194 ms, 16x512 0.200, 32x256 0.282,
+# 64x128 1.63 (torch's x.sum(0): 0.143). Narrow column blocks keep thousands of programs in flight;
+# 32 or more columns leave a 4096-column matrix 128 programs or fewer for 132 SMs. Tiles stay at
+# most 8192 elements (64 fp32 registers per thread over 4 warps); older GPUs get half of that.
 TILES: dict[int, list[tuple[int, int]]] = {
-    80: [(32, 256), (64, 128), (128, 64), (64, 64)],
-    70: [(32, 128), (64, 64), (128, 32)],
+    80: [(8, 1024), (16, 512), (32, 256), (64, 128)],
+    70: [(8, 512), (16, 256), (32, 128), (64, 64)],
 }
 _LOAD_KWARGS = {"mask", "other", "cache_modifier", "eviction_policy", "volatile"}
 _STORE_KWARGS = {"cache_modifier", "eviction_policy"}
