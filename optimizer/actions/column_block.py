@@ -60,6 +60,7 @@ from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
+from .single_pass import _single_assign
 
 COLS_PARAM = "BLOCK_COLS"
 # (BLOCK_COLS, row block) tiles, most programs first. Measured on an H200 (32768x4096 fp32, 4 warps,
@@ -93,14 +94,6 @@ class _Plan:
     row_block: str
     n_cols: str  # source of the grid's N at the launch
     names: dict[str, str]  # fresh names: cols, col_mask, n_cols
-
-
-def _single_assign(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
-    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
-        a = statement.body[0]
-        if isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name):
-            return a.targets[0].target.value, a.value
-    return None
 
 
 def _tl_call(node: cst.CSTNode, op: str) -> str | None:
