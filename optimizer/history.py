@@ -24,6 +24,24 @@ from .edits import changed_line_count, three_way_revert
 HISTORY_DIR = Path(".mtmc") / "history"
 STATUSES = ("applied", "accepted", "rejected")
 FORMAT_VERSION = 1
+# A history is a few texts per step; anything far larger is not one of ours.
+MAX_HISTORY_BYTES = 256 << 20
+# Temporaries older than this belong to a writer that died before its rename.
+STALE_TEMPORARY_S = 600.0
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX; a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 class HistoryError(Exception):
@@ -69,19 +87,55 @@ class StepRecord:
         )
 
 
-class StepHistory:
-    """The steps of one document, loaded from and saved to ``<workspace>/.mtmc/history/``."""
+def state_dir(workspace_root: str | os.PathLike, *parts: str) -> Path | None:
+    """``<workspace>/.mtmc/<parts>``, or None when a symlink on the way leads out of the workspace."""
+    root = Path(workspace_root).resolve()
+    folder = root / ".mtmc" / Path(*parts) if parts else root / ".mtmc"
+    # resolve() follows every symlink that exists: a `.mtmc` (or a folder below it) pointing
+    # elsewhere would make the server write outside the workspace.
+    if not folder.resolve().is_relative_to(root):
+        return None
+    return folder
 
-    def __init__(self, workspace_root: str | os.PathLike, document_path: str | os.PathLike):
+
+class StepHistory:
+    """The steps of one document, loaded from and saved to ``<workspace>/.mtmc/history/``.
+
+    With ``workspace_root=None`` (an untitled document, one outside every workspace folder, or a
+    ``.mtmc`` that leads out of the workspace) the history lives in memory only. A history file
+    that cannot be read is moved aside to ``*.broken-<time>.json`` and ``problem`` says so.
+    """
+
+    def __init__(self, workspace_root: str | os.PathLike | None, document_path: str | os.PathLike):
+        self.problem: str | None = None
+        document = Path(document_path)
+        if workspace_root is None:
+            self.root = None
+            self.document = document.resolve() if document.is_absolute() else document
+            self.path = None
+            self._steps: list[StepRecord] = []
+            return
         self.root = Path(workspace_root).resolve()
-        self.document = Path(document_path).resolve() if Path(document_path).is_absolute() else (self.root / document_path).resolve()
-        self.path = self.root / HISTORY_DIR / self._file_name()
-        self._steps: list[StepRecord] = self._load()
+        self.document = document.resolve() if document.is_absolute() else (self.root / document).resolve()
+        folder = state_dir(self.root, "history")
+        if folder is None:
+            self.path = None
+            self.problem = (f"{self.root / '.mtmc'} leads out of the workspace (a symlink); "
+                            f"the step history of {self.document.name} is kept in memory only")
+            self._steps = []
+            return
+        self.path = folder / self._file_name()
+        self._steps = self._load()
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the steps are saved to disk (else they live as long as this object)."""
+        return self.path is not None
 
     def _file_name(self) -> str:
         try:
             relative = self.document.relative_to(self.root).as_posix()
-        except ValueError:  # a document outside the workspace
+        except ValueError:  # a document outside the workspace (the CLI's --workspace elsewhere)
             relative = self.document.as_posix().lstrip("/")
         digest = hashlib.sha1(relative.encode()).hexdigest()[:8]
         readable = relative.replace("/", "__")[-80:]
@@ -89,27 +143,64 @@ class StepHistory:
 
     # ---- storage --------------------------------------------------------------------------------
     def _load(self) -> list[StepRecord]:
-        if not self.path.exists():
+        assert self.path is not None
+        self._remove_stale_temporaries()
+        if not self.path.exists() and not self.path.is_symlink():
             return []
+        original = self.path
         try:
+            if self.path.is_symlink():  # reading would follow it out of .mtmc/
+                raise ValueError("a symlink")
+            if self.path.stat().st_size > MAX_HISTORY_BYTES:
+                raise ValueError(f"larger than {MAX_HISTORY_BYTES >> 20} MiB")
             data = json.loads(self.path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or not isinstance(data.get("steps", []), list):
+                raise ValueError(f"not a step history (a JSON {type(data).__name__})")
             return [StepRecord.from_json(s) for s in data.get("steps", [])]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            # A damaged history is set aside, never silently overwritten.
-            broken = self.path.with_suffix(f".broken-{int(time.time())}.json")
+        except Exception as exc:  # noqa: BLE001 - any damage (bad JSON, wrong shapes, 100k-deep nesting)
+            # A damaged history is set aside, never silently overwritten, and the caller reports it.
+            broken = self.path.with_name(f"{self.path.stem}.broken-{time.strftime('%Y%m%d-%H%M%S')}"
+                                         f"-{uuid.uuid4().hex[:4]}.json")
+            reason = f"{type(exc).__name__}: {exc}"[:200]
             try:
                 self.path.replace(broken)
-            except OSError:
-                pass
-            raise HistoryError(f"history file {self.path} was unreadable ({exc}); moved to {broken.name}") from exc
+                where = f"moved to {broken.name}"
+            except OSError as move_error:
+                where = f"could not be moved aside ({move_error}); it is not overwritten"
+                self.path = None  # keep the damaged file for the user: work in memory
+            self.problem = f"the step history {original} was unreadable ({reason}); {where}"
+            return []
+
+    def _remove_stale_temporaries(self) -> None:
+        """Half-written files of a writer that was killed before its rename (harmless, but they pile up)."""
+        now = time.time()
+        try:
+            for tmp in self.path.parent.glob(f".tmp-{self.path.stem}-*"):
+                if now - tmp.stat().st_mtime > STALE_TEMPORARY_S:
+                    tmp.unlink()
+        except OSError:
+            pass
 
     def _save(self) -> None:
+        if self.path is None:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = {"version": FORMAT_VERSION, "document": str(self.document), "steps": [s.to_json() for s in self._steps]}
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1)
-        os.replace(tmp, self.path)  # atomic: a crash leaves the old file or the new one
+        # Write-then-rename: a kill at any point leaves the old file or the new one, never half of one.
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".tmp-{self.path.stem}-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(data, handle, indent=1)
+                handle.flush()
+                os.fsync(handle.fileno())  # the data is on disk before the name points at it
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        _fsync_folder(self.path.parent)
 
     # ---- queries --------------------------------------------------------------------------------
     def steps(self) -> list[StepRecord]:

@@ -78,9 +78,11 @@ def verification_json(report) -> dict[str, Any]:
 class StepStore:
     """Histories per document URI (under the workspace root) and the proposals not applied yet."""
 
-    def __init__(self, locate: Callable[[str], tuple[Path, Path]]):
-        # uri -> (workspace root, document path): where the history of that document lives.
+    def __init__(self, locate: Callable[[str], tuple[Path | None, Path]], report: Callable[[str], None] | None = None):
+        # uri -> (workspace root or None for in memory, document path): where the history lives.
         self._locate = locate
+        # Tells the user about a history that could not be used (set aside, or kept in memory).
+        self._report = report or (lambda message: None)
         self._histories: dict[str, StepHistory] = {}
         self._proposals: dict[str, Proposal] = {}
         # Tokens of recorded proposals -> (uri, step id, when): a repeated record finds the step again.
@@ -93,6 +95,8 @@ class StepStore:
         if history is None:
             root, path = self._locate(uri)
             history = self._histories[uri] = StepHistory(root, path)
+            if history.problem:
+                self._report(history.problem)
         return history
 
     def steps(self, uri: str) -> list[StepRecord]:
@@ -168,4 +172,7 @@ class StepStore:
         return self.history(uri).baseline()
 
     def forget(self, uri: str) -> None:
-        self._histories.pop(uri, None)
+        """Drop a closed document's history from memory unless memory is the only place it lives."""
+        history = self._histories.get(uri)
+        if history is not None and history.persistent:
+            del self._histories[uri]

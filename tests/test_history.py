@@ -94,15 +94,124 @@ def test_reject_explains_when_a_later_step_rewrote_its_lines(matmul_doc):
     assert history.get(s1.id).status == "applied"  # nothing changed
 
 
-def test_unreadable_history_is_set_aside(matmul_doc):
+CORRUPTIONS = {
+    "not json": "{not json",
+    "a json array": "[1, 2, 3]",
+    "nested 100,000 deep": "[" * 100_000 + "]" * 100_000,
+    "steps not a list": '{"steps": 7}',
+    "a step of the wrong shape": '{"steps": [{"id": 1}]}',
+    "steps holding strings": '{"steps": ["x"]}',
+    "invalid utf-8": b"\xff\xfe{".decode("latin-1"),
+}
+
+
+@pytest.mark.parametrize("content", CORRUPTIONS.values(), ids=CORRUPTIONS.keys())
+def test_any_corrupted_history_is_set_aside_and_reported(matmul_doc, content):
     root, doc = matmul_doc
     history = StepHistory(root, doc)
     history.path.parent.mkdir(parents=True)
-    history.path.write_text("{not json")
-    with pytest.raises(HistoryError, match="unreadable"):
-        StepHistory(root, doc)
-    assert not history.path.exists() and list(history.path.parent.glob("*.broken-*.json"))
-    assert StepHistory(root, doc).steps() == []
+    history.path.write_bytes(content.encode("latin-1"))
+    damaged = StepHistory(root, doc)
+    assert damaged.steps() == [] and "unreadable" in damaged.problem and "moved to" in damaged.problem
+    (broken,) = history.path.parent.glob("*.broken-*.json")
+    assert broken.read_bytes() == content.encode("latin-1")  # kept for the user, byte for byte
+    # The document's history works again at once: record, reload.
+    text = doc.read_text()
+    cand, after = step(text, "matmul_kernel", "reordering")
+    damaged.record(cand, text, after)
+    again = StepHistory(root, doc)
+    assert again.problem is None and len(again.steps()) == 1
+
+
+def test_a_symlinked_history_file_is_not_followed(matmul_doc, tmp_path_factory):
+    root, doc = matmul_doc
+    outside = tmp_path_factory.mktemp("outside") / "secret.json"
+    outside.write_text('{"steps": []}')
+    history = StepHistory(root, doc)
+    history.path.parent.mkdir(parents=True)
+    history.path.symlink_to(outside)
+    linked = StepHistory(root, doc)
+    assert "symlink" in linked.problem
+    text = doc.read_text()
+    cand, after = step(text, "matmul_kernel", "reordering")
+    linked.record(cand, text, after)
+    assert outside.read_text() == '{"steps": []}' and not history.path.is_symlink()
+
+
+def test_a_mtmc_symlink_out_of_the_workspace_keeps_history_in_memory(matmul_doc, tmp_path_factory):
+    root, doc = matmul_doc
+    outside = tmp_path_factory.mktemp("elsewhere")
+    (root / ".mtmc").symlink_to(outside, target_is_directory=True)
+    history = StepHistory(root, doc)
+    assert not history.persistent and "leads out of the workspace" in history.problem
+    text = doc.read_text()
+    cand, after = step(text, "matmul_kernel", "reordering")
+    recorded = history.record(cand, text, after)
+    assert history.get(recorded.id).text_after == after
+    assert list(outside.rglob("*")) == []
+
+
+def test_a_mtmc_symlink_inside_the_workspace_is_fine(matmul_doc):
+    root, doc = matmul_doc
+    (root / "state").mkdir()
+    (root / ".mtmc").symlink_to(root / "state", target_is_directory=True)
+    history = StepHistory(root, doc)
+    text = doc.read_text()
+    cand, after = step(text, "matmul_kernel", "reordering")
+    history.record(cand, text, after)
+    assert history.persistent and list((root / "state" / "history").glob("*.json"))
+
+
+def test_in_memory_history_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "mtmc_lsp" / "examples" / "matmul.py").read_text()
+    history = StepHistory(None, "Untitled-1")
+    cand, after = step(text, "matmul_kernel", "reordering")
+    recorded = history.record(cand, text, after)
+    history.set_verification(recorded.id, {"status": "verified"})
+    assert history.reject(recorded.id, after) == text
+    assert list(tmp_path.rglob("*")) == []
+
+
+_WRITER = """
+import sys
+from mtmc_lsp.optimizer.actions.base import Candidate
+from mtmc_lsp.optimizer.history import StepHistory
+history = StepHistory(sys.argv[1], sys.argv[2])
+cand = Candidate("tiling", "tiling", "k", {"BLOCK": 64}, "Apply tiling", 0)
+big = ("y = '" + "z" * 2000 + "'\\n") * 100  # 200 KB per text: kills land mid-write
+start = len(history.steps())
+print("ready", flush=True)
+for i in range(start, start + 10_000):
+    history.record(cand, big + f"# {i}\\n", big + f"# {i + 1}\\n")
+"""
+
+
+def test_history_survives_a_kill_at_any_point(tmp_path):
+    """SIGKILL a process saving its history over and over at random moments: the file always loads."""
+    import random
+    import subprocess
+    import sys
+    import time
+
+    doc = tmp_path / "k.py"
+    doc.write_text("x = 1\n")
+    rng = random.Random(16)
+    counts = []
+    for _ in range(6):
+        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), str(doc)], stdout=subprocess.PIPE,
+                                  text=True, cwd=ROOT)
+        assert writer.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.1, 0.8))
+        writer.kill()
+        writer.wait()
+        history = StepHistory(tmp_path, doc)
+        assert history.problem is None
+        steps = history.steps()
+        assert [s.index for s in steps] == list(range(1, len(steps) + 1))
+        assert all(s.text_after.endswith(f"# {s.index}\n") for s in steps)
+        counts.append(len(steps))
+    assert counts == sorted(counts) and counts[-1] > counts[0]  # every kill kept all earlier steps
 
 
 def test_history_json_shape(matmul_doc):
