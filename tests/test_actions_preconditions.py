@@ -43,9 +43,13 @@ def actions(text: str, kernel: str, target=H100, **kw) -> set[str]:
 
 def test_tiling_needs_the_grid_to_follow_the_block():
     follows = ADD.replace("GRID", "lambda META: (triton.cdiv(x.numel(), META['BLOCK']),)")
-    repeats = ADD.replace("GRID", "(triton.cdiv(x.numel(), 128),)")
+    repeats = ADD.replace("GRID", "(triton.cdiv(x.numel(), 128),)")  # the literal is rewritten with the block
+    floors = ADD.replace("GRID", "(x.numel() // 128,)")  # not a ceiling division: a larger block drops the tail
+    other_use = ADD.replace("GRID", "(triton.cdiv(x.numel(), 128), 128)")  # 128 also means something else
     assert "tiling" in actions(follows, "add_kernel")
-    assert "tiling" not in actions(repeats, "add_kernel")
+    assert "tiling" in actions(repeats, "add_kernel")
+    assert "tiling" not in actions(floors, "add_kernel")
+    assert "tiling" not in actions(other_use, "add_kernel")
     unmasked = follows.replace("mask=offs < n), mask=offs < n)", "))")
     assert "tiling" not in actions(unmasked, "add_kernel")
 

@@ -93,6 +93,7 @@ def finish(old_text: str, module: cst.Module, summary: str, notes: list[str] | N
 class LaunchNode:
     call: cst.Call
     host: cst.FunctionDef | None  # None for a launch at module level
+    module: cst.Module | None = None  # the module holding both (module-level constants live there)
 
 
 class _Finder(cst.CSTVisitor):
@@ -135,6 +136,8 @@ def locate(module: cst.Module, kernel: str) -> tuple[cst.FunctionDef, list[Launc
         raise ActionError(f"kernel {kernel!r} is defined {len(finder.defs)} times in this file")
     if len(_LOCATED) >= _LOCATED_MAX:
         _LOCATED.pop(next(iter(_LOCATED)))
+    for launch in finder.launches:
+        launch.module = module
     _LOCATED[(id(module), kernel)] = (module, finder.defs[0], finder.launches)
     return finder.defs[0], list(finder.launches)
 
@@ -155,6 +158,84 @@ def host_assignment(host: cst.FunctionDef | cst.Module | None, name: str) -> cst
                 elif isinstance(small, cst.AugAssign | cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
                     return None
     return found[0] if len(found) == 1 and len(found[0].targets) == 1 else None
+
+
+class _Assignments(cst.CSTVisitor):
+    """Every ``name = ...`` (and augmented/annotated rebinding) of a function body or module, nested blocks included."""
+
+    def __init__(self, name: str, root: cst.CSTNode):
+        self.name = name
+        self.root = root
+        self.found: list[cst.Assign] = []
+        self.rebound = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.root  # a nested def has its own scope
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            if isinstance(t.target, cst.Name) and t.target.value == self.name:
+                self.found.append(node)
+            elif self.name in names_in(t.target):
+                self.rebound = True
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.rebound = self.rebound or self.name in names_in(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.rebound = self.rebound or self.name in names_in(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.rebound = self.rebound or self.name in names_in(node.target)
+
+
+def any_assignment(root: cst.FunctionDef | cst.Module, name: str) -> cst.Assign | None:
+    """The single ``name = value`` anywhere in a function body (loops, ifs, with) or module; None otherwise."""
+    finder = _Assignments(name, root)
+    root.visit(finder)
+    if finder.rebound or len(finder.found) != 1 or len(finder.found[0].targets) != 1:
+        return None
+    return finder.found[0]
+
+
+def _binds(host: cst.FunctionDef, name: str) -> bool:
+    """True when the function binds ``name`` itself (a parameter or any assignment)."""
+    params = host.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    if any(p.name.value == name for p in every):
+        return True
+    finder = _Assignments(name, host)
+    host.visit(finder)
+    return bool(finder.found) or finder.rebound
+
+
+def launch_assignment(launch: "LaunchNode", name: str) -> tuple[cst.Assign | None, bool]:
+    """Where the name a launch reads is set: (assignment, True when it is a module-level constant)."""
+    if launch.host is not None:
+        assign = any_assignment(launch.host, name)
+        if assign is not None or _binds(launch.host, name):
+            return assign, False
+    if launch.module is None:
+        return None, False
+    return any_assignment(launch.module, name), True
+
+
+def statement_holding(root: cst.CSTNode, small: cst.CSTNode) -> cst.SimpleStatementLine | None:
+    """The statement line (at any depth) that holds the small statement ``small``."""
+    found: list[cst.SimpleStatementLine] = []
+
+    class V(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+            if any(b is small for b in node.body):
+                found.append(node)
+            return False
+
+    root.visit(V())
+    return found[0] if found else None
 
 
 def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
@@ -227,13 +308,94 @@ def count_name(node: cst.CSTNode, name: str) -> int:
 
 
 def grid_expression(launch: LaunchNode) -> cst.BaseExpression:
-    """The grid of a launch, following ``grid = ...`` in the host function."""
+    """The grid of a launch, following ``grid = ...`` in the host function (or the module)."""
     grid = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
     if isinstance(grid, cst.Name):
-        assign = host_assignment(launch.host, grid.value)
+        assign = host_assignment(launch.host, grid.value) or launch_assignment(launch, grid.value)[0]
         if assign is not None:
             return assign.value
     return grid
+
+
+def grid_shared(launch: LaunchNode, kernel_name: str) -> bool:
+    """True when the launch's grid is a name that something besides this kernel's launches reads."""
+    grid = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
+    if not isinstance(grid, cst.Name):
+        return False
+    assign, at_module = launch_assignment(launch, grid.value)
+    scope = launch.module if at_module or launch.host is None else launch.host
+    if assign is None or scope is None:
+        return True
+    _kdef, launches = locate(launch.module, kernel_name) if launch.module is not None else (None, [launch])
+    own = sum(1 for l in launches if grid_name(l) == grid.value and (at_module or l.host is launch.host))
+    return count_name(scope, grid.value) != 1 + own
+
+
+def grid_name(launch: LaunchNode) -> str | None:
+    grid = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
+    return grid.value if isinstance(grid, cst.Name) else None
+
+
+def arg_param(arg: cst.Arg, call: cst.Call, kernel: Kernel) -> str | None:
+    """The kernel parameter (or launch option) an argument of a launch binds; None past ``*args``."""
+    if arg.keyword is not None:
+        return arg.keyword.value
+    index = 0
+    for other in call.args:
+        if other.star:
+            return None
+        if other is arg:
+            return kernel.params[index].name if index < len(kernel.params) else None
+        if other.keyword is None:
+            index += 1
+    return None
+
+
+def launch_sources(launch: LaunchNode, kernel: Kernel) -> dict[str, str]:
+    """Kernel parameter -> whitespace-free source of what this launch passes for it."""
+    out: dict[str, str] = {}
+    positional = 0
+    for arg in launch.call.args:
+        if arg.star:
+            break
+        if arg.keyword is not None:
+            out[arg.keyword.value] = "".join(code(arg.value).split())
+        else:
+            if positional < len(kernel.params):
+                out[kernel.params[positional].name] = "".join(code(arg.value).split())
+            positional += 1
+    return out
+
+
+def grid_literal_sites(launch: LaunchNode, kernel: Kernel, values: dict[str, int | None]) -> tuple[list, str | None]:
+    """The literals of the launch's grid that repeat a block size (``_grid.literal_sites``), or why not."""
+    from ._grid import literal_sites
+
+    known = {k: v for k, v in values.items() if isinstance(v, int) and is_block_name(k)}
+    if not known:
+        return [], None
+    sites, why = literal_sites(grid_expression(launch), kernel, known, launch_sources(launch, kernel))
+    if sites and grid_shared(launch, kernel.name):
+        return [], "the grid literal is shared with another launch"
+    return sites, why
+
+
+def launch_values(launch: LaunchNode, kernel: Kernel) -> dict[str, int | None]:
+    """The block-size values this launch binds (literal, host or module constant, or the kernel default)."""
+    out: dict[str, int | None] = {}
+    for p in kernel.params:
+        if p.kind != "constexpr" or not is_block_name(p.name):
+            continue
+        how, node = binding_of(launch, kernel, p.name)
+        if how == "literal":
+            out[p.name] = int(node.value.evaluated_value)
+        elif how == "host":
+            out[p.name] = int(node.value.evaluated_value)
+        elif how == "default":
+            out[p.name] = p.default_value if isinstance(p.default_value, int) else None
+        else:
+            out[p.name] = None
+    return out
 
 
 # ---- numbers the budget checks need --------------------------------------------------------------
@@ -354,7 +516,7 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
     if isinstance(arg.value, cst.Integer):
         return "literal", arg
     if isinstance(arg.value, cst.Name):
-        assign = host_assignment(launch.host, arg.value.value)
+        assign, _at_module = launch_assignment(launch, arg.value.value)
         if assign is not None and isinstance(assign.value, cst.Integer):
             return "host", assign
     return "other", arg
@@ -376,21 +538,29 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
     plan.num_stages = stages.pop() if len(stages) == 1 else None
     plan.warps_settable = bool(launches) and all(_option_settable(launch, "num_warps") for launch in launches)
     masked = all_accesses_masked(kernel, analysis.text)
+    descriptors = any("TensorDescriptor" in code(launch.host) for launch in launches if launch.host is not None)
     for p in kernel.params:
         if p.kind != "constexpr" or not is_block_name(p.name):
             continue
-        values = {s.constexpr_values(kernel).get(p.name) for s in sites} or {p.default_value}
+        values = {launch_values(launch, kernel).get(p.name) for launch in launches} or \
+            {s.constexpr_values(kernel).get(p.name) for s in sites} or {p.default_value}
         value = values.pop() if len(values) == 1 else None
         bp = BlockParam(p.name, block_role(p.name), value if isinstance(value, int) else None, False)
         plan.params[p.name] = bp
         if kernel.is_autotuned:
             bp.reason = "the kernel is autotuned: its configs choose the block sizes"
             continue
+        if p.name in kernel.heuristics:
+            bp.reason = "@triton.heuristics computes this block size"
+            continue
         if not launches:
             bp.reason = "no launch of the kernel in this file"
             continue
         if not masked:
             bp.reason = "a load or store has no mask, so a different block size could go out of bounds"
+            continue
+        if descriptors:
+            bp.reason = "a host-side tensor descriptor fixes the block shape"
             continue
         if bp.value is None:
             bp.reason = "the block size differs between launches or is not a constant"
@@ -409,15 +579,19 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
                     break
             elif how in ("literal", "default"):
                 via_grid = p.name in grid_names  # lambda META: ... META["BLOCK"]
-                grid_ints = _ints_in(grid_expression(launch))
-                if not via_grid and bp.value in grid_ints:
-                    bp.reason = f"the grid repeats {bp.value} instead of naming the block size"
-                    ok = False
-                    break
             else:
                 bp.reason = "the launch computes the block size; tiling keeps computed sizes"
                 ok = False
                 break
+            if not via_grid and bp.value in _ints_in(grid_expression(launch)):
+                # ``(triton.cdiv(n, 64),)`` with ``BLOCK=64``: the grid literal is rewritten with the block.
+                literal, why = grid_literal_sites(launch, kernel, launch_values(launch, kernel))
+                mine = [site for site in literal if site.block == p.name]
+                if why or not mine:
+                    bp.reason = why or f"the grid repeats {bp.value} instead of naming the block size"
+                    ok = False
+                    break
+                via_grid = True
             if not via_grid and not loop_tiled(kernel, p.name):
                 bp.reason = "neither the grid nor a loop is derived from this block size"
                 ok = False
@@ -432,7 +606,7 @@ def _option_settable(launch: LaunchNode, option: str) -> bool:
     if arg is None or isinstance(arg.value, cst.Integer):
         return True
     if isinstance(arg.value, cst.Name):
-        assign = host_assignment(launch.host, arg.value.value)
+        assign, _at_module = launch_assignment(launch, arg.value.value)
         return assign is not None and isinstance(assign.value, cst.Integer)
     return False
 
@@ -440,11 +614,16 @@ def _option_settable(launch: LaunchNode, option: str) -> bool:
 def _shared_constant_problem(analysis: FileAnalysis, module: cst.Module, kernel: Kernel, launch: LaunchNode,
                              host_var: str) -> str | None:
     """Why changing ``host_var`` would be unsafe for another kernel launched with it (None if safe)."""
-    if launch.host is None:
+    _assign, at_module = launch_assignment(launch, host_var)
+    if at_module:
+        problem = _module_constant_problem(analysis, module, host_var)
+        if problem:
+            return problem
+    elif launch.host is None:
         return None
-    host_name = launch.host.name.value
+    host_name = launch.host.name.value if launch.host is not None else None
     for site in analysis.launches:
-        if site.kernel == kernel.name or site.host_function != host_name:
+        if site.kernel == kernel.name or (not at_module and site.host_function != host_name):
             continue
         for arg in site.args:
             if arg.source.strip() != host_var:
@@ -456,6 +635,25 @@ def _shared_constant_problem(analysis: FileAnalysis, module: cst.Module, kernel:
             if other_param is None or not other_param.tunable:
                 why = other_param.reason if other_param else f"{arg.param} is not a block size there"
                 return f"{host_var} also sets {site.kernel}'s {arg.param}, which cannot change: {why}"
+    return None
+
+
+def _module_constant_problem(analysis: FileAnalysis, module: cst.Module, name: str) -> str | None:
+    """Why a module-level block constant is not only launch arguments and grids (None when it is)."""
+    total = count_name(module, name)
+    seen: dict[int, cst.CSTNode] = {}
+    for k in analysis.kernels:
+        try:
+            _kdef, launches = locate(module, k.name)
+        except ActionError:
+            continue
+        for launch in launches:
+            seen[id(launch.call)] = launch.call
+            grid = grid_expression(launch)
+            seen.setdefault(id(grid), grid)
+    inside = sum(count_name(node, name) for node in seen.values())
+    if total != 1 + inside:
+        return f"the module constant {name} is also used outside kernel launches"
     return None
 
 
@@ -486,6 +684,12 @@ def set_constexpr(module: cst.Module, analysis: FileAnalysis, kernel: Kernel, va
                 new_default[name] = value
             else:
                 raise ActionError(f"cannot rewrite how the launch sets {name}")
+    for launch in launches:
+        # A grid that repeats a block as a literal (``cdiv(n, 64)``) changes with it.
+        sites, _why = grid_literal_sites(launch, kernel, launch_values(launch, kernel))
+        for site in sites:
+            if site.block in values:
+                targets[id(site.node)] = (site.node, cst.Integer(str(values[site.block] + site.offset)))
     module = replace_all(module, list(targets.values()))
     if new_default:
         kdef, _ = locate(module, kernel.name)
@@ -511,7 +715,7 @@ def set_launch_option(module: cst.Module, kernel_name: str, option: str, value: 
         launch = current[index]
         arg = kwarg(launch.call, option)
         if arg is not None and isinstance(arg.value, cst.Name):
-            assign = host_assignment(launch.host, arg.value.value)
+            assign, _at_module = launch_assignment(launch, arg.value.value)
             if assign is None or not isinstance(assign.value, cst.Integer):
                 raise ActionError(f"{option} at the launch is not a constant this action can change")
             module = replace_all(module, [(assign, assign.with_changes(value=cst.Integer(str(value))))])

@@ -82,13 +82,42 @@ def _size_keys(kernel: Kernel, text: str) -> list[str]:
 
 
 class _MetaNames(cst.CSTTransformer):
-    def __init__(self, mapping: dict[str, str]):
+    """Host names and repeated literals of a grid -> ``META["BLOCK"]``."""
+
+    def __init__(self, mapping: dict[str, str], literal: dict | None = None):
         self.mapping = mapping
+        self.literal = literal or {}
 
     def leave_Name(self, original_node, updated_node):
         if updated_node.value in self.mapping:
             return c.expr(f'META["{self.mapping[updated_node.value]}"]')
         return updated_node
+
+    def leave_Integer(self, original_node, updated_node):
+        site = self.literal.get(id(original_node))
+        if site is None:
+            return updated_node
+        return c.expr(f'META["{site.block}"]' + (f" - {-site.offset}" if site.offset else ""))
+
+
+def _without_tuned(call: cst.Call, kernel: Kernel, names: set[str]) -> cst.Call:
+    """``call`` without the autotuned arguments; positional ones after a removed one become keywords."""
+    args = []
+    removed_positional = False
+    for arg in call.args:
+        param = c.arg_param(arg, call, kernel)
+        if param in names:
+            removed_positional = removed_positional or arg.keyword is None
+            continue
+        if removed_positional and arg.keyword is None:
+            if arg.star or param is None:
+                raise ActionError("an autotuned argument is passed positionally before *args")
+            arg = arg.with_changes(keyword=cst.Name(param), equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+        args.append(arg)
+    if args and call.args and args[-1] is not call.args[-1]:
+        args[-1] = args[-1].with_changes(comma=call.args[-1].comma)
+    return call.with_changes(args=args)
 
 
 class Autotune:
@@ -147,7 +176,7 @@ class Autotune:
         kdef, launches = c.locate(module, kernel.name)
         block_names = set(plan.params)
         pairs: list[tuple[cst.CSTNode, object]] = []
-        dead_host: list[cst.Assign] = []
+        dead_host: list[tuple[cst.FunctionDef, cst.Assign]] = []
         for launch in launches:
             mapping: dict[str, str] = {}  # host name in the grid -> block parameter
             for name in block_names:
@@ -156,17 +185,17 @@ class Autotune:
                     mapping[node.targets[0].target.value] = name
                 elif how not in ("literal", "default"):
                     raise ActionError(f"the launch sets {name} in a way autotune cannot take over")
-                if c.kwarg(launch.call, name) is None and how != "default":
-                    raise ActionError(f"the launch passes {name} positionally")
-            new_call = c.remove_kwargs(launch.call, block_names | set(LAUNCH_OPTIONS))
+            sites, why = c.grid_literal_sites(launch, kernel, c.launch_values(launch, kernel))
+            literal = {id(site.node): site for site in sites if site.block in block_names}
+            new_call = _without_tuned(launch.call, kernel, block_names | set(LAUNCH_OPTIONS))
             grid_node = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
             grid = c.grid_expression(launch)
             body = grid.body if isinstance(grid, cst.Lambda) else grid
             meta = grid.params.params[0].name.value if isinstance(grid, cst.Lambda) else "META"
-            new_body = body.visit(_MetaNames(mapping)) if mapping else body
-            if meta != "META" and mapping:
+            if meta != "META" and (mapping or literal):
                 raise ActionError("the grid lambda does not name its argument META")
-            if not set(mapping) & c.names_in(grid) and not isinstance(grid, cst.Lambda):
+            new_body = body.visit(_MetaNames(mapping, literal)) if mapping or literal else body
+            if not set(mapping) & c.names_in(grid) and not literal and not isinstance(grid, cst.Lambda):
                 pairs.append((launch.call, new_call))  # the grid does not depend on the block sizes
                 continue
             new_grid = c.expr(f"lambda {meta}: {c.code(new_body)}")
@@ -177,16 +206,15 @@ class Autotune:
                     slice=[new_call.func.slice[0].with_changes(slice=cst.Index(new_grid))]))
             pairs.append((launch.call, new_call))
             for host_name in mapping:
-                assign = c.host_assignment(launch.host, host_name)
+                assign = c.any_assignment(launch.host, host_name) if launch.host is not None else None
                 reads = c.count_name(grid, host_name) + sum(
-                    c.count_name(a.value, host_name) for a in launch.call.args if a.keyword and a.keyword.value in block_names)
+                    c.count_name(a.value, host_name) for a in launch.call.args if c.arg_param(a, launch.call, kernel) in block_names)
                 if assign is not None and c.count_name(launch.host, host_name) == 1 + reads:
-                    dead_host.append(assign)
-        for assign in dead_host:
-            for host in {id(l.host): l.host for l in launches if l.host is not None}.values():
-                for statement in host.body.body:
-                    if isinstance(statement, cst.SimpleStatementLine) and assign in statement.body:
-                        pairs.append((statement, cst.RemovalSentinel.REMOVE))
+                    dead_host.append((launch.host, assign))
+        for host, assign in dead_host:
+            statement = c.statement_holding(host, assign)
+            if statement is not None and len(statement.body) == 1:
+                pairs.append((statement, cst.RemovalSentinel.REMOVE))
         decorator_code = "@triton.autotune(\n    configs=[\n" + "".join(f"        {cfg},\n" for cfg in configs) + \
             f"    ],\n    key=[{', '.join(repr(k).replace(chr(39), chr(34)) for k in keys)}],\n)\n"
         decorator = cst.parse_module(decorator_code + "def _f():\n    pass\n").body[0].decorators[0]
