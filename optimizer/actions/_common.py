@@ -586,12 +586,12 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
             if not via_grid and bp.value in _ints_in(grid_expression(launch)):
                 # ``(triton.cdiv(n, 64),)`` with ``BLOCK=64``: the grid literal is rewritten with the block.
                 literal, why = grid_literal_sites(launch, kernel, launch_values(launch, kernel))
-                mine = [site for site in literal if site.block == p.name]
-                if why or not mine:
-                    bp.reason = why or f"the grid repeats {bp.value} instead of naming the block size"
+                if why:
+                    bp.reason = why
                     ok = False
                     break
-                via_grid = True
+                via_grid = any(site.block == p.name for site in literal)  # else the literals are other blocks'
+
             if not via_grid and not loop_tiled(kernel, p.name):
                 bp.reason = "neither the grid nor a loop is derived from this block size"
                 ok = False
@@ -650,7 +650,8 @@ def _module_constant_problem(analysis: FileAnalysis, module: cst.Module, name: s
         for launch in launches:
             seen[id(launch.call)] = launch.call
             grid = grid_expression(launch)
-            seen.setdefault(id(grid), grid)
+            if grid is not launch.call.func.slice[0].slice.value:  # type: ignore[union-attr]
+                seen.setdefault(id(grid), grid)  # ``grid = ...`` outside the call
     inside = sum(count_name(node, name) for node in seen.values())
     if total != 1 + inside:
         return f"the module constant {name} is also used outside kernel launches"

@@ -171,8 +171,6 @@ def literal_sites(grid: cst.BaseExpression, kernel: Kernel, values: dict[str, in
             element.value.visit(collect)
     else:
         body.visit(collect)
-    if not collect.divisors:
-        return [], None
     sizes, axes = kernel_pairs(kernel)
     sites: list[Site] = []
     for node in collect.all:

@@ -35,7 +35,6 @@ def scale(x):
 
 from __future__ import annotations
 
-import libcst as cst
 
 from ..analysis import FileAnalysis, Kernel
 from ..analysis.model import Value
@@ -60,10 +59,8 @@ class Warps:
         if not launches:
             return [], 0, "no launch of the kernel in this file"
         for launch in launches:
-            arg = c.kwarg(launch.call, "num_warps")
-            if arg is not None and not isinstance(arg.value, cst.Integer):
-                if not (isinstance(arg.value, cst.Name) and isinstance(getattr(c.host_assignment(launch.host, arg.value.value), "value", None), cst.Integer)):
-                    return [], 0, "num_warps at a launch is computed"
+            if not c._option_settable(launch, "num_warps"):
+                return [], 0, "num_warps at a launch is computed"
         plan = c.tile_plan(analysis, kernel, module)
         current = plan.num_warps
         blocks = {p.role: p.value for p in plan.params.values() if p.value}

@@ -1,0 +1,274 @@
+"""The launch model: block sizes and launch options found however a launch spells them, edited everywhere at once."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtmc_lsp.optimizer.actions import ActionError, Candidate, applicable, apply_candidate
+from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.hardware import get_profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_actions_semantics import TOL_FP16, TOL_FP32, job, run_jobs  # noqa: E402
+
+H100 = get_profile("h100")
+HEAD = "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+
+SCALE_KERNEL = '''@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
+'''
+SCALE_TAIL = '''
+
+def get_inputs(device="cpu"):
+    return [torch.randn(1000, device=device)]
+
+
+def reference(x):
+    return 2.0 * x + 1.0
+'''
+
+# One file per spelling of the launch; each must be tunable and stay equivalent.
+LITERAL_GRID = HEAD + SCALE_KERNEL + '''
+
+ENTRY = "scale"
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+''' + SCALE_TAIL
+
+POSITIONAL_ROUNDUP = HEAD + SCALE_KERNEL + '''
+
+ENTRY = "scale"
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    grid = ((n + 63) // 64,)
+    scale_kernel[grid](x, out, n, 64)
+    return out
+''' + SCALE_TAIL
+
+MODULE_CONSTANT = HEAD + '''BLOCK_SIZE = 128
+NUM_WARPS = 4
+
+
+''' + SCALE_KERNEL + '''
+
+ENTRY = "scale"
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), BLOCK_SIZE),)](x, out, x.numel(), BLOCK=BLOCK_SIZE, num_warps=NUM_WARPS)
+    return out
+''' + SCALE_TAIL
+
+METHOD_IN_LOOP = HEAD + SCALE_KERNEL + '''
+
+class Scaler:
+    """Applies the kernel to each chunk of a list (a method and a loop around the launch)."""
+
+    def __init__(self, chunks=2):
+        self.chunks = chunks
+
+    def run(self, x):
+        outs = []
+        for part in x.chunk(self.chunks):
+            part = part.contiguous()
+            out = torch.empty_like(part)
+            n = part.numel()
+            scale_kernel[(triton.cdiv(n, 32),)](part, out, n, BLOCK=32)
+            outs.append(out)
+        return torch.cat(outs)
+
+
+ENTRY = "scale"
+
+
+def scale(x):
+    return Scaler().run(x)
+''' + SCALE_TAIL
+
+HELPER_META = HEAD + SCALE_KERNEL + '''
+
+def _launch(x, out):
+    n = x.numel()
+    scale_kernel[lambda META: (triton.cdiv(n, META["BLOCK"]),)](x, out, n, 256, num_warps=2)
+
+
+ENTRY = "scale"
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    _launch(x, out)
+    return out
+''' + SCALE_TAIL
+
+MATMUL_2D_LITERALS = HEAD + '''@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+ENTRY = "mm"
+
+
+def mm(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=torch.float32)
+    mm_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, K, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+    return c
+
+
+def get_inputs(device="cpu"):
+    return [torch.randn(70, 40, device=device, dtype=torch.float16), torch.randn(40, 90, device=device, dtype=torch.float16)]
+
+
+def reference(a, b):
+    return a.float() @ b.float()
+'''
+
+SPELLINGS = {
+    "literal_grid": ("scale_kernel", LITERAL_GRID),
+    "positional_roundup": ("scale_kernel", POSITIONAL_ROUNDUP),
+    "module_constant": ("scale_kernel", MODULE_CONSTANT),
+    "method_in_loop": ("scale_kernel", METHOD_IN_LOOP),
+    "helper_meta": ("scale_kernel", HELPER_META),
+    "matmul_2d_literals": ("mm_kernel", MATMUL_2D_LITERALS),
+}
+
+
+def offered(text: str, kernel: str) -> dict[str, Candidate]:
+    out: dict[str, Candidate] = {}
+    for cand in applicable(analyze(text), kernel, H100):
+        out.setdefault(cand.action, cand)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(SPELLINGS))
+def test_tiling_and_autotune_are_offered_for_every_spelling(name):
+    kernel, text = SPELLINGS[name]
+    actions = offered(text, kernel)
+    assert {"tiling", "autotune"} <= set(actions), sorted(actions)
+
+
+def test_literal_grid_and_launch_change_together():
+    cand = next(c for c in applicable(analyze(LITERAL_GRID), "scale_kernel", H100) if c.params == {"BLOCK": 1024})
+    new = apply_candidate(LITERAL_GRID, cand, H100).new_text
+    assert "scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)" in new
+
+
+def test_round_up_grid_and_positional_block_change_together():
+    cand = next(c for c in applicable(analyze(POSITIONAL_ROUNDUP), "scale_kernel", H100) if c.params == {"BLOCK": 2048})
+    new = apply_candidate(POSITIONAL_ROUNDUP, cand, H100).new_text
+    assert "grid = ((n + 2047) // 2048,)" in new and "scale_kernel[grid](x, out, n, 2048)" in new
+
+
+def test_autotune_takes_a_positional_block_and_a_literal_grid():
+    new = apply_candidate(POSITIONAL_ROUNDUP, offered(POSITIONAL_ROUNDUP, "scale_kernel")["autotune"], H100).new_text
+    assert 'grid = lambda META: ((n + META["BLOCK"] - 1) // META["BLOCK"],)' in new
+    assert "scale_kernel[grid](x, out, n)" in new
+
+
+def test_two_equal_literals_in_a_2d_grid_are_told_apart():
+    cand = next(c for c in applicable(analyze(MATMUL_2D_LITERALS), "mm_kernel", H100)
+                if c.action == "tiling" and c.params["BLOCK_M"] != c.params["BLOCK_N"])  # sides that differ
+    m, n = cand.params["BLOCK_M"], cand.params["BLOCK_N"]
+    new = apply_candidate(MATMUL_2D_LITERALS, cand, H100).new_text
+    assert f"mm_kernel[(triton.cdiv(M, {m}), triton.cdiv(N, {n}))]" in new
+
+
+def test_module_constants_set_blocks_and_warps():
+    actions = offered(MODULE_CONSTANT, "scale_kernel")
+    new = apply_candidate(MODULE_CONSTANT, actions["warps"], H100).new_text
+    assert f"NUM_WARPS = {actions['warps'].params['num_warps']}" in new
+    tiled = apply_candidate(MODULE_CONSTANT, actions["tiling"], H100).new_text
+    assert f"BLOCK_SIZE = {actions['tiling'].params['BLOCK']}" in tiled
+
+
+def test_module_constant_used_for_something_else_is_not_tuned():
+    text = MODULE_CONSTANT.replace("    out = torch.empty_like(x)\n    scale_kernel", "    out = torch.empty_like(x)\n    pad = torch.zeros(BLOCK_SIZE)\n    scale_kernel")
+    assert "tiling" not in offered(text, "scale_kernel")
+
+
+def test_grid_shared_with_another_kernel_is_not_rewritten():
+    text = HEAD + SCALE_KERNEL + '''
+
+@triton.jit
+def relu_kernel(y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.maximum(tl.load(y_ptr + offs, mask=offs < n), 0.0), mask=offs < n)
+
+
+def f(x):
+    y = torch.empty_like(x)
+    out = torch.empty_like(x)
+    grid = (triton.cdiv(x.numel(), 256),)
+    scale_kernel[grid](x, y, x.numel(), BLOCK=256)
+    relu_kernel[grid](y, out, x.numel(), BLOCK=256)
+    return out
+'''
+    assert "tiling" not in offered(text, "scale_kernel")
+    assert "name_block" not in offered(text, "scale_kernel")
+
+
+def test_ambiguous_2d_literal_grid_is_refused_with_a_reason():
+    # Both blocks are 32 and the grid divides host names the kernel never sees: nothing says which is which.
+    text = MATMUL_2D_LITERALS.replace("mm_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))]",
+                                      "rows, cols = c.shape\n    mm_kernel[(triton.cdiv(rows * cols, 32 * 32),)]")
+    assert "tiling" not in offered(text, "mm_kernel")
+
+
+def test_name_block_names_the_literal_and_refuses_stale_params():
+    actions = offered(LITERAL_GRID, "scale_kernel")
+    new = apply_candidate(LITERAL_GRID, actions["name_block"], H100).new_text
+    assert "    BLOCK = 64\n    scale_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, out, x.numel(), BLOCK=BLOCK)" in new
+    assert "name_block" not in offered(new, "scale_kernel")  # nothing left to name
+    assert "tiling" in offered(new, "scale_kernel")
+    with pytest.raises(ActionError):
+        apply_candidate(new, actions["name_block"], H100)
+
+
+def test_name_block_in_a_loop_of_a_method():
+    new = apply_candidate(METHOD_IN_LOOP, offered(METHOD_IN_LOOP, "scale_kernel")["name_block"], H100).new_text
+    assert "            BLOCK = 32\n            scale_kernel[(triton.cdiv(n, BLOCK),)](part, out, n, BLOCK=BLOCK)" in new
+
+
+@pytest.mark.slow
+def test_every_spelling_stays_equivalent_under_the_interpreter(tmp_path):
+    jobs = []
+    for name, (kernel, text) in sorted(SPELLINGS.items()):
+        tol = TOL_FP16 if "float16" in text else TOL_FP32
+        jobs.append(job(tmp_path, f"{name}:reference", text, text, tol, reference=True))
+        for action, cand in offered(text, kernel).items():
+            new = apply_candidate(text, cand, H100).new_text
+            jobs.append(job(tmp_path, f"{name}:{cand.key()}", text, new, tol))
+            if action == "name_block":  # the named form must be tunable and stay equivalent too
+                tiled = apply_candidate(new, offered(new, kernel)["tiling"], H100).new_text
+                jobs.append(job(tmp_path, f"{name}:name_block+tiling", text, tiled, tol))
+    results = run_jobs(jobs, tmp_path)
+    failures = [f"{r['name']}: diff={r['max_abs_diff']} {r['error'] or ''}" for r in results if not r["ok"]]
+    assert not failures, "\n".join(failures)
+    assert len(results) >= 3 * len(SPELLINGS)
