@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from pathlib import Path
 from urllib.parse import urlparse
@@ -17,6 +18,7 @@ from .. import __version__
 from ..optimizer.hardware import GpuProfile, get_profile, resolve_target
 from ..settings import Settings
 from .positions import TextIndex
+from .protocol import HardenedServerMixin, MtmcProtocol
 from .ranking import Ranker
 from .steps import StepStore
 from .state import DocumentStore
@@ -28,17 +30,22 @@ SERVER_NAME = "mtmc-lsp"
 INDEX_CACHE_SIZE = 8
 
 
-class MtmcLanguageServer(LanguageServer):
+class MtmcLanguageServer(HardenedServerMixin, LanguageServer):
     """pygls server plus the state every feature module shares."""
 
     def __init__(self) -> None:
-        super().__init__(SERVER_NAME, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(SERVER_NAME, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         protocol_cls=MtmcProtocol)
         self.settings = Settings()
         # A target picked with mtmc.selectTarget; it wins until the targetGpu setting changes.
         self.selected_target: str | None = None
-        # Workspace Trust given at initialize; a server started untrusted stays so (the editor
-        # restarts it when the user grants trust), whatever later settings say.
-        self.initially_trusted = True
+        # Workspace Trust given at initialize (True, False, or None when not said); a server started
+        # untrusted stays so (the editor restarts it when the user grants trust), whatever later
+        # settings say.
+        self.initial_trust: bool | None = None
+        # True once the client's settings are known: answered by workspace/configuration, or given at
+        # initialize to a client that has no workspace/configuration. A timed-out wait does not count.
+        self.client_settings_known = False
         self.documents = DocumentStore()
         # One analysis at a time (newer versions supersede older ones), off the event loop.
         self.analysis_executor = ThreadPoolExecutor(1, thread_name_prefix="mtmc-analysis")
@@ -52,7 +59,7 @@ class MtmcLanguageServer(LanguageServer):
         # Running verifications and optimizations (JobProgress), cancelled on shutdown.
         self.active_jobs: set = set()
         self.ranker = Ranker()
-        self.steps = StepStore(self.history_location)
+        self.steps = StepStore(self.history_location, self.report_history_problem)
         self._model_watch: asyncio.Task | None = None
         # Set once the first settings arrived (initializationOptions or workspace/configuration):
         # diagnostics wait for it so the first ones are for the right target.
@@ -82,8 +89,22 @@ class MtmcLanguageServer(LanguageServer):
 
     @property
     def trusted(self) -> bool:
-        """Whether the workspace's code may run (compile diagnostics, verification, optimization)."""
-        return self.initially_trusted and self.settings.trusted
+        """Whether the workspace's code may run: the client's settings are known and trust was said."""
+        from .trust import is_trusted
+
+        return is_trusted(self.initial_trust, self.settings.trusted, self.client_settings_known)
+
+    @property
+    def policy_settings(self) -> Settings:
+        """The settings the policy is built from: an untrusted workspace contacts no endpoint and
+        loads no model file named by settings (the source of the kernel would leave the machine)."""
+        settings = self.settings
+        if self.trusted or not (settings.policy == "endpoint" or settings.policy_model_path or settings.policy_adapter_path):
+            return settings
+        return dataclasses.replace(
+            settings, policy="heuristic" if settings.policy == "endpoint" else settings.policy,
+            policy_endpoint="", policy_model_path="", policy_adapter_path="",
+        )
 
     def apply_settings(self, settings: Settings) -> bool:
         """Adopt new settings; True when something diagnostics depend on changed."""
@@ -91,6 +112,8 @@ class MtmcLanguageServer(LanguageServer):
         if settings.target_gpu != old.target_gpu:
             self.selected_target = None
         self.settings = settings
+        if settings.problems and settings.problems != old.problems:
+            self.report_settings_problems(settings.problems)
         if was_trusted and not self.trusted:
             from .trust import stop_user_code
 
@@ -143,7 +166,7 @@ class MtmcLanguageServer(LanguageServer):
 
     @property
     def model_state(self) -> str:
-        return self.ranker.model_state(self.settings)
+        return self.ranker.model_state(self.policy_settings)
 
     def send_status(self) -> None:
         """``mtmc/status``: the target, the policy model's state, and the number of background jobs."""
@@ -153,18 +176,39 @@ class MtmcLanguageServer(LanguageServer):
             "mtmc/status", {"target": self.target.key, "model": self.model_state, "queue": self.background_jobs}
         )
 
-    def history_location(self, uri: str) -> tuple[Path, Path]:
-        """(workspace root, document path) for a document's step history under ``.mtmc/``."""
-        document = Path(to_fs_path(uri) or urlparse(uri).path or "untitled.py")
+    def history_location(self, uri: str) -> tuple[Path | None, Path]:
+        """(workspace folder, document path) for a document's step history under ``.mtmc/``.
+
+        The folder is None (the history stays in memory) for an untitled document and for a file
+        outside every workspace folder: the server writes nothing beside it or in its own folder.
+        """
+        parsed = urlparse(uri)
+        if parsed.scheme != "file":
+            return None, Path(parsed.path.rsplit("/", 1)[-1] or "untitled.py")
+        document = Path(to_fs_path(uri) or parsed.path).absolute()
         try:
             folders = [Path(to_fs_path(f.uri) or "") for f in self.workspace.folders.values()]
             root = self.workspace.root_path
         except RuntimeError:
             folders, root = [], None
         for folder in folders + ([Path(root)] if root else []):
-            if folder != Path("") and document.is_relative_to(folder):
+            if folder != Path("") and folder.is_absolute() and document.is_relative_to(folder):
                 return folder, document
-        return document.parent, document
+        return None, document
+
+    def report_settings_problems(self, problems: list[str]) -> None:
+        """Settings the editor sent that were not usable (each replaced by its default): one warning."""
+        for problem in problems:
+            logger.warning("setting %s", problem)
+        if not self.closing:
+            self.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning, message="MTMC: invalid settings: " + "; ".join(problems)))
+
+    def report_history_problem(self, message: str) -> None:
+        """A step history that was damaged (set aside) or cannot be saved: a warning the user sees."""
+        logger.warning("%s", message)
+        if not self.closing:
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"MTMC: {message}"))
 
     def notify_steps_changed(self, uri: str) -> None:
         """``mtmc/stepsChanged``: the client re-reads ``mtmc.stepHistory`` for ``uri``."""
@@ -181,7 +225,7 @@ class MtmcLanguageServer(LanguageServer):
             self.send_status()
             while self.model_state == "loading":
                 await asyncio.sleep(0.5)
-            self.log(f"policy: {self.ranker.describe(self.settings)}")
+            self.log(f"policy: {self.ranker.describe(self.policy_settings)}")
             self.send_status()
 
         self._model_watch = asyncio.ensure_future(watch())

@@ -1,8 +1,11 @@
 """Workspace Trust: in an untrusted workspace nothing the server starts may run the workspace's code.
 
-Compiling for the target imports the user's module (its module-level code runs in the worker),
-verification and optimization run the kernels. Static analysis, hover, code lenses and code
-actions' edits only read the text, so they keep working.
+Verification, optimization and LLM steps run the kernels; compiling for the target runs Triton's
+compiler over the kernel (module-level values are only folded from literals, never executed:
+optimizer/compile/static_safety.py), which is still kept for trusted workspaces. Static analysis,
+hover, code lenses and code actions' edits only read the text, so they keep working. Trust is
+parsed strictly: only a boolean ``true`` counts, and nothing runs before the client's settings are
+known.
 """
 
 from __future__ import annotations
@@ -17,15 +20,33 @@ UNTRUSTED_MESSAGE = (
 )
 
 
-def trusted_from_options(options: Any) -> bool:
-    """False when ``initializationOptions`` say ``trusted: false``, at the top level or under ``mtmc``."""
+def trust_from_options(options: Any) -> bool | None:
+    """``trusted`` from ``initializationOptions`` (top level or under ``mtmc``): only booleans count."""
     if not isinstance(options, dict):
-        return True
+        return None
     section = options.get("mtmc")
-    for source in (options, section if isinstance(section, dict) else {}):
-        if source.get("trusted") is False:
-            return False
-    return True
+    said = [source.get("trusted") for source in (options, section if isinstance(section, dict) else {})]
+    if any(value is False for value in said):
+        return False
+    return True if any(value is True for value in said) else None
+
+
+def is_trusted(initial: bool | None, configured: bool | None, settings_known: bool) -> bool:
+    """Trusted only when the client's settings are known, someone said ``true`` and nobody ``false``."""
+    if not settings_known or initial is False or configured is False:
+        return False
+    return initial is True or configured is True
+
+
+def invalid_trust_values(options: Any) -> list[str]:
+    """``trusted`` values that are present but not booleans (``"false"``): ignored, and said so."""
+    found = []
+    if isinstance(options, dict):
+        section = options.get("mtmc")
+        for source in (options, section if isinstance(section, dict) else {}):
+            if "trusted" in source and not isinstance(source["trusted"], bool):
+                found.append(repr(source["trusted"]))
+    return found
 
 
 def refusal(what: str) -> str:

@@ -17,10 +17,12 @@ from pathlib import Path
 from ..analysis import FileAnalysis, Kernel, analyze
 from ..hardware import GpuProfile
 from .module_builder import CompileSetupError, build_module
+from .static_safety import NEVER_RUN, UnsafeCode, check_source_expression
 from .report import CompileReport
+from .signature import infer_types
 
 WORKER = Path(__file__).with_name("worker.py")
-CACHE_VERSION = 3  # 3: pointers and i32 scalars compiled as 16-aligned, as the runtime specializes them
+CACHE_VERSION = 4  # 4: types from the harness and from use; failures over assumed types are "skipped"
 FLOAT_SCALAR_NAMES = frozenset(
     {"eps", "epsilon", "scale", "sm_scale", "alpha", "beta", "p", "dropout_p", "momentum", "temperature", "slope",
      "negative_slope", "softmax_scale", "qk_scale", "lr", "weight_decay", "gamma", "theta", "factor", "multiplier"}
@@ -95,16 +97,18 @@ def uses_dot(analysis: FileAnalysis, kernel: Kernel) -> bool:
 
 def default_signature(kernel: Kernel, overrides: dict[str, str] | None = None,
                       launch_values: dict[str, object] | None = None, body: str = "",
-                      dot: bool | None = None) -> dict[str, str]:
+                      dot: bool | None = None, inferred: dict[str, str] | None = None) -> dict[str, str]:
     """Triton types for the kernel's parameters.
 
-    Pointers are ``*fp16`` in kernels that use ``tl.dot`` (``dot``; tensor-core inputs) and ``*fp32``
-    otherwise, ``*i32`` for locks/counters/labels/indices (by name, or used by an integer
-    ``tl.atomic_cas``/``atomic_xchg``); scalars are ``i32`` unless annotated or named as floats
-    (eps, scale ...) or bound to a float at the launch. ``overrides`` wins over all of that.
-    ``body`` is the kernel's source, for the usage-based rules.
+    ``overrides`` (the real types: a recorded launch, the caller) win, then ``inferred`` (from the
+    harness's inputs or from use, see ``signature.py``). The rest is assumed: pointers are ``*fp16``
+    in kernels that use ``tl.dot`` (``dot``; tensor-core inputs) and ``*fp32`` otherwise, ``*i32``
+    for locks/counters/labels/indices (by name, or used by an integer ``tl.atomic_cas``/
+    ``atomic_xchg``); scalars are ``i32`` unless annotated or named as floats (eps, scale ...) or
+    bound to a float at the launch. ``body`` is the kernel's source, for the usage-based rules.
     """
     overrides = overrides or {}
+    inferred = inferred or {}
     launch_values = launch_values or {}
     dot = bool(kernel.calls_of("dot")) if dot is None else dot
     signature: dict[str, str] = {}
@@ -114,6 +118,9 @@ def default_signature(kernel: Kernel, overrides: dict[str, str] | None = None,
             continue
         if param.name in overrides:
             signature[param.name] = overrides[param.name]
+            continue
+        if param.name in inferred:
+            signature[param.name] = inferred[param.name]
             continue
         pointer = _pointer_kind(kernel, param.name, body) if body else ("float" if param.kind == "pointer" else None)
         if pointer == "int":
@@ -199,7 +206,9 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
         cache_dir = default_cache_dir()
     cache_dir = Path(cache_dir) if cache_dir else None
     analysis = analysis or analyze(text)
+    inferred = infer_types(analysis)
     reports: list[CompileReport | None] = [None] * len(jobs)
+    provenance: dict[int, dict[str, str]] = {}
     todo: dict[str, list] = {}  # module text -> [(index, key, payload)]
     for index, job in enumerate(jobs):
         options = {"num_warps": job.num_warps, "num_stages": job.num_stages, **job.extra_options}
@@ -209,8 +218,10 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
         if kernel is None:
             reports[index] = CompileReport(**base, status="skipped", error=f"no kernel named {job.kernel} in the file")
             continue
+        types, sources = inferred.for_kernel(job.kernel)
         signature = default_signature(kernel, job.signature_overrides, None, kernel.def_span.text(analysis.text),
-                                      uses_dot(analysis, kernel))
+                                      uses_dot(analysis, kernel), types)
+        provenance[index] = signature_sources(signature, job.signature_overrides, sources)
         base["signature"] = signature
         values, expressions, missing = _constexpr_values(kernel, job.constexprs)
         # Scalars given a value (a stride of 1): the runtime specializes ints equal to 1 into constants.
@@ -239,6 +250,11 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
             continue
         try:
             built = build_module(text, job.kernel)
+            for name, source in {**expressions, **heuristics}.items():
+                check_source_expression(source, f"the value of {name}")
+        except UnsafeCode as exc:
+            reports[index] = CompileReport(**base, status="skipped", error=f"{exc}; {NEVER_RUN}")
+            continue
         except CompileSetupError as exc:
             reports[index] = CompileReport(**base, status="skipped", error=str(exc))
             continue
@@ -262,6 +278,7 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
         results, wall = _run_worker(module_texts, payloads, timeout_s * len(payloads), python, cancel)
         for (_module, (index, key, _payload, base)), result in zip(entries, results):
             result = _closure_failure_as_skip(analysis, base["kernel"], result)
+            result = _assumed_types_failure_as_skip(base["signature"], provenance.get(index, {}), result)
             if result.get("status") in ("ok", "error", "skipped"):
                 with _MEMORY_LOCK:
                     _MEMORY[key] = result
@@ -281,6 +298,34 @@ def _closure_failure_as_skip(analysis: FileAnalysis, kernel_name: str, result: d
         return result
     return {"status": "skipped", "error": f"{kernel_name} is defined inside {kernel.enclosing_function}() and uses "
             f"{match.group(1)} from it, which has no value outside a call: not compiled"}
+
+
+def signature_sources(signature: dict[str, str], overrides: dict[str, str] | None,
+                      inferred_sources: dict[str, str]) -> dict[str, str]:
+    """Where each non-constexpr type came from: "given" (real), "harness", "use" or "assumed"."""
+    overrides = overrides or {}
+    return {name: ("given" if name in overrides else inferred_sources.get(name, "assumed"))
+            for name, kind in signature.items() if kind != "constexpr"}
+
+
+# Compiler messages that a wrong parameter type produces (an fp32 index, an int where a float goes).
+TYPE_ERROR = re.compile(
+    r"invalid operands|pointer<|incompatible|unsupported .*type|cannot .*(cast|convert)|dtype|type mismatch|"
+    r"IncompatibleType|expected .*(int|float|type)|must be .*(int|float|bool|pointer)|TypeError", re.IGNORECASE)
+
+
+def _assumed_types_failure_as_skip(signature: dict[str, str], sources: dict[str, str], result: dict) -> dict:
+    """A type error in a compile over assumed parameter types says the types are unknown, not that the kernel is broken."""
+    if result.get("status") != "error":
+        return result
+    assumed = [name for name, source in sources.items() if source in ("assumed", "use")]
+    if not assumed or not TYPE_ERROR.search(result.get("error") or ""):  # the message, not the quoted source
+        return result
+    listed = ", ".join(f"{name}: {signature[name]}" for name in assumed)
+    return {"status": "skipped", "line": result.get("line"), "col": result.get("col"), "detail": result.get("detail"),
+            "error": f"the argument types are not known here (assumed {listed}) and the compile failed over them "
+                     f"({result.get('error')}); add get_inputs() with the kernel's real inputs, or verify it, "
+                     f"to compile with real types"}
 
 
 def _result_fields(result: dict) -> dict:
@@ -323,7 +368,8 @@ def _run_worker(module_texts: list[str], jobs: list[dict], timeout_s: float, pyt
         request = json.dumps({"modules": paths, "jobs": jobs})
         try:
             proc = subprocess.Popen(
-                [python or sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                # -I: no PYTHONPATH, user site or script folder on sys.path: only the installed triton loads
+                [python or sys.executable, "-I", str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True, cwd=tmp, env=env, start_new_session=True,
             )
         except OSError as exc:

@@ -4,6 +4,8 @@ Only what the kernel needs is kept (transitively), so a file whose host code imp
 reads data does not pay for it or fail on it. Every kept statement stays on its own line number
 and the rest become blank lines, so a line that triton reports is a line of the user's file.
 Autotune and heuristics decorators are dropped: the caller picks the config to compile.
+Every kept statement must be data (``static_safety``): building never admits code that importing
+the module would run; such a file is reported as "not compiled", with the reason.
 """
 
 from __future__ import annotations
@@ -11,11 +13,17 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from .static_safety import NEVER_RUN, UnsafeCode, check_statement
+
 WRAPPING_DECORATORS = frozenset({"autotune", "heuristics", "staticmethod"})  # the caller picks configs; classes are left behind
 
 
 class CompileSetupError(Exception):
-    """The kernel cannot be compiled from this text (not found, not parsable)."""
+    """The kernel cannot be compiled from this text (not found, not parsable, or it would run code)."""
+
+
+def _is_wrapping(decorator: ast.AST) -> bool:
+    return _decorator_short_name(decorator) in WRAPPING_DECORATORS
 
 
 @dataclass
@@ -110,6 +118,13 @@ def build_module(text: str, kernel_name: str) -> BuiltModule:
             kept_ids.add(id(stmt))
             kept.append(stmt)
             pending.extend(_used_names(stmt, skip_decorators=isinstance(stmt, ast.FunctionDef)))
+
+    for stmt in [*kept, kernel]:
+        try:
+            check_statement(stmt, _is_jit, _is_wrapping)
+        except UnsafeCode as exc:
+            where = f" (line {exc.line})" if exc.line else ""
+            raise CompileSetupError(f"{exc}{where}; {NEVER_RUN}") from exc
 
     def copy(first: int, last: int, dedent: int = 0) -> None:
         for index in range(first - 1, min(last, len(lines))):

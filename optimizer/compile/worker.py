@@ -111,6 +111,60 @@ def _resource_usage(cubin: bytes) -> dict:
     return {"registers": reg, "stack_bytes": stack, "static_shared": shared, "local_bytes": local}
 
 
+_REACHABLE_PACKAGES = ("triton.language", "math")
+
+
+def _attribute_chains(tree):
+    """(root name, [attr, ...]) for every outermost attribute chain that starts at a name."""
+    import ast
+
+    inner = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            inner.add(id(node.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and id(node) not in inner:
+            attrs, current = [], node
+            while isinstance(current, ast.Attribute):
+                attrs.append(current.attr)
+                current = current.value
+            if isinstance(current, ast.Name):
+                yield current.id, list(reversed(attrs))
+
+
+def unsafe_module_reach(module) -> str | None:
+    """Why a jit body may not be compiled: it reaches a module outside triton.language and math.
+
+    Triton's code generator resolves ``a.b.c`` in a kernel with getattr and calls what it finds,
+    so ``triton.compiler.os.system(...)`` in a kernel body would run at compile time.
+    """
+    import ast
+    import types as pytypes
+
+    from triton.runtime.jit import JITFunction
+
+    for fn in [v for v in vars(module).values() if isinstance(v, JITFunction)]:
+        try:
+            tree = ast.parse(fn.src if hasattr(fn, "src") else fn._src)
+        except (SyntaxError, AttributeError, TypeError):
+            return f"the source of {getattr(fn, '__name__', 'a jit function')} cannot be read"
+        for root, attrs in _attribute_chains(tree):
+            value = vars(module).get(root)
+            if not isinstance(value, pytypes.ModuleType):
+                continue
+            for attr in attrs:
+                name = getattr(value, "__name__", "")
+                if isinstance(value, pytypes.ModuleType) and not (
+                        name.startswith(_REACHABLE_PACKAGES) or (name == "triton" and value is vars(module).get(root))):
+                    return f"{root}.{'.'.join(attrs)} reaches the module {name}"
+                value = getattr(value, attr, None)
+                if value is None:
+                    break
+            if isinstance(value, pytypes.ModuleType) and not value.__name__.startswith(_REACHABLE_PACKAGES):
+                return f"{root}.{'.'.join(attrs)} is the module {value.__name__}"
+    return None
+
+
 class _UnknownArgument(Exception):
     """A heuristics lambda asked for an argument whose value is only known at launch time."""
 
@@ -187,6 +241,11 @@ def _load(path: str, index: int, loaded: dict) -> tuple[object | None, dict | No
             loaded[path] = (None, {"status": "error", "error": f"the kernel's module does not load: "
                                    f"{type(exc).__name__}: {exc}", "line": line, "col": col})
         else:
+            reach = unsafe_module_reach(module)
+            if reach is not None:
+                loaded[path] = (None, {"status": "skipped", "error": f"{reach}, which a kernel compiled by "
+                                       "compile diagnostics may not reach (only triton.language and math)"})
+                return loaded[path]
             try:
                 from triton.runtime.jit import JITFunction
 

@@ -57,14 +57,14 @@ async def ranked_candidates(ls, state, kernel_name: str) -> tuple[list[Ranked], 
     cached = state.candidates.get(key)
     if cached is not None and cached[1] != ls.ranker.fallback_name:
         return cached
-    if not ls.ranker.is_cheap(ls.settings):
-        ls.ranker.policy(ls.settings).start_loading()  # no-op once loaded or loading
+    if not ls.ranker.is_cheap(ls.policy_settings):
+        ls.ranker.policy(ls.policy_settings).start_loading()  # no-op once loaded or loading
         ls.watch_model_loading()
     loop = asyncio.get_running_loop()
     policy_state, candidates = await loop.run_in_executor(ls.step_executor, _candidates, ls, state, kernel_name, target)
     if not candidates:
         return [], ""
-    ranking = loop.run_in_executor(ls.step_executor, ls.ranker.rank, ls.settings, policy_state, candidates)
+    ranking = loop.run_in_executor(ls.step_executor, ls.ranker.rank, ls.policy_settings, policy_state, candidates)
 
     def store(future) -> None:
         if not future.cancelled() and future.exception() is None:
@@ -72,7 +72,7 @@ async def ranked_candidates(ls, state, kernel_name: str) -> tuple[list[Ranked], 
             state.candidates[key] = future.result()
 
     ranking.add_done_callback(store)
-    done, _ = await asyncio.wait({ranking}, timeout=None if ls.ranker.is_cheap(ls.settings) else MODEL_RANK_WAIT_S)
+    done, _ = await asyncio.wait({ranking}, timeout=None if ls.ranker.is_cheap(ls.policy_settings) else MODEL_RANK_WAIT_S)
     if done:
         return ranking.result()
     return ls.ranker.fallback_rank(policy_state, candidates), ls.ranker.fallback_name

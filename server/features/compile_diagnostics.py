@@ -26,7 +26,8 @@ def start(ls, state: DocumentState, target) -> None:
     """Compile the kernels of ``state``'s current analysis unless already done for this version/target."""
     global _missing_logged
     analysis = state.analysis
-    # The compile worker imports the document as a module: its module-level code runs.
+    # Defence in depth: the compile unit holds only data (optimizer/compile/static_safety.py), and
+    # Triton's compiler still reads the workspace's kernels, so it runs for trusted workspaces only.
     if not ls.trusted or not ls.settings.compile_diagnostics or analysis is None or analysis.stale or not analysis.kernels:
         return
     if state.compile_version == state.version and state.compile_target == target.key:
@@ -46,7 +47,7 @@ def _call(api, analysis, target, settings, cancel: threading.Event) -> tuple[lis
     """Run the compile API in a worker thread (it compiles in a subprocess); reports grouped by kernel."""
     if cancel.is_set():  # the document changed while this job waited for the executor
         return [], {}
-    findings, reports = api(analysis, target, timeout_s=settings.verification.compile_timeout_s)
+    findings, reports = api(analysis, target, timeout_s=settings.verification.compile_timeout_s, cancel=cancel)
     by_kernel: dict[str, list[Any]] = {}
     for report in reports:
         by_kernel.setdefault(report.kernel, []).append(report)

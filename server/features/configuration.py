@@ -42,6 +42,8 @@ async def pull_settings(ls) -> bool:
 
 
 def _apply(ls, raw: dict) -> bool:
+    if "trusted" in raw and not isinstance(raw["trusted"], bool):
+        ls.log(f"ignored mtmc.trusted={raw['trusted']!r}: only true or false count", types.MessageType.Warning)
     settings = Settings.from_client(raw)
     changed = ls.apply_settings(settings)
     ls.log(f"settings: {settings.to_client()}", types.MessageType.Log)
@@ -51,8 +53,6 @@ def _apply(ls, raw: dict) -> bool:
 def register(server) -> None:
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls, params: types.DidChangeConfigurationParams) -> None:
-        from . import code_lens, diagnostics
-
         if ls.client_supports("workspace.configuration"):
             changed = await pull_settings(ls)
         else:  # push model: the settings come with the notification
@@ -60,6 +60,13 @@ def register(server) -> None:
             changed = _apply(ls, pushed if isinstance(pushed, dict) else {})
         ls.send_status()
         if changed:
-            ls.log(f"target GPU: {ls.target.summary()}")
-            diagnostics.refresh_all(ls)
-            code_lens.request_refresh(ls)
+            settings_changed(ls)
+
+
+def settings_changed(ls) -> None:
+    """Something diagnostics depend on changed (target, trust, compile diagnostics): refresh them."""
+    from . import code_lens, diagnostics
+
+    ls.log(f"target GPU: {ls.target.summary()}")
+    diagnostics.refresh_all(ls)
+    code_lens.request_refresh(ls)

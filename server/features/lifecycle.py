@@ -9,7 +9,7 @@ from lsprotocol import types
 
 from ... import __version__
 from ...settings import Settings
-from ..trust import trusted_from_options
+from ..trust import invalid_trust_values, trust_from_options
 from . import configuration
 
 
@@ -24,10 +24,14 @@ def settings_from_options(options) -> Settings | None:
 def register(server) -> None:
     @server.feature(types.INITIALIZE)
     def initialize(ls, params: types.InitializeParams) -> None:
-        ls.initially_trusted = trusted_from_options(params.initialization_options)
+        ls.initial_trust = trust_from_options(params.initialization_options)
+        for value in invalid_trust_values(params.initialization_options):
+            ls.log(f"ignored trusted={value} in initializationOptions: only true or false count", types.MessageType.Warning)
         settings = settings_from_options(params.initialization_options)
         if settings is not None:
             ls.apply_settings(settings)
+        if not ls.client_supports("workspace.configuration"):
+            ls.client_settings_known = True  # initializationOptions are all this client will say
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls, params: types.InitializedParams) -> None:
@@ -35,15 +39,20 @@ def register(server) -> None:
             f"MTMC language server {__version__} (pid {os.getpid()}, Python {sys.version.split()[0]}), "
             f"position encoding {ls.position_encoding}"
         )
+        was_trusted = ls.trusted
         try:
             await configuration.pull_settings(ls)
         finally:
+            ls.client_settings_known = True
             ls.settings_ready.set()
         await configuration.register_for_changes(ls)
         ls.log(f"target GPU: {ls.target.summary()}")
         if not ls.trusted:
-            ls.log("workspace not trusted: static analysis only (no compile diagnostics, verification or optimization)")
+            ls.log("workspace not trusted: static analysis only (no compile diagnostics, verification or optimization); "
+                   "clients without Workspace Trust set mtmc.trusted = true for workspaces whose code may run")
         ls.send_status()
+        if ls.trusted != was_trusted:  # settings answered after the diagnostics' wait: compile now
+            configuration.settings_changed(ls)
 
     @server.feature(types.EXIT)
     def exit_(ls, params) -> None:

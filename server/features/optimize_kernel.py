@@ -26,7 +26,7 @@ def _ready_policy(ls):
     """The configured policy, loaded (waits for the model in this worker thread), else the heuristic."""
     from ...optimizer.policy import HeuristicPolicy
 
-    policy = ls.ranker.policy(ls.settings)
+    policy = ls.ranker.policy(ls.policy_settings)
     if policy.status != "ready":
         policy.start_loading()
         deadline = time.monotonic() + MODEL_LOAD_WAIT_S

@@ -8,6 +8,7 @@ from lsprotocol import types
 
 from ...optimizer.edits import three_way_revert
 from ..steps import step_label
+from ..trust import refuse_untrusted
 from ..workspace_edit import document_edit
 from .code_action_resolve import StaleDocument, compute_step_edit, refuse
 from .verify_kernel import verify_step
@@ -17,8 +18,14 @@ APPLIED_TEXT_WAIT_S = 5.0
 
 
 def _args(args, *names: str) -> list:
+    """The first ``len(names)`` arguments; a missing one, or a uri/id that is not a string, is -32602."""
+    from pygls.exceptions import JsonRpcInvalidParams
+
     if len(args) < len(names):
-        raise ValueError(f"expected arguments [{', '.join(names)}], got {len(args)}")
+        raise JsonRpcInvalidParams(f"expected arguments [{', '.join(names)}], got {len(args)}")
+    for name, value in zip(names, args):
+        if name in ("uri", "token", "stepId") and not isinstance(value, str):
+            raise JsonRpcInvalidParams(f"argument {name} must be a string, got {value!r:.60}")
     return list(args[: len(names)])
 
 
@@ -74,6 +81,40 @@ async def apply_step_edit(ls, uri: str, label: str, before: str, after: str, con
     return True, "applied"
 
 
+REVERT, KEEP = "Revert", "Keep"
+
+
+async def confirm_revert(ls, step, current: str, reverted: str) -> bool:
+    """Clients that cannot preview an edit (no change annotations) are asked first, with the lines."""
+    if ls.client_supports("workspace.workspace_edit.change_annotation_support", None) is not None:
+        return True  # the client opens its refactor preview for the annotated edit
+    removed, added = _changed_lines(current, reverted)
+    shown = "\n".join([*(f"- {line}" for line in removed[:6]), *(f"+ {line}" for line in added[:6])])
+    more = "" if len(removed) <= 6 and len(added) <= 6 else "\n..."
+    try:
+        answer = await ls.window_show_message_request_async(types.ShowMessageRequestParams(
+            type=types.MessageType.Warning,
+            message=f"MTMC: revert {step_label(step)}? It changes these lines:\n{shown}{more}",
+            actions=[types.MessageActionItem(title=REVERT), types.MessageActionItem(title=KEEP)],
+        ))
+    except Exception as exc:  # a client without window/showMessageRequest: nothing to confirm with
+        ls.log(f"could not ask to confirm the revert: {exc}", types.MessageType.Warning)
+        return False
+    return answer is not None and answer.title == REVERT
+
+
+def _changed_lines(before: str, after: str) -> tuple[list[str], list[str]]:
+    import difflib
+
+    removed, added = [], []
+    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0):
+        if line.startswith("-") and not line.startswith("---"):
+            removed.append(line[1:])
+        elif line.startswith("+") and not line.startswith("+++"):
+            added.append(line[1:])
+    return removed, added
+
+
 def register(server) -> None:
     @server.command("mtmc.stepApplied")
     def step_applied(ls, *args) -> dict:
@@ -86,8 +127,16 @@ def register(server) -> None:
         """[uri, version, candidate JSON]: compute the step and apply it through workspace/applyEdit."""
         from ...optimizer.actions import ActionError, Candidate
 
+        from pygls.exceptions import JsonRpcInvalidParams
+
         uri, version, raw = _args(args, "uri", "version", "candidate")
-        candidate = Candidate.from_json(raw if isinstance(raw, dict) else dict(raw))
+        # The version is what makes the edit safe: without one a stale edit could be applied.
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise JsonRpcInvalidParams(f"argument version must be the document's version (an integer), got {version!r:.40}")
+        try:
+            candidate = Candidate.from_json(raw)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise JsonRpcInvalidParams(f"argument candidate is not a candidate: {exc!r:.100}") from exc
         try:
             before, edit = await compute_step_edit(ls, uri, version, candidate)
         except (StaleDocument, ActionError) as exc:
@@ -115,12 +164,17 @@ def register(server) -> None:
         from ...optimizer.history import HistoryError
 
         uri, step_id = _args(args, "uri", "stepId")
+        if not ls.trusted:  # the history is the workspace's data: a cloned repository can plant one
+            reason = refuse_untrusted(ls, "Reject Step")
+            return {"rejected": False, "reason": reason}
         history = ls.steps.history(uri)
         step = history.get(step_id)
         if step.status == "rejected":
             return {"rejected": True, "reason": "already rejected", "step": step.to_json()}
         current = ls.workspace.get_text_document(uri).source
         reverted, reason = three_way_revert(step.text_before, step.text_after, current)
+        if reverted is not None and not await confirm_revert(ls, step, current, reverted):
+            return {"rejected": False, "reason": "the revert was not confirmed"}
         if reverted is None:
             try:
                 history.reject(step_id, current)  # fails again, and says which later step is in the way
@@ -129,7 +183,8 @@ def register(server) -> None:
             refuse(ls, reason)
             return {"rejected": False, "reason": reason}
         # The history marks the step rejected only once the client really reverted the text.
-        applied, why = await apply_step_edit(ls, uri, f"Revert {step_label(step)}", current, reverted, confirm=False)
+        # Always reviewable: the text put back comes from a file in the workspace.
+        applied, why = await apply_step_edit(ls, uri, f"Revert {step_label(step)}", current, reverted, confirm=True)
         if not applied:
             refuse(ls, f"revert of {step_label(step)} not applied: {why}")
             return {"rejected": False, "reason": why}

@@ -8,9 +8,11 @@ import pytest_lsp
 from .editor import CLIENTS, CONFIG, EditorClient, initialize_params
 
 # Short debounce so tests do not wait on the 200 ms default; compile diagnostics off unless a test
-# asks for them (they compile in subprocesses for seconds); the heuristic policy (no model load).
+# asks for them (they compile in subprocesses for seconds); the heuristic policy (no model load);
+# the workspace trusted explicitly, as a client without Workspace Trust (Neovim) must say it.
 TEST_SETTINGS = {
     "targetGpu": "h100", "diagnosticsDebounceMs": 20, "compileDiagnostics": False, "policy": "heuristic",
+    "trusted": True,
     "verification": {"seeds": 1, "compileTimeoutS": 120, "runTimeoutS": 120},
 }
 

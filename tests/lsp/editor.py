@@ -29,6 +29,8 @@ class EditorClient(LanguageClient):
         self.steps_changed: list[dict] = []
         self.applied_edits: list[types.ApplyWorkspaceEditParams] = []
         self.code_lens_refreshes = 0
+        self.message_requests: list[types.ShowMessageRequestParams] = []
+        self.message_answer: str | None = None  # the action a window/showMessageRequest gets (None: the first)
         self._published_event = asyncio.Event()
 
     # ---- buffers ------------------------------------------------------------------------
@@ -171,6 +173,14 @@ def _publish(client: EditorClient, params: types.PublishDiagnosticsParams) -> No
     client._published_event.set()
 
 
+def _show_message_request(client: EditorClient, params: types.ShowMessageRequestParams):
+    """Answer with ``client.message_answer`` (the first action by default), and remember the question."""
+    client.message_requests.append(params)
+    titles = [a.title for a in params.actions or []]
+    wanted = client.message_answer if client.message_answer is not None else (titles[0] if titles else None)
+    return types.MessageActionItem(title=wanted) if wanted in titles else None
+
+
 def _register_capability(client: EditorClient, params: types.RegistrationParams) -> None:
     return None
 
@@ -214,16 +224,19 @@ def _converter():
     return converter
 
 
-def make_editor_client() -> EditorClient:
+def make_editor_client(overrides: dict | None = None) -> EditorClient:
+    """The editor client; ``overrides`` replaces handlers by method name (a late configuration answer)."""
     client = EditorClient(converter_factory=_converter)
     features = dict(DEFAULT_CLIENT_FEATURES)
     features.update({
         types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _publish,
         types.WORKSPACE_APPLY_EDIT: _apply_edit,
         types.CLIENT_REGISTER_CAPABILITY: _register_capability,
+        types.WINDOW_SHOW_MESSAGE_REQUEST: _show_message_request,
         types.WORKSPACE_CODE_LENS_REFRESH: _code_lens_refresh,
         "mtmc/status": _status,
         "mtmc/stepsChanged": _steps_changed,
+        **(overrides or {}),
     })
     register_lsp_features(client, features)
     return client

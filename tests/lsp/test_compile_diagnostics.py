@@ -18,7 +18,8 @@ pytestmark = pytest.mark.slow  # real triton compilation in a worker process (se
 
 
 async def _enable_compile(client: EditorClient) -> None:
-    client.set_configuration({"targetGpu": "h100", "diagnosticsDebounceMs": 20, "compileDiagnostics": True}, section="mtmc")
+    client.set_configuration({"targetGpu": "h100", "diagnosticsDebounceMs": 20, "compileDiagnostics": True,
+                              "trusted": True}, section="mtmc")
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
 
 
