@@ -4,7 +4,9 @@ When every loop of the kernel is ``for v in range(0, N, BLOCK)`` over the same r
 and block, the launch sets ``BLOCK = triton.next_power_of_2(N)``; each loop then runs exactly once
 with ``v = 0``, so its body replaces the loop, and the repeated ``cols = ...`` / ``x = tl.load(...)``
 of the later passes are dropped (nothing was stored in between). Multi-pass softmax becomes the
-one-read kernel of the Triton tutorial. Offered only when the grid does not depend on the block.
+one-read kernel of the Triton tutorial, with the tutorial's warps for a row of that width
+(``min(16, max(4, next_power_of_2(N) // 256))``: 8 at 2048, 16 from 4096; a 32k-wide row in one
+warp would spill). Offered only when the grid does not depend on the block.
 
 Example: kernel=rowsum_kernel target=h100 params={}
 
@@ -44,7 +46,7 @@ def rowsum_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
 
 def center(x):
     out = torch.empty_like(x)
-    rowsum_kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    rowsum_kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]), num_warps=min(16, max(4, triton.next_power_of_2(x.shape[1]) // 256)))
     return out
 ```
 """
@@ -153,6 +155,16 @@ def dedupe(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     return out
 
 
+def warps_for_row(n_source: str) -> str:
+    """Host expression for the warps of a program that holds a whole row of ``n_source`` elements."""
+    return f"min(16, max(4, triton.next_power_of_2({n_source}) // 256))"
+
+
+def block_arg(launch: c.LaunchNode, kernel: Kernel, name: str) -> cst.Arg | None:
+    """The argument (keyword or positional) that sets ``name`` at the launch."""
+    return next((a for a in launch.call.args if c.arg_param(a, launch.call, kernel) == name), None)
+
+
 class SinglePass:
     name = "single_pass"
     kind = "Tiling"
@@ -186,9 +198,9 @@ class SinglePass:
         if block in c.names_in(c.grid_expression(launch)):
             raise ActionError("the grid depends on the block size")
         how, _node = c.binding_of(launch, kernel, block)
-        arg = c.kwarg(launch.call, block)
+        arg = block_arg(launch, kernel, block)
         if how not in ("literal", "host", "default") or (arg is None and how != "default"):
-            raise ActionError(f"the launch passes {block} positionally or computes it")
+            raise ActionError(f"the launch computes {block}")
         if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value in c.names_in(c.grid_expression(launch)):
             raise ActionError("the grid depends on the block size")
         site = analysis.launches_of(kernel.name)[0]
@@ -223,15 +235,27 @@ class SinglePass:
         body = dedupe(body)
         new_kdef = kdef.with_changes(body=kdef.body.with_changes(body=body))
         value = c.expr(f"triton.next_power_of_2({n_source})")
-        new_call = c.set_kwarg(launch.call, block, value)
+        old_arg = block_arg(launch, kernel, block)
+        if old_arg is not None and old_arg.keyword is None:  # passed positionally: replace it where it is
+            new_call = c.replace_all(launch.call, [(old_arg, old_arg.with_changes(value=value))])
+        else:
+            new_call = c.set_kwarg(launch.call, block, value)
+        # The whole row is one block now: give it the warps of the Triton tutorial's softmax (4 up to
+        # 1024 elements, 8 at 2048, 16 from 4096), never the 1 or 2 warps a looping kernel may have used.
+        new_call = c.set_kwarg(new_call, "num_warps", c.expr(warps_for_row(n_source)))
         pairs = [(kdef, new_kdef), (launch.call, new_call)]
-        old_arg = c.kwarg(launch.call, block)
         notes = [f"rows longer than about {MAX_ROW_HINT} elements spill registers in one block"]
         if old_arg is not None and isinstance(old_arg.value, cst.Name) and launch.host is not None:
             host_var = old_arg.value.value
-            assign = c.host_assignment(launch.host, host_var)
-            if assign is not None and c.count_name(launch.host, host_var) == 2:  # its assignment and this launch: now dead
-                line = next(s for s in launch.host.body.body if isinstance(s, cst.SimpleStatementLine) and assign in s.body)
+            assign = c.any_assignment(launch.host, host_var)
+            line = c.statement_holding(launch.host, assign) if assign is not None else None
+            if line is not None and len(line.body) == 1 and c.count_name(launch.host, host_var) == 2:
+                pairs.append((line, cst.RemovalSentinel.REMOVE))  # its assignment and this launch: now dead
+        old_warps = c.kwarg(launch.call, "num_warps")
+        if old_warps is not None and isinstance(old_warps.value, cst.Name) and launch.host is not None:
+            assign = c.any_assignment(launch.host, old_warps.value.value)
+            line = c.statement_holding(launch.host, assign) if assign is not None else None
+            if line is not None and len(line.body) == 1 and c.count_name(launch.host, old_warps.value.value) == 2:
                 pairs.append((line, cst.RemovalSentinel.REMOVE))
         module = c.replace_all(module, pairs)
         return c.finish(text, module, f"single pass over each row in {kernel.name}", notes)
