@@ -1,0 +1,432 @@
+"""JSON-RPC hardening around pygls 2.x: framing limits and recovery, -32700/-32600/-32602/-32002 replies.
+
+pygls reads ``Content-Length`` frames in ``pygls.io_.run_async`` with no limit on the length (a
+``Content-Length: 1000000000000`` ends the process), no recovery when a length is a few bytes off
+(the stream stays out of step and the server goes silent), and it parses the body with the message
+types as ``json.loads`` object hooks, so a request whose params do not fit its type (``"position":
+"x"``) raises out of the parser and is never answered; invalid JSON gets no -32700 either. It also
+serves requests before ``initialize``, drops requests after ``shutdown`` without a reply, and keeps
+the document text with ``str.splitlines`` (which knows more line breaks than LSP) and a per-character
+Python loop for positions (seconds per edit on a 5 MB line).
+
+This module replaces the reading loop (``FrameReader`` + ``serve``) and subclasses the protocol
+(``MtmcProtocol``) and the workspace documents (``FastTextDocument``); ``MtmcLanguageServer`` uses
+them through ``HardenedServerMixin``. Nothing here changes what a well-formed session sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+from urllib.parse import unquote
+
+from lsprotocol import types
+from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.workspace import TextDocument, Workspace
+
+from .positions import TextIndex
+
+logger = logging.getLogger(__name__)
+
+# A 5 MB source file is about 5-10 MB of JSON; larger frames are refused without reading them.
+MAX_CONTENT_LENGTH = 64 << 20
+# Header blocks are a line or two; more than this without a blank line is not a header.
+MAX_HEADER_BYTES = 8 << 10
+# A body that stops arriving this long while the bytes already there form a whole JSON object had
+# a Content-Length that was too large: it is handled instead of waiting forever.
+STALL_S = 0.5
+READ_CHUNK = 1 << 16
+
+# JSON-RPC 2.0 and LSP error codes.
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32602, -32603
+SERVER_NOT_INITIALIZED = -32002
+
+_HEADER_START = re.compile(rb"content-length[ \t]*:", re.IGNORECASE)
+
+
+@dataclass
+class Frame:
+    """One thing read from the stream: a decoded message, or a framing/parse problem."""
+
+    message: Any = None
+    # Set for problems: the JSON-RPC error code the client is told (None: only logged).
+    error_code: int | None = None
+    problem: str = ""
+    # The message was recovered from a frame whose Content-Length was wrong, or held invalid UTF-8.
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+
+class FrameReader:
+    """Splits a byte stream into JSON-RPC messages and recovers from broken framing.
+
+    Feed bytes with ``feed``; ``frames()`` yields every complete message or problem. A length
+    too large for the limit is refused without reading its body; garbage before a header is
+    skipped; a body that does not parse but holds the next header (a length a few bytes too large)
+    is split there; a body cut short (a length too small) is a parse error and the reader finds
+    the next header. ``stalled()`` handles a body that stopped short but is already whole JSON.
+    """
+
+    def __init__(self, max_content_length: int = MAX_CONTENT_LENGTH, max_header_bytes: int = MAX_HEADER_BYTES):
+        self.max_content_length = max_content_length
+        self.max_header_bytes = max_header_bytes
+        self._buffer = bytearray()
+        self._pending: int | None = None  # the body length being waited for
+
+    @property
+    def waiting_for_body(self) -> bool:
+        return self._pending is not None
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+
+    def frames(self):
+        while True:
+            frame = self._next()
+            if frame is None:
+                return
+            yield frame
+
+    def stalled(self) -> Frame | None:
+        """No bytes came for a while in the middle of a body: use what is there if it is a whole message."""
+        if self._pending is None or not self._buffer.strip():
+            return None
+        message, note = _decode(bytes(self._buffer))
+        if message is _INVALID:
+            return None  # really incomplete: keep waiting (a large message on a slow pipe)
+        note = "; ".join(filter(None, [f"Content-Length said {self._pending} bytes, the message had "
+                                       f"{len(self._buffer)}", note]))
+        self._buffer.clear()
+        self._pending = None
+        return Frame(message, note=note)
+
+    def _next(self) -> Frame | None:
+        buffer = self._buffer
+        if self._pending is None:
+            match = _HEADER_START.search(buffer)
+            if match is None:
+                if len(buffer) > self.max_header_bytes:
+                    dropped = len(buffer) - 32
+                    del buffer[:dropped]  # keep a tail: it may be the start of a header
+                    return Frame(problem=f"skipped {dropped} bytes that were not a message")
+                return None
+            if match.start() > 0:
+                garbage = bytes(buffer[: match.start()])
+                del buffer[: match.start()]
+                if garbage.strip():
+                    return Frame(problem=f"skipped {len(garbage)} bytes before a header: {garbage[:40]!r}")
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buffer) > self.max_header_bytes:
+                    del buffer[: match.end()]
+                    return Frame(error_code=INVALID_REQUEST, problem=f"a header longer than {self.max_header_bytes} bytes")
+                return None
+            header = bytes(buffer[:end])
+            del buffer[: end + 4]
+            length, problem = self._content_length(header)
+            if problem:
+                return Frame(error_code=INVALID_REQUEST, problem=problem)
+            self._pending = length
+            return self._next()
+        if len(buffer) < self._pending:
+            return None
+        body = bytes(buffer[: self._pending])
+        del buffer[: self._pending]
+        declared, self._pending = self._pending, None
+        message, note = _decode(body)
+        if message is not _INVALID:
+            return Frame(message, note=note)
+        # Too large a length swallows the start of the next message: keep the whole JSON value at
+        # the front and put the rest back, where the header search finds the next message.
+        end = _json_prefix(body)
+        if end is not None:
+            buffer[:0] = body[end:]
+            message, note = _decode(body[:end])
+            return Frame(message, note="; ".join(filter(None, [
+                f"Content-Length said {declared} bytes, the message had {end}", note])))
+        return Frame(error_code=PARSE_ERROR, problem=f"the message is not valid JSON ({len(body)} bytes: {body[:60]!r})")
+
+    def _content_length(self, header: bytes) -> tuple[int | None, str]:
+        length = None
+        for line in header.split(b"\r\n"):
+            name, sep, value = line.partition(b":")
+            if not sep:
+                return None, f"a malformed header line {line[:60]!r}"
+            if name.strip().lower() == b"content-length":
+                value = value.strip()
+                if not value.isdigit() or len(value) > 18:
+                    return None, f"an invalid Content-Length {value[:30]!r}"
+                length = int(value)
+        if length is None:
+            return None, "a header without Content-Length"
+        if length > self.max_content_length:
+            return None, f"Content-Length {length} is over the limit of {self.max_content_length} bytes"
+        return length, ""
+
+
+_INVALID = object()
+
+
+def _decode(body: bytes) -> tuple[Any, str]:
+    """The JSON value of ``body`` (invalid UTF-8 replaced by U+FFFD, with a note), or ``_INVALID``."""
+    note = ""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        text = body.decode("utf-8", errors="replace")
+        note = "the message held invalid UTF-8 (replaced by U+FFFD)"
+    try:
+        return json.loads(text), note
+    except (ValueError, RecursionError):
+        return _INVALID, note
+
+
+def _json_prefix(body: bytes) -> int | None:
+    """The length in bytes of a whole JSON object at the start of ``body`` followed by more bytes, or None."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    start = len(text) - len(text.lstrip())
+    if not text[start:].startswith("{"):
+        return None
+    try:
+        _, end = json.JSONDecoder().raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return None
+    return len(text[:end].encode("utf-8"))
+
+
+class FastTextDocument(TextDocument):
+    """pygls' document with LSP line breaks only and positions converted in C (bytes), not per character."""
+
+    def _apply_incremental_change(self, change: types.TextDocumentContentChangePartial) -> None:
+        source = self.source
+        index = TextIndex(source, self._position_codec.encoding or types.PositionEncodingKind.Utf16)
+        start, end = index.offset_at(change.range.start), index.offset_at(change.range.end)
+        if end < start:  # a reversed range: LSP ranges are ordered, but be lenient like editors are
+            start, end = end, start
+        self._source = source[:start] + change.text + source[end:]
+
+
+class FastWorkspace(Workspace):
+    """A workspace whose documents are ``FastTextDocument``; changes to a document that is not open are ignored."""
+
+    def _create_text_document(self, doc_uri, source=None, version=None, language_id=None):
+        return FastTextDocument(doc_uri, source=source, version=version, language_id=language_id,
+                                sync_kind=self._sync_kind, position_codec=self._position_codec)
+
+
+class MtmcProtocol(LanguageServerProtocol):
+    """pygls' LSP protocol plus lifecycle rules (no requests before initialize or after shutdown)."""
+
+    def __init__(self, server, converter):
+        super().__init__(server, converter)
+        self.initialize_received = False
+        # Framing problems and recovered messages seen so far (the soak and fuzz reports count them).
+        self.problems = 0
+
+    # ---- workspace ----------------------------------------------------------------------------
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        generator = super().lsp_initialize(params)
+        try:
+            request = next(generator)  # pygls has created the workspace by its first yield
+        except StopIteration as stop:
+            self._upgrade_workspace()
+            return stop.value
+        self._upgrade_workspace()
+        while True:
+            value = yield request
+            try:
+                request = generator.send(value)
+            except StopIteration as stop:
+                return stop.value
+
+    def _upgrade_workspace(self) -> None:
+        if self._workspace is not None and type(self._workspace) is Workspace:
+            self._workspace.__class__ = FastWorkspace
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+        uri = params.text_document.uri
+        if unquote(uri) not in self.workspace.text_documents:
+            # pygls raises KeyError here, which the editor shows as an error popup.
+            logger.warning("didChange for %s, which is not open: ignored", uri)
+            return None
+        result = yield from super().lsp_text_document__did_change(params)
+        return result
+
+    # ---- messages -----------------------------------------------------------------------------
+    def reply_error(self, msg_id, code: int, message: str) -> None:
+        """A JSON-RPC error response (``msg_id`` None for a message whose id is unknown)."""
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
+
+    def dispatch(self, frame: Frame) -> None:
+        """Check one decoded message (envelope, lifecycle, params) and hand it to pygls."""
+        if not frame.ok:
+            self.problems += 1
+            logger.warning("JSON-RPC: %s", frame.problem)
+            if frame.error_code is not None:
+                self.reply_error(None, frame.error_code, frame.problem)
+            return
+        if frame.note:
+            self.problems += 1
+            self._warn(f"a message from the editor was recovered: {frame.note}")
+        data = frame.message
+        if not isinstance(data, dict):
+            self.reply_error(None, INVALID_REQUEST, f"not a JSON-RPC message (a JSON {type(data).__name__})")
+            return
+        has_id, method = "id" in data, data.get("method")
+        msg_id = data.get("id")
+        valid_id = msg_id is None or (isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool))
+        if data.get("jsonrpc") != "2.0" or not valid_id or ("method" in data and not isinstance(method, str)):
+            if has_id and "method" in data:
+                self.reply_error(msg_id if valid_id else None, INVALID_REQUEST, "not a JSON-RPC 2.0 request")
+            else:
+                logger.warning("JSON-RPC: ignored an invalid message %.200s", data)
+            return
+        is_request = has_id and method is not None
+        if method is not None and not self._lifecycle_allows(method, msg_id if is_request else None, is_request):
+            return
+        try:
+            message = self.structure_message(data)
+        except Exception as exc:  # noqa: BLE001 - any params that do not fit the method's type
+            reason = f"invalid params for {method}: {_short(exc)}"
+            if is_request:
+                self.reply_error(msg_id, INVALID_PARAMS, reason)
+            elif method is not None:
+                self._warn(f"ignored a notification with {reason}"
+                           + (" - the document may now differ from the editor's" if method.startswith("textDocument/did") else ""))
+            else:
+                logger.warning("JSON-RPC: ignored a response: %s", reason)
+            return
+        if is_request and method == types.INITIALIZE:
+            self.initialize_received = True
+        try:
+            self.handle_message(message)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - pygls raised before it could reply
+            logger.exception("JSON-RPC: failed to handle %s", method)
+            if is_request:
+                self.reply_error(msg_id, INTERNAL_ERROR, f"{method} failed: {_short(exc)}")
+
+    def _lifecycle_allows(self, method: str, msg_id, is_request: bool) -> bool:
+        if method == types.EXIT:
+            return True
+        if self._shutdown:
+            if is_request:
+                self.reply_error(msg_id, INVALID_REQUEST, f"{method}: the server is shutting down")
+            return False
+        if method == types.INITIALIZE:
+            if self.initialize_received and is_request:
+                self.reply_error(msg_id, INVALID_REQUEST, "initialize was already called")
+                return False
+            return True
+        if not self.initialize_received:
+            if is_request:
+                self.reply_error(msg_id, SERVER_NOT_INITIALIZED, f"{method}: the server is not initialized")
+            return False  # notifications before initialize are dropped (LSP)
+        return True
+
+    def _warn(self, message: str) -> None:
+        logger.warning("%s", message)
+        if self.initialize_received and not self._shutdown:
+            try:
+                self.notify(types.WINDOW_LOG_MESSAGE,
+                            types.LogMessageParams(type=types.MessageType.Warning, message=f"MTMC: {message}"))
+            except Exception:  # noqa: BLE001 - the pipe may be gone
+                logger.debug("could not send a warning", exc_info=True)
+
+
+def _short(exc: BaseException) -> str:
+    """One line saying what was wrong; cattrs' validation errors name the fields (``$.params.range``)."""
+    cause = exc.__cause__ or exc
+    try:
+        from cattrs import transform_error
+        from cattrs.errors import ClassValidationError
+
+        if isinstance(cause, ClassValidationError):
+            return "; ".join(transform_error(cause, path="$"))[:300]
+    except ImportError:
+        pass
+    text = str(cause) or type(cause).__name__
+    return text.replace("\n", " ")[:300]
+
+
+async def serve(stop_event: threading.Event, read_chunk: Callable[[], Awaitable[bytes]], protocol: MtmcProtocol) -> None:
+    """The message loop: read chunks, split them into frames, dispatch; ends at end of input or exit."""
+    frames = FrameReader()
+    pending: asyncio.Future | None = None
+    while not stop_event.is_set():
+        if pending is None:
+            pending = asyncio.ensure_future(read_chunk())
+        done, _ = await asyncio.wait({pending}, timeout=STALL_S if frames.waiting_for_body else None)
+        if not done:
+            stalled = frames.stalled()
+            if stalled is not None:
+                protocol.dispatch(stalled)
+            continue
+        chunk, pending = pending.result(), None
+        if not chunk:
+            break
+        frames.feed(chunk)
+        for frame in frames.frames():
+            protocol.dispatch(frame)
+            await asyncio.sleep(0)  # let replies and other tasks run between messages of a big chunk
+
+
+class HardenedServerMixin:
+    """``start_io`` / ``start_tcp`` with ``serve`` instead of pygls' reading loop."""
+
+    def _start_io_async(self, stdin=None, stdout=None):
+        from pygls.io_ import StdoutWriter
+
+        self._stop_event = threading.Event()
+        source = stdin or sys.stdin.buffer
+        read = getattr(source, "read1", None) or source.read
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        # Its own thread: a read blocks until the editor writes, and must not take a pool worker.
+        reader = ThreadPoolExecutor(1, thread_name_prefix="mtmc-stdin")
+
+        async def read_chunk() -> bytes:
+            return await asyncio.get_running_loop().run_in_executor(reader, read, READ_CHUNK)
+
+        try:
+            asyncio.run(serve(self._stop_event, read_chunk, self.protocol))
+        except BrokenPipeError:
+            logger.error("Connection to the client is lost! Shutting down the server.")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            reader.shutdown(wait=False, cancel_futures=True)
+            self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        self._stop_event = stop_event = threading.Event()
+
+        async def connection(stream_reader: asyncio.StreamReader, stream_writer: asyncio.StreamWriter):
+            self.protocol.set_writer(stream_writer)
+            await serve(stop_event, lambda: stream_reader.read(READ_CHUNK), self.protocol)
+            self.shutdown()
+
+        async def tcp_server():
+            self._server = await asyncio.start_server(connection, host, port)
+            async with self._server:
+                await self._server.serve_forever()
+
+        try:
+            asyncio.run(tcp_server())
+        except asyncio.CancelledError:
+            logger.debug("TCP server cancelled")
