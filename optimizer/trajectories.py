@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import platform
 import time
 import uuid
@@ -47,8 +48,16 @@ class TrajectoryRecorder:
     """Writes one episode per ``begin``/``end`` pair; does nothing when ``enabled`` is False."""
 
     def __init__(self, workspace: str | Path, enabled: bool = True):
-        self.folder = Path(workspace) / ".mtmc" / "trajectories"
-        self.enabled = enabled
+        from .history import state_dir
+
+        folder = state_dir(workspace, "trajectories")
+        # Set when nothing is recorded because .mtmc/ leads out of the workspace (a symlink).
+        self.problem: str | None = None
+        if folder is None and enabled:
+            self.problem = f"{Path(workspace) / '.mtmc'} leads out of the workspace (a symlink): no trajectory recorded"
+            logging.getLogger(__name__).warning("%s", self.problem)
+        self.folder = folder or Path(workspace) / ".mtmc" / "trajectories"
+        self.enabled = enabled and folder is not None
         self.path: Path | None = None
         self.episode: str | None = None
         self._step = 0

@@ -32,6 +32,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.workspace import TextDocument, Workspace
 
 from .positions import TextIndex
+from .scratch import ScratchSpace
 
 logger = logging.getLogger(__name__)
 
@@ -399,6 +400,8 @@ class HardenedServerMixin:
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
         # Its own thread: a read blocks until the editor writes, and must not take a pool worker.
         reader = ThreadPoolExecutor(1, thread_name_prefix="mtmc-stdin")
+        scratch = ScratchSpace()
+        scratch.enter()
 
         async def read_chunk() -> bytes:
             return await asyncio.get_running_loop().run_in_executor(reader, read, READ_CHUNK)
@@ -412,6 +415,7 @@ class HardenedServerMixin:
         finally:
             reader.shutdown(wait=False, cancel_futures=True)
             self.shutdown()
+            scratch.leave()
 
     def start_tcp(self, host: str, port: int) -> None:
         self._stop_event = stop_event = threading.Event()
@@ -426,7 +430,11 @@ class HardenedServerMixin:
             async with self._server:
                 await self._server.serve_forever()
 
+        scratch = ScratchSpace()
+        scratch.enter()
         try:
             asyncio.run(tcp_server())
         except asyncio.CancelledError:
             logger.debug("TCP server cancelled")
+        finally:
+            scratch.leave()

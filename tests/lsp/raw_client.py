@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import queue
+import re
 import subprocess
 import sys
 import threading
@@ -24,6 +24,35 @@ SETTINGS = {
     "targetGpu": "h100", "diagnosticsDebounceMs": 0, "compileDiagnostics": False, "policy": "heuristic",
     "trusted": True, "verification": {"enabled": False},
 }
+
+
+def lsp_lines(text: str) -> list[str]:
+    """The text's lines with their breaks; LSP breaks lines at \\n, \\r\\n and \\r only."""
+    return re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
+
+
+def offset_of(text: str, line: int, character: int) -> int:
+    """A (line, UTF-16 character) position's code-point offset, clamped like editors do; written
+    independently of the server's conversion (per character), so the tests compare two implementations."""
+    lines = lsp_lines(text)
+    if line >= len(lines):
+        return len(text)
+    offset = sum(len(l) for l in lines[:line])
+    content = lines[line].rstrip("\r\n") if lines[line].endswith(("\r", "\n")) else lines[line]
+    units = 0
+    for index, ch in enumerate(content):
+        if units >= character:
+            return offset + index
+        units += 2 if ord(ch) > 0xFFFF else 1
+        if units > character:  # the position splits a surrogate pair: before the character
+            return offset + index
+    return offset + len(content)
+
+
+def replace_range(text: str, start: tuple[int, int], end: tuple[int, int], new_text: str) -> str:
+    a, b = offset_of(text, *start), offset_of(text, *end)
+    a, b = min(a, b), max(a, b)
+    return text[:a] + new_text + text[b:]
 
 
 def frame(message: Any) -> bytes:
@@ -45,14 +74,19 @@ class RawClient:
         self._ids = itertools.count(1)
         self._lock = threading.Condition()
         self.closed = False
-        # Answers to the server's workspace/applyEdit: a callable(params) -> result dict.
-        self.on_apply_edit = lambda params: {"applied": False, "failureReason": "raw client"}
+        # The editor's buffers: uri -> (text, version); workspace/applyEdit is applied to them like an
+        # editor does (refused when its version is not the buffer's), and sent back as didChange.
+        self.buffers: dict[str, tuple[str, int]] = {}
+        self.applied_edits: list[dict] = []
+        self.refused_edits: list[dict] = []
+        self.on_apply_edit = self.apply_workspace_edit
         threading.Thread(target=self._reader, daemon=True).start()
 
     # ---- starting ----------------------------------------------------------------------------
     @classmethod
-    def subprocess(cls, cwd: Path | None = None, settings: dict | None = None) -> "RawClient":
-        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    def subprocess(cls, cwd: Path | None = None, settings: dict | None = None, env: dict | None = None) -> "RawClient":
+        env = dict(os.environ if env is None else env,
+                   PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         process = subprocess.Popen(SERVER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.DEVNULL, cwd=cwd or REPO, env=env)
 
@@ -97,6 +131,48 @@ class RawClient:
                                          "initializationOptions": {"mtmc": self.settings}})
         self.notify("initialized", {})
         return reply
+
+    # ---- documents ---------------------------------------------------------------------------
+    def open(self, uri: str, text: str, version: int = 1) -> None:
+        self.buffers[uri] = (text, version)
+        self.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": version,
+                                                              "text": text}})
+
+    def change(self, uri: str, start: tuple[int, int], end: tuple[int, int], new_text: str) -> int:
+        """An incremental change of a (line, UTF-16 character) range; returns the new version."""
+        text, version = self.buffers[uri]
+        text = replace_range(text, start, end, new_text)
+        self.buffers[uri] = (text, version + 1)
+        self.notify("textDocument/didChange", {
+            "textDocument": {"uri": uri, "version": version + 1},
+            "contentChanges": [{"range": {"start": {"line": start[0], "character": start[1]},
+                                          "end": {"line": end[0], "character": end[1]}}, "text": new_text}]})
+        return version + 1
+
+    def close_document(self, uri: str) -> None:
+        self.buffers.pop(uri, None)
+        self.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+
+    def apply_workspace_edit(self, params: dict) -> dict:
+        """workspace/applyEdit as an editor does it: versioned edits against a moved-on buffer are refused."""
+        edit = params["edit"]
+        for change in edit.get("documentChanges") or []:
+            uri, version = change["textDocument"]["uri"], change["textDocument"].get("version")
+            current = self.buffers.get(uri)
+            if current is None or (version is not None and version != current[1]):
+                self.refused_edits.append(params)
+                return {"applied": False, "failureReason": f"version {version} is not the buffer's"}
+            text = current[0]
+            for text_edit in sorted(change["edits"], key=lambda e: (e["range"]["start"]["line"],
+                                                                    e["range"]["start"]["character"]), reverse=True):
+                r = text_edit["range"]
+                text = replace_range(text, (r["start"]["line"], r["start"]["character"]),
+                                     (r["end"]["line"], r["end"]["character"]), text_edit["newText"])
+            self.buffers[uri] = (text, current[1] + 1)
+            self.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": current[1] + 1},
+                                                   "contentChanges": [{"text": text}]})
+        self.applied_edits.append(params)
+        return {"applied": True}
 
     # ---- sending -----------------------------------------------------------------------------
     def send_raw(self, data: bytes) -> None:
