@@ -300,7 +300,10 @@ def test_target_compile_judges_shared_memory_against_the_profile(pool):
     assert report.status == "compile_error" and not report.compiled, report.summary
     assert "KiB of shared memory; tiny-smem GPU allows 1 KiB per block" in report.summary
     assert "matmul_kernel[grid]" in text.splitlines()[report.error_line]
-    assert report.raw == {}  # refused before any user code ran
+    # The job ran first: the compile for the target used the types of the launch it recorded.
+    assert report.raw["launches"]["matmul_kernel"]["types"]["a_ptr"].startswith("*fp")
+    compiled = report.check("compile").details["target"]["reports"][0]
+    assert compiled["signature"]["a_ptr"] == report.raw["launches"]["matmul_kernel"]["types"]["a_ptr"]
 
 
 def test_a_worker_exits_when_its_caller_dies(tmp_path):

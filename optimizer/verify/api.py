@@ -38,8 +38,17 @@ class VerifyOptions:
     rtol: float | None = None
     timing: bool = True
     timing_rounds: int = 5
-    warmup_ms: int = 25
+    warmup_ms: int = 25  # the most; adaptive timing uses less for fast kernels
     rep_ms: int = 100
+    # Size each do_bench by the kernel's measured time (about 100 runs, at least 20 ms) and add
+    # rounds while the ratios are noisy; False: always warmup_ms/rep_ms and timing_rounds rounds.
+    adaptive_timing: bool = True
+    # Keep the previous version loaded and the expected outputs (reference, previous) per seed in
+    # the worker between jobs: the optimize loop checks many candidates against one previous version.
+    reuse_results: bool = True
+    # Test-style files: "launches" times the file's kernel launches recorded inside each test,
+    # replayed with their arguments; "test" times the whole test function.
+    test_timing: str = "launches"
     time_reference: bool = True
     sync_all_streams: bool = True
     recheck_speedup_above: float = 10.0
@@ -95,9 +104,11 @@ def build_job(harness: Harness, new_text: str, old_text: str | None, mode: str, 
         "input_kwargs": options.input_kwargs,
         "atol": options.atol,
         "rtol": options.rtol,
+        "reuse": options.reuse_results,
         "timing": {
             "rounds": options.timing_rounds, "warmup_ms": options.warmup_ms, "rep_ms": options.rep_ms,
             "time_reference": options.time_reference, "sync_all_streams": options.sync_all_streams,
+            "adaptive": options.adaptive_timing, "test_timing": options.test_timing,
         } if options.timing else None,
         "recheck_speedup_above": options.recheck_speedup_above,
     }
@@ -134,12 +145,6 @@ def verify_file(new_text: str, old_text: str | None, path: str | None = None,
 
     pool = options.pool or pool_for(options.mode)
     target_compile = None
-    if pool.mode == "interpreter" and options.compile_for_target:
-        if progress is not None:
-            progress(f"compiling for {profile.name}", 5)
-        target_compile = compile_for_target(analysis, profile, options.compile_timeout_s)
-        if target_compile["failed"]:
-            return _target_compile_failure(target_compile, harness, profile, base, started)
     if _cancelled(cancel):
         return _stopped_report("cancelled", harness, pool.mode, base, started)
     job = build_job(harness, new_text, old_text, pool.mode, options, old_harness)
@@ -148,13 +153,30 @@ def verify_file(new_text: str, old_text: str | None, path: str | None = None,
         if progress is not None:
             progress(message, _PHASE_PERCENT.get(info.get("phase", ""), None))
 
+    job_started = time.monotonic()
     outcome = pool.run(job, options.compile_timeout_s, options.run_timeout_s, on_progress, cancel, options.key)
+    job_s = time.monotonic() - job_started
     report = build_report(outcome, harness, profile, options, pool.mode, old_text is not None, base)
     compile_check = report.check("compile")
+    # The launches the job saw carry the real argument types: the compile for the target uses them
+    # instead of assuming (an int64 index tensor compiled as *fp32 does not compile).
+    launched = (outcome.result or {}).get("launches") or {}
+    target_started = time.monotonic()
+    if (pool.mode == "interpreter" and options.compile_for_target and not _cancelled(cancel)
+            and report.status in ("verified", "incorrect", "no_harness", "compile_error")):
+        if progress is not None:
+            progress(f"compiling for {profile.name}", 90)
+        target_compile = compile_for_target(analysis, profile, options.compile_timeout_s, launched)
+        interpreter_error = report.status == "compile_error" and "InterpreterError" not in (report.error or "")
+        if target_compile["failed"] and not interpreter_error:  # a plain compile error names its own line
+            failure = _target_compile_failure(target_compile, harness, profile, base, started)
+            failure.raw = report.raw
+            report = failure
+            compile_check = report.check("compile")
     if (target_compile is None and pool.mode == "gpu" and options.compile_for_target and report.compiled
             and _other_arch(report.device, profile) and not _cancelled(cancel)):
         # Verified on this GPU, but the user optimizes for another one: it must compile there too.
-        target_compile = compile_for_target(analysis, profile, options.compile_timeout_s)
+        target_compile = compile_for_target(analysis, profile, options.compile_timeout_s, launched)
         if target_compile["failed"]:
             failed = target_compile["failed"]
             compile_check.status, compile_check.line = "failed", failed["line"]
@@ -175,6 +197,14 @@ def verify_file(new_text: str, old_text: str | None, path: str | None = None,
         compile_check.message += f"; {target_compile['message']}"
         compile_check.details["target"] = target_compile
     report.duration_s = time.monotonic() - started
+    phases = dict((outcome.result or {}).get("phases") or {})
+    worker_s = sum(phases.values())
+    phases["worker_other"] = round(max(0.0, outcome.seconds - worker_s), 4)  # start, transfer, unload
+    phases["queue_and_start"] = round(max(0.0, job_s - outcome.seconds), 4)
+    if target_compile is not None:
+        phases["target_compile"] = round(time.monotonic() - target_started, 4)
+    phases["total"] = round(report.duration_s, 4)
+    report.phases = phases
     return report
 
 
@@ -188,11 +218,28 @@ def _other_arch(device_name: str, target: GpuProfile) -> bool:
         return False
 
 
-def compile_for_target(analysis, profile: GpuProfile, timeout_s: float) -> dict:
-    """Compile each launched kernel config for ``profile`` (no GPU needed) and judge the resources."""
+def compile_for_target(analysis, profile: GpuProfile, timeout_s: float, launched: dict | None = None) -> dict:
+    """Compile each launched kernel config for ``profile`` (no GPU needed) and judge the resources.
+
+    ``launched``: per kernel, the argument types of a launch the worker recorded (real types, from
+    the harness's inputs); kernels not launched there get types inferred from the file.
+    """
     from ..compile import compile_jobs, plan_jobs
 
     planned = plan_jobs(analysis, profile)
+    for plan in planned:
+        real = (launched or {}).get(plan.job.kernel)
+        kernel = analysis.kernel(plan.job.kernel)
+        if real and kernel is not None:
+            plan.job.signature_overrides = {
+                name: kind for name, kind in real["types"].items()
+                if (param := kernel.param(name)) is not None and param.kind != "constexpr"
+                and not (kind in ("i32", "i64") and real["constants"].get(name) == 1)}  # 1 is specialized
+            for param in kernel.params:  # a constexpr only the launch knows (BLOCK=next_power_of_2(n))
+                value = real["constants"].get(param.name)
+                if param.kind == "constexpr" and plan.job.constexprs.get(param.name) is None and value is not None:
+                    plan.job.constexprs[param.name] = value
+                    plan.job.label = (plan.job.label + " " if plan.job.label else "") + f"({param.name} as launched)"
     reports = compile_jobs(analysis.text, [p.job for p in planned], profile, timeout_s=timeout_s, analysis=analysis)
     failed, parts, skipped = None, [], []
     for plan, rep in zip(planned, reports):
@@ -359,8 +406,9 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
     speed, speed_reason = _speed(result, recheck, has_old, profile, mode, correct, options)
     if speed is not None:
         label = options.previous_label if speed.baseline == "previous" else "the reference"
-        checks.append(Check("speed", "passed" if speed.believed else "failed", speed.describe(label), None,
-                            {"raw_rounds": speed.raw_rounds}))
+        timed_how = f"; timed: {speed.method}" if speed.method else ""
+        checks.append(Check("speed", "passed" if speed.believed else "failed", speed.describe(label) + timed_how,
+                            None, {"raw_rounds": speed.raw_rounds, "method": speed.method, "sizing": speed.sizing}))
     else:
         checks.append(Check("speed", "unavailable", f"speed: {speed_reason}", None, {}))
     if correct and not against:
@@ -420,6 +468,7 @@ def _speed(result: dict, recheck: dict, has_old: bool, profile: GpuProfile, mode
     roofline = roofline_figures(runtime.get("flops"), flop_dtype, moved, stats["candidate_ms"] * 1e-3,
                                 profile.peak_tflops, profile.memory_bandwidth_gbs)
     speed = Speed(
+        method=timed.get("method") or "", sizing=timed.get("sizing") or {},
         baseline=_ROLE_NAMES[baseline], baseline_ms=stats["baseline_ms"], candidate_ms=stats["candidate_ms"],
         speedup=stats["speedup"], band=stats["band"], rounds=stats["rounds"], ratios=stats["ratios"],
         believed=believed, recheck=note,

@@ -97,6 +97,8 @@ class Speed:
     achieved_tflops: float | None = None
     compute_pct: float | None = None  # achieved_tflops / the target's dense peak for flop_dtype
     bound: str = "memory"  # "compute" when flops / bytes_moved is above the target's ridge point
+    method: str = ""  # test style: "3 -> 1 launches of k replayed" or "whole test", per test
+    sizing: dict = field(default_factory=dict)  # warmup_ms, rep_ms and rounds the timing used
 
     @property
     def roofline_line(self) -> str | None:
@@ -185,6 +187,9 @@ class VerificationReport:
     kernel: str | None = None
     path: str | None = None
     duration_s: float = 0.0
+    # Where the time went, seconds: import, compile (first launch), correctness, flops, speed, recheck
+    # (in the worker), worker_other, queue_and_start, target_compile, total.
+    phases: dict = field(default_factory=dict)
     environment: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict)  # the worker's own result, for the record
 

@@ -17,13 +17,47 @@ TOLERANCES = {
 FP8_TOLERANCE = 1e-1
 
 
-def tolerance_for(dtype: torch.dtype) -> float:
-    """The atol/rtol used for outputs of ``dtype`` (0 for exact types)."""
+def tolerance_for(dtype: torch.dtype, floor: torch.dtype | None = None) -> float:
+    """The atol/rtol for outputs of ``dtype`` (0 for exact types), never tighter than ``floor`` allows.
+
+    ``floor`` is the lowest precision the job computes in (inputs, reference): an fp32 output of
+    a computation on bf16 inputs carries bf16 rounding, so it is judged at bf16's tolerance.
+    """
     if dtype in TOLERANCES:
-        return TOLERANCES[dtype]
-    if dtype.is_floating_point:  # fp8 variants
-        return FP8_TOLERANCE
-    return 0.0
+        own = TOLERANCES[dtype]
+    elif dtype.is_floating_point:  # fp8 variants
+        own = FP8_TOLERANCE
+    else:
+        return 0.0  # integers and bools match exactly, whatever the inputs were
+    return max(own, tolerance_for(floor)) if floor is not None and floor.is_floating_point else own
+
+
+def lowest_precision(dtypes) -> torch.dtype | None:
+    """The floating dtype with the loosest tolerance among ``dtypes`` (None without floating ones)."""
+    floats = [d for d in dtypes if isinstance(d, torch.dtype) and d.is_floating_point]
+    return max(floats, key=tolerance_for, default=None)
+
+
+def effective_precision(value: Any) -> torch.dtype | None:
+    """The precision a result was really computed in: an fp32 reference whose every value is exactly
+    a bf16 (or fp16) value was computed in bf16 and converted with ``.float()``.
+
+    Needs 64+ finite values that are not all integers (small integers are exact in every format),
+    so a coincidence cannot loosen a check.
+    """
+    lowest = None
+    for _, item in flatten(value):
+        if not isinstance(item, torch.Tensor) or item.dtype not in (torch.float32, torch.float64):
+            continue
+        finite = item.detach()[torch.isfinite(item.detach())]
+        if finite.numel() < 64 or bool((finite == finite.round()).all()):
+            continue
+        lower = (torch.bfloat16, torch.float16) + ((torch.float32,) if item.dtype == torch.float64 else ())
+        for low in lower:
+            if bool((finite.to(low).to(finite.dtype) == finite).all()):
+                lowest = lowest_precision([lowest, low] if lowest is not None else [low])
+                break
+    return lowest
 
 
 def flatten(value: Any, prefix: str = "output") -> list[tuple[str, Any]]:
@@ -60,12 +94,13 @@ def nonfinite(value: Any) -> dict | None:
 
 
 def compare(actual: Any, expected: Any, atol: float | None = None, rtol: float | None = None,
-            scale: float = 1.0) -> dict:
+            scale: float = 1.0, floor: torch.dtype | None = None) -> dict:
     """Compare two results element-wise; returns ``{"ok", "max_abs", "max_rel", "mismatch", ...}``.
 
     ``mismatch`` (when not ok) names the output, the first bad index, both values, the count of
     bad elements and the tolerance used. A NaN where the expected value is finite counts as bad.
-    ``scale`` multiplies the tolerances (2 when both sides carry their own rounding error).
+    ``scale`` multiplies the tolerances (2 when both sides carry their own rounding error);
+    ``floor`` is the job's lowest precision (see ``tolerance_for``).
     """
     got, want = flatten(actual), flatten(expected)
     summary = {"ok": True, "max_abs": 0.0, "max_rel": 0.0, "mismatch": None, "elements": 0}
@@ -73,7 +108,7 @@ def compare(actual: Any, expected: Any, atol: float | None = None, rtol: float |
         summary.update(ok=False, mismatch={"reason": f"{len(got)} outputs, expected {len(want)}"})
         return summary
     for (name, a), (_, b) in zip(got, want):
-        result = _compare_one(name, a, b, atol, rtol, scale)
+        result = _compare_one(name, a, b, atol, rtol, scale, floor)
         summary["elements"] += result.get("elements", 0)
         summary["max_abs"] = max(summary["max_abs"], result.get("max_abs", 0.0))
         summary["max_rel"] = max(summary["max_rel"], result.get("max_rel", 0.0))
@@ -83,12 +118,13 @@ def compare(actual: Any, expected: Any, atol: float | None = None, rtol: float |
     return summary
 
 
-def _compare_one(name: str, a: Any, b: Any, atol: float | None, rtol: float | None, scale: float = 1.0) -> dict:
+def _compare_one(name: str, a: Any, b: Any, atol: float | None, rtol: float | None, scale: float = 1.0,
+                 floor: torch.dtype | None = None) -> dict:
     if not isinstance(b, torch.Tensor):
         if isinstance(a, torch.Tensor):
             return _bad(name, f"a tensor where {type(b).__name__} {b!r} was expected")
         if isinstance(a, float) and isinstance(b, float):
-            tol = (1e-4 if atol is None else atol) * scale
+            tol = (tolerance_for(torch.float32, floor) if atol is None else atol) * scale
             ok = math.isclose(a, b, rel_tol=tol, abs_tol=tol) or (math.isnan(a) and math.isnan(b))
         else:
             ok = a == b
@@ -99,7 +135,7 @@ def _compare_one(name: str, a: Any, b: Any, atol: float | None, rtol: float | No
         return _bad(name, f"shape {tuple(a.shape)}, expected {tuple(b.shape)}")
     if a.dtype != b.dtype:
         return _bad(name, f"dtype {a.dtype}, expected {b.dtype}".replace("torch.", ""))
-    tol = tolerance_for(b.dtype)
+    tol = tolerance_for(b.dtype, floor)
     a_tol = (tol if atol is None else atol) * scale
     r_tol = (tol if rtol is None else rtol) * scale
     if a.numel() == 0:

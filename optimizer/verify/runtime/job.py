@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
 import platform
 import shutil
 import tempfile
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from . import compare as cmp
+from . import launches
 from .flops import count_flops
+from .launches import AUTOTUNE, Recorder
 from .poison import poisoned_allocations
 from .stats import speedup_stats
 from .timing import interleaved
@@ -21,6 +28,7 @@ from .versions import (
     Version,
     accepts,
     clone,
+    clone_inputs,
     copy_into,
     describe_exception,
     int_defaults,
@@ -36,6 +44,36 @@ FATAL_MARKERS = ("CUDA error", "illegal memory access", "out of memory", "CUBLAS
                  "misaligned address", "unspecified launch failure", "an illegal instruction")
 # Interpreter runs shrink every integer size knob of get_inputs above this, by halving.
 INTERPRETER_MAX_KNOB = 96
+# Kept between jobs of one worker (the optimize loop verifies many candidates against one previous
+# version): loaded previous/problem versions (their kernels stay compiled) and the expected outputs
+# of the reference and the previous version per seed. Bounded; a fresh worker starts empty.
+KEPT_VERSIONS = 3
+KEPT_EXPECTED_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}
+_kept_versions: "OrderedDict[str, Version]" = OrderedDict()
+_kept_expected: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
+_kept_folder: Path | None = None
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _tensors(value: Any) -> list[tuple[str, torch.Tensor]]:
+    try:
+        return [(name, t) for name, t in cmp.flatten(value) if isinstance(t, torch.Tensor)]
+    except TypeError:
+        return []
+
+
+def _keep_expected(key: tuple, value: Any, device: str) -> None:
+    """Keep an expected output for later trials and jobs, within a byte budget (oldest dropped first)."""
+    size = cmp.nbytes(value)
+    budget = KEPT_EXPECTED_BYTES.get(device, 0)
+    if size > budget // 4:
+        return
+    _kept_expected[key] = (value, size)
+    while sum(v[1] for v in _kept_expected.values()) > budget:
+        _kept_expected.popitem(last=False)
 
 
 class FatalDeviceError(Exception):
@@ -81,8 +119,30 @@ class Job:
             "speed": None,
             "recheck": None,
             "worker_healthy": True,
+            "phases": {},
         }
         self.versions: dict[str, Version] = {}
+        self.kept: set[str] = set()  # roles whose Version outlives the job
+        self.reuse = bool(job.get("reuse", True))
+        # KernelBench runs under no_grad as KernelBench does; other harnesses run as written (a test may
+        # call .backward()). The verifier's own copies and comparisons never track gradients.
+        self.grad = self.harness.get("style") != "kernelbench"
+        self.floor: torch.dtype | None = None  # the job's lowest precision, for the tolerances
+        self.expected_key: str | None = None
+        launches.install(self.mode == "interpreter" or os.environ.get("TRITON_INTERPRET") == "1")
+        AUTOTUNE.index = 0
+        AUTOTUNE.counts.clear()
+        AUTOTUNE.chosen.clear()
+
+    @contextlib.contextmanager
+    def timed(self, name: str):
+        """Adds the wall time of the block to ``result["phases"][name]`` (where a verification's time goes)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            phases = self.result["phases"]
+            phases[name] = round(phases.get(name, 0.0) + time.perf_counter() - started, 4)
 
     # -- messages -------------------------------------------------------------------------
     def phase(self, name: str) -> None:
@@ -99,38 +159,63 @@ class Job:
         except FatalDeviceError:
             self.result["worker_healthy"] = False
         finally:
-            for version in self.versions.values():
-                version.unload()
+            for role, version in self.versions.items():
+                if role not in self.kept:
+                    version.unload()
             shutil.rmtree(self.folder, ignore_errors=True)
         return self.result
+
+    def _load_kept(self, role: str, text: str) -> Version:
+        """The previous version or the problem file: reused from an earlier job of this worker when
+        its text is the same (module already imported, kernels already compiled)."""
+        global _kept_folder
+        if not self.reuse:
+            version = Version(role, text, self.folder, self.job["id"])
+            version.load()
+            return version
+        key = _digest(role, text)
+        version = _kept_versions.get(key)
+        if version is not None and version.module is not None:
+            _kept_versions.move_to_end(key)
+            self.result["runtime"].setdefault("reused", []).append(role)
+        else:
+            if _kept_folder is None:
+                _kept_folder = Path(tempfile.mkdtemp(prefix="mtmc-verify-kept-"))
+            version = Version(role, text, _kept_folder, key)
+            version.load()  # raises UserCodeError: nothing kept
+            _kept_versions[key] = version
+            while len(_kept_versions) > KEPT_VERSIONS:
+                _, dropped = _kept_versions.popitem(last=False)
+                dropped.unload()
+        self.kept.add(role)
+        return version
 
     def _run(self) -> None:
         job_id = self.job["id"]
         new = Version("new", self.job["new_text"], self.folder, job_id)
         self.versions["new"] = new
         started = time.perf_counter()
-        try:
-            new.load()
-        except UserCodeError as err:
-            self.result["compile"]["new"] = {"ok": False, "stage": "import", **err.info}
-            return
-        old = None
-        if self.job.get("old_text") is not None:
-            old = Version("old", self.job["old_text"], self.folder, job_id)
-            self.versions["old"] = old
+        with self.timed("import"):
             try:
-                old.load()
+                new.load()
             except UserCodeError as err:
-                self.result["compile"]["old"] = {"ok": False, "stage": "import", **err.info}
-                old = None
-        if self.job.get("problem_text") is not None:
-            problem = Version("problem", self.job["problem_text"], self.folder, job_id)
-            self.versions["problem"] = problem
-            try:
-                problem.load()
-            except UserCodeError as err:
-                self.result["compile"]["new"] = {"ok": False, "stage": "problem file import", **err.info, "line": None}
+                self.result["compile"]["new"] = {"ok": False, "stage": "import", **err.info}
                 return
+            old = None
+            if self.job.get("old_text") is not None:
+                try:
+                    old = self._load_kept("old", self.job["old_text"])
+                    self.versions["old"] = old
+                except UserCodeError as err:
+                    self.result["compile"]["old"] = {"ok": False, "stage": "import", **err.info}
+                    old = None
+            if self.job.get("problem_text") is not None:
+                try:
+                    self.versions["problem"] = self._load_kept("problem", self.job["problem_text"])
+                except UserCodeError as err:
+                    self.result["compile"]["new"] = {"ok": False, "stage": "problem file import", **err.info,
+                                                     "line": None}
+                    return
         if self.harness["style"] == "test":
             self._run_tests(new, old, started)
         else:
@@ -169,11 +254,15 @@ class Job:
         if impls.get("new") is None:
             return
         make_inputs = self._input_maker(gen)
+        self.expected_key = _digest(self.job.get("old_text"), self.job.get("problem_text"), h,
+                                    self.job["new_text"] if "new" in (inputs_from, self._source_of("reference")) else "")
 
-        # Trial 0 doubles as the compile check: the first launch JIT-compiles every kernel.
+        # Trial 0 doubles as the compile check: the first launch JIT-compiles every kernel. It also
+        # records the candidate's launches: their real argument types go to the compile for the target.
         held = None
         seeds = list(self.job["seeds"])
-        trial, held = self._trial(impls, make_inputs, seeds[0], "fresh", kwargs, None, first=True)
+        with self.timed("compile"):
+            trial, held = self._trial(impls, make_inputs, seeds[0], "fresh", kwargs, None, first=True)
         compile_s = time.perf_counter() - started
         if trial.get("compile_error"):
             self.result["compile"]["new"] = {"ok": False, "seconds": compile_s, **trial["compile_error"]}
@@ -187,18 +276,38 @@ class Job:
             return
         self.result["trials"].append(trial)
         self.phase("correctness")
-        for i, seed in enumerate(seeds[1:], start=1):
-            self.progress(f"correctness: seed {seed} ({i + 1}/{len(seeds)})")
-            trial, fresh_held = self._trial(impls, make_inputs, seed, "fresh", kwargs, None)
-            self.result["trials"].append(trial)
-            # The same tensors (same storage, same id()) with the values of this seed: a result
-            # cached by input pointer or object identity comes back stale here.
-            trial, _ = self._trial(impls, make_inputs, seed, "same_storage", kwargs, held)
-            self.result["trials"].append(trial)
-            held = fresh_held if fresh_held is not None else held
+        with self.timed("correctness"):
+            for index in self._other_autotune_configs():
+                # Interpreter: every config of every autotuned kernel runs once (seed 0), not only the first.
+                AUTOTUNE.index = index
+                trial, _ = self._trial(impls, make_inputs, seeds[0], "config", kwargs, None)
+                trial["autotune_config"] = dict(AUTOTUNE.chosen)
+                self.result["trials"].append(trial)
+            AUTOTUNE.index = 0
+            for i, seed in enumerate(seeds[1:], start=1):
+                self.progress(f"correctness: seed {seed} ({i + 1}/{len(seeds)})")
+                trial, fresh_held = self._trial(impls, make_inputs, seed, "fresh", kwargs, None)
+                self.result["trials"].append(trial)
+                # The same tensors (same storage, same id()) with the values of this seed: a result
+                # cached by input pointer or object identity comes back stale here.
+                trial, _ = self._trial(impls, make_inputs, seed, "same_storage", kwargs, held)
+                self.result["trials"].append(trial)
+                held = fresh_held if fresh_held is not None else held
         if not all(t["ok"] for t in self.result["trials"]) or self.mode != "gpu" or not self.job.get("timing"):
             return
         self._time(impls, make_inputs, kwargs, gen)
+
+    def _source_of(self, role: str) -> str | None:
+        """Which version ("problem", "old", "new") supplies the harness's ``role`` function."""
+        _, found = self._pick(self.harness.get(role), self.versions["new"], self.versions.get("old"))
+        return found
+
+    def _other_autotune_configs(self) -> list[int]:
+        """Config indices 1..n-1 when autotuned kernels ran in the interpreter (n: the most configs of any)."""
+        if self.mode != "interpreter" or not AUTOTUNE.counts:
+            return []
+        self.result["runtime"]["autotune_configs"] = dict(AUTOTUNE.counts)
+        return list(range(1, max(AUTOTUNE.counts.values())))
 
     def _build_impls(self, new: Version, old: Version | None) -> dict[str, Impl | None]:
         h = self.harness
@@ -270,7 +379,7 @@ class Job:
         def make(seed: int, kwargs: dict) -> list:
             seed_everything(seed)
             try:
-                with torch.no_grad():
+                with torch.set_grad_enabled(self.grad):
                     out = gen(**kwargs)
             except BaseException as exc:  # noqa: BLE001
                 raise UserCodeError("get_inputs", exc, inputs_version) from None
@@ -282,7 +391,7 @@ class Job:
     def _call(self, impl: Impl, args: Any, poison: bool) -> tuple[Any, int]:
         """Call user code; NaN-poison its fresh buffers; surface asynchronous device errors here."""
         try:
-            with torch.no_grad():
+            with torch.set_grad_enabled(self.grad):
                 if poison:
                     with poisoned_allocations() as counter:
                         out = impl.fn(args)
@@ -319,9 +428,18 @@ class Job:
             impl = impls.get(role)
             if impl is None:
                 continue
+            key = (self.expected_key, role, seed, json.dumps(kwargs, sort_keys=True, default=str))
+            kept = _kept_expected.get(key) if self.reuse and kind in ("fresh", "same_storage") else None
+            if kept is not None:
+                _kept_expected.move_to_end(key)
+                expected[role] = kept[0]
+                trial.setdefault("expected_reused", []).append(role)
+                continue
             try:
-                expected[role], _ = self._call(impl, clone(fresh), poison=True)
+                expected[role], _ = self._call(impl, clone_inputs(fresh), poison=True)
                 expected[role] = clone(expected[role])  # hold a private copy the candidate cannot reach
+                if self.reuse and kind in ("fresh", "same_storage"):
+                    _keep_expected(key, expected[role], self.device)
             except UserCodeError as err:
                 self._check_fatal(err, trial)
                 if role == "old" and first:
@@ -332,15 +450,22 @@ class Job:
                     impls["reference"] = None
                 else:
                     trial.setdefault("expected_errors", {})[role] = err.info
+        if self.floor is None or first:
+            self.floor = self._precision_floor(fresh, expected)
+            self.result["runtime"]["precision"] = str(self.floor).replace("torch.", "") if self.floor else None
         if kind == "same_storage":
             if held is None or not copy_into(held, fresh):
                 trial.update(skipped="inputs of this seed do not fit the previous trial's tensors")
                 return trial, held
             args = held
         else:
-            args = clone(fresh)
+            args = clone_inputs(fresh)
         try:
-            got, poisoned = self._call(impls["new"], args, poison=True)
+            recorder = Recorder({impls["new"].version.module_name}) if first and impls["new"].version else None
+            with recorder or contextlib.nullcontext():
+                got, poisoned = self._call(impls["new"], args, poison=True)
+            if recorder is not None:
+                self.result["launches"] = recorder.kernels()
         except UserCodeError as err:
             self._check_fatal(err, trial)
             trial.update(ok=False, error={"stage": "launch" if first else "run", **err.info})
@@ -361,7 +486,7 @@ class Job:
             # accumulated in another order. Twice the tolerance keeps that from failing a correct step.
             scale = 2.0 if role == "old" and "reference" in expected else 1.0
             try:
-                result = cmp.compare(got, want, self.job.get("atol"), self.job.get("rtol"), scale)
+                result = cmp.compare(got, want, self.job.get("atol"), self.job.get("rtol"), scale, self.floor)
             except TypeError as exc:
                 result = {"ok": False, "mismatch": {"reason": str(exc)}}
             trial["checks"][role] = result
@@ -371,6 +496,17 @@ class Job:
             self.result["runtime"]["output_bytes"] = cmp.nbytes(got)
             self.result["runtime"]["input_bytes"] = cmp.nbytes(fresh)
         return trial, args
+
+    def _precision_floor(self, inputs: Any, expected: dict[str, Any]) -> torch.dtype | None:
+        """The lowest precision among the inputs and the reference (its dtype, or what its values show it
+        was computed in: bf16 math returned with ``.float()``). Never the candidate's: a candidate must
+        not loosen its own check by computing in lower precision."""
+        dtypes = [t.dtype for _, t in _tensors(inputs)]
+        for role, value in expected.items():
+            dtypes += [t.dtype for _, t in _tensors(value)]
+            if role == "reference":
+                dtypes.append(cmp.effective_precision(value))
+        return cmp.lowest_precision(d for d in dtypes if d is not None)
 
     def _check_fatal(self, err: UserCodeError, trial: dict) -> None:
         if err.info.get("fatal"):
@@ -383,15 +519,20 @@ class Job:
     # -- speed (GPU only) -----------------------------------------------------------------------
     def _time(self, impls: dict, make_inputs, kwargs: dict, gen: Callable) -> None:
         self.phase("speed")
-        self._count_reference_flops(impls.get("reference"), make_inputs, kwargs)
+        with self.timed("flops"):
+            self._count_reference_flops(impls.get("reference"), make_inputs, kwargs)
         timing = self.job["timing"]
-        timed = {role: impl.fn for role, impl in impls.items()
+        timed = {role: self._timed_call(impl) for role, impl in impls.items()
                  if impl is not None and (role != "reference" or timing.get("time_reference", True))}
-        rounds = interleaved(
-            timed, lambda r: make_inputs(10_000 + r, kwargs), timing["rounds"], timing["warmup_ms"],
-            timing["rep_ms"], timing.get("sync_all_streams", True), clone, self.progress,
-        )
-        self.result["speed"] = {"rounds": rounds, "input_kwargs": {k: v for k, v in kwargs.items() if k != "device"}}
+        sizing: dict = {}
+        with self.timed("speed"):
+            rounds = interleaved(
+                timed, lambda r: make_inputs(10_000 + r, kwargs), timing["rounds"], timing["warmup_ms"],
+                timing["rep_ms"], timing.get("sync_all_streams", True), clone_inputs, self.progress,
+                adaptive=timing.get("adaptive", False), sizing=sizing,
+            )
+        self.result["speed"] = {"rounds": rounds, "input_kwargs": {k: v for k, v in kwargs.items() if k != "device"},
+                                "sizing": sizing}
         baseline = "old" if "old" in timed else "reference"
         stats = speedup_stats(rounds, baseline, "new") if baseline in timed else None
         limit = self.job.get("recheck_speedup_above")
@@ -410,8 +551,22 @@ class Job:
             return
         self.result["runtime"].update(count_flops(reference.fn, args))
 
+    def _timed_call(self, impl: Impl) -> Callable[[Any], Any]:
+        """What timing calls: the user's function with gradients as its harness runs it."""
+        grad = self.grad
+
+        def call(args):
+            with torch.set_grad_enabled(grad):
+                return impl.fn(args)
+
+        return call
+
     def _recheck(self, impls, make_inputs, kwargs, gen, timed, timing) -> None:
         """A speedup this large is more often a bug than a breakthrough: more seeds, other shapes, again."""
+        with self.timed("recheck"):
+            self._recheck_body(impls, make_inputs, kwargs, gen, timed, timing)
+
+    def _recheck_body(self, impls, make_inputs, kwargs, gen, timed, timing) -> None:
         self.phase("recheck")
         trials = []
         extra_seeds = [1000 + i for i in range(2 * len(self.job["seeds"]))]
@@ -430,7 +585,8 @@ class Job:
         if all(t["ok"] for t in trials):
             rounds = interleaved(
                 timed, lambda r: make_inputs(20_000 + r, kwargs), timing["rounds"], timing["warmup_ms"],
-                timing["rep_ms"], timing.get("sync_all_streams", True), clone, self.progress,
+                timing["rep_ms"], timing.get("sync_all_streams", True), clone_inputs, self.progress,
+                adaptive=timing.get("adaptive", False),
             )
         self.result["recheck"] = {"trials": trials, "rounds": rounds,
                                   "shapes_varied": bool(alternate_shapes(kwargs, gen))}
@@ -439,53 +595,81 @@ class Job:
     def _run_tests(self, new: Version, old: Version | None, started: float) -> None:
         tests = self.harness["tests"]
         first = True
+        self.recordings: dict[str, tuple[Recorder | None, Recorder | None]] = {}
         for i, seed in enumerate(self.job["seeds"]):
             if i == 1:
                 self.phase("correctness")
-            for name in tests:
-                trial = self._test_trial(name, new, old, seed)
-                if first and trial.get("compile_error"):
-                    self.result["compile"]["new"] = {"ok": False, "seconds": time.perf_counter() - started,
-                                                     **trial["compile_error"]}
-                    return
-                self.result["trials"].append(trial)
+            with self.timed("compile" if first else "correctness"):
+                for name in tests:
+                    trial = self._test_trial(name, new, old, seed, record=first)
+                    if first and trial.get("compile_error"):
+                        self.result["compile"]["new"] = {"ok": False, "seconds": time.perf_counter() - started,
+                                                         **trial["compile_error"]}
+                        return
+                    self.result["trials"].append(trial)
             if first:
                 self.result["compile"]["new"] = {"ok": True, "seconds": time.perf_counter() - started}
                 first = False
+                with self.timed("correctness"):
+                    for index in self._other_autotune_configs():
+                        AUTOTUNE.index = index
+                        for name in tests:
+                            trial = self._test_trial(name, new, old, seed)
+                            trial["kind"], trial["autotune_config"] = "config", dict(AUTOTUNE.chosen)
+                            self.result["trials"].append(trial)
+                    AUTOTUNE.index = 0
+        if all(t["ok"] for t in self.result["trials"]) and self.mode == "gpu" and self.job.get("timing") and old:
+            self._time_tests(tests, new, old)
 
-    def _test_trial(self, name: str, new: Version, old: Version | None, seed: int) -> dict:
+    def _test_trial(self, name: str, new: Version, old: Version | None, seed: int, record: bool = False) -> dict:
         trial: dict[str, Any] = {"seed": seed, "kind": "test", "test": name, "ok": True, "checks": {}}
         expected = None
         old_fn = old.attr(name) if old is not None else None
+        old_recorder = Recorder({old.module_name}, keep_args=True) if record and callable(old_fn) else None
         if callable(old_fn):
             try:
                 seed_everything(seed)
-                expected, _ = self._call(Impl("old", self._test_call(old_fn), old), None, poison=True)
+                with old_recorder or contextlib.nullcontext():
+                    expected, _ = self._call(Impl("old", self._test_call(old_fn), old), None, poison=True)
                 expected = clone(expected)
             except UserCodeError as err:
                 self._check_fatal(err, trial)
                 trial.setdefault("expected_errors", {})["old"] = err.info
+                old_recorder = None
         new_fn = new.attr(name)
         if not callable(new_fn):
             trial.update(ok=False, error={"stage": "harness", "type": "LookupError", "line": None,
                                           "message": f"{name}() is missing from the new version"})
             return trial
+        new_recorder = Recorder({new.module_name}, keep_args=True) if record else None
         try:
             seed_everything(seed)
-            got, poisoned = self._call(Impl("new", self._test_call(new_fn), new), None, poison=True)
+            with new_recorder or contextlib.nullcontext():
+                got, poisoned = self._call(Impl("new", self._test_call(new_fn), new), None, poison=True)
         except UserCodeError as err:
             self._check_fatal(err, trial)
             trial.update(ok=False, error={"stage": "run", **err.info})
             if seed == self.job["seeds"][0]:
                 trial["compile_error"] = {"stage": "launch", **err.info}
             return trial
+        if record:
+            self.recordings[name] = (old_recorder, new_recorder)
+            for kernel, launch in new_recorder.kernels().items():
+                self.result.setdefault("launches", {}).setdefault(kernel, launch)
+            # The tolerance follows the lowest precision the accepted version computes in: its kernels'
+            # tensors and its result (the candidate's own choice of precision loosens nothing).
+            dtypes = [_DTYPE_OF.get(t) for launch in (old_recorder.launches if old_recorder else [])
+                      for t in launch.types.values()]
+            dtypes += [t.dtype for _, t in _tensors(expected)]
+            self.floor = cmp.lowest_precision(d for d in dtypes if d is not None)
+            self.result["runtime"]["precision"] = str(self.floor).replace("torch.", "") if self.floor else None
         trial["poisoned_buffers"] = poisoned
         bad = cmp.nonfinite(got)
         if bad is not None and (expected is None or cmp.nonfinite(expected) is None):
             trial.update(ok=False, nonfinite=bad)
         if expected is not None:
             try:
-                result = cmp.compare(got, expected, self.job.get("atol"), self.job.get("rtol"))
+                result = cmp.compare(got, expected, self.job.get("atol"), self.job.get("rtol"), floor=self.floor)
             except TypeError as exc:
                 result = {"ok": False, "mismatch": {"reason": str(exc)}}
             trial["checks"]["old"] = result
@@ -495,6 +679,44 @@ class Job:
     def _test_call(self, fn: Callable) -> Callable[[Any], Any]:
         kwargs = {"device": self.device} if accepts(fn, "device") else {}
         return lambda _args: fn(**kwargs)
+
+    def _time_tests(self, tests: list[str], new: Version, old: Version) -> None:
+        """Time each test's kernels, old against new: the launches of this file's kernels recorded inside
+        the test, replayed with their own arguments (no test setup or checks in the time); a test
+        whose versions launch none of the file's kernels, or ``test_timing="test"``, is timed whole."""
+        self.phase("speed")
+        timing = self.job["timing"]
+        whole = timing.get("test_timing") == "test"
+        per_test: list[list[dict]] = []
+        methods: dict[str, str] = {}
+        with self.timed("speed"):
+            for name in tests:
+                old_rec, new_rec = self.recordings.get(name, (None, None))
+                if not whole and old_rec and new_rec and old_rec.launches and new_rec.launches:
+                    impls = {"old": lambda _a, r=old_rec: r.replay(), "new": lambda _a, r=new_rec: r.replay()}
+                    kernels = sorted({launch.kernel for launch in new_rec.launches})
+                    methods[name] = (f"{len(old_rec.launches)} -> {len(new_rec.launches)} launches of "
+                                     f"{', '.join(kernels)} replayed")
+                else:
+                    impls = {"old": self._timed_call(Impl("old", self._test_call(old.attr(name)), old)),
+                             "new": self._timed_call(Impl("new", self._test_call(new.attr(name)), new))}
+                    methods[name] = "whole test"
+                self.progress(f"timing {name}: {methods[name]}")
+                per_test.append(interleaved(
+                    impls, lambda r: None, timing["rounds"], timing["warmup_ms"], timing["rep_ms"],
+                    timing.get("sync_all_streams", True), clone, self.progress, adaptive=timing.get("adaptive", False),
+                ))
+        rounds = []
+        for r in range(min(len(rows) for rows in per_test)):  # a round: every test once, summed per version
+            rounds.append({role: {"median_ms": sum(rows[r][role]["median_ms"] for rows in per_test)}
+                           for role in ("old", "new")})
+        self.result["speed"] = {"rounds": rounds, "method": "; ".join(f"{t}: {m}" for t, m in methods.items()),
+                                "per_test": {t: rows for t, rows in zip(tests, per_test)}}
+
+
+_DTYPE_OF = {
+    "*fp32": torch.float32, "*fp16": torch.float16, "*bf16": torch.bfloat16, "*fp64": torch.float64,
+}
 
 
 def alternate_shapes(kwargs: dict, gen: Callable) -> list[dict]:

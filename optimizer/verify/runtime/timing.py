@@ -22,6 +22,31 @@ def bench_ms(fn: Callable[[], Any], warmup_ms: int, rep_ms: int, sync_all_stream
     return {"median_ms": float(median), "p20_ms": float(p20), "p80_ms": float(p80)}
 
 
+# Adaptive sizing: every do_bench call gets about this many runs of the slowest implementation,
+# within [MIN_REP_MS, rep_ms]; a round whose ratios spread more than NOISY_BAND is followed by more
+# rounds, up to twice the asked number.
+TARGET_RUNS = 100
+MIN_REP_MS = 20
+MIN_WARMUP_MS = 5
+NOISY_BAND = 0.05
+
+
+def estimate_ms(fn: Callable[[], Any], sync_all_streams: bool) -> float:
+    """A quick time per call (after one warm call): the median of three synchronized runs."""
+    import time
+
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    fn()
+    sync()
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - started) * 1e3)
+    return sorted(times)[1]
+
+
 def interleaved(
     impls: dict[str, Callable[[Any], Any]],
     make_inputs: Callable[[int], Any],
@@ -31,15 +56,36 @@ def interleaved(
     sync_all_streams: bool,
     clone: Callable[[Any], Any],
     progress: Callable[[str], None],
+    adaptive: bool = False,
+    sizing: dict | None = None,
 ) -> list[dict[str, dict]]:
     """``rounds`` rounds; each times every implementation on fresh inputs, the order rotating per round.
 
     Interleaving puts clock and thermal drift into every implementation alike, and the spread of
-    the per-round ratios is the noise band of the speedup.
+    the per-round ratios is the noise band of the speedup. ``adaptive`` sizes do_bench's warmup and
+    repetition time by the measured time per call (a 20 us kernel does not need 100 ms of runs per
+    measurement) and adds rounds while the ratios are noisy; ``sizing`` receives what was chosen.
     """
+    from .stats import speedup_stats
+
     names = list(impls)
+    if adaptive:
+        inputs = make_inputs(0)
+        slowest = max(estimate_ms(lambda f=impls[n], a=clone(inputs): f(a), sync_all_streams) for n in names)
+        rep_ms = int(min(rep_ms, max(MIN_REP_MS, TARGET_RUNS * slowest)))
+        warmup_ms = int(min(warmup_ms, max(MIN_WARMUP_MS, TARGET_RUNS * slowest / 4)))
+        del inputs
+    if sizing is not None:
+        sizing.update(warmup_ms=warmup_ms, rep_ms=rep_ms, asked_rounds=rounds)
     results = []
-    for r in range(rounds):
+    limit = 2 * rounds if adaptive else rounds
+    r = 0
+    while r < limit:
+        if r >= rounds and adaptive:
+            pair = ("old", "new") if "old" in names else ("reference", "new")
+            stats = speedup_stats(results, *pair) if all(p in names for p in pair) else None
+            if stats is None or stats["band_rel"] <= NOISY_BAND:
+                break
         inputs = make_inputs(r)
         order = names[r % len(names):] + names[: r % len(names)]
         row = {}
@@ -50,4 +96,7 @@ def interleaved(
             progress(f"timing round {r + 1}/{rounds}: {name} {row[name]['median_ms']:.4f} ms")
         results.append(row)
         del inputs
+        r += 1
+    if sizing is not None:
+        sizing["rounds"] = len(results)
     return results

@@ -146,6 +146,18 @@ def clone(value: Any) -> Any:
     return value
 
 
+def clone_inputs(value: Any) -> Any:
+    """Like ``clone``, but a leaf that requires grad still does (an autograd test's inputs)."""
+    if isinstance(value, torch.Tensor):
+        copy = value.detach().clone()
+        return copy.requires_grad_(True) if value.requires_grad and copy.is_floating_point() else copy
+    if isinstance(value, (list, tuple)):
+        return type(value)(clone_inputs(v) for v in value)
+    if isinstance(value, dict):
+        return {k: clone_inputs(v) for k, v in value.items()}
+    return value
+
+
 def copy_into(held: Any, fresh: Any) -> bool:
     """Write ``fresh``'s values into ``held``'s tensors in place (same storage); False if shapes differ."""
     if isinstance(held, torch.Tensor) and isinstance(fresh, torch.Tensor):

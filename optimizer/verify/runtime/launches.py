@@ -1,0 +1,200 @@
+"""Kernel launches seen from inside the worker: real argument types, replay for timing, autotune configs.
+
+``install()`` wraps ``JITFunction.run`` (GPU), ``InterpretedFunction.run`` (interpreter) and
+``Autotuner.run`` once per worker. While a ``Recorder`` is active, every outermost launch of a
+kernel defined in one of the watched modules is recorded: its argument types (what the offline
+compile for the target needs instead of assuming ``*fp32``), and, when ``keep_args`` is set, the
+arguments themselves so the launches can be replayed and timed without the rest of a test.
+
+In the interpreter the autotuner cannot benchmark (no driver); ``AUTOTUNE.index`` picks the config
+every autotuned kernel runs with instead, so the verifier can run each config in turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+_DTYPES = {
+    torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
+    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
+    torch.bool: "i1",
+}
+for _name, _short in (("float8_e4m3fn", "fp8e4nv"), ("float8_e5m2", "fp8e5")):
+    if hasattr(torch, _name):
+        _DTYPES[getattr(torch, _name)] = _short
+
+
+def triton_type(value: Any) -> str | None:
+    """The Triton signature type of one launch argument (None: nothing the compile can use)."""
+    if isinstance(value, torch.Tensor):
+        short = _DTYPES.get(value.dtype)
+        return f"*{short}" if short else None
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -(2**31) <= value < 2**31 else "i64"
+    if isinstance(value, float):
+        return "fp32"
+    return None
+
+
+@dataclass
+class Launch:
+    """One outermost launch: the kernel, where it was defined, its argument types and (maybe) its arguments."""
+
+    kernel: str
+    module: str
+    types: dict[str, str]
+    constants: dict[str, Any]
+    options: dict[str, Any]
+    replay: Any = field(default=None, repr=False)  # a callable re-issuing the launch, when args are kept
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "module": self.module, "types": self.types, "constants": self.constants,
+                "options": self.options}
+
+
+class _AutotuneChoice:
+    """Which config every autotuned kernel runs with in the interpreter; the largest config count seen."""
+
+    def __init__(self):
+        self.index = 0
+        self.counts: dict[str, int] = {}
+        self.chosen: dict[str, str] = {}
+
+
+AUTOTUNE = _AutotuneChoice()
+_state = threading.local()
+_recorders: list["Recorder"] = []
+
+
+class Recorder:
+    """Records launches of kernels defined in ``modules`` while it is active (``with recorder:``)."""
+
+    def __init__(self, modules: set[str], keep_args: bool = False):
+        self.modules = set(modules)
+        self.keep_args = keep_args
+        self.launches: list[Launch] = []
+
+    def __enter__(self) -> "Recorder":
+        _recorders.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _recorders.remove(self)
+
+    def kernels(self) -> dict[str, dict]:
+        """Per kernel: the argument types of its first launch (what a compile for the target needs)."""
+        out: dict[str, dict] = {}
+        for launch in self.launches:
+            out.setdefault(launch.kernel, launch.to_json())
+        return out
+
+    def replay(self) -> None:
+        """Issue every recorded launch again, in order, on the same arguments."""
+        for launch in self.launches:
+            launch.replay()
+
+
+def _base_function(fn: Any) -> Any:
+    while not callable(getattr(fn, "__code__", None)) and hasattr(fn, "fn"):
+        fn = fn.fn
+    return fn
+
+
+def _record(owner: Any, run: Any, args: tuple, kwargs: dict) -> None:
+    if not _recorders:
+        return
+    base = _base_function(owner)
+    module = getattr(base, "__module__", "") or ""
+    watching = [r for r in _recorders if module in r.modules]
+    if not watching:
+        return
+    names = list(getattr(owner, "arg_names", None) or [])
+    types, constants = {}, {}
+    for name, value in zip(names, args):
+        found = triton_type(value)
+        if found is not None:
+            types[name] = found
+        if isinstance(value, (bool, int, float)) and not isinstance(value, torch.Tensor):
+            constants[name] = value
+    options = {k: v for k, v in kwargs.items() if k in ("num_warps", "num_stages", "num_ctas")}
+    for name, value in kwargs.items():
+        if name in options or name in ("grid", "warmup"):
+            continue
+        found = triton_type(value)
+        if found is not None:
+            types[name] = found
+        if isinstance(value, (bool, int, float)):
+            constants[name] = value
+    for recorder in watching:
+        replay = None
+        if recorder.keep_args:
+            replay = (lambda o=owner, r=run, a=args, k=dict(kwargs): r(o, *a, **k))
+        recorder.launches.append(Launch(getattr(base, "__name__", "kernel"), module, types, constants, options, replay))
+
+
+def _wrap(cls: Any, attribute: str = "run") -> None:
+    original = getattr(cls, attribute)
+    if getattr(original, "_mtmc_wrapped", False):
+        return
+
+    def run(self, *args, **kwargs):
+        depth = getattr(_state, "depth", 0)
+        if depth == 0 and not kwargs.get("warmup", False):
+            _record(self, original, args, kwargs)
+        _state.depth = depth + 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _state.depth = depth
+
+    run._mtmc_wrapped = True
+    run.__wrapped__ = original
+    setattr(cls, attribute, run)
+
+
+def _interpreted_autotune_run(self, *args, **kwargs):
+    """``Autotuner.run`` for the interpreter: no benchmark (no driver); run the config ``AUTOTUNE.index`` picks."""
+    self.nargs = dict(zip(self.arg_names, args))
+    configs = self.prune_configs(kwargs) if len(self.configs) > 1 else list(self.configs)
+    name = getattr(_base_function(self), "__name__", "kernel")
+    AUTOTUNE.counts[name] = max(AUTOTUNE.counts.get(name, 0), len(configs))
+    config = configs[AUTOTUNE.index % len(configs)]
+    AUTOTUNE.chosen[name] = str(config)
+    self.best_config = config
+    full_nargs = {**self.nargs, **kwargs, **config.all_kwargs()}
+    self.pre_hook(full_nargs, reset_only=True)  # reset_to_zero / restore_value, as after a benchmark
+    if config.pre_hook is not None:
+        config.pre_hook(full_nargs)
+    try:
+        return self.fn.run(*args, **kwargs, **config.all_kwargs())
+    finally:
+        self.nargs = None
+
+
+_installed: set[bool] = set()
+
+
+def install(interpreter: bool) -> None:
+    """Wrap the launch entry points once per process."""
+    if interpreter in _installed:
+        return
+    _installed.add(interpreter)
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    if interpreter:
+        Autotuner.run = _interpreted_autotune_run
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        _wrap(InterpretedFunction)
+    except ImportError:  # pragma: no cover - an interpreter-less triton build
+        pass
+    _wrap(JITFunction)
+    _wrap(Autotuner)

@@ -1,0 +1,106 @@
+"""Argument types for the offline compile: from the harness's inputs, else from use in the kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.compile import compile_jobs
+from mtmc_lsp.optimizer.compile.compiler import CompileJob
+from mtmc_lsp.optimizer.compile.signature import infer_types, use_types
+from mtmc_lsp.optimizer.hardware import get_profile
+
+XENT = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def xent_kernel(logits_ptr, target_ptr, loss_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(logits_ptr + row * stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    lse = m + tl.log(tl.sum(tl.exp(x - m), axis=0))
+    t = tl.load(target_ptr + row)
+    x_t = tl.load(logits_ptr + row * stride + t).to(tl.float32)
+    tl.store(loss_ptr + row, lse - x_t)
+
+
+def xent(logits, target):
+    rows, cols = logits.shape
+    loss = torch.empty(rows, device=logits.device, dtype=torch.float32)
+    xent_kernel[(rows,)](logits, target, loss, cols, logits.stride(0), BLOCK=1024)
+    return loss
+
+
+def get_inputs(device="cuda", rows=64, cols=1000):
+    logits = torch.randn(rows, cols, device=device, dtype=torch.float16)
+    target = torch.randint(0, cols, (rows,), device=device)
+    return [logits, target]
+
+
+def reference(logits, target):
+    return torch.nn.functional.cross_entropy(logits.float(), target, reduction="none")
+'''
+NO_HARNESS = XENT[: XENT.index("def get_inputs")]
+H100 = get_profile("h100")
+
+
+def test_the_harness_gives_every_launch_argument_its_real_type():
+    types = infer_types(analyze(XENT))
+    assert types.types["xent_kernel"] == {"logits_ptr": "*fp16", "target_ptr": "*i64", "loss_ptr": "*fp32"}
+    assert set(types.sources["xent_kernel"].values()) == {"harness"}
+
+
+def test_without_a_harness_an_index_loaded_from_memory_reads_as_int64():
+    kernel = analyze(NO_HARNESS).kernel("xent_kernel")
+    assert use_types(kernel) == {"target_ptr": "*i64"}  # logits and loss stay unknown (assumed fp32)
+    types = infer_types(analyze(NO_HARNESS))
+    assert types.sources["xent_kernel"]["target_ptr"] == "use"
+
+
+def test_masks_and_bit_operations_read_as_integers_and_plain_kernels_stay_as_they_were():
+    text = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def gather(x_ptr, keep_ptr, bits_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    keep = tl.load(keep_ptr + offs)
+    bits = tl.load(bits_ptr + offs)
+    x = tl.load(x_ptr + offs, mask=keep)
+    tl.store(out_ptr + offs, x * (bits & 1))
+'''
+    assert use_types(analyze(text).kernel("gather")) == {"keep_ptr": "*i1", "bits_ptr": "*i32"}
+    base = (analyze(open("tests/corpus/faults/base.py").read()))
+    assert all(not use_types(k) for k in base.kernels)
+
+
+def test_host_allocations_follow_dtype_expressions():
+    text = XENT.replace("dtype=torch.float32)", "dtype=logits.dtype)")
+    assert infer_types(analyze(text)).types["xent_kernel"]["loss_ptr"] == "*fp16"
+    unknown = XENT.replace("dtype=torch.float32)", "dtype=pick_dtype())")
+    assert "loss_ptr" not in infer_types(analyze(unknown)).types["xent_kernel"]  # not the fp32 default
+
+
+@pytest.mark.slow
+def test_a_kernel_indexing_with_an_int64_target_compiles_and_unknown_types_are_not_called_errors():
+    (with_harness,) = compile_jobs(XENT, [CompileJob("xent_kernel", {"BLOCK": 1024})], H100, cache_dir=None)
+    assert with_harness.status == "ok", with_harness.error
+    assert with_harness.signature["target_ptr"] == "*i64"
+    (from_use,) = compile_jobs(NO_HARNESS, [CompileJob("xent_kernel", {"BLOCK": 1024})], H100, cache_dir=None)
+    assert from_use.status == "ok", from_use.error
+    # The index goes through a helper: not inferred, so the compile over the assumed *fp32 fails, and
+    # the report says the types are not known instead of calling the kernel broken.
+    helper = NO_HARNESS.replace("@triton.jit\ndef xent_kernel", '''@triton.jit
+def _pick(p, t):
+    return tl.load(p + t)
+
+
+@triton.jit
+def xent_kernel''').replace("x_t = tl.load(logits_ptr + row * stride + t)", "x_t = _pick(logits_ptr + row * stride, t)")
+    (unknown,) = compile_jobs(helper, [CompileJob("xent_kernel", {"BLOCK": 1024})], H100, cache_dir=None)
+    assert unknown.status == "skipped", unknown.error
+    assert "types are not known" in unknown.error and "target_ptr: *fp32" in unknown.error

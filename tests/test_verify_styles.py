@@ -1,0 +1,198 @@
+"""Every harness style verifies in the interpreter as written: real argument types for the target
+compile, lower-precision references, autograd tests, every autotune config, and test-style timing
+by replaying the recorded launches (the GPU timing path driven on the CPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
+
+from test_compile_signature import XENT
+from test_verify_gpu_paths import report_of, run_gpu_job
+
+pytestmark = pytest.mark.slow
+
+ADD = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 32}, num_warps=2), triton.Config({"BLOCK": 64}, num_warps=4)],
+                 key=["n"])
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    out = tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, out, mask=m)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    return out
+
+
+def get_inputs(device="cuda", n=1000):
+    return [torch.randn(n, device=device), torch.randn(n, device=device)]
+
+
+def reference(x, y):
+    return x + y
+'''
+
+SCALE = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 3.0, mask=m)
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+
+
+def get_inputs(device="cuda", n=4096):
+    return [torch.randn(n, device=device)]
+
+
+def reference(x):
+    return (x.half() * 3).float()  # computed in fp16, returned as fp32
+'''
+
+AUTOGRAD_TEST = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * factor, mask=m)
+
+
+def launch(x, factor):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), factor, BLOCK=64)
+    return out
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return launch(x, 2.0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return launch(grad.contiguous(), 2.0)
+
+
+def test_double_backward(device="cpu"):
+    x = torch.randn(300, device=device, requires_grad=True)
+    y = Double.apply(x)
+    (y * y).sum().backward()
+    return y.detach(), x.grad
+'''
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = WorkerPool("interpreter")
+    yield p
+    p.close()
+
+
+def verify(pool, new, old=None, **opts):
+    opts.setdefault("compile_for_target", False)
+    return verify_file(new, old, "k.py", "h100", VerifyOptions(pool=pool, **opts))
+
+
+def test_an_int64_target_index_verifies_and_the_target_compile_uses_the_launch_types(pool):
+    text = XENT.replace("dtype=torch.float16)", "dtype=torch.float32)")
+    report = verify(pool, text, compile_for_target=True)
+    assert report.status == "verified", report.summary
+    compiled = report.check("compile").details["target"]["reports"]
+    assert compiled and compiled[0]["status"] == "ok" and compiled[0]["signature"]["target_ptr"] == "*i64"
+    assert report.raw["launches"]["xent_kernel"]["types"]["target_ptr"] == "*i64"
+    assert set(report.phases) >= {"import", "compile", "correctness", "target_compile", "total"}
+
+
+def test_a_reference_computed_in_lower_precision_does_not_fail_a_correct_kernel(pool):
+    report = verify(pool, SCALE)
+    assert report.status == "verified", report.summary
+    assert report.raw["runtime"]["precision"] == "float16"
+    wrong = SCALE.replace("* 3.0, mask=m)", "* 3.0 + (offs == 37), mask=m)")
+    report = verify(pool, wrong)
+    assert report.status == "incorrect" and report.mismatch.index == [37] and report.mismatch.atol == 1e-2
+
+
+def test_autograd_tests_run_as_written(pool):
+    report = verify(pool, AUTOGRAD_TEST, AUTOGRAD_TEST)
+    assert report.status == "verified", report.summary
+    wrong = AUTOGRAD_TEST.replace("return launch(grad.contiguous(), 2.0)", "return launch(grad.contiguous(), 3.0)")
+    report = verify(pool, wrong, AUTOGRAD_TEST)
+    assert report.status == "incorrect" and report.mismatch.output == "output[1]", report.summary
+
+
+def test_every_autotune_config_runs_in_the_interpreter(pool):
+    report = verify(pool, ADD, compile_for_target=True)
+    assert report.status == "verified", report.summary
+    configs = [t["autotune_config"]["add_kernel"] for t in report.raw["trials"] if t["kind"] == "config"]
+    assert len(configs) == 1 and configs[0].startswith("BLOCK: 64")
+    assert report.raw["runtime"]["autotune_configs"] == {"add_kernel": 2}
+    wrong_second = ADD.replace("    tl.store(out_ptr + offs, out, mask=m)",
+                               "    if BLOCK == 64:\n        out = out + 1.0\n    tl.store(out_ptr + offs, out, mask=m)")
+    report = verify(pool, wrong_second)
+    assert report.status == "incorrect", report.summary
+    assert report.mismatch.trial == "config"
+
+
+TEST_STYLE = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 64),)](x, y, out, x.numel(), BLOCK=64)
+    return out
+
+
+def test_add(device="cpu"):
+    x, y = torch.randn(200, device=device), torch.randn(200, device=device)
+    out = add(x, y)
+    torch.testing.assert_close(out, x + y)
+    return out
+'''
+
+
+def test_test_style_files_are_timed_by_replaying_the_recorded_launches():
+    # The old test spends 0.1 s outside the kernel: replaying only the kernel's launches leaves that
+    # out, timing the whole test does not.
+    slow = TEST_STYLE.replace("    out = add(x, y)\n", "    out = add(x, y)\n    time.sleep(0.1)\n").replace(
+        "import torch\n", "import time\n\nimport torch\n", 1)
+    result = run_gpu_job(TEST_STYLE, slow, adaptive_timing=False)
+    assert "test_add: 1 -> 1 launches of add_kernel replayed" == result["speed"]["method"]
+    report = report_of(result, TEST_STYLE)
+    assert report.status == "verified" and report.speed.baseline == "previous", report.summary
+    assert report.speed.speedup < 3 and "timed: test_add: 1 -> 1 launches" in report.check("speed").message
+    whole = run_gpu_job(TEST_STYLE, slow, adaptive_timing=False, test_timing="test")
+    assert whole["speed"]["method"] == "test_add: whole test"
+    assert report_of(whole, TEST_STYLE).speed.speedup > 3
