@@ -64,7 +64,7 @@ DOT_CONFIGS: dict[int, list[tuple[int, int, int, int, int]]] = {
     70: [(128, 128, 32, 8, 2), (64, 128, 32, 4, 2), (64, 64, 32, 4, 2), (32, 64, 32, 4, 2)],
 }
 ROW_CONFIGS = [(1024, 4), (2048, 4), (2048, 8), (4096, 8)]
-LAUNCH_OPTIONS = ("num_warps", "num_stages")
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")  # a Config sets these; the launch may not too
 
 
 def _size_keys(kernel: Kernel, text: str) -> list[str]:

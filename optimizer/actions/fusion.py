@@ -59,6 +59,7 @@ def scaled_relu(x):
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 
@@ -102,12 +103,12 @@ def _call_of(statement: cst.CSTNode) -> cst.Call | None:
 
 
 def _store_parts(statement: cst.CSTNode) -> tuple[str, str, cst.BaseExpression, str] | None:
-    """``tl.store(P + OFFS, VALUE, mask=M)`` -> (P, OFFS, VALUE, M)."""
+    """``tl.store(P + OFFS, VALUE, mask=M)`` (mask by keyword or third) -> (P, OFFS, VALUE, M)."""
     call = _call_of(statement)
     if call is None or c.code(call.func) != "tl.store" or len(call.args) != 3:
         return None
     ptr, value, mask = call.args
-    if mask.keyword is None or mask.keyword.value != "mask" or ptr.keyword or value.keyword:
+    if (mask.keyword is not None and mask.keyword.value != "mask") or ptr.keyword or value.keyword:
         return None
     p = ptr.value
     if not (isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Add) and isinstance(p.left, cst.Name)):
@@ -115,21 +116,137 @@ def _store_parts(statement: cst.CSTNode) -> tuple[str, str, cst.BaseExpression, 
     return p.left.value, c.code(p.right), value.value, c.code(mask.value)
 
 
-def _load_parts(statement: cst.CSTNode) -> tuple[str, str, str, str] | None:
-    """``t = tl.load(P + OFFS, mask=M)`` -> (t, P, OFFS, M)."""
-    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Assign)):
-        return None
-    assign = statement.body[0]
-    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
-        return None
-    call = assign.value
-    if not (isinstance(call, cst.Call) and c.code(call.func) == "tl.load" and call.args):
+def _load_call_parts(call: cst.Call) -> tuple[str, str, str] | None:
+    """``tl.load(P + OFFS, mask=M)`` (mask by keyword or second) -> (P, OFFS, M)."""
+    if not (c.code(call.func) == "tl.load" and call.args and call.args[0].keyword is None):
         return None
     p = call.args[0].value
     if not (isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Add) and isinstance(p.left, cst.Name)):
         return None
     mask = c.kwarg(call, "mask")
-    return assign.targets[0].target.value, p.left.value, c.code(p.right), c.code(mask.value) if mask else ""
+    if mask is None and len(call.args) > 1 and call.args[1].keyword is None:
+        mask = call.args[1]
+    return p.left.value, c.code(p.right), c.code(mask.value) if mask else ""
+
+
+def _load_parts(statement: cst.CSTNode) -> tuple[str, str, str, str] | None:
+    """``t = tl.load(P + OFFS, mask=M)`` -> (t, P, OFFS, M)."""
+    single = _assign_of(statement)
+    if single is None or not isinstance(single[1], cst.Call):
+        return None
+    parts = _load_call_parts(single[1])
+    return (single[0], *parts) if parts else None
+
+
+def _assign_of(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Assign)):
+        return None
+    assign = statement.body[0]
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        return None
+    return assign.targets[0].target.value, assign.value
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr) \
+        and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+
+
+class _NameLoads(cst.CSTTransformer):
+    """Replace ``tl.load(...)`` calls inside an expression by fresh names, recording ``name = tl.load(...)``."""
+
+    def __init__(self, taken: set[str]):
+        self.taken = taken
+        self.loads: list[cst.SimpleStatementLine] = []
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
+        parts = _load_call_parts(updated_node)
+        if parts is None:
+            return updated_node
+        base = parts[0][:-4] if parts[0].endswith("_ptr") and len(parts[0]) > 4 else parts[0]
+        name = next(n for n in (base, f"{base}_val", *(f"{base}_{i}" for i in range(2, 99))) if n not in self.taken)
+        self.taken.add(name)
+        self.loads.append(c.stmt(f"{name} = {c.code(updated_node)}\n"))
+        return cst.Name(name)
+
+
+def _normal_form(body: list[cst.BaseStatement], taken: set[str]):
+    """A straight-line elementwise body as (index statements, loads, compute statements, store), inline loads named.
+
+    Loads read memory nothing in the kernel writes before its only store, so they may move up to
+    right after the index computations; every name must be assigned once for the reordering to hold.
+    """
+    body = [s for s in body if not _is_docstring(s)]
+    if not body or _store_parts(body[-1]) is None:
+        raise ActionError("the kernel does not end in `tl.store(ptr + offsets, value, mask=mask)`")
+    assigned: list[str] = []
+    index, loads, compute = [], [], []
+    load_derived: set[str] = set()
+    for statement in body[:-1]:
+        single = _assign_of(statement)
+        if single is None:
+            raise ActionError("the kernel does more than assign values before its store")
+        target, value = single
+        assigned.append(target)
+        if _load_parts(statement):
+            loads.append(statement)
+            load_derived.add(target)
+            continue
+        namer = _NameLoads(taken)
+        new_value = value.visit(namer)
+        loads.extend(namer.loads)
+        load_derived |= {_assign_of(l)[0] for l in namer.loads}
+        statement = statement.with_changes(body=[statement.body[0].with_changes(value=new_value)])
+        if c.names_in(new_value) & load_derived:
+            load_derived.add(target)
+            compute.append(statement)
+        else:
+            index.append(statement)
+    if len(assigned) != len(set(assigned)):
+        raise ActionError("a name is assigned twice")
+    store = body[-1]
+    call = _call_of(store)
+    namer = _NameLoads(taken)
+    value = call.args[1].value.visit(namer)
+    loads.extend(namer.loads)
+    if any(c.code(a.value).count("tl.load") for i, a in enumerate(call.args) if i != 1):
+        raise ActionError("the store's address or mask loads memory")
+    store = store.with_changes(body=[store.body[0].with_changes(value=call.with_changes(
+        args=[call.args[0], call.args[1].with_changes(value=value), call.args[2]]))])
+    for load in loads:
+        _t, _p, offs, mask = _load_parts(load)
+        if (c.names_in(c.expr(offs)) | (c.names_in(c.expr(mask)) if mask else set())) & load_derived:
+            raise ActionError("a load's address depends on loaded values (a gather)")
+    return index, loads, compute, store
+
+
+class _Canon:
+    """Spell index expressions of two kernels alike: local definitions expanded, parameters by what the launch passes."""
+
+    def __init__(self):
+        self.sources: dict[str, str] = {}
+
+    def of(self, source: str, defs: dict[str, cst.BaseExpression], params: dict[str, str]) -> str:
+        outer = self
+
+        class Expand(cst.CSTTransformer):
+            def __init__(self, depth: int):
+                self.depth = depth
+
+            def leave_Name(self, original_node, updated_node):
+                name = updated_node.value
+                if name in defs and self.depth < 8:
+                    inner = defs[name].visit(Expand(self.depth + 1))
+                    return inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                if name in params:
+                    key = outer.sources.setdefault(params[name], f"__arg{len(outer.sources)}")
+                    return cst.Name(key)
+                return updated_node
+
+        if not source:
+            return ""
+        text = c.code(c.expr(source).visit(Expand(0))).replace("program_id(axis=", "program_id(")
+        return ast.unparse(ast.parse(text, mode="eval"))  # one spelling: redundant parentheses and spaces gone
 
 
 def _top_statement(host: cst.FunctionDef, call: cst.Call) -> int | None:
@@ -174,55 +291,74 @@ class Fusion:
             raise ActionError(f"{consumer.name} is not launched right after {producer.name}")
         if c.code(p_launch.call.func.slice[0].slice) != c.code(c_launch.call.func.slice[0].slice):  # type: ignore[union-attr]
             raise ActionError("the launches use different grids")
-        # Kernel bodies: the producer ends in its only store; the consumer is prefix, load, segment, store.
-        p_body, c_body = list(pdef.body.body), list(cdef.body.body)
-        p_parts = _store_parts(p_body[-1])
+        # Kernel bodies: the producer ends in its only store; the consumer, in normal form, is index
+        # statements, loads (inline ones named), compute statements and its store.
+        p_body = [st for st in pdef.body.body if not _is_docstring(st)]
+        p_parts = _store_parts(p_body[-1]) if p_body else None
         if p_parts is None or len(producer.calls_of("store")) != 1:
             raise ActionError(f"{producer.name} does not end in its only `tl.store(ptr + offsets, value, mask=mask)`")
         p_dest, p_offs, p_value, p_mask = p_parts
-        loads = [i for i, s in enumerate(c_body) if _load_parts(s)]
-        c_parts = _store_parts(c_body[-1])
-        if not loads or len(consumer.calls_of("load")) != len(loads) or c_parts is None or len(consumer.calls_of("store")) != 1:
-            raise ActionError(f"{consumer.name} does not load its inputs and store one output")
-        if loads != list(range(loads[0], loads[0] + len(loads))):
-            raise ActionError(f"{consumer.name} computes between its loads")
+        if len(consumer.calls_of("store")) != 1:
+            raise ActionError(f"{consumer.name} does not store one output")
+        taken = c.names_in(pdef) | c.names_in(cdef)
+        c_index, c_loads, segment, c_store = _normal_form(list(cdef.body.body), taken)
+        c_dest, c_store_offs, c_value, c_store_mask = _store_parts(c_store)
         p_site, c_site = analysis.launches_of(producer.name)[0], analysis.launches_of(consumer.name)[0]
-        dest_arg = p_site.arg(p_dest)
-        # The load whose pointer is the buffer the producer writes; every other load is an extra input.
-        from_buffer = [i for i in loads if dest_arg is not None and (a := c_site.arg(_load_parts(c_body[i])[1])) is not None
-                       and a.source == dest_arg.source]
+        p_sources = {k: v for k, v in c.launch_sources(p_launch, producer).items()}
+        c_sources = {k: v for k, v in c.launch_sources(c_launch, consumer).items()}
+        dest_source = p_sources.get(p_dest)
+        from_buffer = [l for l in c_loads if dest_source is not None and c_sources.get(_load_parts(l)[1]) == dest_source]
         if len(from_buffer) != 1:
             raise ActionError(f"{consumer.name} does not read the buffer {producer.name} writes exactly once")
-        target, c_src, c_offs, c_mask = _load_parts(c_body[from_buffer[0]])
-        c_dest, c_store_offs, c_value, c_store_mask = c_parts
-        if not (p_offs == c_offs == c_store_offs and p_mask == c_mask == c_store_mask):
+        target, c_src, c_offs, c_mask = _load_parts(from_buffer[0])
+        # Index expressions compare by meaning: local names expanded, parameters by the host value passed.
+        p_defs = {a[0]: a[1] for st in p_body[:-1] if (a := _assign_of(st)) and "tl.load" not in c.code(a[1])}
+        c_defs = {a[0]: a[1] for st in c_index if (a := _assign_of(st))}
+        canon = _Canon()
+
+        def pc(source: str) -> str:
+            return canon.of(source, p_defs, p_sources)
+
+        def cc(source: str) -> str:
+            return canon.of(source, c_defs, c_sources)
+
+        if not (pc(p_offs) == cc(c_offs) == cc(c_store_offs) and pc(p_mask) == cc(c_mask) == cc(c_store_mask)):
             raise ActionError("the kernels index or mask differently")
-        extra_loads = [c_body[i] for i in loads if i != from_buffer[0]]
+        # Consumer names -> producer names: parameters by the host value, index names by their meaning.
+        rename: dict[str, str] = {}
+        for name, source in c_sources.items():
+            twin = [pn for pn, ps in p_sources.items() if ps == source and pn != p_dest]
+            if twin and name not in (c_src, c_dest):
+                rename[name] = twin[0]
+        p_meaning = {}
+        for name in p_defs:
+            p_meaning.setdefault(pc(name), name)
+        for name in c_defs:
+            if cc(name) in p_meaning:
+                rename[name] = p_meaning[cc(name)]
+        extra_loads = [l for l in c_loads if l is not from_buffer[0]]
         extra_targets: set[str] = set()
         extra_params: set[str] = set()
         for statement in extra_loads:
             e_target, e_ptr, e_offs, e_mask = _load_parts(statement)
-            e_arg = c_site.arg(e_ptr)
-            if not (e_offs == p_offs and e_mask == p_mask) or e_ptr in c.names_in(c.expr(e_offs)) | c.names_in(c.expr(e_mask)):
+            if not (cc(e_offs) == pc(p_offs) and cc(e_mask) == pc(p_mask)):
                 raise ActionError(f"{consumer.name} loads {e_ptr} with other indices or mask than {producer.name} stores")
+            e_arg = c_site.arg(e_ptr)
             if e_arg is None or not isinstance(c.expr(e_arg.source.strip()), cst.Name) or e_ptr in extra_params \
                     or e_ptr == c_src or e_target in extra_targets | {target}:
                 raise ActionError(f"{consumer.name}'s input {e_ptr} is not a plain host tensor loaded once")
             extra_targets.add(e_target)
             extra_params.add(e_ptr)
-        prefix = [c.code(s).strip() for s in c_body[:loads[0]]]
-        p_prefix = {c.code(s).strip() for s in p_body[:-1]}
-        if not set(prefix) <= p_prefix:
-            raise ActionError(f"{consumer.name} computes its indices differently from {producer.name}")
-        # Launch arguments: same host sources for same-named parameters; the buffer links them.
+            rename.pop(e_ptr, None)
+        # Launch arguments: every other consumer argument is passed to the producer too; the buffer links them.
         buffer_arg, out_arg = c_site.arg(c_src), c_site.arg(c_dest)
+        dest_arg = p_site.arg(p_dest)
         if buffer_arg is None or out_arg is None or dest_arg is None or buffer_arg.source != dest_arg.source:
             raise ActionError(f"{consumer.name} does not read the buffer {producer.name} writes")
         for arg in c_site.args:
             if arg.param in (c_src, c_dest) or arg.param in extra_params:
                 continue
-            twin = p_site.arg(arg.param) if arg.param else None
-            if twin is None or twin.source.strip() != arg.source.strip():
+            if arg.param is None or arg.param not in rename:
                 raise ActionError(f"{arg.param} is passed differently to the two kernels")
         buffer = buffer_arg.source.strip()
         if c.count_name(host, buffer) != 3:  # allocation + the two launches
@@ -233,32 +369,30 @@ class Fusion:
             raise ActionError(f"{buffer} is not a fresh torch.empty/zeros allocation")
         if out_alloc is None or c.code(out_alloc.value) != c.code(alloc.value):
             raise ActionError(f"{out_arg.source} is not allocated like {buffer} (its element type may differ)")
-        out_line = next(i for i, s in enumerate(host.body.body) if isinstance(s, cst.SimpleStatementLine) and out_alloc in s.body)
+        out_line = next(i for i, st in enumerate(host.body.body) if isinstance(st, cst.SimpleStatementLine) and out_alloc in st.body)
         if out_line > pi:
             raise ActionError(f"{out_arg.source} is allocated after the first launch")
-        # The consumer's segment must read only what the producer also has under the same name.
-        segment = c_body[loads[-1] + 1:-1]
-        defined = {target} | extra_targets
-        for s in segment:
-            if not (isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Assign) for b in s.body)):
-                raise ActionError(f"{consumer.name} does more than compute a value between its load and store")
-        seg_written = set().union(*[c.names_in(t.target) for s in segment for b in s.body for t in b.targets]) if segment else set()
-        free = (set().union(*[c.names_in(s) for s in segment]) if segment else set()) | c.names_in(c_value)
-        allowed = defined | seg_written | _ALWAYS_FREE | {n for s in c_body[:loads[0]] for n in c.names_in(s)}
-        same_params = {a.param for a in c_site.args if a.param not in (c_src, c_dest) and a.param not in extra_params}
-        allowed |= same_params
+        # The consumer's compute statements, value and other loads, in the producer's names.
+        for old in {target} | extra_targets | {_assign_of(st)[0] for st in segment}:
+            rename.pop(old, None)
+        segment = [_rename_all(st, rename) for st in segment]
+        c_value = _rename_all(c_value, rename)
+        extra_loads = [_rename_all(st, {k: v for k, v in rename.items() if k not in extra_params}) for st in extra_loads]
+        seg_written = {_assign_of(st)[0] for st in segment}
+        free = set().union(*[c.names_in(_assign_of(st)[1]) for st in segment]) | c.names_in(c_value) if segment else c.names_in(c_value)
+        allowed = {target} | extra_targets | seg_written | _ALWAYS_FREE | set(p_defs) | {p.name for p in producer.params}
         if not free <= allowed:
             raise ActionError(f"{consumer.name} reads {', '.join(sorted(free - allowed))}, which the producer does not have")
         clobbered = (seg_written | {target} | extra_targets) & (c.names_in(c.expr(p_offs)) | c.names_in(c.expr(p_mask)) | {p_dest})
         if clobbered:
             raise ActionError(f"the consumer's names {', '.join(sorted(clobbered))} would overwrite the producer's")
-        extra, insert_at = self._extra_params(pdef, cdef, p_launch, c_site, extra_loads) if extra_loads else ([], 0)
+        extra, insert_at = self._extra_params(pdef, cdef, p_launch, c_site, extra_loads, taken) if extra_loads else ([], 0)
         return _Plan(producer, consumer, host, p_launch, c_launch, p_body[-1], p_value, p_dest, target, segment,
                      c_value, buffer, out_arg.source.strip(), extra, insert_at)
 
     @staticmethod
     def _extra_params(pdef: cst.FunctionDef, cdef: cst.FunctionDef, p_launch: c.LaunchNode, c_site,
-                      extra_loads: list[cst.SimpleStatementLine]) -> tuple[list, int]:
+                      extra_loads: list[cst.SimpleStatementLine], taken: set[str]) -> tuple[list, int]:
         """Fresh producer pointer params for the consumer's other inputs, inserted after the launch's positional args."""
         params = pdef.params
         if params.posonly_params or params.kwonly_params or isinstance(params.star_arg, cst.Param) or params.star_kwarg:
@@ -269,7 +403,6 @@ class Fusion:
         insert_at = len(positional)
         if insert_at > len(params.params) or any(p.default is not None for p in params.params[:insert_at]):
             raise ActionError("the producer's positional parameters do not line up with its launch")
-        taken = c.names_in(pdef) | c.names_in(cdef)
         extra = []
         for statement in extra_loads:
             _t, e_ptr, _o, _m = _load_parts(statement)
@@ -343,6 +476,24 @@ class Fusion:
 
 
 ACTION = Fusion()
+
+
+def _rename_all(node, mapping: dict[str, str]):
+    """The node with every ``Name`` in ``mapping`` renamed (keyword names of calls stay)."""
+    if not mapping:
+        return node
+
+    class Rename(cst.CSTTransformer):
+        def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+            return updated_node.with_changes(value=mapping[updated_node.value]) if updated_node.value in mapping else updated_node
+
+        def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+            return updated_node.with_changes(keyword=original_node.keyword)
+
+        def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+            return updated_node.with_changes(attr=original_node.attr)
+
+    return node.visit(Rename())
 
 
 def _rename(statement: cst.SimpleStatementLine, old: str, new: str) -> cst.SimpleStatementLine:
