@@ -195,6 +195,12 @@ class Autotune:
             if meta != "META" and (mapping or literal):
                 raise ActionError("the grid lambda does not name its argument META")
             new_body = body.visit(_MetaNames(mapping, literal)) if mapping or literal else body
+            for host_name in mapping:
+                assign = c.any_assignment(launch.host, host_name) if launch.host is not None else None
+                reads = c.count_name(grid, host_name) + sum(
+                    c.count_name(a.value, host_name) for a in launch.call.args if c.arg_param(a, launch.call, kernel) in block_names)
+                if assign is not None and c.count_name(launch.host, host_name) == 1 + reads:
+                    dead_host.append((launch.host, assign))
             if not set(mapping) & c.names_in(grid) and not literal and not isinstance(grid, cst.Lambda):
                 pairs.append((launch.call, new_call))  # the grid does not depend on the block sizes
                 continue
@@ -205,12 +211,6 @@ class Autotune:
                 new_call = new_call.with_changes(func=new_call.func.with_changes(
                     slice=[new_call.func.slice[0].with_changes(slice=cst.Index(new_grid))]))
             pairs.append((launch.call, new_call))
-            for host_name in mapping:
-                assign = c.any_assignment(launch.host, host_name) if launch.host is not None else None
-                reads = c.count_name(grid, host_name) + sum(
-                    c.count_name(a.value, host_name) for a in launch.call.args if c.arg_param(a, launch.call, kernel) in block_names)
-                if assign is not None and c.count_name(launch.host, host_name) == 1 + reads:
-                    dead_host.append((launch.host, assign))
         for host, assign in dead_host:
             statement = c.statement_holding(host, assign)
             if statement is not None and len(statement.body) == 1:
