@@ -1,0 +1,313 @@
+"""Matmul epilogue: a following elementwise kernel over a kernel's output runs in that kernel's store.
+
+``linear_kernel`` writes ``h`` tile by tile (any indexing: a ``tl.dot`` matmul, a 2-D kernel), then a
+1-D kernel maps ``out[i] = f(h[i])`` over all of ``h`` (GELU, bias-free activations, scaling). The
+producer now stores ``f`` of its value, cast first to ``h``'s element type (what storing and
+reloading it did), into ``h``; the second launch and ``out``'s allocation go, and the host reads
+``h`` where it read ``out``. Offered when ``f`` reads nothing but the loaded value (no index, no
+other input), the consumer covers exactly ``h.numel()`` elements at ``program_id(0) * B + arange``,
+``out`` is allocated like ``h``, nothing reads ``h`` after the second launch, and the statements
+between the launches only look at ``h``'s shape. The consumer's definition goes once nothing in
+the file names it.
+
+Example: kernel=linear_kernel target=h100 params={"consumer": "gelu_kernel"}
+
+```python before
+@triton.jit
+def linear_kernel(x_ptr, w_ptr, y_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        x = tl.load(x_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(x, w)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476)), mask=offs < n)
+
+
+def linear_gelu(x, w):
+    M, K = x.shape
+    N = w.shape[1]
+    h = torch.empty((M, N), device=x.device, dtype=torch.float32)
+    linear_kernel[(triton.cdiv(M, 64), triton.cdiv(N, 64))](x, w, h, M, N, K, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
+    out = torch.empty_like(h)
+    gelu_kernel[(triton.cdiv(h.numel(), 1024),)](h, out, h.numel(), BLOCK=1024)
+    return out
+```
+
+```python after
+@triton.jit
+def linear_kernel(x_ptr, w_ptr, y_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        x = tl.load(x_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(x, w)
+    x_epi = (acc).to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], 0.5 * x_epi * (1.0 + tl.erf(x_epi * 0.7071067811865476)), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def linear_gelu(x, w):
+    M, K = x.shape
+    N = w.shape[1]
+    h = torch.empty((M, N), device=x.device, dtype=torch.float32)
+    linear_kernel[(triton.cdiv(M, 64), triton.cdiv(N, 64))](x, w, h, M, N, K, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
+    return h
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ..analysis import FileAnalysis, Kernel
+from ..analysis.model import Value
+from ..hardware import GpuProfile
+from . import _common as c
+from .base import ActionError, Candidate, Edit
+from .epilogue import _METADATA
+from .fusion import (
+    _ALLOCATORS,
+    _ALWAYS_FREE,
+    _assign_of,
+    _call_of,
+    _Canon,
+    _drop_unreferenced_def,
+    _is_docstring,
+    _load_parts,
+    _normal_form,
+    _rename_all,
+    _store_parts,
+)
+
+# Calls the statements between the two launches may make: they only look at shapes and allocate.
+_HOST_PURE = {"torch.empty_like", "torch.empty", "torch.zeros_like", "torch.zeros", "triton.cdiv", "min", "max", "int", "len"}
+
+
+@dataclass
+class _Plan:
+    consumer: Kernel
+    store: cst.SimpleStatementLine  # the producer's only store (last statement)
+    value: cst.BaseExpression  # what it stores
+    dest: str  # the name whose ``.dtype.element_ty`` is the buffer's element type
+    statements: list[cst.BaseStatement]  # the consumer's loaded value and its computation, in fresh names
+    c_value: cst.BaseExpression
+    buffer: str
+    out: str
+    removed: list[cst.SimpleStatementLine]  # host statements that go: the consumer launch, out's allocation
+    rename_from: int  # host statements from this index on read ``buffer`` where they read ``out``
+    target: str  # the producer's name for the value the consumer loaded
+
+
+def _store_value_and_dest(statement: cst.CSTNode) -> tuple[cst.Call, cst.BaseExpression, str] | None:
+    """``tl.store(PTR, VALUE, ...)`` -> (call, VALUE, name for the element type) for ``P + offs`` or a pointer name."""
+    call = _call_of(statement)
+    if call is None or c.code(call.func) != "tl.store" or len(call.args) < 2 or call.args[0].keyword or call.args[1].keyword:
+        return None
+    ptr = call.args[0].value
+    while isinstance(ptr, cst.BinaryOperation) and isinstance(ptr.operator, cst.Add):
+        ptr = ptr.left  # ``y_ptr + rm[:, None] * N + rn[None, :]``: the base is the leftmost term
+    return (call, call.args[1].value, ptr.value) if isinstance(ptr, cst.Name) else None
+
+
+class MatmulEpilogue:
+    name = "matmul_epilogue"
+    kind = "Fusion"
+    changes_numerics = False
+
+    def _pairs(self, analysis: FileAnalysis, kernel: Kernel) -> list[str]:
+        """Kernels launched after ``kernel`` in the same host function (the consumers to try)."""
+        out = []
+        for site in analysis.launches_of(kernel.name):
+            later = [s for s in analysis.launches if s.host_function == site.host_function and s.host_function is not None
+                     and s.span.start_offset > site.span.start_offset]
+            if later and later[0].kernel != kernel.name:
+                out.append(later[0].kernel)
+        return out
+
+    def _plan(self, module: cst.Module, analysis: FileAnalysis, producer: Kernel, consumer_name: str) -> _Plan:
+        consumer = analysis.kernel(consumer_name)
+        if consumer is None or consumer.name == producer.name:
+            raise ActionError(f"no kernel {consumer_name}")
+        for k in (producer, consumer):
+            if len(analysis.launches_of(k.name)) != 1:
+                raise ActionError(f"{k.name} is launched more than once")
+        if len(producer.calls_of("store")) != 1 or producer.calls_of("make_block_ptr", "make_tensor_descriptor", *(
+                "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg")):
+            raise ActionError(f"{producer.name} does not write through one plain store")
+        if consumer.is_autotuned or consumer.loops or len(consumer.calls_of("program_id")) != 1 or consumer.calls_of("dot"):
+            raise ActionError(f"{consumer.name} is not a 1-D elementwise kernel")
+        pdef, (p_launch,) = c.locate(module, producer.name)
+        cdef, (c_launch,) = c.locate(module, consumer.name)
+        host = p_launch.host
+        if host is None or host is not c_launch.host:
+            raise ActionError("the two launches are not in the same host function")
+        p_body = [s for s in pdef.body.body if not _is_docstring(s)]
+        parts = _store_value_and_dest(p_body[-1]) if p_body else None
+        if parts is None:
+            raise ActionError(f"{producer.name} does not end in its only store")
+        _call, value, dest = parts
+        if producer.param(dest) is not None and producer.param(dest).kind != "pointer":
+            raise ActionError(f"{producer.name}'s store does not start from its output pointer")
+        # The consumer: out[i] = f(buffer[i]) over the whole buffer.
+        taken = c.names_in(pdef) | c.names_in(cdef)
+        index, loads, compute, store = _normal_form(list(cdef.body.body), taken)
+        if len(loads) != 1:
+            raise ActionError(f"{consumer.name} reads more than the one buffer")
+        target, src, offs, mask = _load_parts(loads[0])
+        c_dest, c_offs, c_value, c_mask = _store_parts(store)
+        c_sources = c.launch_sources(c_launch, consumer)
+        defs = {a[0]: a[1] for s in index if (a := _assign_of(s))}
+        canon = _Canon()
+        identity = {p.name: p.name for p in consumer.params}
+        o = canon.of(offs, defs, identity)
+        blocks = [p.name for p in consumer.params if p.kind == "constexpr"]
+        pid = canon.of("tl.program_id(0)", {}, {})
+        if not any(o in (canon.of(f"{pid} * {b} + tl.arange(0, {b})", {}, identity),
+                         canon.of(f"tl.arange(0, {b}) + {pid} * {b}", {}, identity)) for b in blocks):
+            raise ActionError(f"{consumer.name} does not index one block per program")
+        if not (canon.of(c_offs, defs, identity) == o and canon.of(mask, defs, identity) == canon.of(c_mask, defs, identity)):
+            raise ActionError(f"{consumer.name} stores elsewhere than it loads")
+        buffer = c_sources.get(src, "")
+        out = c_sources.get(c_dest, "")
+        n_param = next((p.name for p in consumer.params if canon.of(mask, defs, identity) == canon.of(f"{o} < {p.name}", {}, identity)), None)
+        if n_param is None or not buffer.isidentifier() or not out.isidentifier():
+            raise ActionError(f"{consumer.name} does not mask with `offsets < n` over named tensors")
+        n_source = c_sources.get(n_param, "")
+        if n_source.isidentifier():
+            assign = c.any_assignment(host, n_source)
+            n_source = "".join(c.code(assign.value).split()) if assign is not None else ""
+        if n_source != f"{buffer}.numel()":
+            raise ActionError(f"{consumer.name} does not cover all of {buffer} ({n_param} is not {buffer}.numel())")
+        free = set().union(*[c.names_in(_assign_of(s)[1]) for s in compute]) | c.names_in(c_value) if compute else c.names_in(c_value)
+        local = {target} | {_assign_of(s)[0] for s in compute}
+        if not free <= local | _ALWAYS_FREE:
+            raise ActionError(f"{consumer.name}'s value reads {', '.join(sorted(free - local - _ALWAYS_FREE))}, not only the loaded value")
+        # The producer writes the buffer, which is a fresh allocation that ``out`` copies.
+        p_sources = c.launch_sources(p_launch, producer)
+        if sorted(p_sources.values()).count(buffer) != 1 or p_sources.get(dest) not in (buffer, None):
+            raise ActionError(f"{producer.name} does not get {buffer} once, as the pointer it stores to")
+        body = list(host.body.body)
+        pi = next((i for i, s in enumerate(body) if _call_of(s) is p_launch.call), None)
+        ci = next((i for i, s in enumerate(body) if _call_of(s) is c_launch.call), None)
+        if pi is None or ci is None or ci < pi:
+            raise ActionError("the launches are not top-level statements of the host function, in order")
+        alloc = c.host_assignment(host, buffer)
+        out_alloc = c.host_assignment(host, out)
+        if alloc is None or not (isinstance(alloc.value, cst.Call) and c.code(alloc.value.func) in _ALLOCATORS):
+            raise ActionError(f"{buffer} is not a fresh torch.empty/zeros allocation")
+        like = f"torch.empty_like({buffer})"
+        if out_alloc is None or "".join(c.code(out_alloc.value).split()) not in (like, "".join(c.code(alloc.value).split())):
+            raise ActionError(f"{out} is not allocated like {buffer}")
+        out_line = c.statement_holding(host, out_alloc)
+        between = body[pi + 1:ci]
+        for s in between:
+            if s is out_line:
+                continue
+            if _assign_of(s) is None or _impure_calls(s):
+                raise ActionError("something other than shape arithmetic runs between the launches")
+            if c.count_name(s, buffer) != _metadata_reads(s, buffer) + c.code(s).count(like):
+                raise ActionError(f"a statement between the launches reads {buffer}'s values")
+        if out_line not in body or body.index(out_line) > ci or c.count_name(host, out) != 1 + c.count_name(c_launch.call, out) + \
+                sum(c.count_name(s, out) for s in body[ci + 1:]):
+            raise ActionError(f"{out} is used before the second launch")
+        # Shape arithmetic only the second launch read (``n = h.numel()``) goes with it.
+        dead = [s for s in between if s is not out_line and
+                c.count_name(host, _assign_of(s)[0]) == 1 + c.count_name(c_launch.call, _assign_of(s)[0])]
+        if any(c.count_name(s, buffer) for s in body[ci + 1:]):
+            raise ActionError(f"{buffer} is read after the second launch (it would hold the fused values)")
+        # The consumer's names, made fresh where the producer already uses them.
+        mapping = {}
+        for name in sorted(local):
+            fresh = name if name not in c.names_in(pdef) else next(
+                n for n in (f"{name}_epi", *(f"{name}_epi{i}" for i in range(2, 99))) if n not in taken)
+            taken.add(fresh)
+            mapping[name] = fresh
+        statements = [_rename_all(s, mapping) for s in compute]
+        return _Plan(consumer, p_body[-1], value, dest, statements, _rename_all(c_value, mapping), buffer, out,
+                     [body[ci], out_line, *dead], ci + 1, mapping[target])
+
+    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        module = c.parse(analysis.text)
+        out = []
+        for consumer in self._pairs(analysis, kernel):
+            try:
+                plan = self._plan(module, analysis, kernel, consumer)
+            except ActionError:
+                continue
+            out.append(Candidate(self.name, self.kind, kernel.name, {"consumer": consumer},
+                                 f"Fuse {consumer} into {kernel.name}'s epilogue (drops {plan.out} and one pass over {plan.buffer})",
+                                 kernel.calls_of("store")[0].span.start.line))
+        return out
+
+    def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
+        consumer = params.get("consumer")
+        if not isinstance(consumer, str):
+            raise ActionError("matmul_epilogue needs params {'consumer': kernel name}")
+        module = c.parse(text)
+        plan = self._plan(module, analysis, kernel, consumer)
+        target = plan.target
+        cast = c.stmt(f"{target} = ({c.code(plan.value)}).to({plan.dest}.dtype.element_ty)\n").with_changes(
+            leading_lines=plan.store.leading_lines)
+        call = _call_of(plan.store)
+        args = list(call.args)
+        args[1] = args[1].with_changes(value=plan.c_value)
+        new_store = plan.store.with_changes(leading_lines=[], body=[plan.store.body[0].with_changes(value=call.with_changes(args=args))])
+        _kdef, (launch,) = c.locate(module, kernel.name)
+        host = launch.host
+        body = list(host.body.body)
+        renamed = [_rename_all(s, {plan.out: plan.buffer}) for s in body[plan.rename_from:]]
+        pairs: list = [(plan.store, cst.FlattenSentinel([cast, *plan.statements, new_store]))]
+        pairs += [(old, new) for old, new in zip(body[plan.rename_from:], renamed) if new is not old]
+        pairs += [(s, cst.RemovalSentinel.REMOVE) for s in plan.removed]
+        module = c.replace_all(module, pairs)
+        notes = [f"{consumer} is no longer launched here; the host reads {plan.buffer} where it read {plan.out}"]
+        module, kept_because = _drop_unreferenced_def(module, consumer)
+        notes.append(f"{consumer} stays defined: {kept_because}" if kept_because
+                     else f"{consumer}'s definition is removed: nothing in the file refers to it any more")
+        return c.finish(text, module, f"fused {consumer} into {kernel.name}'s epilogue", notes)
+
+
+def _metadata_reads(node: cst.CSTNode, name: str) -> int:
+    count = 0
+
+    class V(cst.CSTVisitor):
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            nonlocal count
+            if isinstance(n.value, cst.Name) and n.value.value == name and n.attr.value in _METADATA:
+                count += 1
+
+    node.visit(V())
+    return count
+
+
+def _impure_calls(node: cst.CSTNode) -> bool:
+    """True when the statement calls something other than shape arithmetic and allocation."""
+    found = False
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            nonlocal found
+            name = c.code(n.func)
+            attr = n.func.attr.value if isinstance(n.func, cst.Attribute) else None
+            if name not in _HOST_PURE and attr not in _METADATA:
+                found = True
+
+    node.visit(V())
+    return found
+
+
+ACTION = MatmulEpilogue()
