@@ -36,7 +36,7 @@ PROBLEMS: dict[str, dict] = {
     "gelu_bias": {"sizes": {"n": 1 << 26}, "work": 4 * (1 << 26) * 4, "unit": "GB/s", "tol": (1e-5, 1e-6)},
     "epilogue": {"sizes": {"n": 1 << 26}, "work": 3 * (1 << 26) * 4, "unit": "GB/s", "tol": (1e-5, 1e-6)},
 }
-# Expert chains (design.md's measured route for a matmul; one read per row for softmax; wide
+# Expert chains (docs/measurements.md's measured route for a matmul; one read per row for softmax; wide
 # blocks and fusion for elementwise). Each step: (action, kernel, params); params None = first offered.
 CHAINS: dict[str, list[tuple[str, str, dict | None]]] = {
     # Tiling offers a tile together with the warps it needs (num_warps=8 for these tiles on sm_90).

@@ -52,14 +52,14 @@ from . import _common as c
 from .base import ActionError, Candidate, Edit
 
 # Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K) by architecture, largest first: Hopper's wgmma likes
-# 128x256x64 (shared/design.md measured 629 TFLOP/s with it), Ampere 128x128x32 or 128x256x32.
+# 128x256x64 (docs/measurements.md: 629 TFLOP/s measured), Ampere 128x128x32 or 128x256x32.
 MATMUL_TILES: dict[int, list[tuple[int, int, int]]] = {
     90: [(128, 256, 64), (128, 128, 64), (64, 128, 64)],
     80: [(128, 256, 32), (128, 128, 32), (64, 128, 32)],
     70: [(128, 128, 32), (64, 128, 32), (64, 64, 32)],
 }
 # Elements per program for 1-D and row kernels: wide enough to keep every load 128-bit and the
-# memory system busy (design.md: BLOCK 128 -> 4096 moved gelu from 1,690 to 4,388 GB/s).
+# memory system busy (docs/measurements.md: BLOCK 128 -> 4096 moved gelu from 1,690 to 4,388 GB/s).
 ROW_BLOCKS = (1024, 2048, 4096)
 MAX_ROW_BLOCK = 16384
 

@@ -1,6 +1,6 @@
 """A hardware-aware rule policy: the fallback when no model is available, and the baseline a model must beat.
 
-The rules encode what the project measured on the H200 (shared/design.md §2) and the usual
+The rules encode what the project measured on the H200 (docs/measurements.md) and the usual
 expert order of the MTMC paper: restructure the work first (tensor cores, fusion, one pass
 instead of several), then tile, then pipeline, then tune warps and launch order.
 """
@@ -26,7 +26,7 @@ def preferred_tile(target: GpuProfile) -> dict[str, int]:
     """The matmul tile that fits the target: 128x256x64 (8 warps) on Hopper, smaller below.
 
     Measured on the H200: 128x256x64 over 8 warps with 3 stages 615 TFLOP/s (620 with grouped
-    order; benchmarks/results/h200/actions_gpu.md chain c, design.md: 629), 128x128x64 with 3
+    order; benchmarks/results/h200/actions_gpu.md chain c, docs/measurements.md: 629), 128x128x64 with 3
     stages 537, 128x128x64 over 8 warps with 4 stages 485.
     """
     if target.max_shared_per_block >= 200 * 1024:
