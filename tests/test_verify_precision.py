@@ -38,3 +38,17 @@ def test_a_correct_fp32_kernel_passes_against_a_bf16_reference_and_a_wrong_one_d
     wrong[37] += 1.0
     result = cmp.compare(wrong, reference, floor=floor)
     assert not result["ok"] and result["mismatch"]["index"] == [37] and result["mismatch"]["atol"] == 1e-2
+
+
+def test_integers_rounded_from_floats_may_differ_by_one_step_on_a_few_elements_only():
+    expected = torch.randint(-127, 127, (3584,), dtype=torch.int8)
+    tie = expected.clone()
+    tie[7] += 1  # one tie rounded the other way
+    assert cmp.compare(tie, expected, floor=torch.float16)["ok"]
+    assert not cmp.compare(tie, expected)["ok"]  # integer inputs: exact
+    many = expected.clone()
+    many[:100] += 1  # 100 of 3584: a wrong kernel, not ties
+    assert not cmp.compare(many, expected, floor=torch.float16)["ok"]
+    two_steps = expected.clone()
+    two_steps[7] += 2
+    assert not cmp.compare(two_steps, expected, floor=torch.float16)["ok"]

@@ -224,6 +224,14 @@ def compile_for_target(analysis, profile: GpuProfile, timeout_s: float, launched
     ``launched``: per kernel, the argument types of a launch the worker recorded (real types, from
     the harness's inputs); kernels not launched there get types inferred from the file.
     """
+    try:
+        return _compile_for_target(analysis, profile, timeout_s, launched)
+    except Exception as exc:  # noqa: BLE001 - a bug in planning must not lose the verification
+        return {"failed": None, "message": f"not compiled for {profile.name}: internal error {type(exc).__name__}: {exc}",
+                "reports": []}
+
+
+def _compile_for_target(analysis, profile: GpuProfile, timeout_s: float, launched: dict | None) -> dict:
     from ..compile import compile_jobs, plan_jobs
 
     planned = plan_jobs(analysis, profile)

@@ -15,6 +15,8 @@ TOLERANCES = {
     torch.bfloat16: 1e-2,
 }
 FP8_TOLERANCE = 1e-1
+# Integer outputs of floating math may differ by one rounding step on at most 1/this of their elements.
+ROUNDING_STEP_SHARE = 100
 
 
 def tolerance_for(dtype: torch.dtype, floor: torch.dtype | None = None) -> float:
@@ -146,6 +148,13 @@ def _compare_one(name: str, a: Any, b: Any, atol: float | None, rtol: float | No
     both_nan = torch.isnan(a64) & torch.isnan(b64)
     same_inf = torch.isinf(a64) & torch.isinf(b64) & (a64 == b64)
     close = (diff <= a_tol + r_tol * b64.abs()) | both_nan | same_inf
+    if (atol is None and not b.dtype.is_floating_point and b.dtype != torch.bool and floor is not None
+            and floor.is_floating_point):
+        # Integers rounded from floating math (quantization): two correct roundings of values that land
+        # on a tie differ by one step. Allowed on at most 1% of the elements; more is a wrong kernel.
+        steps = diff == 1
+        if int(steps.sum().item()) <= max(1, a.numel() // ROUNDING_STEP_SHARE):
+            close = close | steps
     finite = torch.isfinite(diff)
     max_abs = float(diff[finite].max().item()) if bool(finite.any()) else 0.0
     rel = diff / b64.abs().clamp_min(1e-12)
