@@ -10,7 +10,7 @@ from ..analysis import Span
 SEVERITIES = ("error", "warning", "information", "hint")
 
 # The check reference ships inside the package (package data), so the link works offline and
-# from an installed wheel; docs/checks.md in the repository is the same file.
+# from an installed wheel; docs/checks.md in the repository is a link to it.
 DOCS_FILE = Path(__file__).with_name("checks.md")
 
 
