@@ -155,6 +155,9 @@ class FrameReader:
             message, note = _decode(body[:end])
             return Frame(message, note="; ".join(filter(None, [
                 f"Content-Length said {declared} bytes, the message had {end}", note])))
+        header = _HEADER_START.search(body, 1)
+        if header is not None:  # not JSON, but the next message starts inside: keep that one
+            buffer[:0] = body[header.start():]
         return Frame(error_code=PARSE_ERROR, problem=f"the message is not valid JSON ({len(body)} bytes: {body[:60]!r})")
 
     def _content_length(self, header: bytes) -> tuple[int | None, str]:
@@ -194,10 +197,7 @@ def _decode(body: bytes) -> tuple[Any, str]:
 
 def _json_prefix(body: bytes) -> int | None:
     """The length in bytes of a whole JSON object at the start of ``body`` followed by more bytes, or None."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    text = body.decode("utf-8", errors="surrogateescape")  # one character per invalid byte: offsets map back
     start = len(text) - len(text.lstrip())
     if not text[start:].startswith("{"):
         return None
@@ -205,7 +205,7 @@ def _json_prefix(body: bytes) -> int | None:
         _, end = json.JSONDecoder().raw_decode(text, start)
     except (ValueError, RecursionError):
         return None
-    return len(text[:end].encode("utf-8"))
+    return len(text[:end].encode("utf-8", errors="surrogateescape"))
 
 
 class FastTextDocument(TextDocument):
