@@ -10,7 +10,7 @@ from ..analysis.model import Value
 from ..hardware import GpuProfile
 
 # The MTMC macro types (QiMeng-Kernel) plus the extra kinds this project implements.
-KINDS = ("Tiling", "Pipelining", "Warps", "Reordering", "Fusion", "Autotune", "TensorCore", "Hoist", "Precision")
+KINDS = ("Tiling", "Pipelining", "Warps", "Reordering", "Fusion", "Autotune", "TensorCore", "Hoist", "Precision", "Prepare")
 
 
 class ActionError(Exception):
