@@ -104,3 +104,45 @@ def xent_kernel''').replace("x_t = tl.load(logits_ptr + row * stride + t)", "x_t
     (unknown,) = compile_jobs(helper, [CompileJob("xent_kernel", {"BLOCK": 1024})], H100, cache_dir=None)
     assert unknown.status == "skipped", unknown.error
     assert "types are not known" in unknown.error and "target_ptr: *fp32" in unknown.error
+
+
+KERNELBENCH = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def geglu_kernel(x_ptr, out_ptr, n_rows, half, qw_ptr, stride_q, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    row = offs // half
+    packed = tl.load(qw_ptr + (offs // 2) * stride_q)
+    a = tl.load(x_ptr + row * 2 * half + offs % half).to(tl.float32)
+    tl.store(out_ptr + offs, (a * ((packed >> 4) & 15)).to(out_ptr.dtype.element_ty))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, qw):
+        n_rows, width = x.shape
+        half = width // 2
+        out = torch.empty((n_rows, half), device=x.device, dtype=x.dtype)
+        geglu_kernel[(triton.cdiv(n_rows * half, 512),)](x, out, n_rows, half, qw, qw.stride(0), BLOCK=512)
+        return out
+
+
+def get_inputs(batch: int = 64, hidden_dim: int = 128):
+    return [torch.randn(batch, 2 * hidden_dim, dtype=torch.float16), torch.randint(0, 255, (64,), dtype=torch.uint8)]
+'''
+
+
+def test_kernelbench_forward_gets_the_inputs_types_and_multiplied_parameters_are_scalars():
+    analysis = analyze(KERNELBENCH)
+    assert use_types(analysis.kernel("geglu_kernel"))["qw_ptr"] == "*i32"  # bit ops on its values; not the stride
+    types = infer_types(analysis)
+    assert types.types["geglu_kernel"] == {"qw_ptr": "*u8", "x_ptr": "*fp16", "out_ptr": "*fp16"}
+    assert types.sources["geglu_kernel"]["qw_ptr"] == "harness"  # the real uint8 wins over the use guess
+    # ``half`` added to a pointer reads as a pointer to the analysis, but it is also multiplied: a scalar
+    read_as_pointer = KERNELBENCH.replace("tl.load(x_ptr + row * 2 * half + offs % half)",
+                                          "tl.load(x_ptr + row * 2 * half + half + offs % half)")
+    kernel = analyze(read_as_pointer).kernel("geglu_kernel")
+    assert kernel.param("half").kind == "pointer" and use_types(kernel)["half"] == "i32"

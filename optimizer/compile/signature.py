@@ -86,7 +86,8 @@ def _names(node: ast.AST) -> set[str]:
 
 
 def use_types(kernel: Kernel) -> dict[str, str]:
-    """Pointer parameters whose loaded values are used as integers: index ``*i64``, mask ``*i1``, bits ``*i32``."""
+    """Pointer parameters whose loaded values are used as integers: index ``*i64``, mask ``*i1``, bits ``*i32``;
+    and parameters multiplied, divided or taken modulo (no pointer can be) are integer scalars ``i32``."""
     fn = kernel.node
     if fn is None:
         return {}
@@ -105,15 +106,15 @@ def use_types(kernel: Kernel) -> dict[str, str]:
             names = [t.id for t in targets if isinstance(t, ast.Name)]
             load = next((n for n in ast.walk(value) if _is_call_of(n, "load")), None)
             if load is not None and load.args:
-                roots = [derived[n] for n in _names(load.args[0]) if n in derived]
+                root = _pointer_root(load.args[0], derived)
                 for name in names:
-                    if roots and name not in pointers:
-                        loaded[name] = roots[0]
+                    if root is not None and name not in pointers:
+                        loaded[name] = root
                 continue
-            roots = [derived[n] for n in _names(value) if n in derived and n not in loaded]
-            if roots and _is_pointer_arithmetic(value, derived):
+            root = _pointer_root(value, derived)
+            if root is not None and _is_pointer_arithmetic(value, derived):
                 for name in names:
-                    derived.setdefault(name, roots[0])
+                    derived.setdefault(name, root)
     result: dict[str, str] = {}
 
     def mark(names: set[str], triton_type: str) -> None:
@@ -137,7 +138,54 @@ def use_types(kernel: Kernel) -> dict[str, str]:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         if any(isinstance(t, ast.Name) and t.id in derived for t in targets) and stmt.value is not None:
             mark(_index_names(stmt.value, derived, loaded), "*i64")
+    # ``row * 2 * half``, ``offs // half``: a parameter read as a pointer that no pointer can be (only
+    # for parameters the analysis took for pointers; real scalars keep their own rules).
+    read_as_pointer = {p.name for p in kernel.params if p.kind == "pointer" and not p.annotation}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.FloorDiv, ast.Mod)):
+            for side in (node.left, node.right):
+                if (isinstance(side, ast.Name) and side.id in read_as_pointer and side.id not in result
+                        and not _loaded_through(fn, side.id)):
+                    result[side.id] = "i32"
     return result
+
+
+def _loaded_through(fn: ast.FunctionDef, name: str) -> bool:
+    """Whether ``name`` appears in the pointer argument of a load/store (then it is, or feeds, a pointer)."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and node.args and any(_is_call_of(node, op) for op in ("load", "store")):
+            pointer = node.args[0]
+            if isinstance(pointer, ast.Name) and pointer.id == name:
+                return True
+            if isinstance(pointer, ast.BinOp) and isinstance(pointer.op, ast.Add):
+                # the leftmost operand of ``P + offs`` is the pointer
+                left = pointer
+                while isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add):
+                    left = left.left
+                if isinstance(left, ast.Name) and left.id == name:
+                    return True
+    return False
+
+
+def _pointer_root(node: ast.AST, derived: dict[str, str]) -> str | None:
+    """The parameter a pointer expression starts from: the first term of ``X + a * s + b`` that is one
+    (offsets multiply strides; the pointer is added, never multiplied)."""
+    terms: list[ast.AST] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.BinOp) and isinstance(current.op, ast.Add):
+            stack.extend([current.right, current.left])
+        elif isinstance(current, ast.BinOp) and isinstance(current.op, ast.Sub):
+            stack.append(current.left)
+        else:
+            terms.append(current)
+    for term in terms:
+        if isinstance(term, ast.Name) and term.id in derived:
+            return derived[term.id]
+        if isinstance(term, ast.Subscript) and isinstance(term.value, ast.Name) and term.value.id in derived:
+            return derived[term.value.id]
+    return None
 
 
 def _is_pointer_arithmetic(node: ast.AST, derived: dict[str, str]) -> bool:
@@ -244,6 +292,12 @@ def _returned_names(fn: ast.FunctionDef) -> list[ast.AST] | None:
 def _harness_types(analysis: FileAnalysis, tree: ast.Module) -> list[tuple[str, str, str]]:
     """(kernel, param, type) for launch arguments whose tensors the harness's code builds."""
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    # KernelBench: ModelNew.forward(self, *get_inputs()) launches the kernels (ModelNew before Model)
+    classes = sorted((n for n in tree.body if isinstance(n, ast.ClassDef)), key=lambda c: c.name != "ModelNew")
+    for cls in classes:
+        for method in cls.body:
+            if isinstance(method, ast.FunctionDef) and method.name not in functions:
+                functions[method.name] = method
     get_inputs = functions.get("get_inputs")
     param_types: dict[str, dict[str, str]] = {name: {} for name in functions}
     if get_inputs is not None:
@@ -253,7 +307,7 @@ def _harness_types(analysis: FileAnalysis, tree: ast.Module) -> list[tuple[str, 
         for name, fn in functions.items():  # every host function called with get_inputs()'s list
             if name.startswith("test_") or name in ("get_inputs", "get_init_inputs", "reference"):
                 continue
-            params = [a.arg for a in fn.args.args]
+            params = [a.arg for a in fn.args.args if a.arg != "self"]
             if len(params) >= len(input_types) > 0 or (fn.args.vararg is None and len(params) == len(input_types)):
                 param_types[name] = {p: t for p, t in zip(params, input_types) if t}
     # Tests and host functions: tensors built in their own bodies; calls pass types on to callees.
@@ -264,7 +318,7 @@ def _harness_types(analysis: FileAnalysis, tree: ast.Module) -> list[tuple[str, 
                 callee = functions.get(call.func.id)
                 if callee is None or callee is fn:
                     continue
-                for param, arg in zip([a.arg for a in callee.args.args], call.args):
+                for param, arg in zip([a.arg for a in callee.args.args if a.arg != "self"], call.args):
                     found = _tensor_type(arg, envs[name])
                     if found:
                         param_types.setdefault(callee.name, {}).setdefault(param, found)
