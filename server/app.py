@@ -15,7 +15,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from .. import __version__
-from ..optimizer.hardware import GpuProfile, get_profile, resolve_target
+from ..optimizer.hardware import GpuProfile, resolve_target
 from ..settings import Settings
 from .positions import TextIndex
 from .protocol import HardenedServerMixin, MtmcProtocol
@@ -30,15 +30,50 @@ SERVER_NAME = "mtmc-lsp"
 INDEX_CACHE_SIZE = 8
 
 
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+    """What every handler and background job reads: settings, the resolved target, trust.
+
+    Built once per change on the event loop and never mutated, so a job that took a snapshot keeps
+    a consistent view while settings change underneath it.
+    """
+
+    settings: Settings
+    target: GpuProfile
+    trusted: bool
+
+    @property
+    def policy_settings(self) -> Settings:
+        """The settings the policy is built from: an untrusted workspace contacts no endpoint and
+        loads no model file named by settings (the source of the kernel would leave the machine)."""
+        settings = self.settings
+        if self.trusted or not (settings.policy == "endpoint" or settings.policy_model_path or settings.policy_adapter_path):
+            return settings
+        return dataclasses.replace(
+            settings, policy="heuristic" if settings.policy == "endpoint" else settings.policy,
+            policy_endpoint="", policy_model_path="", policy_adapter_path="",
+        )
+
+    @classmethod
+    def build(cls, settings: Settings, previous: "ServerConfig | None", trusted: bool, log=None) -> "ServerConfig":
+        """Resolve the target once (``resolve_target``, as the CLI does); reuse it when unchanged."""
+        if previous is not None:
+            return cls(settings, previous.target, trusted)
+        try:
+            target = resolve_target(settings.target_gpu)
+        except KeyError as exc:
+            if log is not None:
+                log(f"{exc}; using the default target", types.MessageType.Warning)
+            target = resolve_target("")
+        return cls(settings, target, trusted)
+
+
 class MtmcLanguageServer(HardenedServerMixin, LanguageServer):
     """pygls server plus the state every feature module shares."""
 
     def __init__(self) -> None:
         super().__init__(SERVER_NAME, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          protocol_cls=MtmcProtocol)
-        self.settings = Settings()
-        # A target picked with mtmc.selectTarget; it wins until the targetGpu setting changes.
-        self.selected_target: str | None = None
         # Workspace Trust given at initialize (True, False, or None when not said); a server started
         # untrusted stays so (the editor restarts it when the user grants trust), whatever later
         # settings say.
@@ -46,6 +81,8 @@ class MtmcLanguageServer(HardenedServerMixin, LanguageServer):
         # True once the client's settings are known: answered by workspace/configuration, or given at
         # initialize to a client that has no workspace/configuration. A timed-out wait does not count.
         self.client_settings_known = False
+        # Settings, target and trust as one immutable snapshot, replaced on every change (ServerConfig).
+        self.config = ServerConfig.build(Settings(), None, False)
         self.documents = DocumentStore()
         # One analysis at a time (newer versions supersede older ones), off the event loop.
         self.analysis_executor = ThreadPoolExecutor(1, thread_name_prefix="mtmc-analysis")
@@ -64,65 +101,54 @@ class MtmcLanguageServer(HardenedServerMixin, LanguageServer):
         # Set once the first settings arrived (initializationOptions or workspace/configuration):
         # diagnostics wait for it so the first ones are for the right target.
         self.settings_ready = asyncio.Event()
-        self._target: GpuProfile | None = None
         self._indexes: list[TextIndex] = []
-        self._target_key: str | None = None
 
-    # ---- target -------------------------------------------------------------------------
+    # ---- configuration: settings, target, trust ------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        return self.config.settings
+
     @property
     def target(self) -> GpuProfile:
-        """The GPU diagnostics and actions are for: the selected target, else the setting, else local/H100."""
-        wanted = self.selected_target or self.settings.target_gpu
-        if self._target is None or wanted != self._target_key:
-            try:
-                profile = resolve_target(wanted)
-            except KeyError as exc:
-                self.log(f"{exc}; using the default target", types.MessageType.Warning)
-                profile = resolve_target("")
-            self._target, self._target_key = profile, wanted
-        return self._target
-
-    def select_target(self, key: str) -> GpuProfile:
-        profile = get_profile(key)
-        self.selected_target = profile.key
-        return self.target
+        """The GPU diagnostics, actions and verification are for (the ``targetGpu`` setting)."""
+        return self.config.target
 
     @property
     def trusted(self) -> bool:
         """Whether the workspace's code may run: the client's settings are known and trust was said."""
-        from .trust import is_trusted
+        return self.config.trusted
 
-        return is_trusted(self.initial_trust, self.settings.trusted, self.client_settings_known)
+    def reconfigure(self, settings: Settings | None = None, initial_trust: bool | None | object = ...,
+                    settings_known: bool | None = None) -> bool:
+        """Take new inputs and publish a new snapshot; True when something diagnostics depend on changed."""
+        from .trust import is_trusted, stop_user_code
+
+        old = self.config
+        if initial_trust is not ...:
+            self.initial_trust = initial_trust
+        if settings_known is not None:
+            self.client_settings_known = settings_known
+        settings = settings or old.settings
+        trusted = is_trusted(self.initial_trust, settings.trusted, self.client_settings_known)
+        self.config = ServerConfig.build(settings, old if settings.target_gpu == old.settings.target_gpu else None,
+                                         trusted, self.log)
+        if old.trusted and not trusted:
+            stop_user_code(self)
+        return (old.target.key != self.config.target.key
+                or settings.compile_diagnostics != old.settings.compile_diagnostics
+                or trusted != old.trusted)
 
     @property
     def policy_settings(self) -> Settings:
-        """The settings the policy is built from: an untrusted workspace contacts no endpoint and
-        loads no model file named by settings (the source of the kernel would leave the machine)."""
-        settings = self.settings
-        if self.trusted or not (settings.policy == "endpoint" or settings.policy_model_path or settings.policy_adapter_path):
-            return settings
-        return dataclasses.replace(
-            settings, policy="heuristic" if settings.policy == "endpoint" else settings.policy,
-            policy_endpoint="", policy_model_path="", policy_adapter_path="",
-        )
+        return self.config.policy_settings
 
     def apply_settings(self, settings: Settings) -> bool:
         """Adopt new settings; True when something diagnostics depend on changed."""
-        old, was_trusted = self.settings, self.trusted
-        if settings.target_gpu != old.target_gpu:
-            self.selected_target = None
-        self.settings = settings
+        old = self.settings
+        changed = self.reconfigure(settings)
         if settings.problems and settings.problems != old.problems:
             self.report_settings_problems(settings.problems)
-        if was_trusted and not self.trusted:
-            from .trust import stop_user_code
-
-            stop_user_code(self)
-        return (
-            settings.target_gpu != old.target_gpu
-            or settings.compile_diagnostics != old.compile_diagnostics
-            or was_trusted != self.trusted
-        )
+        return changed
 
     # ---- positions ----------------------------------------------------------------------
     @property

@@ -196,8 +196,8 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       { placeHolder: "Target GPU for diagnostics, optimization and verification", matchOnDetail: true },
     );
     if (!picked) return;
-    await run("Select Target GPU", ServerCommands.selectTarget, [picked.key]);
-    // Persist the choice; the configuration change is pushed to the server like any other setting.
+    // The targetGpu setting is the single source of truth: writing it is the whole selection. The
+    // configuration change reaches the server once, like any other setting, and refreshes once.
     const target = vscode.workspace.workspaceFolders?.length ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
     await vscode.workspace.getConfiguration("mtmc").update("targetGpu", picked.key, target);
   };

@@ -8,7 +8,6 @@ export const ServerCommands = {
   rejectStep: "mtmc.rejectStep",
   stepHistory: "mtmc.stepHistory",
   listTargets: "mtmc.listTargets",
-  selectTarget: "mtmc.selectTarget",
   applyCandidate: "mtmc.applyCandidate",
   llmStep: "mtmc.llmStep",
 } as const;

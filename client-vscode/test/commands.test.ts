@@ -177,7 +177,7 @@ describe("Select Target GPU", () => {
       ["NVIDIA H100", "H100 (current)"],
       ["NVIDIA A100", "A100"],
     ]);
-    expect(sent()).toEqual([["mtmc.listTargets"], ["mtmc.selectTarget", "A100"]]);
+    expect(sent()).toEqual([["mtmc.listTargets"]]); // the setting is the selection: no second command
     expect(mock.configUpdates).toEqual([{ key: "mtmc.targetGpu", value: "A100", target: ConfigurationTarget.Workspace }]);
     const pushed = lastClient().notifications.filter((n) => n.method === "workspace/didChangeConfiguration").at(-1);
     expect(pushed?.params.settings.mtmc.targetGpu).toBe("A100");

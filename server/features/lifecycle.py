@@ -24,14 +24,14 @@ def settings_from_options(options) -> Settings | None:
 def register(server) -> None:
     @server.feature(types.INITIALIZE)
     def initialize(ls, params: types.InitializeParams) -> None:
-        ls.initial_trust = trust_from_options(params.initialization_options)
+        ls.reconfigure(initial_trust=trust_from_options(params.initialization_options))
         for value in invalid_trust_values(params.initialization_options):
             ls.log(f"ignored trusted={value} in initializationOptions: only true or false count", types.MessageType.Warning)
         settings = settings_from_options(params.initialization_options)
         if settings is not None:
             ls.apply_settings(settings)
         if not ls.client_supports("workspace.configuration"):
-            ls.client_settings_known = True  # initializationOptions are all this client will say
+            ls.reconfigure(settings_known=True)  # initializationOptions are all this client will say
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls, params: types.InitializedParams) -> None:
@@ -43,7 +43,7 @@ def register(server) -> None:
         try:
             await configuration.pull_settings(ls)
         finally:
-            ls.client_settings_known = True
+            ls.reconfigure(settings_known=True)
             ls.settings_ready.set()
         await configuration.register_for_changes(ls)
         ls.log(f"target GPU: {ls.target.summary()}")

@@ -22,11 +22,11 @@ DEFAULT_BUDGET_S = 600.0
 MODEL_LOAD_WAIT_S = 120.0
 
 
-def _ready_policy(ls):
+def _ready_policy(ranker, policy_settings):
     """The configured policy, loaded (waits for the model in this worker thread), else the heuristic."""
     from ...optimizer.policy import HeuristicPolicy
 
-    policy = ls.ranker.policy(ls.policy_settings)
+    policy = ranker.policy(policy_settings)
     if policy.status != "ready":
         policy.start_loading()
         deadline = time.monotonic() + MODEL_LOAD_WAIT_S
@@ -35,14 +35,16 @@ def _ready_policy(ls):
     return policy if policy.status == "ready" else HeuristicPolicy(f"the policy model is {policy.status}")
 
 
-def _run_search(ls, text: str, path: str | None, kernel: str | None, options: dict, progress: JobProgress):
+def _run_search(ranker, config, text: str, path: str | None, kernel: str | None, options: dict,
+                progress: JobProgress):
+    """The MTMC loop in a worker thread, on the configuration snapshot taken when it was asked for."""
     from ...optimizer.search import make_verifier, optimize
     from ...optimizer.verify import VerifyOptions
 
-    target = ls.target
-    policy = _ready_policy(ls)
+    target = config.target
+    policy = _ready_policy(ranker, config.policy_settings)
     progress.report(f"policy: {policy.describe()}")
-    verify_options = VerifyOptions.from_settings(ls.settings.verification, kernel=kernel)
+    verify_options = VerifyOptions.from_settings(config.settings.verification, kernel=kernel)
     verify = make_verifier(path, target, verify_options, progress=lambda message, pct: progress.report(message))
 
     def on_step(attempt) -> None:
@@ -53,7 +55,7 @@ def _run_search(ls, text: str, path: str | None, kernel: str | None, options: di
         text, path, kernel, target, policy, verify,
         steps=int(options.get("steps", DEFAULT_STEPS)), beam=int(options.get("beam", 1)),
         budget_s=float(options.get("budgetS", DEFAULT_BUDGET_S)), on_step=on_step, cancel=progress.cancel,
-        allow_precision=ls.settings.allow_precision_changes,
+        allow_precision=config.settings.allow_precision_changes,
     )
 
 
@@ -102,7 +104,7 @@ def register(server) -> None:
         try:
             loop = asyncio.get_running_loop()
             result = await loop.run_in_executor(
-                ls.step_executor, _run_search, ls, text, state.path if state else None, kernel, options, progress)
+                ls.step_executor, _run_search, ls.ranker, ls.config, text, state.path if state else None, kernel, options, progress)
         except Exception as exc:
             ls.log(f"optimization of {kernel} failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
             return {"applied": 0, "stopped": "error", "reason": str(exc)}

@@ -1,9 +1,12 @@
-"""Commands ``mtmc.listTargets`` and ``mtmc.selectTarget``: the GPU profiles and the session's target."""
+"""Command ``mtmc.listTargets``: the GPU profiles a client offers for the ``targetGpu`` setting.
+
+The setting is the single source of truth for the target: a client's "Select Target" writes it,
+and the server's one ``workspace/didChangeConfiguration`` refresh follows (docs/ARCHITECTURE.md).
+"""
 
 from __future__ import annotations
 
 from ...optimizer.hardware import PROFILES
-from . import code_lens, diagnostics
 
 
 def list_targets() -> list[dict]:
@@ -14,14 +17,3 @@ def register(server) -> None:
     @server.command("mtmc.listTargets")
     def list_targets_command(ls, *args) -> list[dict]:
         return list_targets()
-
-    @server.command("mtmc.selectTarget")
-    def select_target(ls, *args) -> dict:
-        if not args or not isinstance(args[0], str):
-            raise ValueError("mtmc.selectTarget takes one argument: a target key from mtmc.listTargets")
-        profile = ls.select_target(args[0])  # KeyError with the known keys for a bad name
-        ls.log(f"target GPU: {profile.summary()}")
-        ls.send_status()
-        diagnostics.refresh_all(ls)
-        code_lens.request_refresh(ls)
-        return {"key": profile.key, "name": profile.name, "summary": profile.summary()}

@@ -60,10 +60,11 @@ async def run_verification(ls, uri: str, new_text: str, old_text: str | None, ke
     options.key = uri  # a newer verification of this document supersedes an older one
     loop = asyncio.get_running_loop()
     report = None
+    target = ls.target  # read here, on the event loop: the worker thread gets the snapshot
     try:
         report = await loop.run_in_executor(
             ls.step_executor,
-            lambda: verify_file(new_text, old_text, path, ls.target, options, progress=progress.report,
+            lambda: verify_file(new_text, old_text, path, target, options, progress=progress.report,
                                 cancel=progress.cancel),
         )
         return report

@@ -30,6 +30,7 @@ class EditorClient(LanguageClient):
         self.applied_edits: list[types.ApplyWorkspaceEditParams] = []
         self.code_lens_refreshes = 0
         self.message_requests: list[types.ShowMessageRequestParams] = []
+        self.configuration_requests = 0
         self.message_answer: str | None = None  # the action a window/showMessageRequest gets (None: the first)
         self._published_event = asyncio.Event()
 
@@ -181,6 +182,12 @@ def _show_message_request(client: EditorClient, params: types.ShowMessageRequest
     return types.MessageActionItem(title=wanted) if wanted in titles else None
 
 
+def _configuration(client: EditorClient, params: types.ConfigurationParams):
+    """pytest-lsp's answer from ``set_configuration``, counted (a settings change is one round trip)."""
+    client.configuration_requests += 1
+    return [client.get_configuration(section=item.section, scope_uri=item.scope_uri) for item in params.items]
+
+
 def _register_capability(client: EditorClient, params: types.RegistrationParams) -> None:
     return None
 
@@ -233,6 +240,7 @@ def make_editor_client(overrides: dict | None = None) -> EditorClient:
         types.WORKSPACE_APPLY_EDIT: _apply_edit,
         types.CLIENT_REGISTER_CAPABILITY: _register_capability,
         types.WINDOW_SHOW_MESSAGE_REQUEST: _show_message_request,
+        types.WORKSPACE_CONFIGURATION: _configuration,
         types.WORKSPACE_CODE_LENS_REFRESH: _code_lens_refresh,
         "mtmc/status": _status,
         "mtmc/stepsChanged": _steps_changed,

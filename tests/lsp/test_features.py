@@ -6,7 +6,7 @@ import asyncio
 
 from lsprotocol import types
 
-from .editor import EXAMPLES, EditorClient
+from .editor import EXAMPLES, EditorClient, code_actions, position_of
 
 MATMUL = (EXAMPLES / "matmul.py").read_text()
 # 128x128x64 fp16 tiles, 4 stages: 128 KiB of shared memory, over the V100's 96 KiB, under the H100's 227.
@@ -95,22 +95,35 @@ async def test_target_switch_in_settings_changes_shared_memory_finding(client: E
     assert client.statuses[-1]["target"] == "v100"
 
 
-async def test_list_and_select_targets(client: EditorClient, workspace):
+async def test_the_target_setting_is_one_round_trip_and_one_refresh(client: EditorClient, workspace):
+    """Select Target writes targetGpu; the server pulls once, refreshes once, and every consumer follows."""
     targets = await client.workspace_execute_command_async(
         types.ExecuteCommandParams(command="mtmc.listTargets", arguments=[]))
-    keys = [t["key"] for t in targets]
-    assert {"v100", "a100", "h100", "h200"} <= set(keys)
+    assert {"v100", "a100", "h100", "h200"} <= {t["key"] for t in targets}
     assert all(t["name"] and "SMs" in t["summary"] for t in targets)
     uri = (workspace / "big.py").as_uri()
     client.open(uri, BIG_TILES)
     await client.diagnostics_for(uri, version=1)
-    chosen = await client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command="mtmc.selectTarget", arguments=["V100"]))
-    assert chosen["key"] == "v100"
+    await asyncio.sleep(0.3)
+    published, pulls, lens_refreshes = len(client.published), client.configuration_requests, client.code_lens_refreshes
+
+    client.set_configuration({"targetGpu": "v100", "diagnosticsDebounceMs": 20, "compileDiagnostics": False,
+                              "policy": "heuristic", "trusted": True}, section="mtmc")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
     await client.diagnostics_for(uri, version=1, predicate=lambda d: any(x.code == "MTMC104" for x in d))
-    await asyncio.sleep(0.05)
-    assert client.statuses[-1]["target"] == "v100"
-    assert set(client.statuses[-1]) == {"target", "model", "queue"}
+    await asyncio.sleep(0.5)  # anything else the change triggers would arrive by now
+    assert client.configuration_requests - pulls == 1
+    assert len([p for p in client.published[published:] if p.uri == uri]) == 1
+    assert client.code_lens_refreshes - lens_refreshes <= 1  # once, where the client supports refresh
+    assert client.statuses[-1]["target"] == "v100" and set(client.statuses[-1]) == {"target", "model", "queue"}
+    check = next(d for d in client.published[-1].diagnostics if d.code == "MTMC104")
+    assert "V100" in check.message
+    actions = await code_actions(client, uri, position_of(BIG_TILES, "def matmul_kernel", 5))
+    tiling = [a for a in actions if a.data and a.data["candidate"]["action"] == "tiling"]
+    assert tiling and all("V100" in a.title for a in tiling)  # the tile choice is for the new target
+    verified = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="mtmc.verifyKernel", arguments=[uri, "matmul_kernel"]))
+    assert verified["target"] == "v100"
 
 
 async def test_status_notification_after_initialized(client: EditorClient, workspace):
