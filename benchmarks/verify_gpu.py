@@ -12,15 +12,29 @@ Scenarios:
 - the bundled examples (matmul, softmax, gelu_bias) verified against themselves at the sizes of
   benchmarks/results/h200_probe.json: the speedup must be 1.0x within its own noise band;
 - two real improvements (bigger blocks) to show a speedup outside the band;
-- a >10x "speedup" (the old version sleeps on the host) to exercise the recheck.
+- a >10x "speedup" (the old version sleeps on the host) to exercise the recheck;
+- steps: optimization steps as ``mtmc optimize`` makes them (the heuristic policy's top candidates
+  applied to the examples, the kernel corpus and the wild dev corpus), each verified twice, with the
+  legacy settings (fixed 25/100 ms do_bench, nothing kept between jobs) and the current ones, each
+  in its own worker with its own Triton cache: per-step time p50/p95 and where it goes (phases);
+- test-style files (the wild dev corpus's ``test_*`` files): unchanged (1.0x within noise) and with
+  the policy's top candidates applied, timed by replaying the launches recorded in each test;
+- autograd (a test calling .backward()) and autotune (every config) on the GPU;
+- the wild dev corpus verified against itself: every file must verify.
+
+One command, under 10 minutes on an H200: ``python benchmarks/verify_gpu.py --out $OUT/verify``;
+``--budget-s`` skips what would not fit (said in the JSON), results are written after every section.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +45,44 @@ from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ROOT / "tests" / "corpus" / "faults"
 EXAMPLES = ROOT / "mtmc_lsp" / "examples"
+KERNELS = ROOT / "tests" / "corpus" / "kernels"
+WILD_DEV = ROOT / "benchmarks" / "wild" / "dev"
+# The verifier before this change: fixed do_bench windows, nothing kept between jobs.
+LEGACY = dict(adaptive_timing=False, reuse_results=False)
+AUTOGRAD_TEST = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * factor, mask=m)
+
+
+def launch(x, factor):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), factor, BLOCK=1024)
+    return out
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return launch(x, 2.0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return launch(grad.contiguous(), 2.0)
+
+
+def test_double_backward(device="cuda"):
+    x = torch.randn(1 << 20, device=device, requires_grad=True)
+    y = Double.apply(x)
+    (y * y).sum().backward()
+    return y.detach(), x.grad
+'''
 
 FAULT_N = (1 << 22) + 7  # not a multiple of any block size: the partial-write tail is 7 elements
 # fault -> (expected status, what must be named in the report)
@@ -61,20 +113,63 @@ IMPROVEMENTS = [
 ]
 
 
-def run_one(pool: WorkerPool, name: str, new_text: str, old_text: str | None, options: VerifyOptions) -> dict:
+def run_one(pool: WorkerPool, name: str, new_text: str, old_text: str | None, options: VerifyOptions,
+            keep_report: bool = True) -> dict:
     started = time.monotonic()
     report = verify_file(new_text, old_text, f"{name}.py", "h200", options)
     wall = time.monotonic() - started
     data = report.to_json()
     row = {"name": name, "status": report.status, "summary": report.summary, "wall_s": round(wall, 2),
-           "error_line": report.error_line, "device": report.device, "reward": data["reward"]}
+           "error_line": report.error_line, "device": report.device, "reward": data["reward"],
+           "phases": report.phases}
     if report.speed is not None:
         s = report.speed
         row.update(speedup=s.speedup, band=s.band, within_noise=s.within_noise, baseline_ms=s.baseline_ms,
                    candidate_ms=s.candidate_ms, ratios=s.ratios, roofline_pct=s.roofline_pct, believed=s.believed,
-                   recheck=s.recheck, speedup_vs_reference=s.speedup_vs_reference)
-    row["report"] = data
+                   recheck=s.recheck, speedup_vs_reference=s.speedup_vs_reference, method=s.method, sizing=s.sizing)
+    row["report"] = data if keep_report else {"checks": data["checks"], "environment": data["environment"]}
     return row
+
+
+def policy_steps(path: Path, per_kernel: int, target: str = "h200") -> list[tuple[str, str, str]]:
+    """(label, new text, old text): the heuristic policy's top candidates for each kernel, applied once."""
+    from mtmc_lsp.optimizer.actions import applicable, apply_candidate
+    from mtmc_lsp.optimizer.analysis import analyze
+    from mtmc_lsp.optimizer.hardware import get_profile
+    from mtmc_lsp.optimizer.policy.base import PolicyState
+    from mtmc_lsp.optimizer.policy.heuristic import HeuristicPolicy
+
+    text = path.read_text()
+    profile = get_profile(target)
+    analysis = analyze(text, str(path))
+    policy = HeuristicPolicy()
+    steps = []
+    for kernel in analysis.kernels:
+        offered = applicable(analysis, kernel, profile)
+        if not offered:
+            continue
+        ranked = policy.rank(PolicyState(analysis, kernel, profile), offered)
+        for choice in ranked[:per_kernel]:
+            try:
+                edit = apply_candidate(text, choice.candidate, profile)
+            except Exception:  # noqa: BLE001 - an action that refuses this file is not a step
+                continue
+            steps.append((f"{path.stem}: {choice.candidate.action} {kernel.name}", edit.new_text, text))
+    return steps
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def gpu_pool(cache_dir: str, dry: bool) -> WorkerPool:
+    """A pool whose worker compiles into its own Triton cache (set when the worker starts)."""
+    os.environ["TRITON_CACHE_DIR"] = cache_dir
+    pool = WorkerPool("interpreter" if dry else "gpu")
+    return pool
 
 
 def main() -> int:
@@ -84,7 +179,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds")
     parser.add_argument("--cpu-dry-run", action="store_true",
                         help="check this script without a GPU: interpreter, tiny sizes, no GPU-only faults")
+    parser.add_argument("--budget-s", type=float, default=540,
+                        help="skip the sections that would start after this many seconds (the device allows 600)")
+    parser.add_argument("--steps", type=int, default=14, help="optimization steps timed before/after")
     args = parser.parse_args()
+    started = time.monotonic()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     pool = WorkerPool("interpreter" if args.cpu_dry_run else "gpu")
@@ -100,11 +199,24 @@ def main() -> int:
         return not wanted or name in wanted
 
     results: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "python": platform.python_version(),
-                     "pool_devices": pool.devices, "faults": [], "unchanged": [], "improvements": [], "recheck": []}
+                     "pool_devices": pool.devices, "faults": [], "unchanged": [], "improvements": [], "recheck": [],
+                     "steps": [], "step_time": {}, "test_style": [], "autograd_autotune": [], "wild": [],
+                     "skipped_sections": []}
+
+    def section(name: str) -> bool:
+        """Whether a section still fits the budget (and was asked for); results so far are written out."""
+        (out / "verify_gpu.json").write_text(json.dumps(results, indent=2, default=str))
+        if wanted and name not in wanted and not any(w.startswith(name) for w in wanted):
+            return False
+        if time.monotonic() - started > args.budget_s:
+            results["skipped_sections"].append(name)
+            print(f"section {name}: skipped (budget of {args.budget_s:.0f} s spent)", flush=True)
+            return False
+        return True
     base = (FAULTS / "base.py").read_text()
     fault_opts = dict(pool=pool, input_kwargs={"n": fault_n}, timing=False, compile_timeout_s=60, run_timeout_s=60)
     for fault, (expected, needle) in FAULT_EXPECTATIONS.items():
-        if not want(fault):
+        if not want(fault) and not want("faults"):
             continue
         opts = VerifyOptions(**{**fault_opts, **({"compile_timeout_s": 20} if fault == "hang" else {})})
         row = run_one(pool, fault, (FAULTS / f"{fault}.py").read_text(), base, opts)
@@ -119,6 +231,18 @@ def main() -> int:
         print(f"fault {fault}: {row['status']} caught={row['caught']} ({row['wall_s']} s)", flush=True)
 
     timing_opts = dict(pool=pool, timing_rounds=args.rounds, compile_timeout_s=120, run_timeout_s=300)
+    tmp = Path(tempfile.mkdtemp(prefix="mtmc-verify-gpu-"))
+
+    if section("steps"):
+        run_steps(results, args, tmp)
+    if section("test_style"):
+        run_test_style(results, pool, args)
+    if section("autograd_autotune"):
+        run_autograd_autotune(results, pool, args)
+    if section("wild"):
+        run_wild(results, pool, args, started)
+    if not section("examples"):
+        example_sizes = {}
     for example, sizes in example_sizes.items():
         if not want(example):
             continue
@@ -129,7 +253,7 @@ def main() -> int:
         print(f"unchanged {example}: {row.get('speedup')} +/- {row.get('band')}", flush=True)
 
     for example, what, replacements in IMPROVEMENTS:
-        if not want(f"improve_{example}"):
+        if not want(f"improve_{example}") and not want("examples") or not section("examples"):
             continue
         old = (EXAMPLES / f"{example}.py").read_text()
         new = old
@@ -140,7 +264,7 @@ def main() -> int:
         results["improvements"].append(row)
         print(f"improvement {example}: {row.get('speedup')} +/- {row.get('band')}", flush=True)
 
-    if want("recheck"):
+    if section("recheck"):
         slow = base.replace("import torch\n", "import time\n\nimport torch\n", 1).replace(
             "    return out\n", "    time.sleep(0.005)  # the old version idles the GPU for 5 ms per call\n    return out\n", 1)
         row = run_one(pool, "recheck: 5 ms host sleep removed", base, slow,
@@ -151,16 +275,114 @@ def main() -> int:
     pool.close()
     for row in results["faults"] + results["unchanged"] + results["improvements"] + results["recheck"]:
         results.setdefault("environment", row["report"].get("environment"))
-    (out / "verify_gpu.json").write_text(json.dumps(results, indent=2))
+    results["total_s"] = round(time.monotonic() - started, 1)
+    (out / "verify_gpu.json").write_text(json.dumps(results, indent=2, default=str))
     print_table(results)
     ok = all(r["caught"] and r.get("recovered", True) for r in results["faults"]) and all(
         r["status"] == "verified" and (r.get("within_noise") or args.cpu_dry_run) for r in results["unchanged"])
-    print(f"\nall faults caught and unchanged kernels within noise: {ok}")
+    wild_ok = all(r["status"] == "verified" for r in results["wild"])
+    print(f"\nall faults caught and unchanged kernels within noise: {ok}; wild dev corpus all verified: {wild_ok}")
     return 0 if ok else 1
+
+
+def run_steps(results: dict, args, tmp: Path) -> None:
+    """Per-step verification time, legacy settings vs current, each in its own worker and Triton cache."""
+    files = sorted(EXAMPLES.glob("[!_]*.py")) + sorted(KERNELS.glob("[!_]*.py"))
+    files += sorted(f for f in WILD_DEV.glob("*.py") if "test" not in f.stem) if WILD_DEV.exists() else []
+    steps: list = []
+    per_file = [policy_steps(f, 1) for f in files]
+    while len(steps) < args.steps and any(per_file):  # round robin: one step per file, then the next
+        for group in per_file:
+            if group and len(steps) < args.steps:
+                steps.append(group.pop(0))
+    pools = {"legacy": gpu_pool(str(tmp / "cache-legacy"), args.cpu_dry_run),
+             "current": gpu_pool(str(tmp / "cache-current"), args.cpu_dry_run)}
+    settings = {"legacy": LEGACY, "current": {}}
+    common = dict(compile_timeout_s=120, run_timeout_s=300, compile_for_target=False)
+    warm = (EXAMPLES / "gelu_bias.py").read_text()
+    for name, pool in pools.items():  # start each worker outside the measurement
+        run_one(pool, "warm-up", warm, warm, VerifyOptions(pool=pool, **common, **settings[name]), keep_report=False)
+    for index, (label, new, old) in enumerate(steps):
+        order = ["legacy", "current"] if index % 2 == 0 else ["current", "legacy"]
+        row = {"name": label}
+        for name in order:
+            pool = pools[name]
+            one = run_one(pool, label, new, old, VerifyOptions(pool=pool, **common, **settings[name]), keep_report=False)
+            row[name] = {k: one.get(k) for k in ("status", "wall_s", "phases", "speedup", "band", "baseline_ms",
+                                                   "candidate_ms", "sizing", "summary")}
+        results["steps"].append(row)
+        print(f"step {label[:60]:60s} legacy {row['legacy']['wall_s']:6.2f} s {row['legacy']['status']:10s} "
+              f"current {row['current']['wall_s']:6.2f} s {row['current']['status']}", flush=True)
+    for pool in pools.values():
+        pool.close()
+    summary = {}
+    for name in ("legacy", "current"):
+        rows = [r[name] for r in results["steps"]]
+        fast = [r["wall_s"] for r in rows if (r.get("baseline_ms") or 0) < 1.0]
+        summary[name] = {"steps": len(rows), "p50_s": percentile([r["wall_s"] for r in rows], 0.5),
+                         "p95_s": percentile([r["wall_s"] for r in rows], 0.95),
+                         "under_1ms_steps": len(fast), "under_1ms_p50_s": percentile(fast, 0.5),
+                         "under_1ms_p95_s": percentile(fast, 0.95),
+                         "phases_median_s": {phase: statistics.median(r["phases"].get(phase, 0.0) for r in rows)
+                                             for phase in sorted({p for r in rows for p in r["phases"]})}}
+        agree = [r for r in results["steps"] if r["legacy"]["status"] == r["current"]["status"]]
+        summary["same_verdict"] = f"{len(agree)}/{len(results['steps'])}"
+    results["step_time"] = summary
+
+
+def run_test_style(results: dict, pool: WorkerPool, args) -> None:
+    """Test-style files: unchanged (1.0x within noise) and the policy's top step, timed by replay."""
+    if not WILD_DEV.exists():
+        return
+    opts = dict(pool=pool, timing_rounds=args.rounds, compile_timeout_s=120, run_timeout_s=300)
+    for path in sorted(WILD_DEV.glob("*_test.py")):
+        text = path.read_text()
+        row = run_one(pool, f"{path.stem}: unchanged", text, text, VerifyOptions(**opts), keep_report=False)
+        results["test_style"].append(row)
+        print(f"test style {row['name'][:50]:50s} {row['status']:10s} {row.get('speedup')} +/- {row.get('band')} "
+              f"({row.get('method')})", flush=True)
+        for label, new, old in policy_steps(path, 1)[:2]:
+            row = run_one(pool, label, new, old, VerifyOptions(**opts), keep_report=False)
+            results["test_style"].append(row)
+            print(f"test style {label[:50]:50s} {row['status']:10s} {row.get('speedup')} +/- {row.get('band')} "
+                  f"({row.get('method')})", flush=True)
+
+
+def run_autograd_autotune(results: dict, pool: WorkerPool, args) -> None:
+    """A test that calls .backward(), and the autotuned corpus matmul, each against itself."""
+    text = AUTOGRAD_TEST.replace('device="cuda"', 'device="cpu"').replace("1 << 20", "300") if args.cpu_dry_run \
+        else AUTOGRAD_TEST
+    opts = dict(pool=pool, timing_rounds=args.rounds, compile_timeout_s=180, run_timeout_s=300)
+    for name, new in (("autograd test", text), ("autotuned matmul", (KERNELS / "matmul_autotuned.py").read_text())):
+        row = run_one(pool, name, new, new, VerifyOptions(**opts), keep_report=False)
+        results["autograd_autotune"].append(row)
+        print(f"{name}: {row['status']} {row['summary'][:160]}", flush=True)
+
+
+def run_wild(results: dict, pool: WorkerPool, args, started: float) -> None:
+    """Every wild dev file verified against itself (correct kernels must verify)."""
+    if not WILD_DEV.exists():
+        return
+    opts = dict(pool=pool, timing_rounds=3, compile_timeout_s=180, run_timeout_s=300)
+    for path in sorted(WILD_DEV.glob("*.py")):
+        if time.monotonic() - started > args.budget_s:
+            results["skipped_sections"].append(f"wild from {path.name}")
+            break
+        text = path.read_text()
+        row = run_one(pool, path.stem, text, text, VerifyOptions(**opts), keep_report=False)
+        results["wild"].append(row)
+        print(f"wild {path.stem:40s} {row['status']:10s} {row['wall_s']:6.1f} s {row['summary'][:120]}", flush=True)
 
 
 def print_table(results: dict) -> None:
     env = results.get("environment") or {}
+    timing = results.get("step_time") or {}
+    for name in ("legacy", "current"):
+        t = timing.get(name)
+        if t:
+            print(f"per-step verification ({name}): {t['steps']} steps, p50 {t['p50_s']} s, p95 {t['p95_s']} s; "
+                  f"kernels under 1 ms: p50 {t['under_1ms_p50_s']} s, p95 {t['under_1ms_p95_s']} s; "
+                  f"median phases {t['phases_median_s']}")
     print(f"\nverifier on {env.get('device_name')} (torch {env.get('torch')}, triton {env.get('triton')})")
     print(f"{'planted fault':16s} {'expected':14s} {'got':14s} caught recovered  wall s  line")
     for r in results["faults"]:
