@@ -1,0 +1,188 @@
+"""Which optimization actions the engine offers on every kernel of the wild corpus (the code `mtmc actions` runs).
+
+``python benchmarks/wild_actions.py [--target h100] [--realworld] [--out benchmarks/results/wild]`` analyses
+each file of ``benchmarks/wild/dev`` and ``benchmarks/wild/heldout`` (and, with ``--realworld``,
+``tests/corpus/realworld``), lists ``optimizer.actions.applicable`` for every kernel, applies every
+candidate with ``apply_candidate`` (to see that what is offered also applies), and writes
+``actions.md`` (a table: file, part, kernel, actions offered, plus summary rates) and ``actions.json``.
+CPU only; no kernel runs. The held-out part is listed for coverage, never tuned on (benchmarks/wild/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _bootstrap  # noqa: E402,F401
+
+from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, applicable, apply_candidate  # noqa: E402
+from mtmc_lsp.optimizer.analysis import analyze  # noqa: E402
+from mtmc_lsp.optimizer.hardware import get_profile  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = {"dev": ROOT / "benchmarks" / "wild" / "dev", "heldout": ROOT / "benchmarks" / "wild" / "heldout"}
+REALWORLD = ROOT / "tests" / "corpus" / "realworld"
+# Launch knobs (warps, autotune), a compiler hint (contiguity) and numerics (precision) are not
+# structural; everything else changes the work a program does or the order it does it in.
+NOT_STRUCTURAL = {"warps", "autotune", "contiguity", "precision"}
+
+
+def corpus_files(realworld: bool) -> list[tuple[str, Path]]:
+    """(part, path) for every wild file, dev first, in name order."""
+    files = [(part, p) for part, folder in PARTS.items() for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")]
+    if realworld:
+        files += [("realworld", p) for p in sorted(REALWORLD.glob("*.py"))]
+    return files
+
+
+def survey(files: list[tuple[str, Path]], target_key: str, allow_precision: bool) -> list[dict]:
+    """One row per kernel: the candidates offered and whether each one applies."""
+    target = get_profile(target_key)
+    rows = []
+    for part, path in files:
+        text = path.read_text()
+        rel = str(path.relative_to(ROOT))
+        try:
+            analysis = analyze(text, rel)
+        except Exception as exc:  # noqa: BLE001 - a crash of the analysis is a finding, not the end of the survey
+            rows.append({"file": rel, "part": part, "kernel": None, "error": f"analyze: {type(exc).__name__}: {exc}"})
+            continue
+        if analysis.syntax_error is not None:
+            rows.append({"file": rel, "part": part, "kernel": None, "error": f"syntax: {analysis.syntax_error.message}"})
+            continue
+        if not analysis.kernels:
+            rows.append({"file": rel, "part": part, "kernel": None, "error": None, "candidates": []})
+        for kernel in analysis.kernels:
+            row = {"file": rel, "part": part, "kernel": kernel.name, "error": None, "candidates": []}
+            try:
+                candidates = applicable(analysis, kernel, target, allow_precision=allow_precision)
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = f"applicable: {type(exc).__name__}: {exc}"
+                rows.append(row)
+                continue
+            for cand in candidates:
+                entry = {**cand.to_json(), "key": cand.key(), "applies": True, "apply_error": None}
+                try:
+                    apply_candidate(text, cand, target)
+                except ActionError as exc:
+                    entry.update(applies=False, apply_error=f"ActionError: {exc}")
+                except Exception as exc:  # noqa: BLE001 - an action crashing is an engine bug to report
+                    entry.update(applies=False, apply_error=f"{type(exc).__name__}: {exc}")
+                row["candidates"].append(entry)
+            rows.append(row)
+    return rows
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Rates per part: kernels with any action, any structural action, and per action."""
+    out = {}
+    for part in sorted({r["part"] for r in rows}) + ["all"]:
+        kernels = [r for r in rows if r["kernel"] and (part == "all" or r["part"] == part)]
+        n = len(kernels)
+        per_action = Counter()
+        for r in kernels:
+            per_action.update({c["action"] for c in r["candidates"]})
+        structural = [r for r in kernels if any(c["action"] not in NOT_STRUCTURAL for c in r["candidates"])]
+        offered = [c for r in kernels for c in r["candidates"]]
+        out[part] = {
+            "files": len({r["file"] for r in rows if part == "all" or r["part"] == part}),
+            "kernels": n,
+            "with_any_action": sum(bool(r["candidates"]) for r in kernels),
+            "with_structural_action": len(structural),
+            "candidates": len(offered),
+            "candidates_not_applying": sum(not c["applies"] for c in offered),
+            "errors": sum(bool(r["error"]) for r in rows if part == "all" or r["part"] == part),
+            "kernels_per_action": {a: per_action.get(a, 0) for a in ACTIONS},
+        }
+    return out
+
+
+def pct(a: int, b: int) -> str:
+    return f"{a}/{b} ({100 * a / b:.0f}%)" if b else "0/0"
+
+
+def offered_cell(candidates: list[dict]) -> str:
+    """``tiling x6, warps x2, pipelining``: distinct actions in registry order with their candidate counts."""
+    counts = Counter(c["action"] for c in candidates)
+    names = [a for a in ACTIONS if a in counts] + sorted(set(counts) - set(ACTIONS))
+    return ", ".join(f"{a} x{counts[a]}" if counts[a] > 1 else a for a in names) or "-"
+
+
+def engine_version() -> str:
+    """The commit the survey ran on, and whether optimizer/ had uncommitted edits (other engineers' work in progress)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "optimizer"], cwd=ROOT, capture_output=True,
+                               text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+    return f"{head}{' + uncommitted optimizer/ edits' if dirty else ''}" if head else "unknown"
+
+
+def markdown(rows: list[dict], summary: dict, target: str, allow_precision: bool, version: str) -> str:
+    lines = [
+        "# Actions offered on the wild corpus",
+        "",
+        f"Engine: {version}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        "",
+        f"`python benchmarks/wild_actions.py --target {target}{' --allow-precision' if allow_precision else ''}`: "
+        "`optimizer.actions.applicable` (what `mtmc actions` lists) on every kernel, each candidate applied "
+        "with `apply_candidate`. Structural = any action other than "
+        f"{', '.join(sorted(NOT_STRUCTURAL))}. Held-out files are listed for coverage only, never tuned on.",
+        "",
+        "| part | files | kernels | any action | structural action | candidates | not applying | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for part, s in summary.items():
+        lines.append(f"| {part} | {s['files']} | {s['kernels']} | {pct(s['with_any_action'], s['kernels'])} | "
+                     f"{pct(s['with_structural_action'], s['kernels'])} | {s['candidates']} | "
+                     f"{s['candidates_not_applying']} | {s['errors']} |")
+    lines += ["", "Kernels offered each action:", "", "| action | " + " | ".join(summary) + " |",
+              "|---|" + "---:|" * len(summary)]
+    for action in ACTIONS:
+        lines.append(f"| {action} | " + " | ".join(pct(s["kernels_per_action"][action], s["kernels"]) for s in summary.values()) + " |")
+    lines += ["", "| file | part | kernel | actions offered |", "|---|---|---|---|"]
+    for r in rows:
+        if r["kernel"] is None:
+            lines.append(f"| {r['file']} | {r['part']} | - | {r['error'] or 'no kernel'} |")
+            continue
+        cell = offered_cell(r["candidates"]) if not r["error"] else f"ERROR {r['error']}"
+        broken = [c["key"] for c in r["candidates"] if not c["applies"]]
+        if broken:
+            cell += f" (not applying: {'; '.join(broken)})"
+        lines.append(f"| {Path(r['file']).name} | {r['part']} | `{r['kernel']}` | {cell} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="h100")
+    parser.add_argument("--allow-precision", action="store_true", help="also list numerics-changing actions")
+    parser.add_argument("--realworld", action="store_true", help="also survey tests/corpus/realworld")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "wild"))
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    rows = survey(corpus_files(args.realworld), args.target, args.allow_precision)
+    summary = summarize(rows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    version = engine_version()
+    (out / "actions.md").write_text(markdown(rows, summary, args.target, args.allow_precision, version))
+    (out / "actions.json").write_text(json.dumps({"engine": version, "target": args.target, "allow_precision": args.allow_precision,
+                                                  "summary": summary, "kernels": rows}, indent=1) + "\n")
+    s = summary["all"]
+    print(f"{s['kernels']} kernels in {s['files']} files: any action {pct(s['with_any_action'], s['kernels'])}, "
+          f"structural {pct(s['with_structural_action'], s['kernels'])}, {s['candidates']} candidates "
+          f"({s['candidates_not_applying']} not applying), {s['errors']} errors; {time.perf_counter() - start:.1f} s "
+          f"-> {out / 'actions.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
