@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..optimizer.analysis import FileAnalysis, Kernel
-from ..optimizer.checks.context import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, Binding, CheckContext, evaluate
-from ..optimizer.checks.shared_memory import estimate
+from ..optimizer.checks.context import Binding, CheckContext
+from ..optimizer.checks.shared_memory import dot_needs
 from ..optimizer.hardware import KIB, GpuProfile
 
-__all__ = ["DEFAULT_NUM_STAGES", "DEFAULT_NUM_WARPS", "BindingFacts", "binding_facts", "format_bytes", "lens_title"]
+__all__ = ["BindingFacts", "binding_facts", "format_bytes", "lens_title"]
 
 
 @dataclass
@@ -32,21 +32,11 @@ def binding_facts(ctx: CheckContext, kernel: Kernel) -> list[BindingFacts]:
     facts = ctx.facts(kernel)
     out = []
     for binding in ctx.bindings(kernel):
-        env = ctx.env(kernel, binding)
         shared: int | None = 0 if facts is not None and not facts.dots else None
         tile, dtype_known = None, True
-        for dot, a_shape, b_shape in facts.dot_tiles() if facts is not None else []:
-            m, k = (evaluate(d, env) for d in a_shape)
-            n = evaluate(b_shape[1], env)
-            if None in (m, k, n):
-                continue
-            a_bytes, a_known = facts.dtype_bytes(dot.a)
-            b_bytes, b_known = facts.dtype_bytes(dot.b)
-            loop_stages = evaluate(dot.loop_num_stages, env) if dot.loop_num_stages is not None else None
-            stages = 1 if dot.loop_depth == 0 else (loop_stages or binding.num_stages or DEFAULT_NUM_STAGES)
-            need = estimate(m, n, k, a_bytes, b_bytes, stages)
-            if shared is None or need > shared:
-                shared, tile, dtype_known = need, (m, n, k), a_known and b_known
+        for need in dot_needs(ctx, kernel, binding):
+            if shared is None or need.bytes > shared:
+                shared, tile, dtype_known = need.bytes, (need.m, need.n, need.k), need.dtype_known
         out.append(BindingFacts(binding, shared, tile, dtype_known, _launch_shape(ctx.analysis, kernel, binding)))
     return out
 

@@ -10,10 +10,10 @@ import libcst as cst
 
 from ..analysis import FileAnalysis, Kernel, LaunchSite
 from ..edits import changed_line_count
+from ..triton_rules import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, TORCH_DTYPE_BYTES  # noqa: F401 - re-exported
+from ..triton_rules import dot_shared_bytes as rules_dot_shared_bytes
 from .base import ActionError, Edit
 
-DEFAULT_NUM_WARPS = 4
-DEFAULT_NUM_STAGES = 3  # Triton's default on CUDA when a launch does not say
 # fp32 accumulator elements one thread may hold before the tile spills (of 255 registers).
 MAX_ACC_REGS_PER_THREAD = 128
 # Registers a thread may use before ptxas spills to local memory.
@@ -399,18 +399,17 @@ def launch_values(launch: LaunchNode, kernel: Kernel) -> dict[str, int | None]:
 
 
 # ---- numbers the budget checks need --------------------------------------------------------------
-_DTYPE_BYTES = {"float64": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8": 1}
 
 
 def element_bytes(text: str) -> int:
     """The widest torch element type the file's host code uses (4 when it names none)."""
-    found = [_DTYPE_BYTES[m] for m in re.findall(r"torch\.(float64|float32|float16|bfloat16|half|float8)\w*", text)]
+    found = [TORCH_DTYPE_BYTES[m] for m in re.findall(r"torch\.(float64|float32|float16|bfloat16|half|float8)\w*", text)]
     return max(found) if found else 4
 
 
 def dot_shared_bytes(bm: int, bn: int, bk: int, stages: int, elem: int) -> int:
-    """Shared memory a pipelined ``tl.dot`` loop stages: A and B tiles times the stage count."""
-    return (bm * bk + bk * bn) * elem * max(stages, 1)
+    """Shared memory a pipelined ``tl.dot`` loop stages (``triton_rules``, both operands ``elem`` bytes)."""
+    return rules_dot_shared_bytes(bm, bn, bk, elem, elem, stages)
 
 
 def is_pow2(v: object) -> bool:
@@ -455,9 +454,19 @@ def block_role(name: str) -> str:
 
 
 def loop_tiled(kernel: Kernel, param: str) -> bool:
-    """True when some loop steps over a dimension by ``param`` (``range(0, K, BLOCK_K)``)."""
+    """True when some loop steps over a dimension by ``param``.
+
+    ``range(0, K, BLOCK_K)``, ``range(K, 0, -BLOCK_K)``, or a count of blocks
+    (``range(0, tl.cdiv(K, BLOCK_K))``, ``range(tl.cdiv(K, BLOCK_K))``: the tutorial's K loop).
+    """
+    cdiv = re.compile(rf"^(tl|triton)\.cdiv\(\s*\w+\s*,\s*{re.escape(param)}\s*\)$")
     for loop in kernel.loops:
-        if loop.kind in ("range", "tl.range") and len(loop.iter_args) == 3 and loop.iter_args[2].strip() == param:
+        if loop.kind not in ("range", "tl.range"):
+            continue
+        args = [a.strip() for a in loop.iter_args]
+        if len(args) == 3 and args[2] in (param, f"-{param}"):
+            return True
+        if (len(args) == 1 and cdiv.match(args[0])) or (len(args) == 2 and args[0] == "0" and cdiv.match(args[1])):
             return True
     return False
 

@@ -21,11 +21,9 @@ from dataclasses import dataclass, field
 
 from ..analysis import FileAnalysis, Kernel, SourceMap, Span, TritonNames, const_eval
 from ..hardware import GpuProfile
+from ..triton_rules import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, DTYPE_BYTES  # noqa: F401 - re-exported
 from ._text import dict_entry_span, keyword_span, name_span
 
-# Triton's CUDA default when neither the launch nor a config names num_stages.
-DEFAULT_NUM_STAGES = 3
-DEFAULT_NUM_WARPS = 4
 
 MASKED_POINTER_OPS = frozenset({"load", "store"})
 CLAMPING_OPS = frozenset({"minimum", "maximum", "where", "clamp"})
@@ -37,10 +35,6 @@ TL_ELEMENTWISE_KEEP_FIRST = frozenset(
 )
 # Host helpers of the ``triton`` package that fold to a scalar inside a kernel (``triton.cdiv(K, BLOCK_K)``).
 TRITON_SCALAR_HELPERS = frozenset({"triton.cdiv", "triton.next_power_of_2"})
-DTYPE_BYTES = {
-    "float8e4nv": 1, "float8e5": 1, "float8e4b15": 1, "float8e4b8": 1, "float8e5b16": 1, "int8": 1, "uint8": 1,
-    "float16": 2, "bfloat16": 2, "int16": 2, "float32": 4, "int32": 4, "float64": 8, "int64": 8,
-}
 
 
 @dataclass

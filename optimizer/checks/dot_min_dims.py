@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..triton_rules import MIN_DOT_DIM
 from .context import CheckContext, evaluate
 from .finding import Finding, make_finding
 
 CODE = "MTMC102"
 SEVERITY = "error"
 TITLE = "tl.dot operand dimension under 16"
-MIN_DOT_DIM = 16
 
 
 def check(ctx: CheckContext) -> Iterator[Finding]:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from .context import DEFAULT_NUM_STAGES, CheckContext, evaluate
+from ..analysis import Kernel
+from ..triton_rules import dot_shared_bytes, pipeline_stages
+from .context import Binding, CheckContext, evaluate
 from .finding import Finding, make_finding
 
 CODE = "MTMC104"
@@ -12,9 +15,41 @@ SEVERITY = "warning"
 TITLE = "estimated shared memory over the target's limit"
 
 
-def estimate(m: int, n: int, k: int, a_bytes: int, b_bytes: int, stages: int) -> int:
-    """Triton's own rule of thumb (matmul tutorial pruning): both operand tiles, once per stage."""
-    return (m * k * a_bytes + k * n * b_bytes) * stages
+@dataclass
+class DotNeed:
+    """One ``tl.dot`` under one binding: its tile, element sizes, stages and shared-memory estimate."""
+
+    dot: object
+    binding: Binding
+    m: int
+    n: int
+    k: int
+    a_bytes: int
+    b_bytes: int
+    dtype_known: bool
+    stages: int
+    bytes: int
+
+
+def dot_needs(ctx: CheckContext, kernel: Kernel, binding: Binding) -> list[DotNeed]:
+    """Every dot of ``kernel`` whose tile is known under ``binding`` (the check and hover share it)."""
+    facts = ctx.facts(kernel)
+    if facts is None:
+        return []
+    env = ctx.env(kernel, binding)
+    needs = []
+    for dot, a_shape, b_shape in facts.dot_tiles():
+        m, k = (evaluate(d, env) for d in a_shape)
+        n = evaluate(b_shape[1], env)
+        if None in (m, k, n):
+            continue
+        a_bytes, a_known = facts.dtype_bytes(dot.a)
+        b_bytes, b_known = facts.dtype_bytes(dot.b)
+        loop_stages = evaluate(dot.loop_num_stages, env) if dot.loop_num_stages is not None else None
+        stages = pipeline_stages(dot.loop_depth, loop_stages, binding.num_stages)
+        needs.append(DotNeed(dot, binding, m, n, k, a_bytes, b_bytes, a_known and b_known, stages,
+                             dot_shared_bytes(m, n, k, a_bytes, b_bytes, stages)))
+    return needs
 
 
 def check(ctx: CheckContext) -> Iterator[Finding]:
@@ -23,35 +58,26 @@ def check(ctx: CheckContext) -> Iterator[Finding]:
         facts = ctx.facts(kernel)
         if facts is None:
             continue
-        for dot, a_shape, b_shape in facts.dot_tiles():
-            a_bytes, a_known = facts.dtype_bytes(dot.a)
-            b_bytes, b_known = facts.dtype_bytes(dot.b)
-            worst = None
-            for binding in ctx.bindings(kernel):
-                env = ctx.env(kernel, binding)
-                m, k = (evaluate(d, env) for d in a_shape)
-                n = evaluate(b_shape[1], env)
-                if None in (m, k, n):
-                    continue
-                loop_stages = evaluate(dot.loop_num_stages, env) if dot.loop_num_stages is not None else None
-                stages = loop_stages or binding.num_stages or DEFAULT_NUM_STAGES
-                if dot.loop_depth == 0:
-                    stages = 1  # no loop, nothing to pipeline
-                need = estimate(m, n, k, a_bytes, b_bytes, stages)
-                if need > limit and (worst is None or need > worst[0]):
-                    worst = (need, binding, m, n, k, stages)
-            if worst is None:
+        worst: dict[int, DotNeed] = {}  # per dot: the binding that needs the most, over the limit
+        for binding in ctx.bindings(kernel):
+            for need in dot_needs(ctx, kernel, binding):
+                if need.bytes > limit and (id(need.dot) not in worst or need.bytes > worst[id(need.dot)].bytes):
+                    worst[id(need.dot)] = need
+        for dot, _a_shape, _b_shape in facts.dot_tiles():  # in source order
+            need = worst.get(id(dot))
+            if need is None:
                 continue
-            need, binding, m, n, k, stages = worst
-            if a_known and b_known:
-                dtype_note = f"{a_bytes}-byte and {b_bytes}-byte elements"
+            binding = need.binding
+            if need.dtype_known:
+                dtype_note = f"{need.a_bytes}-byte and {need.b_bytes}-byte elements"
             else:
-                dtype_note = f"assuming {a_bytes}-byte (fp16/bf16) elements where the dtype is not visible"
-            span = binding.fallback if binding.kind != "defaults" else ctx.node_span(kernel, facts, dot.node)
+                dtype_note = f"assuming {need.a_bytes}-byte (fp16/bf16) elements where the dtype is not visible"
+            span = binding.fallback if binding.kind != "defaults" else ctx.node_span(kernel, facts, need.dot.node)
             yield make_finding(
                 CODE, SEVERITY, span,
-                f"{kernel.name}: tl.dot tiles {m}x{k} and {k}x{n} x {stages} stages need about {need:,} bytes of "
-                f"shared memory under {binding.label} ({dtype_note}), over the {ctx.target.name}'s "
-                f"{limit:,}-byte limit per block; lower num_stages or BLOCK_K",
-                kernel.name, bytes=need, limit=limit, stages=stages, tile=[m, n, k], binding=binding.label,
+                f"{kernel.name}: tl.dot tiles {need.m}x{need.k} and {need.k}x{need.n} x {need.stages} stages need about "
+                f"{need.bytes:,} bytes of shared memory under {binding.label} ({dtype_note}), over the "
+                f"{ctx.target.name}'s {limit:,}-byte limit per block; lower num_stages or BLOCK_K",
+                kernel.name, bytes=need.bytes, limit=limit, stages=need.stages, tile=[need.m, need.n, need.k],
+                binding=binding.label,
             )

@@ -7,7 +7,8 @@ from lsprotocol import types
 from ...optimizer.analysis import FileAnalysis, Kernel
 from ...optimizer.checks.context import CheckContext
 from ...optimizer.hardware import KIB, GpuProfile
-from ..kernel_facts import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, arithmetic_intensity, binding_facts, format_bytes
+from ...optimizer.triton_rules import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS
+from ..kernel_facts import arithmetic_intensity, binding_facts, format_bytes
 from ..state import DocumentState
 
 
