@@ -320,14 +320,14 @@ def test_plan_specializes_unit_strides_like_the_runtime():
 @pytest.mark.slow
 def test_runtime_like_specialization_matches_the_shared_memory_estimate():
     """128x256x64, 3 stages: pipelined like at run time, so the compiled shared memory is the MTMC104 rule."""
-    from mtmc_lsp.optimizer.checks.shared_memory import estimate
+    from mtmc_lsp.optimizer.triton_rules import dot_shared_bytes
 
     text = (CORPUS / "matmul_autotune.py").read_text()
     constexprs = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8, "ACTIVATION": "",
                   "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
     report = compile_kernel(text, "matmul_kernel", constexprs, H100, num_warps=8, num_stages=3)
     assert report.status == "ok" and report.signature["stride_ak"] == "constexpr"
-    assert report.shared_bytes == estimate(128, 256, 64, 2, 2, 3) == 147_456
+    assert report.shared_bytes == dot_shared_bytes(128, 256, 64, 2, 2, 3) == 147_456
     assert report.spills == 0
 
 
