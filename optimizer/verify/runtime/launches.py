@@ -12,6 +12,7 @@ every autotuned kernel runs with instead, so the verifier can run each config in
 
 from __future__ import annotations
 
+import inspect
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,7 +102,8 @@ class Recorder:
 
 
 def _base_function(fn: Any) -> Any:
-    while not callable(getattr(fn, "__code__", None)) and hasattr(fn, "fn"):
+    """The user's Python function under Autotuner/Heuristics/JITFunction wrappers."""
+    while not inspect.isfunction(fn) and hasattr(fn, "fn"):
         fn = fn.fn
     return fn
 
