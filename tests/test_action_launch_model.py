@@ -150,6 +150,74 @@ def reference(a, b):
     return a.float() @ b.float()
 '''
 
+# The matmul tutorial's K loop counts blocks (``range(0, tl.cdiv(K, BLOCK_K))``), and a META grid.
+MATMUL_CDIV_LOOP = HEAD + '''@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr):
+    pid = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        a = tl.load(a_ptr + offs_m[:, None] * K + offs_k[None, :] + k * BLOCK_SIZE_K,
+                    mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k * BLOCK_SIZE_K), other=0.0)
+        b = tl.load(b_ptr + (offs_k[:, None] + k * BLOCK_SIZE_K) * N + offs_n[None, :],
+                    mask=(offs_k[:, None] < K - k * BLOCK_SIZE_K) & (offs_n[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+ENTRY = "mm"
+
+
+def mm(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=torch.float32)
+    grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)
+    mm_kernel[grid](a, b, c, M, N, K, BLOCK_SIZE_M=32, BLOCK_SIZE_N=32, BLOCK_SIZE_K=32)
+    return c
+
+
+def get_inputs(device="cpu"):
+    return [torch.randn(50, 70, device=device, dtype=torch.float16), torch.randn(70, 40, device=device, dtype=torch.float16)]
+
+
+def reference(a, b):
+    return a.float() @ b.float()
+'''
+
+# A 2-D tiled transpose without tl.dot: two blocks, a 2-D literal grid.
+TRANSPOSE = HEAD + '''@triton.jit
+def transpose_kernel(x_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tile = tl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=mask)
+    tl.store(y_ptr + rn[None, :] * M + rm[:, None], tile, mask=mask)
+
+
+ENTRY = "transpose"
+
+
+def transpose(x):
+    M, N = x.shape
+    y = torch.empty((N, M), dtype=x.dtype)
+    transpose_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16))](x, y, M, N, BLOCK_M=16, BLOCK_N=16)
+    return y
+
+
+def get_inputs(device="cpu"):
+    return [torch.randn(70, 45, device=device)]
+
+
+def reference(x):
+    return x.t().contiguous()
+'''
+
 SPELLINGS = {
     "literal_grid": ("scale_kernel", LITERAL_GRID),
     "positional_roundup": ("scale_kernel", POSITIONAL_ROUNDUP),
@@ -157,6 +225,8 @@ SPELLINGS = {
     "method_in_loop": ("scale_kernel", METHOD_IN_LOOP),
     "helper_meta": ("scale_kernel", HELPER_META),
     "matmul_2d_literals": ("mm_kernel", MATMUL_2D_LITERALS),
+    "matmul_cdiv_loop": ("mm_kernel", MATMUL_CDIV_LOOP),
+    "transpose_2d": ("transpose_kernel", TRANSPOSE),
 }
 
 

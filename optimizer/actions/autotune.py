@@ -56,6 +56,7 @@ from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
+from .tiling import TILES_2D
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by architecture; pruned per target below.
 DOT_CONFIGS: dict[int, list[tuple[int, int, int, int, int]]] = {
@@ -148,9 +149,12 @@ class Autotune:
                     continue
                 values = {roles["m"]: bm, roles["n"]: bn, roles["k"]: bk}
                 configs.append(f"triton.Config({_dict(values)}, num_warps={warps}, num_stages={stages})")
+        elif len(blocks) == 2:  # a 2-D tile without tl.dot (transpose, 2-D reductions)
+            for first, second in TILES_2D:
+                configs.append(f"triton.Config({_dict({blocks[0].name: first, blocks[1].name: second})}, num_warps=4)")
         else:
             if len(blocks) != 1:
-                raise ActionError("autotune handles one block size for kernels without tl.dot")
+                raise ActionError("autotune handles one or two block sizes for kernels without tl.dot")
             for block, warps in ROW_CONFIGS:
                 configs.append(f"triton.Config({_dict({blocks[0].name: block})}, num_warps={warps})")
         if not configs:

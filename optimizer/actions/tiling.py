@@ -61,6 +61,8 @@ MATMUL_TILES: dict[int, list[tuple[int, int, int]]] = {
 # Elements per program for 1-D and row kernels: wide enough to keep every load 128-bit and the
 # memory system busy (docs/measurements.md: BLOCK 128 -> 4096 moved gelu from 1,690 to 4,388 GB/s).
 ROW_BLOCKS = (1024, 2048, 4096)
+# 2-D tiles of kernels without tl.dot: (first block, second block) in the kernel's parameter order.
+TILES_2D = ((64, 64), (32, 128), (128, 32))
 MAX_ROW_BLOCK = 16384
 
 
@@ -115,10 +117,16 @@ class Tiling:
                         options.append({**dict(zip(names, tile)), "num_warps": warps})
                         break
             return options
-        ones = [p for p in plan.params.values() if p.tunable and p.role == "1d"]
-        if len(ones) != 1 or len(plan.params) != 1:
+        tunable_params = [p for p in plan.params.values() if p.tunable]
+        if len(tunable_params) != len(plan.params) or not 1 <= len(tunable_params) <= 2:
             return []
-        return [{ones[0].name: b} for b in ROW_BLOCKS if b != ones[0].value]
+        if len(tunable_params) == 1:  # one block, whatever its name says (BLOCK_N of a row kernel too)
+            only = tunable_params[0]
+            return [{only.name: b} for b in ROW_BLOCKS if b != only.value]
+        # Two blocks without tl.dot (a 2-D tile: transpose, column or row reductions in any
+        # orientation): square and both elongated tiles of 4096 elements.
+        first, second = tunable_params
+        return [{first.name: a, second.name: b} for a, b in TILES_2D if (a, b) != (first.value, second.value)]
 
     def _autotune_options(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[tuple[dict, str]]:
         """(block sizes, new ``triton.Config(...)`` source) for tiles the configs do not hold yet."""
