@@ -11,23 +11,54 @@ every kept step as its own unified diff, the final text, and every attempt (kept
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import inspect
 import math
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from .actions.base import ActionError, Candidate, Edit
 from .analysis import FileAnalysis, analyze
 from .hardware import GpuProfile
 from .policy.base import Policy, PolicyState, Ranked, StepOutcome, candidate_text
 
-# verify(new_text, old_text, cancel) -> VerificationReport (see ``make_verifier``).
-Verifier = Callable[..., Any]
+if TYPE_CHECKING:
+    from .verify import VerificationReport
+
 CancelLike = Callable[[], bool] | threading.Event | None
+CandidateSource = Callable[[FileAnalysis, str, GpuProfile], list[Candidate]]
+Applier = Callable[[str, Candidate, GpuProfile], Edit]
+
+
+class Verifier(Protocol):
+    """Checks ``new_text`` against ``old_text``; ``cancel()`` true means stop (``make_verifier``)."""
+
+    def __call__(self, new_text: str, old_text: str, cancel: Callable[[], bool] | None = None) -> "VerificationReport":
+        ...
+
+
+@dataclass
+class SearchConfig:
+    """How the loop searches: depth, width, budget, and the hooks that replace its parts."""
+
+    steps: int = 3  # kept steps per kernel at most
+    beam: int = 1  # states kept per depth (1: greedy, falling back down the ranking)
+    budget_s: float = 600.0
+    tries: int | None = None  # verifications per state before giving up on it (None: 3 x beam)
+    allow_precision: bool = False  # also offer numerics-changing actions
+    candidates: CandidateSource | None = None  # replaces the action registry's ``applicable``
+    apply: Applier | None = None  # replaces ``apply_candidate`` (the LLM coder's goals)
+    on_step: Callable[["Attempt"], None] | None = None
+    on_rank: Callable[[int, list[Ranked]], None] | None = None
+    cancel: CancelLike = None
+    record: Any = None  # a TrajectoryRecorder
+
+    @property
+    def tries_per_state(self) -> int:
+        return max(self.beam, int(self.tries)) if self.tries else 3 * self.beam
 
 STANDING_STILL_REWARD = 0.4  # compile 0.1 + correct 0.3 + log(1)
 SPEED_UNAVAILABLE_NOTE = (
@@ -145,23 +176,42 @@ def make_verifier(path: str | None, target: GpuProfile, options: Any = None, pro
     return verify
 
 
-def read_report(report: Any) -> dict[str, Any]:
-    """The fields the loop decides on, from a ``VerificationReport`` (or its JSON form)."""
-    get = (lambda k, d=None: report.get(k, d)) if isinstance(report, dict) else (lambda k, d=None: getattr(report, k, d))
-    speed = get("speed")
-    sget = (lambda k, d=None: speed.get(k, d)) if isinstance(speed, dict) else (lambda k, d=None: getattr(speed, k, d))
-    speedup = within_noise = None
-    if speed is not None and sget("believed", True):
-        speedup = sget("speedup")
-        band = sget("band", 0.0) or 0.0
-        within_noise = speedup is not None and abs(speedup - 1.0) <= band
-    reward = get("reward")
-    total = reward.get("total") if isinstance(reward, dict) else getattr(reward, "total", None)
-    return {
-        "status": get("status", ""), "compiled": get("compiled"), "correct": get("correct"),
-        "speedup": speedup, "within_noise": within_noise, "reward": total, "summary": get("summary", ""),
-        "mode": get("mode"), "device": get("device", ""),
-    }
+@dataclass
+class Verdict:
+    """What the loop decides on, read from one ``VerificationReport``."""
+
+    status: str
+    compiled: bool | None
+    correct: bool | None
+    speedup: float | None  # None where speed was not measured or not believed
+    within_noise: bool | None
+    reward: float | None
+    summary: str
+
+    @classmethod
+    def of(cls, report: "VerificationReport") -> "Verdict":
+        speed = report.speed
+        speedup = within_noise = None
+        if speed is not None and speed.believed:
+            speedup = speed.speedup
+            within_noise = speedup is not None and abs(speedup - 1.0) <= (speed.band or 0.0)
+        reward = report.reward.total if report.reward is not None else None
+        return cls(report.status, report.compiled, report.correct, speedup, within_noise, reward, report.summary)
+
+    def decide(self) -> tuple[str, str]:
+        """Keep or reject the verified step, and why."""
+        if self.compiled is False:
+            return "rejected", f"does not compile ({self.status})"
+        if self.correct is not True:
+            return "rejected", "wrong results" if self.correct is False else f"not verified ({self.status})"
+        if self.speedup is None:
+            return "kept", "correct; speed unavailable, kept on correctness"
+        if self.within_noise:
+            return "rejected", f"{self.speedup:.2f}x is within the measurement noise: no improvement"
+        reward = self.reward if self.reward is not None else STANDING_STILL_REWARD
+        if self.speedup > 1.0 and reward > STANDING_STILL_REWARD:
+            return "kept", f"correct and {self.speedup:.2f}x faster (reward {reward:.3f})"
+        return "rejected", f"correct but {self.speedup:.2f}x: slower than the previous step"
 
 
 def _cancelled(cancel: CancelLike) -> bool:
@@ -172,29 +222,16 @@ def _cancelled(cancel: CancelLike) -> bool:
     return bool(cancel())
 
 
-def optimize(
-    text: str,
-    path: str | None = None,
-    kernel: str | None = None,
-    target: GpuProfile | None = None,
-    policy: Policy | None = None,
-    verify: Verifier | None = None,
-    steps: int = 3,
-    beam: int = 1,
-    budget_s: float = 600.0,
-    on_step: Callable[[Attempt], None] | None = None,
-    cancel: CancelLike = None,
-    record: Any = None,
-    **options: Any,
-) -> OptimizeResult:
-    """Run the MTMC loop on ``kernel`` (every kernel in turn when None) for ``steps`` kept steps each.
+def optimize(text: str, path: str | None = None, kernel: str | None = None, target: GpuProfile | None = None,
+             policy: Policy | None = None, verify: Verifier | None = None, config: SearchConfig | None = None,
+             **overrides: Any) -> OptimizeResult:
+    """Run the MTMC loop on ``kernel`` (every kernel in turn when None) for ``config.steps`` kept steps each.
 
     ``target`` defaults to the local GPU (else H100), ``policy`` to the embedded model, and
-    ``verify(new_text, old_text, cancel)`` to ``verify_file`` for ``path`` and ``target``.
-    Keyword-only ``options``: ``allow_precision``; ``candidates`` and ``apply`` (to replace the
-    action registry); ``on_rank(depth, ranked)``; ``tries``, the verifications per state before
-    giving up on it (default 3 x beam: a rejected step lets the next-ranked candidate try).
+    ``verify`` to ``verify_file`` for ``path`` and ``target``. ``overrides`` are SearchConfig fields
+    (``steps=4``); an unknown name is a TypeError.
     """
+    config = dataclasses.replace(config or SearchConfig(), **overrides)
     if target is None:
         from .hardware import resolve_target
 
@@ -205,31 +242,28 @@ def optimize(
         policy = make_policy(None)
     verify = verify or make_verifier(path, target)
     if kernel is not None:
-        return _optimize_kernel(text, path, kernel, target, policy, verify, steps, beam, budget_s, on_step, cancel,
-                                record, **options)
+        return _KernelSearch(text, path, kernel, target, policy, verify, config, {text}).run()
     started = time.monotonic()
-    options.setdefault("seen", {text})  # versions already reached: a step back to one is a cycle
+    seen = {text}  # versions already reached in any kernel: a step back to one is a cycle
     names = [k.name for k in analyze(text, path).kernels]
     current, steps_all, attempts, notes, stopped, measured = text, [], [], [], "no candidates", False
     for name in names:
-        left = budget_s - (time.monotonic() - started)
-        if left <= 0 or _cancelled(cancel):
-            stopped = "cancelled" if _cancelled(cancel) else "budget"
+        left = config.budget_s - (time.monotonic() - started)
+        if left <= 0 or _cancelled(config.cancel):
+            stopped = "cancelled" if _cancelled(config.cancel) else "budget"
             break
         if analyze(current, path).kernel(name) is None:
             notes.append(f"kernel {name} was removed by an earlier step (fused)")
             continue
-        part = _optimize_kernel(current, path, name, target, policy, verify, steps, beam, left, on_step, cancel,
-                                record, **options)
+        part = _KernelSearch(current, path, name, target, policy, verify, dataclasses.replace(config, budget_s=left),
+                             seen).run()
         current = part.final_text
         steps_all += part.steps
         attempts += part.attempts
         measured = measured or part.speed_measured
         notes += [n for n in part.notes if n not in notes]
         stopped = part.stopped
-    # Renumber the diffs across kernels: each kept step follows the one before it in the file.
-    for i, step in enumerate(steps_all, start=1):
-        step.diff = unified_diff(step.parent_text, step.new_text, path, "original" if i == 1 else f"step {i - 1}", f"step {i}")
+    _number_diffs(steps_all, path)  # each kept step follows the one before it in the file
     return OptimizeResult(
         path=path, kernel=",".join(names), target=target.key, policy=policy.describe(), original_text=text,
         final_text=current, steps=steps_all, attempts=attempts, speed_measured=measured, stopped=stopped,
@@ -237,129 +271,134 @@ def optimize(
     )
 
 
-def _optimize_kernel(
-    text: str,
-    path: str | None,
-    kernel: str,
-    target: GpuProfile,
-    policy: Policy,
-    verify: Verifier,
-    steps: int = 3,
-    beam: int = 1,
-    budget_s: float = 600.0,
-    on_step: Callable[[Attempt], None] | None = None,
-    cancel: CancelLike = None,
-    record: Any = None,
-    *,
-    allow_precision: bool = False,
-    candidates: Callable[[FileAnalysis, str, GpuProfile], list[Candidate]] | None = None,
-    apply: Callable[[str, Candidate, GpuProfile], Edit] | None = None,
-    on_rank: Callable[[int, list[Ranked]], None] | None = None,
-    tries: int | None = None,
-    seen: set[str] | None = None,
-) -> OptimizeResult:
-    """The loop for one kernel: at most ``steps`` kept steps within ``budget_s`` seconds."""
-    from . import actions
+def _number_diffs(steps: list[Attempt], path: str | None) -> None:
+    for i, step in enumerate(steps, start=1):
+        step.diff = unified_diff(step.parent_text, step.new_text, path, "original" if i == 1 else f"step {i - 1}",
+                                 f"step {i}")
 
-    list_candidates = candidates or (lambda a, k, t: actions.applicable(a, k, t, allow_precision))
-    apply_one = apply or actions.apply_candidate
-    started = time.monotonic()
-    deadline = started + max(0.0, budget_s)
-    beam = max(1, int(beam))
-    tries = max(beam, int(tries)) if tries else 3 * beam  # verifications per state at most
-    seen = seen if seen is not None else set()
-    seen.add(text)
-    root = _Node(text, [])
-    frontier = [root]
-    best = root
-    attempts: list[Attempt] = []
-    tried: set[tuple[int, str]] = set()
-    speed_measured = False
-    stopped = "steps"
-    notes: list[str] = []
-    if record is not None:
-        record.begin(path=path, kernel=kernel, target=target, policy=policy.describe(), text=text,
-                     steps=steps, beam=beam, budget_s=budget_s)
 
-    def out_of_time() -> bool:
-        return time.monotonic() >= deadline
+class _KernelSearch:
+    """The loop for one kernel, in three parts per depth: expand (rank what applies to a state),
+    try (apply and verify down the ranking), select (the best children become the next frontier)."""
 
-    def stop_now() -> bool:
-        return _cancelled(cancel) or out_of_time()
+    def __init__(self, text: str, path: str | None, kernel: str, target: GpuProfile, policy: Policy,
+                 verify: Verifier, config: SearchConfig, seen: set[str]) -> None:
+        from . import actions
 
-    for depth in range(1, max(0, steps) + 1):
-        children: list[_Node] = []
-        saw_candidates = False
-        for node in frontier:
-            if stop_now():
-                break
-            analysis = analyze(node.text, path)
-            found = analysis.kernel(kernel)
-            if found is None:
-                stopped = "kernel gone"
-                notes.append(f"kernel {kernel} is no longer in the file after step {depth - 1}")
-                continue
-            state = PolicyState(analysis, found, target, [s.outcome() for s in node.steps])
-            offered = [c for c in list_candidates(analysis, kernel, target) if (hash(node.text), c.key()) not in tried]
-            if not offered:
-                continue
-            saw_candidates = True
-            t0 = time.monotonic()
-            ranked = policy.rank(state, offered)
-            rank_s = time.monotonic() - t0
-            if on_rank is not None:
-                on_rank(depth, ranked)
-            applied = kept = 0
-            for position, choice in enumerate(ranked):
-                # Down the policy's list until `beam` steps are kept or the tries per state run out.
-                if kept >= beam or applied >= tries or stop_now():
+        self.text, self.path, self.kernel, self.target = text, path, kernel, target
+        self.policy, self.verify, self.config = policy, verify, config
+        self.list_candidates = config.candidates or (
+            lambda a, k, t: actions.applicable(a, k, t, config.allow_precision))
+        self.apply_one = config.apply or actions.apply_candidate
+        self.started = time.monotonic()
+        self.deadline = self.started + max(0.0, config.budget_s)
+        self.seen = seen
+        self.seen.add(text)
+        self.attempts: list[Attempt] = []
+        self.tried: set[tuple[int, str]] = set()
+        self.speed_measured = False
+        self.stopped = "steps"
+        self.notes: list[str] = []
+
+    def stop_now(self) -> bool:
+        return _cancelled(self.config.cancel) or time.monotonic() >= self.deadline
+
+    def run(self) -> OptimizeResult:
+        config = self.config
+        if config.record is not None:
+            config.record.begin(path=self.path, kernel=self.kernel, target=self.target, policy=self.policy.describe(),
+                                text=self.text, steps=config.steps, beam=config.beam, budget_s=config.budget_s)
+        root = _Node(self.text, [])
+        frontier, best = [root], root
+        beam = max(1, int(config.beam))
+        for depth in range(1, max(0, config.steps) + 1):
+            children: list[_Node] = []
+            saw_candidates = False
+            for node in frontier:
+                if self.stop_now():
                     break
-                tried.add((hash(node.text), choice.candidate.key()))
-                attempt = _try(node, choice, position, depth, path, target, apply_one, verify, cancel, deadline, seen)
-                attempt.timings["rank_s"] = round(rank_s, 4)
-                if attempt.status in ("not_applied", "unchanged", "revisit"):
-                    attempts.append(attempt)
-                    _emit(attempt, on_step, record, state)
+                expanded = self.expand(node, depth)
+                if expanded is None:
                     continue
-                applied += 1
-                speed_measured = speed_measured or attempt.speedup is not None
-                attempts.append(attempt)
-                _emit(attempt, on_step, record, state)
-                if attempt.kept:
-                    kept += 1
-                    seen.add(attempt.new_text)
-                    child = _Node(attempt.new_text, node.steps + [attempt])
-                    children.append(child)
-                    if child.value() > best.value():
-                        best = child
-        if _cancelled(cancel):
-            stopped = "cancelled"
-            break
-        if out_of_time():
-            stopped = "budget"
-            break
-        if not children:
-            if stopped != "kernel gone":
-                stopped = "no improvement" if saw_candidates else "no candidates"
-            break
-        children.sort(key=lambda n: n.value(), reverse=True)
-        frontier = children[:beam]
+                saw_candidates = True
+                children += self.try_ranked(node, depth, *expanded)
+            best = max([best, *children], key=lambda n: n.value())
+            if _cancelled(config.cancel):
+                self.stopped = "cancelled"
+                break
+            if time.monotonic() >= self.deadline:
+                self.stopped = "budget"
+                break
+            if not children:
+                if self.stopped != "kernel gone":
+                    self.stopped = "no improvement" if saw_candidates else "no candidates"
+                break
+            frontier = self.select(children, beam)
+        return self.result(best)
 
-    # The kept steps of the best path, numbered and diffed one after another.
-    for i, step in enumerate(best.steps, start=1):
-        step.diff = unified_diff(step.parent_text, step.new_text, path, "original" if i == 1 else f"step {i - 1}", f"step {i}")
-    if best.steps and not speed_measured:
-        notes.append(SPEED_UNAVAILABLE_NOTE)
-    if not getattr(policy, "trained", True):
-        notes.append(f"policy: {policy.describe()}")
-    result = OptimizeResult(
-        path=path, kernel=kernel, target=target.key, policy=policy.describe(), original_text=text,
-        final_text=best.text, steps=list(best.steps), attempts=attempts, speed_measured=speed_measured,
-        stopped=stopped, notes=notes, elapsed_s=time.monotonic() - started,
-    )
-    if record is not None:
-        record.end(result)
-    return result
+    def expand(self, node: _Node, depth: int) -> tuple[PolicyState, list[Ranked], float] | None:
+        """The state of ``node`` and the policy's ranking of what applies to it (None: nothing does)."""
+        analysis = analyze(node.text, self.path)
+        found = analysis.kernel(self.kernel)
+        if found is None:
+            self.stopped = "kernel gone"
+            self.notes.append(f"kernel {self.kernel} is no longer in the file after step {depth - 1}")
+            return None
+        state = PolicyState(analysis, found, self.target, [s.outcome() for s in node.steps])
+        offered = [c for c in self.list_candidates(analysis, self.kernel, self.target)
+                   if (hash(node.text), c.key()) not in self.tried]
+        if not offered:
+            return None
+        t0 = time.monotonic()
+        ranked = self.policy.rank(state, offered)
+        rank_s = time.monotonic() - t0
+        if self.config.on_rank is not None:
+            self.config.on_rank(depth, ranked)
+        return state, ranked, rank_s
+
+    def try_ranked(self, node: _Node, depth: int, state: PolicyState, ranked: list[Ranked],
+                   rank_s: float) -> list[_Node]:
+        """Down the ranking until ``beam`` steps are kept or the verifications per state run out."""
+        children: list[_Node] = []
+        applied = 0
+        for position, choice in enumerate(ranked):
+            if len(children) >= self.config.beam or applied >= self.config.tries_per_state or self.stop_now():
+                break
+            self.tried.add((hash(node.text), choice.candidate.key()))
+            attempt = _try(node, choice, position, depth, self.path, self.target, self.apply_one, self.verify,
+                           self.config.cancel, self.deadline, self.seen)
+            attempt.timings["rank_s"] = round(rank_s, 4)
+            self.attempts.append(attempt)
+            _emit(attempt, self.config.on_step, self.config.record, state)
+            if attempt.status in ("not_applied", "unchanged", "revisit"):
+                continue  # not verified: costs no try
+            applied += 1
+            self.speed_measured = self.speed_measured or attempt.speedup is not None
+            if attempt.kept:
+                self.seen.add(attempt.new_text)
+                children.append(_Node(attempt.new_text, node.steps + [attempt]))
+        return children
+
+    @staticmethod
+    def select(children: list[_Node], beam: int) -> list[_Node]:
+        """The ``beam`` best states: measured speed first, then correct steps, then confidence."""
+        return sorted(children, key=lambda n: n.value(), reverse=True)[:beam]
+
+    def result(self, best: _Node) -> OptimizeResult:
+        _number_diffs(best.steps, self.path)
+        if best.steps and not self.speed_measured:
+            self.notes.append(SPEED_UNAVAILABLE_NOTE)
+        if not getattr(self.policy, "trained", True):
+            self.notes.append(f"policy: {self.policy.describe()}")
+        result = OptimizeResult(
+            path=self.path, kernel=self.kernel, target=self.target.key, policy=self.policy.describe(),
+            original_text=self.text, final_text=best.text, steps=list(best.steps), attempts=self.attempts,
+            speed_measured=self.speed_measured, stopped=self.stopped, notes=self.notes,
+            elapsed_s=time.monotonic() - self.started,
+        )
+        if self.config.record is not None:
+            self.config.record.end(result)
+        return result
 
 
 def _emit(attempt: Attempt, on_step, record, state: PolicyState) -> None:
@@ -370,7 +409,7 @@ def _emit(attempt: Attempt, on_step, record, state: PolicyState) -> None:
 
 
 def _try(node: _Node, choice: Ranked, position: int, depth: int, path: str | None, target: GpuProfile,
-         apply_one, verify: Verifier, cancel: CancelLike, deadline: float, seen: set[str]) -> Attempt:
+         apply_one: Applier, verify: Verifier, cancel: CancelLike, deadline: float, seen: set[str]) -> Attempt:
     """Apply one candidate to the node's text and verify it against that text."""
     attempt = Attempt(
         depth=depth, candidate=choice.candidate, rank=position, score=choice.score, logprob=choice.logprob,
@@ -399,43 +438,15 @@ def _try(node: _Node, choice: Ranked, position: int, depth: int, path: str | Non
         return _cancelled(cancel) or time.monotonic() >= deadline
 
     t0 = time.monotonic()
-    report = _call_verify(verify, edit.new_text, node.text, stop)
+    report = verify(edit.new_text, node.text, stop)
     attempt.timings["verify_s"] = round(time.monotonic() - t0, 4)
-    fields = read_report(report)
-    attempt.compiled, attempt.correct = fields["compiled"], fields["correct"]
-    attempt.speedup, attempt.within_noise = fields["speedup"], fields["within_noise"]
-    attempt.reward, attempt.summary = fields["reward"], fields["summary"]
-    attempt.report = report.to_json() if hasattr(report, "to_json") else (report if isinstance(report, dict) else None)
-    attempt.status, attempt.reason = _decide(fields)
+    verdict = Verdict.of(report)
+    attempt.compiled, attempt.correct = verdict.compiled, verdict.correct
+    attempt.speedup, attempt.within_noise = verdict.speedup, verdict.within_noise
+    attempt.reward, attempt.summary = verdict.reward, verdict.summary
+    attempt.report = report.to_json()
+    attempt.status, attempt.reason = verdict.decide()
     return attempt
-
-
-def _call_verify(verify: Verifier, new_text: str, old_text: str, stop: Callable[[], bool]):
-    try:
-        params = inspect.signature(verify).parameters
-    except (TypeError, ValueError):
-        params = {}
-    if "cancel" in params or len(params) >= 3:
-        return verify(new_text, old_text, stop)
-    return verify(new_text, old_text)
-
-
-def _decide(fields: dict[str, Any]) -> tuple[str, str]:
-    """Keep or reject one verified step, and why."""
-    if fields["compiled"] is False:
-        return "rejected", f"does not compile ({fields['status']})"
-    if fields["correct"] is not True:
-        why = "wrong results" if fields["correct"] is False else f"not verified ({fields['status']})"
-        return "rejected", why
-    speedup = fields["speedup"]
-    if speedup is None:
-        return "kept", "correct; speed unavailable, kept on correctness"
-    if fields["within_noise"]:
-        return "rejected", f"{speedup:.2f}x is within the measurement noise: no improvement"
-    reward = fields["reward"] if fields["reward"] is not None else STANDING_STILL_REWARD
-    if speedup > 1.0 and reward > STANDING_STILL_REWARD:
-        return "kept", f"correct and {speedup:.2f}x faster (reward {reward:.3f})"
-    return "rejected", f"correct but {speedup:.2f}x: slower than the previous step"
 
 
 def best_first(attempts: Iterable[Attempt]) -> list[Attempt]:
