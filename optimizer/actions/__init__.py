@@ -22,13 +22,7 @@ _MODULES = (
 def _load() -> dict[str, Action]:
     actions: dict[str, Action] = {}
     for module_name in _MODULES:
-        try:
-            module = importlib.import_module(f"{__name__}.{module_name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"{__name__}.{module_name}":
-                continue  # not written yet
-            raise
-        action = module.ACTION
+        action = importlib.import_module(f"{__name__}.{module_name}").ACTION
         actions[action.name] = action
     return actions
 

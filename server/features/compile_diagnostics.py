@@ -10,21 +10,8 @@ from lsprotocol import types
 
 from ..state import DocumentState
 
-_missing_logged = False
-
-
-def _compile_api():
-    """``optimizer.compile.compile_file_findings`` (plans, compiles in a worker, reports), or None."""
-    try:
-        from ...optimizer.compile import compile_file_findings
-    except ImportError:
-        return None
-    return compile_file_findings
-
-
 def start(ls, state: DocumentState, target) -> None:
     """Compile the kernels of ``state``'s current analysis unless already done for this version/target."""
-    global _missing_logged
     analysis = state.analysis
     # Defence in depth: the compile unit holds only data (optimizer/compile/static_safety.py), and
     # Triton's compiler still reads the workspace's kernels, so it runs for trusted workspaces only.
@@ -32,35 +19,31 @@ def start(ls, state: DocumentState, target) -> None:
         return
     if state.compile_version == state.version and state.compile_target == target.key:
         return
-    api = _compile_api()
-    if api is None:
-        if not _missing_logged:
-            ls.log("compile diagnostics are not available in this build (no optimizer.compile)", types.MessageType.Log)
-            _missing_logged = True
-        return
     if state.compile_task is not None and not state.compile_task.done():
         state.compile_task.cancel()
-    state.compile_task = asyncio.ensure_future(_run(ls, state, api, target, state.version, analysis))
+    state.compile_task = asyncio.ensure_future(_run(ls, state, target, state.version, analysis))
 
 
-def _call(api, analysis, target, settings, cancel: threading.Event) -> tuple[list, dict[str, list[Any]]]:
-    """Run the compile API in a worker thread (it compiles in a subprocess); reports grouped by kernel."""
+def _call(analysis, target, settings, cancel: threading.Event) -> tuple[list, dict[str, list[Any]]]:
+    """Compile in a worker thread (the compile itself runs in a subprocess); reports grouped by kernel."""
+    from ...optimizer.compile import compile_file_findings
+
     if cancel.is_set():  # the document changed while this job waited for the executor
         return [], {}
-    findings, reports = api(analysis, target, timeout_s=settings.verification.compile_timeout_s, cancel=cancel)
+    findings, reports = compile_file_findings(analysis, target, timeout_s=settings.verification.compile_timeout_s, cancel=cancel)
     by_kernel: dict[str, list[Any]] = {}
     for report in reports:
         by_kernel.setdefault(report.kernel, []).append(report)
     return list(findings), by_kernel
 
 
-async def _run(ls, state: DocumentState, api, target, version: int | None, analysis) -> None:
+async def _run(ls, state: DocumentState, target, version: int | None, analysis) -> None:
     cancel = threading.Event()
     loop = asyncio.get_running_loop()
     ls.job_started()
     try:
         findings, reports = await loop.run_in_executor(
-            ls.compile_executor, _call, api, analysis, target, ls.settings, cancel
+            ls.compile_executor, _call, analysis, target, ls.settings, cancel
         )
     except asyncio.CancelledError:
         cancel.set()  # the worker stops its subprocess; its result is never published
