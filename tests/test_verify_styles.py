@@ -196,3 +196,35 @@ def test_test_style_files_are_timed_by_replaying_the_recorded_launches():
     whole = run_gpu_job(TEST_STYLE, slow, adaptive_timing=False, test_timing="test")
     assert whole["speed"]["method"] == "test_add: whole test"
     assert report_of(whole, TEST_STYLE).speed.speedup > 3
+
+
+def test_the_worker_keeps_the_previous_version_and_expected_outputs_and_still_catches_faults(pool):
+    from pathlib import Path
+
+    faults = Path(__file__).resolve().parent / "corpus" / "faults"
+    base = (faults / "base.py").read_text()
+    first = verify(pool, base, base)
+    again = verify(pool, base, base)
+    assert first.status == again.status == "verified"
+    assert again.raw["runtime"].get("reused") == ["old"]  # imported once, kernels compiled once
+    assert all(set(t.get("expected_reused", [])) == {"reference", "old"} for t in again.raw["trials"])
+    for name, kind in (("wrong_element", "values"), ("pointer_cache", "values"), ("partial_write", "nonfinite")):
+        report = verify(pool, (faults / f"{name}.py").read_text(), base)
+        assert report.status == "incorrect" and report.mismatch.kind == kind, (name, report.summary)
+    legacy = verify(pool, base, base, reuse_results=False)
+    assert legacy.status == "verified" and "reused" not in legacy.raw["runtime"]
+    assert not any(t.get("expected_reused") for t in legacy.raw["trials"])
+
+
+def test_timing_windows_are_sized_by_the_kernel_time():
+    base = (__import__("pathlib").Path(__file__).resolve().parent / "corpus" / "faults" / "base.py").read_text()
+    result = run_gpu_job(base, base, input_kwargs={"n": 40}, recheck_speedup_above=1e9)
+    sizing = result["speed"]["sizing"]
+    # About 100 runs of the slowest implementation per window, within [20, 100] ms (the interpreter is
+    # slow, so here it is usually the 100 ms cap; a 20 us GPU kernel gets the 20 ms floor).
+    estimate = sizing["estimate_ms"]
+    assert sizing["rep_ms"] == int(min(100, max(20, 100 * estimate)))
+    assert sizing["warmup_ms"] == int(min(25, max(5, 25 * estimate)))
+    assert sizing["rounds"] >= sizing["asked_rounds"] == 3
+    fixed = run_gpu_job(base, base, input_kwargs={"n": 40}, recheck_speedup_above=1e9, adaptive_timing=False)
+    assert fixed["speed"]["sizing"] == {"warmup_ms": 25, "rep_ms": 100, "asked_rounds": 3, "rounds": 3}

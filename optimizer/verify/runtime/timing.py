@@ -77,6 +77,8 @@ def interleaved(
         del inputs
     if sizing is not None:
         sizing.update(warmup_ms=warmup_ms, rep_ms=rep_ms, asked_rounds=rounds)
+        if adaptive:
+            sizing["estimate_ms"] = round(slowest, 4)
     results = []
     limit = 2 * rounds if adaptive else rounds
     r = 0
