@@ -342,3 +342,33 @@ def test_every_spelling_stays_equivalent_under_the_interpreter(tmp_path):
     failures = [f"{r['name']}: diff={r['max_abs_diff']} {r['error'] or ''}" for r in results if not r["ok"]]
     assert not failures, "\n".join(failures)
     assert len(results) >= 3 * len(SPELLINGS)
+
+
+def test_module_constant_shared_by_a_meta_lambda_launch():
+    # relu's grid names the constant, sum's grid reads meta["BLOCK_SIZE"]: both follow the block, so both tune together.
+    text = HEAD + '''BLOCK = 1024
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=offs < n_elements), 0.0), mask=offs < n_elements)
+
+
+@triton.jit
+def sum_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.atomic_add(out_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n_elements, other=0.0), axis=0))
+
+
+def pipeline(x):
+    out = torch.empty_like(x)
+    total = torch.zeros(1)
+    relu_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, out, x.numel(), BLOCK_SIZE=BLOCK)
+    sum_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](out, total, x.numel(), BLOCK_SIZE=BLOCK)
+    return out, total
+'''
+    assert {"tiling", "autotune"} <= set(offered(text, "sum_kernel"))
+    assert "tiling" in offered(text, "relu_kernel")
+    tuned = apply_candidate(text, offered(text, "sum_kernel")["autotune"], H100).new_text
+    assert 'sum_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](out, total, x.numel())' in tuned

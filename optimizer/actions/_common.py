@@ -580,7 +580,7 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
             grid_names = names_in(grid_expression(launch))
             if how == "host":
                 host_var = node.targets[0].target.value  # type: ignore[union-attr]
-                via_grid = host_var in grid_names
+                via_grid = host_var in grid_names or p.name in grid_names  # the constant, or META["BLOCK"]
                 problem = _shared and _shared_constant_problem(analysis, module, kernel, launch, host_var)
                 if problem:
                     bp.reason = problem

@@ -85,20 +85,21 @@ def _size_keys(kernel: Kernel, text: str) -> list[str]:
 class _MetaNames(cst.CSTTransformer):
     """Host names and repeated literals of a grid -> ``META["BLOCK"]``."""
 
-    def __init__(self, mapping: dict[str, str], literal: dict | None = None):
+    def __init__(self, mapping: dict[str, str], literal: dict | None = None, meta: str = "META"):
         self.mapping = mapping
         self.literal = literal or {}
+        self.meta = meta  # the grid lambda's own name for its argument (``lambda meta: ...``)
 
     def leave_Name(self, original_node, updated_node):
         if updated_node.value in self.mapping:
-            return c.expr(f'META["{self.mapping[updated_node.value]}"]')
+            return c.expr(f'{self.meta}["{self.mapping[updated_node.value]}"]')
         return updated_node
 
     def leave_Integer(self, original_node, updated_node):
         site = self.literal.get(id(original_node))
         if site is None:
             return updated_node
-        return c.expr(f'META["{site.block}"]' + (f" - {-site.offset}" if site.offset else ""))
+        return c.expr(f'{self.meta}["{site.block}"]' + (f" - {-site.offset}" if site.offset else ""))
 
 
 def _without_tuned(call: cst.Call, kernel: Kernel, names: set[str]) -> cst.Call:
@@ -196,9 +197,7 @@ class Autotune:
             grid = c.grid_expression(launch)
             body = grid.body if isinstance(grid, cst.Lambda) else grid
             meta = grid.params.params[0].name.value if isinstance(grid, cst.Lambda) else "META"
-            if meta != "META" and (mapping or literal):
-                raise ActionError("the grid lambda does not name its argument META")
-            new_body = body.visit(_MetaNames(mapping, literal)) if mapping or literal else body
+            new_body = body.visit(_MetaNames(mapping, literal, meta)) if mapping or literal else body
             for host_name in mapping:
                 assign = c.any_assignment(launch.host, host_name) if launch.host is not None else None
                 reads = c.count_name(grid, host_name) + sum(
