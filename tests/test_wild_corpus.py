@@ -34,7 +34,11 @@ TOL_HALF = (2e-2, 2e-2)
 # Offered actions whose edit changes the results: engine bugs, listed here until the action is fixed
 # (strict: an entry that starts passing fails, so it is removed when the bug is).
 # (file stem, kernel, action) -> reason
-XFAIL: dict[tuple[str, str, str], str] = {}
+XFAIL: dict[tuple[str, str, str], str] = {
+    ("mm_heuristics_even_k", "_kernel", "autotune"):
+        "autotune puts @triton.autotune under @triton.heuristics, so the EVEN_K heuristic reads args['BLOCK_K'] "
+        "before a config supplies it: KeyError 'BLOCK_K' at launch",
+}
 
 
 def wild_files() -> list[Path]:
@@ -152,6 +156,7 @@ def results(request, tmp_path_factory) -> dict[str, dict]:
     return by_name
 
 
+@pytest.mark.slow  # all interpreter runs together take about 3 minutes on two cores (CI still runs them)
 @pytest.mark.parametrize("path", wild_files(), ids=file_id)
 def test_file_matches_its_reference(results, path):
     """The corpus itself is right (tests assert inside; function and KernelBench files against reference/Model)."""
@@ -159,6 +164,7 @@ def test_file_matches_its_reference(results, path):
     assert result["ok"], result["error"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", action_params())
 def test_offered_action_applies_and_keeps_outputs(results, case):
     result = results[case_id(case)]
