@@ -283,8 +283,7 @@ def test_module_constant_used_for_something_else_is_not_tuned():
     assert "tiling" not in offered(text, "scale_kernel")
 
 
-def test_grid_shared_with_another_kernel_is_not_rewritten():
-    text = HEAD + SCALE_KERNEL + '''
+SHARED_GRID = HEAD + SCALE_KERNEL + '''
 
 @triton.jit
 def relu_kernel(y_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -299,9 +298,54 @@ def f(x):
     scale_kernel[grid](x, y, x.numel(), BLOCK=256)
     relu_kernel[grid](y, out, x.numel(), BLOCK=256)
     return out
+
+
+ENTRY = "f"
+
+
+def get_inputs(device="cpu"):
+    return [torch.randn(1000, device=device)]
+
+
+def reference(x):
+    return torch.relu(2.0 * x + 1.0)
+'''
+
+
+SPELLINGS["shared_grid"] = ("scale_kernel", SHARED_GRID)
+
+
+def test_grid_shared_with_another_kernel_gets_a_private_copy():
+    text = SHARED_GRID
+    cand = offered(text, "scale_kernel")["tiling"]
+    new = apply_candidate(text, cand, H100).new_text
+    block = cand.params["BLOCK"]
+    assert "    grid = (triton.cdiv(x.numel(), 256),)\n" in new  # relu's grid stays
+    assert f"scale_kernel[(triton.cdiv(x.numel(), {block}),)](x, y, x.numel(), BLOCK={block})" in new
+    assert "relu_kernel[grid](y, out, x.numel(), BLOCK=256)" in new
+    assert "name_block" not in offered(text, "scale_kernel")  # a name in the shared grid would tie the two
+
+
+def test_host_constant_sizing_another_kernels_grid_is_not_tuned():
+    # BLOCK sizes both grids, but relu passes its block as the literal 256: changing BLOCK would break relu.
+    text = HEAD + SCALE_KERNEL + '''
+
+@triton.jit
+def relu_kernel(y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.maximum(tl.load(y_ptr + offs, mask=offs < n), 0.0), mask=offs < n)
+
+
+def f(x):
+    y = torch.empty_like(x)
+    out = torch.empty_like(x)
+    BLOCK = 256
+    grid = (triton.cdiv(x.numel(), BLOCK),)
+    scale_kernel[grid](x, y, x.numel(), BLOCK=BLOCK)
+    relu_kernel[grid](y, out, x.numel(), BLOCK=256)
+    return out
 '''
     assert "tiling" not in offered(text, "scale_kernel")
-    assert "name_block" not in offered(text, "scale_kernel")
 
 
 def test_ambiguous_2d_literal_grid_is_refused_with_a_reason():

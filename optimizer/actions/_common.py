@@ -367,17 +367,32 @@ def launch_sources(launch: LaunchNode, kernel: Kernel) -> dict[str, str]:
     return out
 
 
-def grid_literal_sites(launch: LaunchNode, kernel: Kernel, values: dict[str, int | None]) -> tuple[list, str | None]:
-    """The literals of the launch's grid that repeat a block size (``_grid.literal_sites``), or why not."""
+def grid_literal_sites(launch: LaunchNode, kernel: Kernel, values: dict[str, int | None],
+                       shared_ok: bool = False) -> tuple[list, str | None]:
+    """The literals of the launch's grid that repeat a block size (``_grid.literal_sites``), or why not.
+
+    With ``shared_ok`` the sites of a ``grid`` name that other kernels' launches read too are given:
+    the caller then rewrites a private copy of the grid at this launch (``private_grid``), never the shared one.
+    """
     from ._grid import literal_sites
 
     known = {k: v for k, v in values.items() if isinstance(v, int) and is_block_name(k)}
     if not known:
         return [], None
     sites, why = literal_sites(grid_expression(launch), kernel, known, launch_sources(launch, kernel))
-    if sites and grid_shared(launch, kernel.name):
+    if sites and not shared_ok and grid_shared(launch, kernel.name):
         return [], "the grid literal is shared with another launch"
     return sites, why
+
+
+def private_grid(launch: LaunchNode, replace: dict[int, cst.CSTNode]) -> cst.BaseExpression:
+    """A copy of the launch's grid expression with nodes (by identity) replaced, to write at this launch only."""
+
+    class Copy(cst.CSTTransformer):
+        def on_leave(self, original_node, updated_node):
+            return replace.get(id(original_node), updated_node)
+
+    return grid_expression(launch).visit(Copy())
 
 
 def launch_values(launch: LaunchNode, kernel: Kernel) -> dict[str, int | None]:
@@ -594,7 +609,7 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
                 break
             if not via_grid and bp.value in _ints_in(grid_expression(launch)):
                 # ``(triton.cdiv(n, 64),)`` with ``BLOCK=64``: the grid literal is rewritten with the block.
-                literal, why = grid_literal_sites(launch, kernel, launch_values(launch, kernel))
+                literal, why = grid_literal_sites(launch, kernel, launch_values(launch, kernel), shared_ok=True)
                 if why:
                     bp.reason = why
                     ok = False
@@ -631,6 +646,15 @@ def _shared_constant_problem(analysis: FileAnalysis, module: cst.Module, kernel:
     elif launch.host is None:
         return None
     host_name = launch.host.name.value if launch.host is not None else None
+    for other in analysis.kernels:
+        if other.name == kernel.name:
+            continue
+        for other_launch in locate(module, other.name)[1]:
+            if not at_module and other_launch.host is not launch.host:
+                continue
+            reads_in_grid = host_var in names_in(grid_expression(other_launch))
+            if reads_in_grid and not any(code(a.value).strip() == host_var for a in other_launch.call.args):
+                return f"{host_var} also sizes {other.name}'s grid, whose block does not follow it"
     for site in analysis.launches:
         if site.kernel == kernel.name or (not at_module and site.host_function != host_name):
             continue
@@ -695,11 +719,17 @@ def set_constexpr(module: cst.Module, analysis: FileAnalysis, kernel: Kernel, va
             else:
                 raise ActionError(f"cannot rewrite how the launch sets {name}")
     for launch in launches:
-        # A grid that repeats a block as a literal (``cdiv(n, 64)``) changes with it.
-        sites, _why = grid_literal_sites(launch, kernel, launch_values(launch, kernel))
-        for site in sites:
-            if site.block in values:
-                targets[id(site.node)] = (site.node, cst.Integer(str(values[site.block] + site.offset)))
+        # A grid that repeats a block as a literal (``cdiv(n, 64)``) changes with it; a ``grid`` name
+        # other kernels' launches read too stays, and this launch gets its own rewritten copy.
+        sites, _why = grid_literal_sites(launch, kernel, launch_values(launch, kernel), shared_ok=True)
+        new_ints = {id(site.node): cst.Integer(str(values[site.block] + site.offset)) for site in sites if site.block in values}
+        if new_ints and grid_shared(launch, kernel.name):
+            name = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
+            targets[id(name)] = (name, private_grid(launch, new_ints))
+        else:
+            for site in sites:
+                if id(site.node) in new_ints:
+                    targets[id(site.node)] = (site.node, new_ints[id(site.node)])
     module = replace_all(module, list(targets.values()))
     if new_default:
         kdef, _ = locate(module, kernel.name)

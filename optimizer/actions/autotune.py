@@ -190,7 +190,7 @@ class Autotune:
                     mapping[node.targets[0].target.value] = name
                 elif how not in ("literal", "default"):
                     raise ActionError(f"the launch sets {name} in a way autotune cannot take over")
-            sites, why = c.grid_literal_sites(launch, kernel, c.launch_values(launch, kernel))
+            sites, why = c.grid_literal_sites(launch, kernel, c.launch_values(launch, kernel), shared_ok=True)
             literal = {id(site.node): site for site in sites if site.block in block_names}
             new_call = _without_tuned(launch.call, kernel, block_names | set(LAUNCH_OPTIONS))
             grid_node = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
