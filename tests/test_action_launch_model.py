@@ -314,6 +314,43 @@ def reference(x):
 
 SPELLINGS["shared_grid"] = ("scale_kernel", SHARED_GRID)
 
+# Each program covers its block UNROLL times: the grid divides by ``256 * UNROLL``.
+UNROLLED = HEAD + '''UNROLL = 4
+
+
+@triton.jit
+def unrolled_kernel(x_ptr, y_ptr, n, UNROLL_FACTOR: tl.constexpr, BLOCK: tl.constexpr):
+    base = tl.program_id(0) * BLOCK * UNROLL_FACTOR
+    for i in tl.static_range(UNROLL_FACTOR):
+        offs = base + i * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, 3.0 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+ENTRY = "triple"
+
+
+def triple(x):
+    y = torch.empty_like(x)
+    n = x.numel()
+    unrolled_kernel[(triton.cdiv(n, 256 * UNROLL),)](x, y, n, UNROLL_FACTOR=UNROLL, BLOCK=256)
+    return y
+
+
+def get_inputs(device="cpu"):
+    return [torch.randn(3000, device=device)]
+
+
+def reference(x):
+    return 3.0 * x
+'''
+SPELLINGS["unrolled"] = ("unrolled_kernel", UNROLLED)
+
+
+def test_a_block_factor_of_the_grid_divisor_changes_with_the_block():
+    cand = next(c for c in applicable(analyze(UNROLLED), "unrolled_kernel", H100) if c.action == "tiling")
+    new = apply_candidate(UNROLLED, cand, H100).new_text
+    assert f"unrolled_kernel[(triton.cdiv(n, {cand.params['BLOCK']} * UNROLL),)]" in new
+
 
 def test_grid_shared_with_another_kernel_gets_a_private_copy():
     text = SHARED_GRID

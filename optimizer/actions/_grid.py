@@ -2,7 +2,7 @@
 
 A grid that divides by the same number the launch passes as a block size is derived from that
 block size even though it does not name it. ``literal_sites`` finds every such literal (the divisor
-of a ``cdiv``, or both numbers of ``(n + 63) // 64``) and says which block parameter each belongs
+of a ``cdiv`` or a factor of it, ``cdiv(n, 256 * UNROLL)``, or both numbers of ``(n + 63) // 64``) and says which block parameter each belongs
 to: by value when only one block has it, else by the size the grid divides (the kernel masks or
 ``tl.cdiv``s that size against the block), else by the grid axis (``pid_m = tl.program_id(0)``,
 ``pid_m * BLOCK_M``). Any other use of the number in the grid makes the grid ambiguous: no sites.
@@ -64,8 +64,16 @@ class _Collect(cst.CSTVisitor):
             self.axis_of[id(node)] = self._axis
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _is_cdiv(node) and _int(node.args[1].value) in self.values:
-            self.divisors[id(node.args[1].value)] = (node.args[1].value, _code(node.args[0].value), 0)
+        if not _is_cdiv(node):
+            return
+        divisor = node.args[1].value
+        if _int(divisor) in self.values:
+            self.divisors[id(divisor)] = (divisor, _code(node.args[0].value), 0)
+        elif isinstance(divisor, cst.BinaryOperation) and isinstance(divisor.operator, cst.Multiply):
+            # ``cdiv(n, 256 * UNROLL)``: each program covers the block a fixed number of times.
+            for factor in (divisor.left, divisor.right):
+                if _int(factor) in self.values:
+                    self.divisors[id(factor)] = (factor, _code(node.args[0].value), 0)
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if not isinstance(node.operator, cst.FloorDivide) or _int(node.right) not in self.values:
