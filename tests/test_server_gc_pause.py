@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from mtmc_lsp.server.features.diagnostics import CyclicGcPause
+from mtmc_lsp.server.diagnostics import CyclicGcPause
 
 
 def test_overlapping_pauses_restore_the_collector_once_the_last_one_ends():

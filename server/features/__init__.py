@@ -9,7 +9,6 @@ FEATURE_MODULES = (
     "lifecycle",
     "configuration",
     "document_sync",
-    "diagnostics",
     "hover",
     "code_lens",
     "targets",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ...optimizer.policy import Ranked
 from ..steps import STEP_APPLIED_COMMAND
-from .quick_fix import quick_fixes
+from ..quick_fixes import quick_fixes
 
 STEP_KIND = types.CodeActionKind.RefactorRewrite
 APPLY_CANDIDATE_COMMAND = "mtmc.applyCandidate"

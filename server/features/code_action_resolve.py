@@ -2,38 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from lsprotocol import types
 
+from ..step_edits import StaleDocument, compute_step_edit, refuse
 from ..workspace_edit import document_edit
-
-
-class StaleDocument(Exception):
-    """The document changed since the action was offered; its edit would not fit the text."""
-
-
-async def compute_step_edit(ls, uri: str, version: int | None, candidate):
-    """The step's edit for ``uri`` at ``version``: (before, Edit). Raises StaleDocument or ActionError."""
-    document = ls.workspace.get_text_document(uri)
-    if version is not None and document.version != version:
-        raise StaleDocument(
-            f"the document changed since this step was offered (version {version}, now {document.version}); "
-            "ask for code actions again"
-        )
-    from ...optimizer.actions import apply_candidate
-
-    before = document.source
-    loop = asyncio.get_running_loop()
-    edit = await loop.run_in_executor(ls.step_executor, apply_candidate, before, candidate, ls.target)
-    if ls.workspace.get_text_document(uri).version != document.version:
-        raise StaleDocument("the document changed while the step was being computed; ask for code actions again")
-    return before, edit
-
-
-def refuse(ls, message: str) -> None:
-    ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"MTMC: {message}"))
-    ls.log(message, types.MessageType.Warning)
 
 
 def register(server) -> None:

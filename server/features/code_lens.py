@@ -38,12 +38,6 @@ def _first_line(index, kernel) -> types.Range:
     return types.Range(start=start, end=start)
 
 
-def request_refresh(ls) -> None:
-    """Ask the client to re-request lenses (target changed) when it supports the refresh request."""
-    if ls.client_supports("workspace.code_lens.refresh_support"):
-        ls.workspace_code_lens_refresh(None)
-
-
 def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
     def code_lens(ls, params: types.CodeLensParams) -> list[types.CodeLens]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from . import diagnostics, step_commands
+from .. import diagnostics
+from ..step_edits import record_changed
 
 
 def register(server) -> None:
@@ -25,7 +26,7 @@ def register(server) -> None:
             state.compile_task.cancel()
         diagnostics.schedule(ls, uri, delay_s=ls.settings.diagnostics_debounce_ms / 1000)
         # An offered step's edit may have landed without its mtmc.stepApplied command following.
-        step_commands.record_changed(ls, uri)
+        record_changed(ls, uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls, params: types.DidCloseTextDocumentParams) -> None:

@@ -10,7 +10,7 @@ from lsprotocol import types
 from ... import __version__
 from ...settings import Settings
 from ..trust import invalid_trust_values, trust_from_options
-from . import configuration
+from .. import settings_sync
 
 
 def settings_from_options(options) -> Settings | None:
@@ -41,18 +41,18 @@ def register(server) -> None:
         )
         was_trusted = ls.trusted
         try:
-            await configuration.pull_settings(ls)
+            await settings_sync.pull_settings(ls)
         finally:
             ls.reconfigure(settings_known=True)
             ls.settings_ready.set()
-        await configuration.register_for_changes(ls)
+        await settings_sync.register_for_changes(ls)
         ls.log(f"target GPU: {ls.target.summary()}")
         if not ls.trusted:
             ls.log("workspace not trusted: static analysis only (no compile diagnostics, verification or optimization); "
                    "clients without Workspace Trust set mtmc.trusted = true for workspaces whose code may run")
         ls.send_status()
         if ls.trusted != was_trusted:  # settings answered after the diagnostics' wait: compile now
-            configuration.settings_changed(ls)
+            settings_sync.settings_changed(ls)
 
     @server.feature(types.EXIT)
     def exit_(ls, params) -> None:

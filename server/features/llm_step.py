@@ -17,8 +17,8 @@ from pathlib import Path
 from lsprotocol import types
 
 from ..progress import JobProgress
-from .code_action_resolve import refuse
-from .step_commands import _args, apply_step_edit, record_applied
+from ..arguments import command_args
+from ..step_edits import apply_step_edit, record_applied, refuse
 
 COMMAND = "mtmc.llmStep"
 NO_CODER_MESSAGE = (
@@ -93,7 +93,7 @@ def register(server) -> None:
         """[uri, version, kernel, goal]: the model's step for ``goal`` on ``kernel``, applied for review."""
         from ...optimizer.coder import CoderError, LlmCoder
 
-        uri, version, kernel, goal = _args(args, "uri", "version", "kernel", "goal")
+        uri, version, kernel, goal = command_args(args, "uri", "version", "kernel", "goal")
         if not isinstance(uri, str) or not isinstance(kernel, str) or not isinstance(goal, str):
             raise ValueError(f"{COMMAND} takes [uri, version, kernel, goal] with strings for uri, kernel and goal")
         if not ls.trusted:

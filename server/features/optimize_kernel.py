@@ -15,7 +15,7 @@ from lsprotocol import types
 from ..progress import JobProgress
 from ..steps import verification_json
 from ..trust import refuse_untrusted
-from .step_commands import apply_step_edit
+from ..step_edits import apply_step_edit
 
 DEFAULT_STEPS = 3
 DEFAULT_BUDGET_S = 600.0

@@ -11,10 +11,10 @@ import uuid
 
 from lsprotocol import types
 
-from ..positions import TextIndex
-from ..steps import STEP_APPLIED_COMMAND
-from ..text_edits import apply_edits
-from ..workspace_edit import document_edit
+from .positions import TextIndex
+from .steps import STEP_APPLIED_COMMAND
+from .text_edits import apply_edits
+from .workspace_edit import document_edit
 
 # Finding code -> the MTMC action kind its fix belongs to (for the step history and the policy).
 FIX_KINDS = {"MTMC105": "Warps", "MTMC101": "Tiling", "MTMC104": "Pipelining"}
@@ -70,7 +70,7 @@ def _fixes_for(diagnostic: types.Diagnostic, data: dict, text: str, index: TextI
 def quick_fixes(ls, state, uri: str, version: int | None, text: str,
                 diagnostics: list[types.Diagnostic]) -> list[types.CodeAction]:
     """Quick-fix code actions for the MTMC diagnostics the client sent along (current version only)."""
-    from ...optimizer.actions import Candidate, Edit
+    from ..optimizer.actions import Candidate, Edit
 
     if state.version != version:
         return []  # the diagnostics' ranges belong to an older text

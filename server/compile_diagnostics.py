@@ -8,7 +8,8 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..state import DocumentState
+from .publishing import publish
+from .state import DocumentState
 
 def start(ls, state: DocumentState, target) -> None:
     """Compile the kernels of ``state``'s current analysis unless already done for this version/target."""
@@ -26,7 +27,7 @@ def start(ls, state: DocumentState, target) -> None:
 
 def _call(analysis, target, settings, cancel: threading.Event) -> tuple[list, dict[str, list[Any]]]:
     """Compile in a worker thread (the compile itself runs in a subprocess); reports grouped by kernel."""
-    from ...optimizer.compile import compile_file_findings
+    from ..optimizer.compile import compile_file_findings
 
     if cancel.is_set():  # the document changed while this job waited for the executor
         return [], {}
@@ -58,10 +59,4 @@ async def _run(ls, state: DocumentState, target, version: int | None, analysis) 
         return
     state.compile_findings, state.compile_reports = findings, reports
     state.compile_version, state.compile_target = version, target.key
-    from .diagnostics import publish
-
     publish(ls, state)
-
-
-def register(server) -> None:
-    """Started by the diagnostics job; nothing to register."""

@@ -1,4 +1,4 @@
-"""Diagnostics: debounced static checks for the latest version, then compile findings in the background."""
+"""Diagnostics scheduling: debounced static checks for the latest version, then compile findings."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from ...optimizer.analysis import FileAnalysis, analyze
-from ...optimizer.checks import Finding, run_checks
-from ...optimizer.hardware import GpuProfile
-from ..diagnostics_convert import to_diagnostic
-from ..state import DocumentState
+from ..optimizer.analysis import FileAnalysis, analyze
+from ..optimizer.checks import Finding, run_checks
+from ..optimizer.hardware import GpuProfile
+from . import compile_diagnostics
+from .publishing import publish
+from .state import DocumentState
 
 # Larger documents are not analysed (a 1 MB Python file is generated, not a kernel someone edits);
 # the server says so in the log and publishes no findings for them.
@@ -62,24 +63,6 @@ def refresh_all(ls) -> None:
         schedule(ls, state.uri, delay_s=0.0)
 
 
-def publish(ls, state: DocumentState) -> None:
-    """Publish the findings that belong to ``state.version``, tagged with that version."""
-    if state.analysis is None:
-        diagnostics: list[types.Diagnostic] = []
-    else:
-        # Spans refer to the analysed text: the current one, or the last that parsed when stale.
-        index = ls.index(state.analysis.text)
-        current = ls.index(state.text) if state.analysis.stale else index
-        with_docs = ls.client_supports("text_document.publish_diagnostics.code_description_support", True)
-        diagnostics = []
-        for finding in state.findings():
-            on_current = finding.code == "MTMC001" or not state.analysis.stale
-            diagnostics.append(to_diagnostic(finding, current if on_current else index, with_code_description=with_docs))
-    ls.text_document_publish_diagnostics(
-        types.PublishDiagnosticsParams(uri=state.uri, diagnostics=diagnostics, version=state.version)
-    )
-
-
 async def _run(ls, state: DocumentState, delay_s: float) -> None:
     if not ls.settings_ready.is_set():
         try:
@@ -104,8 +87,6 @@ async def _run(ls, state: DocumentState, delay_s: float) -> None:
             message=f"analysed {state.uri} v{version}: {len(result.analysis.kernels)} kernels, "
             f"{len(result.findings)} findings in {result.seconds * 1000:.0f} ms"
         ))
-    from . import compile_diagnostics
-
     compile_diagnostics.start(ls, state, target)
 
 
@@ -167,7 +148,3 @@ def _skip(ls, state: DocumentState, text: str, version: int | None, reason: str)
         ls.log(f"{state.uri}: {reason}", types.MessageType.Warning)
     state.skipped_reason = reason
     publish(ls, state)
-
-
-def register(server) -> None:
-    """Diagnostics are pushed; nothing to register beyond document sync."""
