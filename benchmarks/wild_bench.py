@@ -167,12 +167,16 @@ def role_times(raw_rounds: list[dict], role: str) -> tuple[float | None, float |
     return median, (max(abs(v - median) for v in values) / median if median else None)
 
 
-def final_check(final_text: str, original: str, path: Path, target, gpu: bool) -> dict:
-    """Verify the final text against the original; the three times and the speedups from one report."""
+def final_check(final_text: str, original: str, path: Path, target, gpu: bool, stop_at: float | None = None) -> dict:
+    """Verify the final text against the original; the three times and the speedups from one report.
+
+    ``stop_at`` (a ``time.monotonic()`` value) cancels the verification, so a hung kernel cannot take
+    the command past the device's limit."""
     from mtmc_lsp.optimizer.verify import verify_file
 
     started = time.monotonic()
-    report = verify_file(final_text, original, str(path), target, final_options(gpu))
+    cancel = (lambda: time.monotonic() > stop_at) if stop_at else None
+    report = verify_file(final_text, original, str(path), target, final_options(gpu), cancel=cancel)
     out = {"status": report.status, "summary": report.summary, "mode": report.mode, "device": report.device,
            "correct": report.correct, "seeds": report.seeds, "compared_against": list(report.compared_against),
            "harness": (report.harness or {}).get("style"), "error": (report.error or "")[:600] or None,
@@ -236,7 +240,7 @@ def _agree(a, b) -> tuple[bool, float | None]:
     return worst <= 1.0, worst
 
 
-def reference_callable(module, harness) -> tuple[object | None, str | None]:
+def reference_callable(module, harness, device: str = "cuda") -> tuple[object | None, str | None]:
     """The harness's PyTorch reference as a ``fn(*inputs)`` (built the way the verifier's worker builds it)."""
     import torch
 
@@ -251,20 +255,21 @@ def reference_callable(module, harness) -> tuple[object | None, str | None]:
     torch.manual_seed(0)
     model = ref(*(list(init_fn()) if init_fn else []))
     if isinstance(model, torch.nn.Module):
-        model = model.to("cuda").eval()
+        model = model.to(device).eval()
     return model, None
 
 
-def make_inputs(module, harness, seed: int) -> list:
-    """``get_inputs`` as the verifier calls it on a GPU (device= when accepted, moved to CUDA)."""
+def make_inputs(module, harness, seed: int, device: str = "cuda", **knobs) -> list:
+    """``get_inputs`` as the verifier's worker calls it (device= when accepted, then moved to the device)."""
     import torch
 
     gen = getattr(module, harness.inputs)
-    kwargs = {"device": "cuda"} if "device" in inspect.signature(gen).parameters else {}
+    kwargs = {"device": device, **knobs} if "device" in inspect.signature(gen).parameters else dict(knobs)
     torch.manual_seed(seed)
     out = gen(**kwargs)
     out = list(out) if isinstance(out, (list, tuple)) else [out]
-    return [x.to("cuda") if isinstance(x, torch.Tensor) and x.device.type != "cuda" else x for x in out]
+    return [x.to(device) if isinstance(x, torch.Tensor) and x.device.type != torch.device(device).type else x
+            for x in out]
 
 
 def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int) -> dict:
@@ -361,21 +366,26 @@ def bench_file(path: Path, args, target, policy, loop_budget_s: float, gpu: bool
     record["loop"] = loop
     record["loop_budget_s"] = round(loop_budget_s, 1)
     record["changed"] = final_text != original
-    record["final"] = final_check(final_text, original, path, target, gpu)
+    record["final"] = final_check(final_text, original, path, target, gpu, args.stop_at)
     record["fallback"] = None
     if record["changed"] and record["final"]["status"] != "verified":
         # The final check disagrees with the loop: the tool would not keep these steps, so the file counts
         # at its naive code (1.0x), with the times of the original verified against itself.
         record["fallback"] = f"final check of the optimized text: {record['final']['status']}; counted as the naive code"
         record["final_optimized_check"] = record["final"]
-        record["final"] = final_check(original, original, path, target, gpu)
+        record["final"] = final_check(original, original, path, target, gpu, args.stop_at)
         record["changed"] = False
         loop["kept_before_fallback"], loop["kept"] = loop["kept"], []
     record["kernels"] = structural_kernels(original, final_text if record["changed"] else original, loop["kept"], path)
     record["structural"] = any(k["structural"] for k in record["kernels"])
     if gpu and not args.no_compile:
         try:
-            record["compile"] = time_torch_compile(path, original, args.compile_timeout_s, args.compile_rounds)
+            left = (args.stop_at - time.monotonic()) if args.stop_at else args.compile_timeout_s
+            if left < 5:
+                record["compile"] = {"skipped": "no time left in this command (the run's hard stop)"}
+            else:
+                record["compile"] = time_torch_compile(path, original, min(args.compile_timeout_s, left),
+                                                       args.compile_rounds)
         except Exception as exc:  # noqa: BLE001 - one broken reference must not lose the file's other numbers
             record["compile"] = {"error": f"{type(exc).__name__}: {exc}"[:600], "traceback": traceback.format_exc()[-1500:]}
     else:
@@ -599,8 +609,11 @@ def environment(gpu: bool) -> dict:
         return bench.environment()
     import platform
 
+    import torch
+    import triton
+
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "python": platform.python_version(),
-            "gpu": "CPU (Triton interpreter)"}
+            "torch": torch.__version__, "triton": triton.__version__, "gpu": "CPU (Triton interpreter)"}
 
 
 def run(args) -> int:
@@ -627,10 +640,13 @@ def run(args) -> int:
     target = get_profile(args.target)
     policy = bench.make_policy(args.policy)
     previous = {}
-    if args.resume and (args.out / "results.json").exists():
-        old = json.loads((args.out / "results.json").read_text())
+    resume = args.out / "results.json" if args.resume == "out" else Path(args.resume) if args.resume else None
+    if resume is not None and resume.exists():
+        old = json.loads(resume.read_text())
         previous = {f["file"]: f for f in old.get("files", []) if f.get("status") == "done"}
     started = time.monotonic()
+    # Past this, a running final check is cancelled and torch.compile skipped (the device allows 600 s a command).
+    args.stop_at = started + args.deadline_s + args.grace_s
     results = {
         "schema": 1, "bench": "wild", "part": args.part, "mode": "gpu" if gpu else "cpu-interpreter",
         "command": "python benchmarks/wild_bench.py " + " ".join(sys.argv[1:]),
@@ -678,6 +694,8 @@ def run(args) -> int:
     print(f"wild_bench: {s['files_done']}/{s['files']} files, structural {_pct(s['kernels_structural'], s['kernels'])} kernels, "
           f"geomean x naive {_x(s['geomean_x_naive'])}, x eager {_x(s['geomean_x_eager'])}, "
           f"x compile {_x(s['geomean_x_compile'])}; {results['total_wall_s']:.0f} s -> {args.out}", flush=True)
+    if s["not_done"]:
+        print(f"wild_bench: not run: rerun with --files {' '.join(s['not_done'])} (then --merge the results)", flush=True)
     return 0
 
 
@@ -709,10 +727,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", nargs="+", help="file names (or stems) of the part; default: all of it")
     parser.add_argument("--shard", help="i/n: every n-th file of the selection, from the i-th (split a run over commands)")
     parser.add_argument("--out", type=Path, default=Path("wild-results"))
-    parser.add_argument("--resume", action="store_true", help="skip files already done in --out/results.json")
+    parser.add_argument("--resume", nargs="?", const="out", default=None, metavar="RESULTS_JSON",
+                        help="skip files already done in --out/results.json (or in the results file given)")
     parser.add_argument("--budget-s", type=float, default=15.0, help="seconds of optimize loop per file")
     parser.add_argument("--deadline-s", type=float, default=520.0,
                         help="start no file that cannot finish before this many seconds (device limit: 600 per command)")
+    parser.add_argument("--grace-s", type=float, default=50.0,
+                        help="after --deadline-s plus this, cancel a running final check and skip torch.compile")
     parser.add_argument("--steps", type=int, default=3, help="kept steps per kernel at most")
     parser.add_argument("--policy", default="heuristic")
     parser.add_argument("--target", default="h200")
