@@ -15,6 +15,7 @@ from lsprotocol import types
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
     from ...optimizer.policy import Ranked
 from ..steps import STEP_APPLIED_COMMAND
 from ..quick_fixes import quick_fixes
@@ -35,7 +36,7 @@ def _wants(only, kind: str) -> bool:
 MODEL_RANK_WAIT_S = 0.5
 
 
-def _candidates(ls, state, kernel_name: str, target):
+def _candidates(ls: MtmcLanguageServer, state, kernel_name: str, target):
     """(PolicyState, candidates) for one kernel of the stored analysis (runs in a worker thread)."""
     from ...optimizer.actions import applicable
     from ...optimizer.policy import PolicyState
@@ -46,7 +47,7 @@ def _candidates(ls, state, kernel_name: str, target):
     return PolicyState(analysis, kernel, target), candidates
 
 
-async def ranked_candidates(ls, state, kernel_name: str) -> tuple[list[Ranked], str]:
+async def ranked_candidates(ls: MtmcLanguageServer, state, kernel_name: str) -> tuple[list[Ranked], str]:
     """Applicable candidates ranked by the policy, cached per (version, kernel, target, settings).
 
     Never waits long on a model: if its ranking takes longer than MODEL_RANK_WAIT_S, the heuristic
@@ -78,12 +79,12 @@ async def ranked_candidates(ls, state, kernel_name: str) -> tuple[list[Ranked], 
     return ls.ranker.fallback_rank(policy_state, candidates), ls.ranker.fallback_name
 
 
-def _resolves_edits(ls) -> bool:
+def _resolves_edits(ls: MtmcLanguageServer) -> bool:
     properties = ls.client_supports("text_document.code_action.resolve_support.properties", None) or []
     return "edit" in properties
 
 
-def step_action(ls, uri: str, version: int | None, ranked: Ranked, rank: int, policy_name: str) -> types.CodeAction:
+def step_action(ls: MtmcLanguageServer, uri: str, version: int | None, ranked: Ranked, rank: int, policy_name: str) -> types.CodeAction:
     candidate = ranked.candidate
     title = candidate.title + (" (changes numerics)" if candidate.changes_numerics else "")
     data = {"type": "step", "uri": uri, "version": version, "candidate": candidate.to_json(), "rank": rank,
@@ -98,7 +99,7 @@ def step_action(ls, uri: str, version: int | None, ranked: Ranked, rank: int, po
     return types.CodeAction(title=title, kind=STEP_KIND, data=data, command=command, is_preferred=rank == 0)
 
 
-def kernel_at(ls, state, position: types.Position):
+def kernel_at(ls: MtmcLanguageServer, state, position: types.Position):
     analysis = state.analysis
     offset = ls.index(analysis.text).offset_at(position)
     hits = [k for k in analysis.kernels if k.span.start_offset <= offset <= k.span.end_offset]
@@ -111,7 +112,7 @@ def register(server) -> None:
     )
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, options)
-    async def code_action(ls, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+    async def code_action(ls: MtmcLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
         uri = params.text_document.uri
         state = ls.documents.get(uri)
         if state is None or state.analysis is None:

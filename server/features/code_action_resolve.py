@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
 from ..step_edits import StaleDocument, compute_step_edit, refuse
 from ..workspace_edit import document_edit
 
+if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
+
 
 def register(server) -> None:
     @server.feature(types.CODE_ACTION_RESOLVE)
-    async def resolve(ls, action: types.CodeAction) -> types.CodeAction:
+    async def resolve(ls: MtmcLanguageServer, action: types.CodeAction) -> types.CodeAction:
         from ...optimizer.actions import ActionError, Candidate
 
         data = action.data if isinstance(action.data, dict) else {}

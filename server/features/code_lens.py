@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
 from ..kernel_facts import lens_title
+
+if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
 
 # A lens must carry a command to be shown; the summary opens the optimize flow for its kernel.
 LENS_COMMAND = "mtmc.optimizeKernel"
@@ -17,7 +22,7 @@ def _compiled_shared(state, kernel_name: str) -> int | None:
     return max(values) if values else None
 
 
-def lenses_for(ls, state) -> list[types.CodeLens]:
+def lenses_for(ls: MtmcLanguageServer, state) -> list[types.CodeLens]:
     target = ls.target
     ctx = state.check_context(target)
     if ctx is None:
@@ -40,7 +45,7 @@ def _first_line(index, kernel) -> types.Range:
 
 def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
-    def code_lens(ls, params: types.CodeLensParams) -> list[types.CodeLens]:
+    def code_lens(ls: MtmcLanguageServer, params: types.CodeLensParams) -> list[types.CodeLens]:
         state = ls.documents.get(params.text_document.uri)
         if state is None:
             return []

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
 from ..settings_sync import SECTION, apply_raw, pull_settings, settings_changed
 
+if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
+
 
 def register(server) -> None:
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    async def did_change_configuration(ls, params: types.DidChangeConfigurationParams) -> None:
+    async def did_change_configuration(ls: MtmcLanguageServer, params: types.DidChangeConfigurationParams) -> None:
         if ls.client_supports("workspace.configuration"):
             changed = await pull_settings(ls)
         else:  # push model: the settings come with the notification

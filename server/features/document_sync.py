@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
 from .. import diagnostics
 from ..step_edits import record_changed
 
+if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
+
 
 def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls, params: types.DidOpenTextDocumentParams) -> None:
+    def did_open(ls: MtmcLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
         document = ls.workspace.get_text_document(params.text_document.uri)
         ls.documents.open(document.uri, document.path)
         diagnostics.schedule(ls, document.uri, delay_s=0.0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls, params: types.DidChangeTextDocumentParams) -> None:
+    def did_change(ls: MtmcLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
         uri = params.text_document.uri
         state = ls.documents.get(uri)
         if state is None:
@@ -29,7 +34,7 @@ def register(server) -> None:
         record_changed(ls, uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(ls, params: types.DidCloseTextDocumentParams) -> None:
+    def did_close(ls: MtmcLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.documents.close(uri)
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))

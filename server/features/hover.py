@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
 from ...optimizer.analysis import FileAnalysis, Kernel
@@ -10,6 +12,9 @@ from ...optimizer.hardware import KIB, GpuProfile
 from ...optimizer.triton_rules import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS
 from ..kernel_facts import arithmetic_intensity, binding_facts, format_bytes
 from ..state import DocumentState
+
+if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
 
 
 def _value(v) -> str:
@@ -95,7 +100,7 @@ def kernel_markdown(ctx: CheckContext, kernel: Kernel, target: GpuProfile, repor
     return "\n".join(lines)
 
 
-def hover_for(ls, state: DocumentState, position: types.Position) -> types.Hover | None:
+def hover_for(ls: MtmcLanguageServer, state: DocumentState, position: types.Position) -> types.Hover | None:
     target = ls.target
     ctx = state.check_context(target)
     if ctx is None:
@@ -122,7 +127,7 @@ def hover_for(ls, state: DocumentState, position: types.Position) -> types.Hover
 
 def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def hover(ls, params: types.HoverParams) -> types.Hover | None:
+    def hover(ls: MtmcLanguageServer, params: types.HoverParams) -> types.Hover | None:
         state = ls.documents.get(params.text_document.uri)
         if state is None:
             return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
 import sys
 
@@ -11,6 +13,9 @@ from ... import __version__
 from ...settings import Settings
 from ..trust import invalid_trust_values, trust_from_options
 from .. import settings_sync
+
+if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
 
 
 def settings_from_options(options) -> Settings | None:
@@ -23,7 +28,7 @@ def settings_from_options(options) -> Settings | None:
 
 def register(server) -> None:
     @server.feature(types.INITIALIZE)
-    def initialize(ls, params: types.InitializeParams) -> None:
+    def initialize(ls: MtmcLanguageServer, params: types.InitializeParams) -> None:
         ls.reconfigure(initial_trust=trust_from_options(params.initialization_options))
         for value in invalid_trust_values(params.initialization_options):
             ls.log(f"ignored trusted={value} in initializationOptions: only true or false count", types.MessageType.Warning)
@@ -34,7 +39,7 @@ def register(server) -> None:
             ls.reconfigure(settings_known=True)  # initializationOptions are all this client will say
 
     @server.feature(types.INITIALIZED)
-    async def initialized(ls, params: types.InitializedParams) -> None:
+    async def initialized(ls: MtmcLanguageServer, params: types.InitializedParams) -> None:
         ls.log(
             f"MTMC language server {__version__} (pid {os.getpid()}, Python {sys.version.split()[0]}), "
             f"position encoding {ls.position_encoding}"
@@ -55,13 +60,13 @@ def register(server) -> None:
             settings_sync.settings_changed(ls)
 
     @server.feature(types.EXIT)
-    def exit_(ls, params) -> None:
+    def exit_(ls: MtmcLanguageServer, params) -> None:
         ls.closing = True  # pygls closes the pipe next
         if ls._server is not None:  # TCP: stop listening too, so `mtmc serve --tcp` ends like stdio
             ls._server.close()
 
     @server.feature(types.SHUTDOWN)
-    def shutdown(ls, params) -> None:
+    def shutdown(ls: MtmcLanguageServer, params) -> None:
         for state in ls.documents:
             state.cancel_jobs()
         for job in list(ls.active_jobs):

@@ -9,6 +9,8 @@ was written for, and then recorded and verified by the same path as ``mtmc.apply
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncio
 import os
 import threading
@@ -19,6 +21,9 @@ from lsprotocol import types
 from ..progress import JobProgress
 from ..arguments import command_args
 from ..step_edits import apply_step_edit, record_applied, refuse
+
+if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
 
 COMMAND = "mtmc.llmStep"
 NO_CODER_MESSAGE = (
@@ -66,7 +71,7 @@ def _rewrite(coder, text: str, kernel: str, goal: str, target, file_name: str):
     return coder.rewrite(text, kernel, goal, target, file_name)
 
 
-def _refused(ls, status: str, reason: str) -> dict:
+def _refused(ls: MtmcLanguageServer, status: str, reason: str) -> dict:
     refuse(ls, f"no LLM step: {reason}")
     return {"applied": False, "status": status, "reason": reason}
 
@@ -76,7 +81,7 @@ def _stale(requested, current) -> str:
             "ask again on the current text")
 
 
-async def _written(ls, future, progress: JobProgress):
+async def _written(ls: MtmcLanguageServer, future, progress: JobProgress):
     """The worker's result, or None once the user pressed cancel (the late answer is dropped)."""
     while not future.done():
         if progress.cancel.is_set():
@@ -89,7 +94,7 @@ async def _written(ls, future, progress: JobProgress):
 
 def register(server) -> None:
     @server.command(COMMAND)
-    async def llm_step(ls, *args) -> dict:
+    async def llm_step(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, version, kernel, goal]: the model's step for ``goal`` on ``kernel``, applied for review."""
         from ...optimizer.coder import CoderError, LlmCoder
 

@@ -7,6 +7,8 @@ reviewable edits; the first one the user declines (or any edit of theirs in betw
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncio
 import time
 
@@ -16,6 +18,9 @@ from ..progress import JobProgress
 from ..steps import verification_json
 from ..trust import refuse_untrusted
 from ..step_edits import apply_step_edit
+
+if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
 
 DEFAULT_STEPS = 3
 DEFAULT_BUDGET_S = 600.0
@@ -59,7 +64,7 @@ def _run_search(ranker, config, text: str, path: str | None, kernel: str | None,
     )
 
 
-async def offer_steps(ls, uri: str, original: str, result) -> tuple[int, str]:
+async def offer_steps(ls: MtmcLanguageServer, uri: str, original: str, result) -> tuple[int, str]:
     """Apply the kept steps one by one as reviewable edits; (steps applied, why the offer ended)."""
     from ...optimizer.actions import Edit
 
@@ -88,7 +93,7 @@ async def offer_steps(ls, uri: str, original: str, result) -> tuple[int, str]:
 
 def register(server) -> None:
     @server.command("mtmc.optimizeKernel")
-    async def optimize_kernel(ls, *args) -> dict:
+    async def optimize_kernel(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, kernelName?, {"steps", "beam", "budgetS"}?]: search, then offer the kept steps."""
         if not args or not isinstance(args[0], str):
             raise ValueError("mtmc.optimizeKernel takes [uri, kernelName?, options?]")

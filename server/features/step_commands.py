@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...optimizer.edits import three_way_revert
 from ..arguments import command_args
 from ..step_edits import (StaleDocument, apply_step_edit, compute_step_edit, confirm_revert, record_applied,
@@ -9,16 +11,19 @@ from ..step_edits import (StaleDocument, apply_step_edit, compute_step_edit, con
 from ..steps import step_label
 from ..trust import refuse_untrusted
 
+if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
+
 
 def register(server) -> None:
     @server.command("mtmc.stepApplied")
-    def step_applied(ls, *args) -> dict:
+    def step_applied(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, token]: runs after the client applied a resolved step edit."""
         uri, token = command_args(args, "uri", "token")
         return record_applied(ls, uri, token)
 
     @server.command("mtmc.applyCandidate")
-    async def apply_candidate_command(ls, *args) -> dict:
+    async def apply_candidate_command(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, version, candidate JSON]: compute the step and apply it through workspace/applyEdit."""
         from ...optimizer.actions import ActionError, Candidate
 
@@ -46,7 +51,7 @@ def register(server) -> None:
         return {"applied": True, **record_applied(ls, uri, proposal.token)}
 
     @server.command("mtmc.acceptStep")
-    def accept_step(ls, *args) -> dict:
+    def accept_step(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, stepId]: keep the step; later verifications compare against its text."""
         uri, step_id = command_args(args, "uri", "stepId")
         step = ls.steps.history(uri).accept(step_id)  # HistoryError (unknown, rejected) -> error reply
@@ -54,7 +59,7 @@ def register(server) -> None:
         return step.to_json()
 
     @server.command("mtmc.rejectStep")
-    async def reject_step(ls, *args) -> dict:
+    async def reject_step(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, stepId]: revert the step's hunks in the current text (later edits elsewhere stay)."""
         from ...optimizer.history import HistoryError
 
@@ -88,7 +93,7 @@ def register(server) -> None:
         return {"rejected": True, "reason": reason, "step": history.get(step_id).to_json()}
 
     @server.command("mtmc.stepHistory")
-    def step_history(ls, *args) -> dict:
+    def step_history(ls: MtmcLanguageServer, *args) -> dict:
         """[uri] -> {"uri", "steps": [step JSON]}."""
         (uri,) = command_args(args, "uri")
         return {"uri": uri, "steps": [s.to_json() for s in ls.steps.steps(uri)]}

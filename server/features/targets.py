@@ -6,7 +6,12 @@ and the server's one ``workspace/didChangeConfiguration`` refresh follows (docs/
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...optimizer.hardware import PROFILES
+
+if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
 
 
 def list_targets() -> list[dict]:
@@ -15,5 +20,5 @@ def list_targets() -> list[dict]:
 
 def register(server) -> None:
     @server.command("mtmc.listTargets")
-    def list_targets_command(ls, *args) -> list[dict]:
+    def list_targets_command(ls: MtmcLanguageServer, *args) -> list[dict]:
         return list_targets()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..steps import verification_json
 from ..trust import refuse_untrusted
 from ..verification import publish_report, run_verification, settle
 
+if TYPE_CHECKING:
+    from ..app import MtmcLanguageServer
+
 
 def register(server) -> None:
     @server.command("mtmc.verifyKernel")
-    async def verify_kernel(ls, *args) -> dict:
+    async def verify_kernel(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, kernelName?]: verify the current text against the last accepted step (or the original)."""
         if not args or not isinstance(args[0], str):
             raise ValueError("mtmc.verifyKernel takes [uri, kernelName?]")
