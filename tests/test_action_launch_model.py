@@ -314,6 +314,32 @@ def reference(x):
 
 SPELLINGS["shared_grid"] = ("scale_kernel", SHARED_GRID)
 
+# The block is a helper's parameter with a default no caller overrides.
+HELPER_DEFAULT = HEAD + SCALE_KERNEL + '''
+
+def _launch(x, out, BLOCK=128, warps=4):
+    n = x.numel()
+    scale_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, BLOCK=BLOCK, num_warps=warps)
+
+
+ENTRY = "scale"
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    _launch(x, out)
+    return out
+''' + SCALE_TAIL
+SPELLINGS["helper_default"] = ("scale_kernel", HELPER_DEFAULT)
+
+
+def test_a_helper_parameter_default_is_the_block():
+    cand = next(c for c in applicable(analyze(HELPER_DEFAULT), "scale_kernel", H100) if c.action == "tiling")
+    new = apply_candidate(HELPER_DEFAULT, cand, H100).new_text
+    assert f"def _launch(x, out, BLOCK={cand.params['BLOCK']}, warps=4):" in new
+    overridden = HELPER_DEFAULT.replace("    _launch(x, out)\n", "    _launch(x, out, 64)\n")
+    assert "tiling" not in offered(overridden, "scale_kernel")  # a caller passes its own block
+
 # Each program covers its block UNROLL times: the grid divides by ``256 * UNROLL``.
 UNROLLED = HEAD + '''UNROLL = 4
 

@@ -406,6 +406,8 @@ def launch_values(launch: LaunchNode, kernel: Kernel) -> dict[str, int | None]:
             out[p.name] = int(node.value.evaluated_value)
         elif how == "host":
             out[p.name] = int(node.value.evaluated_value)
+        elif how == "param":
+            out[p.name] = int(node.default.evaluated_value)
         elif how == "default":
             out[p.name] = p.default_value if isinstance(p.default_value, int) else None
         else:
@@ -528,7 +530,11 @@ def all_accesses_masked(kernel: Kernel, text: str | None = None) -> bool:
 
 
 def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst.CSTNode | None]:
-    """How a launch sets a constexpr: ("literal"|"host"|"default"|"other", node to rewrite)."""
+    """How a launch sets a constexpr: ("literal"|"host"|"param"|"default"|"other", node to rewrite).
+
+    "host" is a constant assignment in the host function or module, "param" a helper parameter's
+    integer default that every caller keeps (``def _launch(x, BLOCK=1024)``).
+    """
     arg = kwarg(launch.call, param)
     if arg is None:
         p = kernel.param(param)
@@ -543,7 +549,47 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
         assign, _at_module = launch_assignment(launch, arg.value.value)
         if assign is not None and isinstance(assign.value, cst.Integer):
             return "host", assign
+        param = param_default(launch, arg.value.value)
+        if param is not None:
+            return "param", param
     return "other", arg
+
+
+def param_default(launch: LaunchNode, name: str) -> cst.Param | None:
+    """``def _launch(x, BLOCK=1024)``: a helper's parameter whose integer default every caller in the file keeps."""
+    host = launch.host
+    if host is None or launch.module is None or any_assignment(host, name) is not None:
+        return None
+    params = host.params
+    index, param = next(((i, p) for i, p in enumerate([*params.posonly_params, *params.params]) if p.name.value == name), (None, None))
+    if param is None:
+        param = next((p for p in params.kwonly_params if p.name.value == name), None)
+    if param is None or not isinstance(param.default, cst.Integer) or _rebinds(host, name):
+        return None
+    helper = host.name.value
+    calls: list[cst.Call] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == helper:
+                calls.append(node)
+
+    launch.module.visit(V())
+    if count_name(launch.module, helper) != 1 + len(calls):  # passed around or called indirectly: unknown callers
+        return None
+    for call in calls:
+        positional = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in call.args) or any(a.keyword is not None and a.keyword.value == name for a in call.args):
+            return None
+        if index is not None and len(positional) > index:
+            return None
+    return param
+
+
+def _rebinds(host: cst.FunctionDef, name: str) -> bool:
+    finder = _Assignments(name, host)
+    host.visit(finder)
+    return bool(finder.found) or finder.rebound
 
 
 def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None = None, _shared: bool = True) -> TilePlan:
@@ -593,8 +639,8 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
         for launch in launches:
             how, node = binding_of(launch, kernel, p.name)
             grid_names = names_in(grid_expression(launch))
-            if how == "host":
-                host_var = node.targets[0].target.value  # type: ignore[union-attr]
+            if how in ("host", "param"):
+                host_var = node.targets[0].target.value if how == "host" else node.name.value  # type: ignore[union-attr]
                 via_grid = host_var in grid_names or p.name in grid_names  # the constant, or META["BLOCK"]
                 problem = _shared and _shared_constant_problem(analysis, module, kernel, launch, host_var)
                 if problem:
@@ -714,6 +760,8 @@ def set_constexpr(module: cst.Module, analysis: FileAnalysis, kernel: Kernel, va
                 targets[id(node)] = (node, node.with_changes(value=cst.Integer(str(value))))
             elif how == "host":
                 targets[id(node)] = (node, node.with_changes(value=cst.Integer(str(value))))
+            elif how == "param":
+                targets[id(node)] = (node, node.with_changes(default=cst.Integer(str(value))))
             elif how == "default":
                 new_default[name] = value
             else:
