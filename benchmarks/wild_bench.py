@@ -65,6 +65,7 @@ FIRST_RESERVE_S = 25.0
 MIN_LOOP_S = 5.0
 SMOKE_FILES = ("red_row_sum_literal.py", "red_cumsum_test.py")
 TIMING_SEED = 10_000  # the verifier's first timing round uses get_inputs under this seed
+TEST_STYLE_SKIP = "test-style file: its tests check against PyTorch inline; there is no separate reference to time"
 
 
 def is_structural(step: dict) -> bool:
@@ -245,7 +246,7 @@ def reference_callable(module, harness, device: str = "cuda") -> tuple[object | 
     import torch
 
     if harness.style == "test":
-        return None, "test-style file: its tests check against PyTorch inline; there is no separate reference to time"
+        return None, TEST_STYLE_SKIP
     if not harness.reference or not callable(getattr(module, harness.reference, None)):
         return None, "no reference in the harness"
     ref = getattr(module, harness.reference)
@@ -272,8 +273,11 @@ def make_inputs(module, harness, seed: int, device: str = "cuda", **knobs) -> li
             for x in out]
 
 
-def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int) -> dict:
-    """torch.compile(reference) vs the reference eager, both timed here with do_bench, interleaved."""
+def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int, device: str = "cuda",
+                       backend: str = "inductor", knobs: dict | None = None) -> dict:
+    """torch.compile(reference) vs the reference eager, both timed here with do_bench, interleaved.
+
+    ``device``, ``backend`` and ``knobs`` (get_inputs sizes) exist for the CPU test of this path."""
     import torch
 
     from mtmc_lsp.optimizer.verify.harness import Harness, discover_harness
@@ -281,24 +285,26 @@ def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int) -> 
     harness = discover_harness(text, str(path))
     if not isinstance(harness, Harness):
         return {"skipped": f"no harness: {harness.reason}"}
+    if harness.style == "test":  # decided before importing: some test files run their tests at import
+        return {"skipped": TEST_STYLE_SKIP, "harness": harness.style}
     started = time.monotonic()
     module = bench.load_module(path)
     try:
-        fn, why = reference_callable(module, harness)
+        fn, why = reference_callable(module, harness, device)
         if fn is None:
             return {"skipped": why, "harness": harness.style}
         torch._dynamo.reset()  # a fresh cache per file: no recompile limits carried over from the last one
-        compiled = torch.compile(fn)
+        compiled = torch.compile(fn, backend=backend)
         grad = harness.style != "kernelbench"  # the worker runs KernelBench models under no_grad, functions with grad
         out: dict = {"harness": harness.style, "reference": harness.reference}
         with torch.set_grad_enabled(grad):
-            inputs = make_inputs(module, harness, TIMING_SEED)
+            inputs = make_inputs(module, harness, TIMING_SEED, device, **(knobs or {}))
             expected = fn(*inputs)
             t0 = time.perf_counter()
             try:
                 with bench.time_limit(timeout_s):
                     got = compiled(*inputs)
-                    torch.cuda.synchronize()
+                    bench.sync(device)
             except bench.RunTimeout as exc:
                 torch._dynamo.reset()
                 return {**out, "error": f"torch.compile did not finish: {exc}"}
@@ -311,11 +317,11 @@ def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int) -> 
             samples = {"eager": [], "compile": []}
             for r in range(rounds):
                 if r:
-                    inputs = make_inputs(module, harness, TIMING_SEED + r)
+                    inputs = make_inputs(module, harness, TIMING_SEED + r, device, **(knobs or {}))
                 order = ["eager", "compile"] if r % 2 == 0 else ["compile", "eager"]
                 for name in order:
                     call = fn if name == "eager" else compiled
-                    samples[name].append(bench.measure_ms(call, inputs, "cuda", 25, 100))
+                    samples[name].append(bench.measure_ms(call, inputs, device, 25, 100))
             del inputs
         for name, values in samples.items():
             median, band = role_times([{name: {"median_ms": v}} for v in values], name)
@@ -326,7 +332,8 @@ def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int) -> 
         sys.modules.pop(module.__name__, None)
         torch._dynamo.reset()
         gc.collect()
-        torch.cuda.empty_cache()
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
 
 
 # --------------------------------------------------------------------------------------------

@@ -183,3 +183,17 @@ def test_cpu_smoke_two_dev_files(tmp_path):
     s = results["summary"]
     assert s["files_done"] == 2 and s["kernels"] == 2 and s["geomean_x_naive"] is None
     assert "| red_row_sum_literal.py |" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.parametrize("name, knobs", [("red_row_sum_literal.py", {"M": 8, "N": 33}),
+                                         ("red_mean_kernelbench.py", {"batch": 2, "d1": 8, "d2": 5})])
+def test_torch_compile_path_on_the_cpu(name, knobs):
+    """The GPU run's torch.compile step, with dynamo's eager backend on the CPU: compiled, checked, timed."""
+    path = DEV / name
+    out = wb.time_torch_compile(path, path.read_text(), timeout_s=120, rounds=2, device="cpu", backend="eager",
+                                knobs=knobs)
+    assert "error" not in out and "skipped" not in out, out
+    assert out["matches_eager"] is True and out["compile_s"] >= 0
+    assert out["compile_ms"] > 0 and out["eager_ms"] > 0 and out["eager_band_rel"] is not None
+    test_file = DEV / "red_cumsum_test.py"
+    assert "test-style" in wb.time_torch_compile(test_file, test_file.read_text(), 60, 2, device="cpu")["skipped"]
