@@ -1,0 +1,1 @@
+"""KernelBench: from a PyTorch module to a Triton ``ModelNew`` (trace, lower, write) and its evaluation."""

@@ -1,0 +1,705 @@
+"""Lower a traced KernelBench model to Triton source text: one kernel per fused group.
+
+Groups, in graph order: a chain of pointwise ops becomes one kernel (each op joins the group of the
+value it consumes when that value has no other user and the shape does not change); a reduction,
+softmax / log-softmax or layer norm is a row kernel; a matmul / linear / bmm is a tiled ``tl.dot``
+kernel and a conv2d an implicit-GEMM ``tl.dot`` kernel, each taking the pointwise ops that follow
+as its epilogue. Views stay Python; anything else stays a PyTorch call with a comment saying so.
+
+The kernels are deliberately naive (32x32x32 tiles, 1024-wide blocks, three passes for softmax):
+the starting point the MTMC loop then optimizes. They read shapes at run time, so one generated
+file runs at the problem's sizes on a GPU and at reduced sizes in the interpreter. Math is done in
+fp32 and fp32 ``tl.dot`` uses ``input_precision="ieee"``: KernelBench checks fp32 at 1e-4, which
+TF32 does not meet.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from dataclasses import dataclass, field
+
+from .ops import OpSpec, Ref, classify, node_dtype, node_shape
+
+ANCHORS = ("reduce", "softmax", "log_softmax", "layer_norm", "matmul", "conv2d")
+TAKES_EPILOGUE = ("pointwise", "matmul", "conv2d")
+POINTWISE_BLOCK = 1024
+ROW_BLOCK = 1024
+DOT_TILE = 32
+
+
+@dataclass
+class Group:
+    """One kernel: an optional anchor (row or dot op) and the pointwise chain after it."""
+
+    index: int
+    anchor: OpSpec | None
+    chain: list[OpSpec] = field(default_factory=list)
+    name: str = ""
+    kernel_source: str = ""
+    host_source: str = ""
+    params: list[Ref] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return self.anchor.kind if self.anchor is not None else "pointwise"
+
+    @property
+    def out_node(self):
+        return self.chain[-1].node if self.chain else self.anchor.node
+
+    @property
+    def nodes(self) -> list:
+        return ([self.anchor.node] if self.anchor else []) + [s.node for s in self.chain]
+
+    def ops(self) -> list[str]:
+        return ([self.anchor.op] if self.anchor else []) + [s.op for s in self.chain]
+
+    def describe(self) -> str:
+        """What the kernel computes, in words, for the comment above it."""
+        chain = " -> ".join(s.op for s in self.chain)
+        if self.anchor is None:
+            return f"elementwise {chain} in one pass (operands broadcast to the output)"
+        a = self.anchor
+        epilogue = f"; epilogue: {chain}" if chain else ""
+        if a.kind == "matmul":
+            what = {"linear": "x @ W^T + b (nn.Linear)" if a.attrs.get("bias") is not None else "x @ W^T (nn.Linear)",
+                    "bmm": "batched A @ B"}.get(a.op, "A @ B")
+            return f"{what}, tiled {DOT_TILE}x{DOT_TILE}x{DOT_TILE} with tl.dot, fp32 accumulation{epilogue}"
+        if a.kind == "conv2d":
+            s, p, d = a.attrs["stride"], a.attrs["padding"], a.attrs["dilation"]
+            return (f"conv2d (stride {s}, padding {p}, dilation {d}) as an implicit GEMM: rows are output pixels, "
+                    f"columns output channels, K runs over in-channels x kernel window{epilogue}")
+        if a.kind == "reduce":
+            keep = ", keepdim" if a.attrs["keepdim"] else ""
+            return f"{a.op} over dims {tuple(a.attrs['dims'])}{keep}: one program per output element"
+        if a.kind == "layer_norm":
+            return f"layer norm over the last {len(a.attrs['dims'])} dims (eps {a.attrs['eps']}): one program per row"
+        return f"{a.op} over dim {a.attrs['dims'][0]}: one program per row, three passes (max, sum, write)"
+
+
+@dataclass
+class Lowering:
+    """The generated pieces of one model: groups with their sources, the forward body, fallbacks."""
+
+    groups: list[Group]
+    forward_params: list[str]
+    forward_lines: list[str]
+    fallbacks: list[tuple[str, str]]  # (node, reason): ops that stay PyTorch calls
+    specs: dict
+
+    @property
+    def fully_lowered(self) -> bool:
+        return not self.fallbacks
+
+
+def group_nodes(graph_module) -> tuple[list[Group], dict]:
+    """Classify every node and fuse them into groups (graph order)."""
+    specs = {node: classify(node, graph_module) for node in graph_module.graph.nodes}
+    groups: list[Group] = []
+    group_of: dict = {}
+    for node, spec in specs.items():
+        if spec.kind == "pointwise":
+            target = _joinable_group(spec, group_of)
+            if target is not None:
+                target.chain.append(spec)
+                group_of[node] = target
+                continue
+            group = Group(len(groups), None, [spec])
+        elif spec.kind in ANCHORS:
+            group = Group(len(groups), spec)
+        else:
+            continue
+        groups.append(group)
+        group_of[node] = group
+    return groups, specs
+
+
+def _joinable_group(spec: OpSpec, group_of: dict) -> Group | None:
+    for operand in spec.operands:
+        if not isinstance(operand, Ref) or operand.node not in group_of:
+            continue
+        group = group_of[operand.node]
+        producer = operand.node
+        if group.kind in TAKES_EPILOGUE and group.out_node is producer and len(producer.users) == 1 \
+                and node_shape(spec.node) == node_shape(producer) and node_dtype(spec.node) == node_dtype(producer):
+            return group
+    return None
+
+
+# -- expressions -----------------------------------------------------------------------------------
+
+def _lit(value: float) -> str:
+    if math.isinf(value):
+        return 'float("inf")' if value > 0 else 'float("-inf")'
+    return repr(float(value))
+
+
+def _tanh(a: str) -> str:
+    return f"(2.0 * tl.sigmoid(2.0 * {a}) - 1.0)"
+
+
+def _softplus(a: str, beta: float = 1.0, threshold: float = 20.0) -> str:
+    if beta == 1.0:
+        return f"tl.where({a} > {_lit(threshold)}, {a}, tl.log(1.0 + tl.exp({a})))"
+    b = _lit(beta)
+    return f"tl.where({a} * {b} > {_lit(threshold)}, {a}, tl.log(1.0 + tl.exp({a} * {b})) / {b})"
+
+
+def pointwise_expr(op: str, args: list[str], attrs: dict) -> str:
+    """The Triton expression of one elementwise op over already-loaded fp32 values."""
+    a = args[0]
+    b = args[1] if len(args) > 1 else None
+    simple = {"add": f"{a} + {b}", "sub": f"{a} - {b}", "mul": f"{a} * {b}", "div": f"{a} / {b}",
+              "maximum": f"tl.maximum({a}, {b})", "minimum": f"tl.minimum({a}, {b})", "neg": f"-{a}",
+              "relu": f"tl.maximum({a}, 0.0)", "sigmoid": f"tl.sigmoid({a})", "tanh": _tanh(a),
+              "exp": f"tl.exp({a})", "log": f"tl.log({a})", "abs": f"tl.abs({a})", "sqrt": f"tl.sqrt({a})",
+              "rsqrt": f"tl.rsqrt({a})", "sin": f"tl.sin({a})", "cos": f"tl.cos({a})", "erf": f"tl.erf({a})",
+              "log1p": f"tl.log(1.0 + {a})", "expm1": f"(tl.exp({a}) - 1.0)", "square": f"{a} * {a}",
+              "reciprocal": f"1.0 / {a}", "silu": f"{a} * tl.sigmoid({a})",
+              "selu": f"1.0507009873554805 * tl.where({a} > 0, {a}, 1.6732632423543772 * (tl.exp({a}) - 1.0))",
+              "softsign": f"{a} / (1.0 + tl.abs({a}))",
+              "hardsigmoid": f"tl.minimum(tl.maximum({a} / 6.0 + 0.5, 0.0), 1.0)",
+              "hardswish": f"{a} * tl.minimum(tl.maximum({a} + 3.0, 0.0), 6.0) / 6.0",
+              "mish": f"{a} * {_tanh(_softplus(a))}"}
+    if op in simple:
+        return simple[op]
+    if op == "pow":
+        exponent = float(args[1])
+        return {2.0: f"{a} * {a}", 3.0: f"{a} * {a} * {a}", 0.5: f"tl.sqrt({a})", 1.0: a,
+                -1.0: f"1.0 / {a}", -0.5: f"tl.rsqrt({a})"}[exponent]
+    if op == "gelu":
+        if attrs.get("approximate") == "tanh":
+            return f"0.5 * {a} * (1.0 + {_tanh(f'0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a})')})"
+        return f"0.5 * {a} * (1.0 + tl.erf({a} * 0.7071067811865476))"
+    if op == "leaky_relu":
+        return f"tl.where({a} >= 0, {a}, {a} * {_lit(attrs['negative_slope'])})"
+    if op in ("hardtanh", "clamp"):
+        lo = attrs.get("min_val", attrs.get("min"))
+        hi = attrs.get("max_val", attrs.get("max"))
+        expr = a if lo is None else f"tl.maximum({a}, {_lit(lo)})"
+        return expr if hi is None else f"tl.minimum({expr}, {_lit(hi)})"
+    if op == "elu":
+        return f"tl.where({a} > 0, {a}, {_lit(attrs['alpha'])} * (tl.exp({a}) - 1.0))"
+    if op == "softplus":
+        return _softplus(a, attrs.get("beta", 1.0), attrs.get("threshold", 20.0))
+    raise ValueError(f"no Triton expression for {op}")
+
+
+def param_name(ref: Ref) -> str:
+    if ref.name:
+        return ref.name
+    name = re.sub(r"\W+", "_", ref.expr.replace("self.", "")).strip("_")
+    return name if name.isidentifier() else f"t_{name}"
+
+
+def _chain_lines(chain: list[OpSpec], env: dict, load) -> tuple[list[str], str]:
+    """``v0 = ...`` lines for a pointwise chain; ``env`` maps nodes already computed to variables."""
+    lines: list[str] = []
+    var = next(iter(env.values()), "")
+    for i, spec in enumerate(chain):
+        args = []
+        for operand in spec.operands:
+            if isinstance(operand, float):
+                args.append(_lit(operand))
+            elif operand.node is not None and operand.node in env:
+                args.append(env[operand.node])
+            else:
+                args.append(load(operand))
+        var = f"v{i}"
+        lines.append(f"{var} = {pointwise_expr(spec.op, args, spec.attrs)}  # {spec.op}")
+        env[spec.node] = var
+    return lines, var
+
+
+def _externals(group: Group) -> list[Ref]:
+    """The tensors the group reads from outside itself, first use first (its host function's parameters)."""
+    inside = set(group.nodes)
+    seen: list[Ref] = []
+    every: list[Ref] = []
+    specs = ([group.anchor] if group.anchor else []) + group.chain
+    for spec in specs:
+        refs = [o for o in spec.operands if isinstance(o, Ref)]
+        if spec.kind in ("matmul", "conv2d") and spec.attrs.get("bias") is not None:
+            refs.append(spec.attrs["bias"])
+        for ref in refs:
+            if ref.node is None or ref.node not in inside:
+                every.append(ref)
+                if ref not in seen:
+                    seen.append(ref)
+    taken: set[str] = set()
+    for ref in seen:  # parameter names: unique, and never one of the generated code's own locals
+        base = param_name(ref)
+        if base in _RESERVED or re.fullmatch(r"[vi]\d+", base):
+            base = f"{base}_in"
+        name, count = base, 1
+        while name in taken:
+            name = f"{base}_{count}"
+            count += 1
+        taken.add(name)
+        for same in every:
+            if same == ref:
+                same.name = name
+    return seen
+
+
+# Locals of the generated kernels and host functions that a parameter name must not shadow.
+_RESERVED = set("""out shape n_elements grid a3 b3 c B M N K batch out_shape x R outer inner BLOCK BLOCK_R NB C H W
+OC OH OW KH KW acc a b offs mask pid rest n oh ow kh kw ih iw c_mask k k0 offs_m offs_n offs_k pid_m pid_n pid_b
+base r start row mean rstd d y torch triton tl math result a_base b_base a_mask c_ptrs out_ptrs acc_max acc_sum
+row_max row_sum self""".split())
+
+
+# -- kernels ---------------------------------------------------------------------------------------
+
+def _indent(lines: list[str], n: int = 4) -> str:
+    return "\n".join((" " * n + line) if line else "" for line in lines)
+
+
+def _pointwise_group(group: Group, name: str) -> tuple[str, str]:
+    params = group.params
+    out_shape = node_shape(group.out_node)
+    rank = len(out_shape)
+    flat = [p for p in params if tuple(p.shape) == tuple(out_shape)]
+    broadcast = [p for p in params if p not in flat]
+    names = [param_name(p) for p in params]
+    sig = [f"{n}_ptr" for n in names] + ["out_ptr", "n_elements"]
+    if broadcast:
+        sig += [f"D{d}" for d in range(1, rank)]
+        for p in broadcast:
+            sig += [f"{param_name(p)}_s{d}" for d in range(rank)]
+    body = ["pid = tl.program_id(0).to(tl.int64)",
+            "offs = pid * BLOCK + tl.arange(0, BLOCK)",
+            "mask = offs < n_elements"]
+    if broadcast and rank:
+        body.append("# the output index in each dim, for operands broadcast along some dims")
+        body.append("rest = offs")
+        for d in range(rank - 1, 0, -1):
+            body += [f"i{d} = rest % D{d}", f"rest = rest // D{d}"]
+        body.append("i0 = rest")
+    loaded: dict[str, str] = {}
+
+    def load(ref: Ref) -> str:
+        n = param_name(ref)
+        if n not in loaded:
+            if ref in broadcast and rank:
+                offset = " + ".join(f"i{d} * {n}_s{d}" for d in range(rank))
+            else:
+                offset = "offs"
+            body.append(f"{n} = tl.load({n}_ptr + {offset}, mask=mask, other=0.0).to(tl.float32)")
+            loaded[n] = n
+        return loaded[n]
+
+    lines, result = _chain_lines(group.chain, {}, load)
+    body += lines
+    body.append(f"tl.store(out_ptr + offs, {result}.to(out_ptr.dtype.element_ty), mask=mask)")
+    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(sig)}, BLOCK: tl.constexpr):\n" + _indent(body) + "\n")
+
+    first = names[0]
+    host = [f"shape = torch.broadcast_shapes({', '.join(n + '.shape' for n in names)})",
+            f"out = torch.empty(shape, device={first}.device, dtype={first}.dtype)",
+            "n_elements = out.numel()"]
+    host += [f"{param_name(p)} = {param_name(p)}.contiguous()" for p in flat]
+    args = [*names, "out", "n_elements"]
+    if broadcast:
+        args += [f"shape[{d}]" for d in range(1, rank)]
+        for p in broadcast:
+            host.append(f"{param_name(p)}_strides = {param_name(p)}.expand(shape).stride()")
+            args.append(f"*{param_name(p)}_strides")
+    host += [f"grid = (triton.cdiv(n_elements, {POINTWISE_BLOCK}),)",
+             f"{name}_kernel[grid]({', '.join(args)}, BLOCK={POINTWISE_BLOCK})", "return out"]
+    host_src = f"def {name}({', '.join(names)}):\n" + _indent(host) + "\n"
+    return kernel, host_src
+
+
+def _row_setup(dims: list[int]) -> list[str]:
+    d0, d1 = dims[0], dims[-1]
+    return ["x = x.contiguous()",
+            f"outer = math.prod(x.shape[:{d0}])",
+            f"R = math.prod(x.shape[{d0}:{d1 + 1}])",
+            f"inner = math.prod(x.shape[{d1 + 1}:])"]
+
+
+def _reduce_group(group: Group, name: str) -> tuple[str, str]:
+    a = group.anchor
+    op = a.op
+    init = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}[op]
+    combine = {"sum": "acc + x", "mean": "acc + x", "max": "tl.maximum(acc, x)", "min": "tl.minimum(acc, x)"}[op]
+    final = {"sum": "tl.sum(acc, axis=0)", "mean": "tl.sum(acc, axis=0) / R",
+             "max": "tl.max(acc, axis=0)", "min": "tl.min(acc, axis=0)"}[op]
+    body = ["pid = tl.program_id(0).to(tl.int64)",
+            "# this program's output element: outer index pid // INNER, inner index pid % INNER",
+            "base = (pid // INNER) * R * INNER + pid % INNER",
+            "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
+            f"acc = tl.full([BLOCK_R], {init}, dtype=tl.float32)",
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            "    mask = r < R",
+            f"    x = tl.load(x_ptr + base + r * INNER, mask=mask, other={init}).to(tl.float32)",
+            f"    acc = {combine}",
+            f"result = {final}",
+            "tl.store(out_ptr + pid, result.to(out_ptr.dtype.element_ty))"]
+    kernel = f"@triton.jit\ndef {name}_kernel(x_ptr, out_ptr, R, INNER, BLOCK_R: tl.constexpr):\n" + _indent(body) + "\n"
+    dims, rank, keep = a.attrs["dims"], a.attrs["rank"], a.attrs["keepdim"]
+    kept = f"[1] * {len(dims)}" if keep else "[]"
+    host = _row_setup(dims) + [
+        f"out_shape = list(x.shape[:{dims[0]}]) + {kept} + list(x.shape[{dims[-1] + 1}:])",
+        "out = torch.empty(out_shape, device=x.device, dtype=x.dtype)",
+        f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
+        f"{name}_kernel[(outer * inner,)](x, out, R, inner, BLOCK_R=BLOCK_R)",
+        "return out"]
+    return kernel, f"def {name}(x):\n" + _indent(host) + "\n"
+
+
+def _softmax_group(group: Group, name: str) -> tuple[str, str]:
+    log = group.anchor.op == "log_softmax"
+    write = "y = x - row_max - tl.log(row_sum)" if log else "y = tl.exp(x - row_max) / row_sum"
+    body = ["pid = tl.program_id(0).to(tl.int64)",
+            "base = (pid // INNER) * R * INNER + pid % INNER",
+            "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
+            "# pass 1: the row's maximum",
+            'acc_max = tl.full([BLOCK_R], float("-inf"), dtype=tl.float32)',
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            '    x = tl.load(x_ptr + base + r * INNER, mask=r < R, other=float("-inf")).to(tl.float32)',
+            "    acc_max = tl.maximum(acc_max, x)",
+            "row_max = tl.max(acc_max, axis=0)",
+            "# pass 2: the sum of exp(x - max)",
+            "acc_sum = tl.zeros([BLOCK_R], dtype=tl.float32)",
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            '    x = tl.load(x_ptr + base + r * INNER, mask=r < R, other=float("-inf")).to(tl.float32)',
+            "    acc_sum += tl.exp(x - row_max)",
+            "row_sum = tl.sum(acc_sum, axis=0)",
+            "# pass 3: write the normalized row",
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            "    mask = r < R",
+            "    x = tl.load(x_ptr + base + r * INNER, mask=mask, other=0.0).to(tl.float32)",
+            f"    {write}",
+            "    tl.store(out_ptr + base + r * INNER, y.to(out_ptr.dtype.element_ty), mask=mask)"]
+    kernel = f"@triton.jit\ndef {name}_kernel(x_ptr, out_ptr, R, INNER, BLOCK_R: tl.constexpr):\n" + _indent(body) + "\n"
+    host = _row_setup(group.anchor.attrs["dims"]) + [
+        "out = torch.empty_like(x)",
+        f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
+        f"{name}_kernel[(outer * inner,)](x, out, R, inner, BLOCK_R=BLOCK_R)",
+        "return out"]
+    return kernel, f"def {name}(x):\n" + _indent(host) + "\n"
+
+
+def _layer_norm_group(group: Group, name: str) -> tuple[str, str]:
+    a = group.anchor
+    has_w, has_b = a.attrs["weight"], a.attrs["bias"]
+    w_name = param_name(a.operands[1]) if has_w else None
+    b_name = param_name(a.operands[2 if has_w else 1]) if has_b else None
+    affine = []
+    if has_w:
+        affine.append(f"    y = y * tl.load({w_name}_ptr + r, mask=mask, other=0.0).to(tl.float32)")
+    if has_b:
+        affine.append(f"    y = y + tl.load({b_name}_ptr + r, mask=mask, other=0.0).to(tl.float32)")
+    body = ["row = tl.program_id(0).to(tl.int64)",
+            "base = row * R",
+            "offs = tl.arange(0, BLOCK_R)",
+            "# pass 1: mean",
+            "acc = tl.zeros([BLOCK_R], dtype=tl.float32)",
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            "    acc += tl.load(x_ptr + base + r, mask=r < R, other=0.0).to(tl.float32)",
+            "mean = tl.sum(acc, axis=0) / R",
+            "# pass 2: variance (biased, as nn.LayerNorm)",
+            "acc = tl.zeros([BLOCK_R], dtype=tl.float32)",
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            "    mask = r < R",
+            "    x = tl.load(x_ptr + base + r, mask=mask, other=0.0).to(tl.float32)",
+            "    d = tl.where(mask, x - mean, 0.0)",
+            "    acc += d * d",
+            f"rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / R + {_lit(a.attrs['eps'])})",
+            "# pass 3: normalize, scale and shift",
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            "    mask = r < R",
+            "    x = tl.load(x_ptr + base + r, mask=mask, other=0.0).to(tl.float32)",
+            "    y = (x - mean) * rstd",
+            *affine,
+            "    tl.store(out_ptr + base + r, y.to(out_ptr.dtype.element_ty), mask=mask)"]
+    ptrs = ["x_ptr"] + [f"{n}_ptr" for n in (w_name, b_name) if n]
+    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(ptrs)}, out_ptr, R, BLOCK_R: tl.constexpr):\n"
+              + _indent(body) + "\n")
+    d0 = a.attrs["dims"][0]
+    host = ["x = x.contiguous()",
+            f"R = math.prod(x.shape[{d0}:])",
+            "out = torch.empty_like(x)",
+            f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
+            f"{name}_kernel[(x.numel() // R,)]({', '.join(['x'] + [n for n in (w_name, b_name) if n])}, out, R, "
+            "BLOCK_R=BLOCK_R)",
+            "return out"]
+    params = ["x"] + [n for n in (w_name, b_name) if n]  # the group's order: input, weight, bias
+    return kernel, f"def {name}({', '.join(params)}):\n" + _indent(host) + "\n"
+
+
+def _epilogue(group: Group, index_terms: list[str], mask: str, skip: set[str]) -> tuple[list[str], list[str], str]:
+    """Lines applying bias and the pointwise chain to ``acc``; loads use each operand's strides."""
+    lines: list[str] = []
+    sig: list[str] = []
+    a = group.anchor
+    env = {a.node: "acc"}
+
+    def load(ref: Ref) -> str:
+        n = param_name(ref)
+        if f"{n}_ptr" not in sig:
+            sig.append(f"{n}_ptr")
+            sig.extend(f"{n}_s{d}" for d in range(len(index_terms)))
+            offset = " + ".join(f"{t} * {n}_s{d}" for d, t in enumerate(index_terms))
+            lines.append(f"{n} = tl.load({n}_ptr + {offset}, mask={mask}, other=0.0).to(tl.float32)")
+        return n
+
+    bias = a.attrs.get("bias")
+    if bias is not None:
+        lines.append(f"acc = acc + {load(bias)}  # bias")
+    chain_lines, result = _chain_lines(group.chain, env, load)
+    return sig, lines + chain_lines, result if group.chain else "acc"
+
+
+def _dot(a: str, b: str, fp32: bool) -> str:
+    return f"tl.dot({a}, {b}, input_precision=\"ieee\")" if fp32 else f"tl.dot({a}, {b})"
+
+
+def _matmul_group(group: Group, name: str) -> tuple[str, str]:
+    a = group.anchor
+    fp32 = str(node_dtype(a.node)) == "torch.float32"
+    terms = ["pid_b", "offs_m[:, None]", "offs_n[None, :]"]
+    epi_sig, epi_lines, result = _epilogue(group, terms, "c_mask", set())
+    body = ["pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)", "pid_b = tl.program_id(2).to(tl.int64)",
+            "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+            "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+            "a_base = a_ptr + pid_b * stride_ab",
+            "b_base = b_ptr + pid_b * stride_bb",
+            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "for k in range(0, K, BLOCK_K):",
+            "    offs_k = k + tl.arange(0, BLOCK_K)",
+            "    a = tl.load(a_base + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,",
+            "                mask=(offs_m[:, None] < M) & (offs_k[None, :] < K), other=0.0)",
+            "    b = tl.load(b_base + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn,",
+            "                mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)",
+            f"    acc += {_dot('a', 'b', fp32)}",
+            "c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)",
+            *epi_lines,
+            "c_ptrs = c_ptr + pid_b * stride_cb + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn",
+            f"tl.store(c_ptrs, {result}.to(c_ptr.dtype.element_ty), mask=c_mask)"]
+    sig = ["a_ptr", "b_ptr", "c_ptr"] + [s for s in epi_sig if s.endswith("_ptr")] + ["M", "N", "K",
+           "stride_ab", "stride_am", "stride_ak", "stride_bb", "stride_bk", "stride_bn",
+           "stride_cb", "stride_cm", "stride_cn"] + [s for s in epi_sig if not s.endswith("_ptr")]
+    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(sig)},\n"
+              f"{' ' * (len(name) + 12)}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):\n"
+              + _indent(body) + "\n")
+
+    names = [param_name(p) for p in group.params]
+    x, w = names[0], names[1]
+    epi_names = [s[:-4] for s in epi_sig if s.endswith("_ptr")]
+    case = a.attrs["case"]
+    host = []
+    if a.attrs["transpose_b"]:
+        host.append(f"{w} = {w}.t()  # nn.Linear stores W as (out, in): read it transposed, no copy")
+    if case == "2d":
+        host += [f"out_shape = ({x}.shape[0], {w}.shape[1])", f"a3, b3 = {x}.unsqueeze(0), {w}.unsqueeze(0)"]
+    elif case == "flatten":
+        host += [f"out_shape = (*{x}.shape[:-1], {w}.shape[-1])",
+                 f"a3, b3 = {x}.reshape(1, -1, {x}.shape[-1]), {w}.unsqueeze(0)"]
+    else:
+        host += [f"batch = max({x}.shape[0], {w}.shape[0])",
+                 f"a3, b3 = {x}.expand(batch, -1, -1), {w}.expand(batch, -1, -1)",
+                 f"out_shape = (batch, {x}.shape[1], {w}.shape[2])"]
+    host += ["B, M, K = a3.shape", "N = b3.shape[2]",
+             f"c = torch.empty((B, M, N), device={x}.device, dtype={x}.dtype)"]
+    for e in epi_names:
+        host.append(f"{e} = {e}.expand(out_shape).reshape(B, M, N)")
+    args = ["a3", "b3", "c", *epi_names, "M", "N", "K", "*a3.stride()", "*b3.stride()", "*c.stride()",
+            *[f"*{e}.stride()" for e in epi_names]]
+    host += [f"grid = (triton.cdiv(M, {DOT_TILE}), triton.cdiv(N, {DOT_TILE}), B)",
+             f"{name}_kernel[grid]({', '.join(args)},",
+             f"{' ' * (len(name) + 14)}BLOCK_M={DOT_TILE}, BLOCK_N={DOT_TILE}, BLOCK_K={DOT_TILE})",
+             "return c.view(out_shape)"]
+    return kernel, f"def {name}({', '.join(names)}):\n" + _indent(host) + "\n"
+
+
+def _conv2d_group(group: Group, name: str) -> tuple[str, str]:
+    a = group.anchor
+    fp32 = str(node_dtype(a.node)) == "torch.float32"
+    (sh, sw), (ph, pw), (dh, dw) = a.attrs["stride"], a.attrs["padding"], a.attrs["dilation"]
+    terms = ["n[:, None]", "offs_n[None, :]", "oh[:, None]", "ow[:, None]"]
+    epi_sig, epi_lines, result = _epilogue(group, terms, "c_mask", set())
+    body = ["pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
+            "M = NB * OH * OW",
+            "K = C * KH * KW",
+            "offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)",
+            "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+            "# each GEMM row is one output pixel (n, oh, ow)",
+            "n = offs_m // (OH * OW)",
+            "oh = (offs_m // OW) % OH",
+            "ow = offs_m % OW",
+            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "for k0 in range(0, K, BLOCK_K):",
+            "    offs_k = k0 + tl.arange(0, BLOCK_K)",
+            "    # each GEMM column of A is one (in-channel, kh, kw) of the window",
+            "    c = offs_k // (KH * KW)",
+            "    kh = (offs_k // KW) % KH",
+            "    kw = offs_k % KW",
+            f"    ih = oh[:, None] * {sh} - {ph} + kh[None, :] * {dh}",
+            f"    iw = ow[:, None] * {sw} - {pw} + kw[None, :] * {dw}",
+            "    a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < K) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)",
+            "    a = tl.load(x_ptr + n[:, None] * sxn + c[None, :] * sxc + ih * sxh + iw * sxw, mask=a_mask, other=0.0)",
+            "    b = tl.load(w_ptr + offs_n[None, :] * K + offs_k[:, None],",
+            "                mask=(offs_k[:, None] < K) & (offs_n[None, :] < OC), other=0.0)",
+            f"    acc += {_dot('a', 'b', fp32)}",
+            "c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < OC)",
+            *epi_lines,
+            "out_ptrs = out_ptr + n[:, None] * son + offs_n[None, :] * soc + oh[:, None] * soh + ow[:, None] * sow",
+            f"tl.store(out_ptrs, {result}.to(out_ptr.dtype.element_ty), mask=c_mask)"]
+    sig = ["x_ptr", "w_ptr", "out_ptr"] + [s for s in epi_sig if s.endswith("_ptr")] + [
+        "NB", "C", "H", "W", "OC", "OH", "OW", "KH", "KW", "sxn", "sxc", "sxh", "sxw",
+        "son", "soc", "soh", "sow"] + [s for s in epi_sig if not s.endswith("_ptr")]
+    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(sig)},\n"
+              f"{' ' * (len(name) + 12)}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):\n"
+              + _indent(body) + "\n")
+    names = [param_name(p) for p in group.params]
+    x, w = names[0], names[1]
+    epi_names = [s[:-4] for s in epi_sig if s.endswith("_ptr")]
+    bias = a.attrs.get("bias")
+    host = [f"NB, C, H, W = {x}.shape", f"OC, _, KH, KW = {w}.shape",
+            f"OH = (H + {2 * ph} - {dh} * (KH - 1) - 1) // {sh} + 1",
+            f"OW = (W + {2 * pw} - {dw} * (KW - 1) - 1) // {sw} + 1",
+            f"{w} = {w}.contiguous()  # read as the (OC, C*KH*KW) GEMM operand",
+            f"out = torch.empty((NB, OC, OH, OW), device={x}.device, dtype={x}.dtype)"]
+    for e in epi_names:
+        view = ".view(1, -1, 1, 1)" if bias is not None and e == param_name(bias) else ""
+        host.append(f"{e} = {e}{view}.expand(out.shape)")
+    args = [x, w, "out", *epi_names, "NB", "C", "H", "W", "OC", "OH", "OW", "KH", "KW", f"*{x}.stride()",
+            "*out.stride()", *[f"*{e}.stride()" for e in epi_names]]
+    host += [f"grid = (triton.cdiv(NB * OH * OW, {DOT_TILE}), triton.cdiv(OC, {DOT_TILE}))",
+             f"{name}_kernel[grid]({', '.join(args)},",
+             f"{' ' * (len(name) + 14)}BLOCK_M={DOT_TILE}, BLOCK_N={DOT_TILE}, BLOCK_K={DOT_TILE})",
+             "return out"]
+    return kernel, f"def {name}({', '.join(names)}):\n" + _indent(host) + "\n"
+
+
+_GENERATORS = {"pointwise": _pointwise_group, "reduce": _reduce_group, "softmax": _softmax_group,
+               "log_softmax": _softmax_group, "layer_norm": _layer_norm_group, "matmul": _matmul_group,
+               "conv2d": _conv2d_group}
+
+
+def _group_name(group: Group, used: set[str]) -> str:
+    ops = group.ops()
+    words = ops if len(ops) <= 4 else ops[:3] + ["chain"]
+    base = "_".join(dict.fromkeys(words))
+    name = base
+    i = 2
+    while name in used:
+        name = f"{base}_{i}"
+        i += 1
+    used.add(name)
+    return name
+
+
+# -- forward ---------------------------------------------------------------------------------------
+
+_INFIX = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/", operator.floordiv: "//",
+          operator.pow: "**", operator.matmul: "@", operator.mod: "%"}
+
+
+def py(value) -> str:
+    """Python source for an fx argument."""
+    if hasattr(value, "op") and hasattr(value, "name"):
+        return value.name
+    if isinstance(value, (list, tuple)):
+        items = ", ".join(py(v) for v in value)
+        return f"[{items}]" if isinstance(value, list) else f"({items}{',' if len(value) == 1 else ''})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {py(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, slice):
+        return f"slice({py(value.start)}, {py(value.stop)}, {py(value.step)})"
+    if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
+        return f'float("{value}")'
+    if type(value).__module__.startswith("torch") and not isinstance(value, (int, float)):
+        text = repr(value)
+        if text.startswith("torch.") or text.startswith("device("):
+            return text if text.startswith("torch.") else f"torch.{text}"
+    return repr(value)
+
+
+def _call(node) -> str:
+    import builtins
+
+    from torch.fx.node import _get_qualified_name
+
+    args = [py(a) for a in node.args] + [f"{k}={py(v)}" for k, v in node.kwargs.items()]
+    if node.op == "call_module":
+        return f"self.{node.target}({', '.join(args)})"
+    if node.op == "call_method":
+        return f"{py(node.args[0])}.{node.target}({', '.join(args[1:])})"
+    target = node.target
+    if target in _INFIX and len(node.args) == 2:
+        return f"{py(node.args[0])} {_INFIX[target]} {py(node.args[1])}"
+    if target is operator.neg:
+        return f"-{py(node.args[0])}"
+    if target is operator.getitem:
+        return f"{py(node.args[0])}[{py(node.args[1])}]"
+    if target is builtins.getattr:
+        return f"{py(node.args[0])}.{node.args[1]}"
+    qualified = _get_qualified_name(target)
+    if qualified.startswith("_operator."):
+        qualified = "operator." + qualified.split(".", 1)[1]
+    return f"{qualified}({', '.join(args)})"
+
+
+def lower(graph_module) -> Lowering:
+    """Group, generate kernels and host functions, and write the forward body that calls them."""
+    groups, specs = group_nodes(graph_module)
+    used: set[str] = set()
+    for group in groups:
+        group.params = _externals(group)
+        group.name = _group_name(group, used)
+        group.kernel_source, group.host_source = _GENERATORS[group.kind](group, group.name)
+    group_by_out = {g.out_node: g for g in groups}
+    inner = {n for g in groups for n in g.nodes if n is not g.out_node}
+
+    # Which statements the forward needs: walk back from the output (a node consumed only by a
+    # lowered group's interior, like torch.max's tuple behind [0], is not computed at all).
+    needed: set = set()
+    nodes = list(graph_module.graph.nodes)
+    for node in reversed(nodes):
+        if node.op != "output" and node not in needed:
+            continue
+        if node in group_by_out:
+            deps = [p.node for p in group_by_out[node].params if p.node is not None]
+        else:
+            deps = list(node.all_input_nodes)
+        needed.update(deps)
+
+    forward_params: list[str] = []
+    lines: list[str] = []
+    fallbacks: list[tuple[str, str]] = []
+    for node in nodes:
+        spec = specs[node]
+        if node.op == "placeholder":
+            default = f"={py(node.args[0])}" if node.args else ""
+            forward_params.append(f"{node.name}{default}")
+            continue
+        if node.op == "output":
+            lines.append(f"return {py(node.args[0])}")
+            continue
+        if node not in needed or node in inner:
+            continue
+        if node in group_by_out:
+            group = group_by_out[node]
+            lines.append(f"{node.name} = {group.name}({', '.join(p.expr for p in group.params)})")
+        elif node.op == "get_attr":
+            lines.append(f"{node.name} = self.{node.target}")
+        elif spec.kind == "torch":
+            fallbacks.append((node.name, spec.reason))
+            lines.append(f"# PyTorch: {spec.reason}")
+            lines.append(f"{node.name} = {_call(node)}")
+        else:
+            lines.append(f"{node.name} = {_call(node)}")
+    return Lowering(groups, forward_params, lines, fallbacks, specs)
