@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from typing import TYPE_CHECKING
+from ..app import MtmcLanguageServer
+from ..quick_fixes import quick_fixes
+from ..steps import STEP_APPLIED_COMMAND
 
 if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
     from ...optimizer.policy import Ranked
-from ..steps import STEP_APPLIED_COMMAND
-from ..quick_fixes import quick_fixes
 
 STEP_KIND = types.CodeActionKind.RefactorRewrite
 APPLY_CANDIDATE_COMMAND = "mtmc.applyCandidate"

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lsprotocol import types
 
+from ..app import MtmcLanguageServer
 from ..step_edits import StaleDocument, compute_step_edit, refuse
 from ..workspace_edit import document_edit
-
-if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
 
 
 def register(server) -> None:

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lsprotocol import types
 
+from ..app import MtmcLanguageServer
 from ..kernel_facts import lens_title
-
-if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
 
 # A lens must carry a command to be shown; the summary opens the optimize flow for its kernel.
 LENS_COMMAND = "mtmc.optimizeKernel"

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lsprotocol import types
 
+from ..app import MtmcLanguageServer
 from ..settings_sync import SECTION, apply_raw, pull_settings, settings_changed
-
-if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
 
 
 def register(server) -> None:

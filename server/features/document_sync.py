@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lsprotocol import types
 
 from .. import diagnostics
+from ..app import MtmcLanguageServer
 from ..step_edits import record_changed
-
-if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
 
 
 def register(server) -> None:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lsprotocol import types
 
 from ...optimizer.analysis import FileAnalysis, Kernel
 from ...optimizer.checks.context import CheckContext
 from ...optimizer.hardware import KIB, GpuProfile
 from ...optimizer.triton_rules import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS
+from ..app import MtmcLanguageServer
 from ..kernel_facts import arithmetic_intensity, binding_facts, format_bytes
 from ..state import DocumentState
-
-if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
 
 
 def _value(v) -> str:

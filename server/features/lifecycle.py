@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import os
 import sys
 
@@ -11,11 +9,9 @@ from lsprotocol import types
 
 from ... import __version__
 from ...settings import Settings
-from ..trust import invalid_trust_values, trust_from_options
 from .. import settings_sync
-
-if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
+from ..app import MtmcLanguageServer
+from ..trust import invalid_trust_values, trust_from_options
 
 
 def settings_from_options(options) -> Settings | None:

@@ -9,8 +9,6 @@ was written for, and then recorded and verified by the same path as ``mtmc.apply
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import asyncio
 import os
 import threading
@@ -18,12 +16,10 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from ..progress import JobProgress
+from ..app import MtmcLanguageServer
 from ..arguments import command_args
+from ..progress import JobProgress
 from ..step_edits import apply_step_edit, record_applied, refuse
-
-if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
 
 COMMAND = "mtmc.llmStep"
 NO_CODER_MESSAGE = (

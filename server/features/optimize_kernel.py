@@ -7,20 +7,16 @@ reviewable edits; the first one the user declines (or any edit of theirs in betw
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import asyncio
 import time
 
 from lsprotocol import types
 
+from ..app import MtmcLanguageServer
 from ..progress import JobProgress
+from ..step_edits import apply_step_edit
 from ..steps import verification_json
 from ..trust import refuse_untrusted
-from ..step_edits import apply_step_edit
-
-if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
 
 DEFAULT_STEPS = 3
 DEFAULT_BUDGET_S = 600.0

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...optimizer.edits import three_way_revert
+from ..app import MtmcLanguageServer
 from ..arguments import command_args
-from ..step_edits import (StaleDocument, apply_step_edit, compute_step_edit, confirm_revert, record_applied,
-                          refuse)
+from ..step_edits import (
+    StaleDocument,
+    apply_step_edit,
+    compute_step_edit,
+    confirm_revert,
+    record_applied,
+    refuse,
+)
 from ..steps import step_label
 from ..trust import refuse_untrusted
-
-if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
 
 
 def register(server) -> None:
@@ -25,9 +27,9 @@ def register(server) -> None:
     @server.command("mtmc.applyCandidate")
     async def apply_candidate_command(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, version, candidate JSON]: compute the step and apply it through workspace/applyEdit."""
-        from ...optimizer.actions import ActionError, Candidate
-
         from pygls.exceptions import JsonRpcInvalidParams
+
+        from ...optimizer.actions import ActionError, Candidate
 
         uri, version, raw = command_args(args, "uri", "version", "candidate")
         # The version is what makes the edit safe: without one a stale edit could be applied.

@@ -6,12 +6,8 @@ and the server's one ``workspace/didChangeConfiguration`` refresh follows (docs/
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...optimizer.hardware import PROFILES
-
-if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
+from ..app import MtmcLanguageServer
 
 
 def list_targets() -> list[dict]:

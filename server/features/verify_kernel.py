@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from ..app import MtmcLanguageServer
 from ..steps import verification_json
 from ..trust import refuse_untrusted
 from ..verification import publish_report, run_verification, settle
-
-if TYPE_CHECKING:
-    from ..app import MtmcLanguageServer
 
 
 def register(server) -> None:
