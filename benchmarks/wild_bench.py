@@ -5,7 +5,7 @@ Run from the repo root on the GPU machine::
 
     python benchmarks/wild_bench.py --part heldout --out $OUT/wild [--budget-s 15] [--files a.py b.py]
     python benchmarks/wild_bench.py --part heldout --shard 1/2 --out $OUT/wild1   # half the files per command
-    python benchmarks/wild_bench.py --merge A/results.json B/results.json --out benchmarks/results/wild/h200
+    python benchmarks/wild_bench.py --merge A/results.json B/results.json --out benchmarks/results/h200/wild
     python benchmarks/wild_bench.py --cpu-smoke --part dev --files red_row_sum_literal.py --out /tmp/smoke
 
 Per file of ``benchmarks/wild/<part>``:
@@ -535,6 +535,8 @@ def report_markdown(results: dict) -> str:
             bits.append(f"final check {fin.get('status')}: {fin.get('summary', '')[:200]}")
         if f.get("fallback"):
             bits.append(f["fallback"])
+        if fin.get("believed") is False:
+            bits.append("the speedup over naive was not confirmed by the verifier's recheck (counted as measured)")
         if comp.get("skipped"):
             bits.append(f"torch.compile skipped: {comp['skipped']}")
         if comp.get("error"):
