@@ -34,7 +34,6 @@ import gc
 import inspect
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -45,8 +44,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-import _bootstrap  # noqa: E402,F401  (makes mtmc_lsp importable from an uninstalled checkout)
-import bench  # noqa: E402  (libcst wheels, environment, load_module, time limits, do_bench helpers)
+import _bootstrap  # noqa: F401  (makes mtmc_lsp importable from an uninstalled checkout)
+import bench
 
 WILD = HERE / "wild"
 PARTS = ("dev", "heldout")
@@ -189,8 +188,8 @@ def final_check(final_text: str, original: str, path: Path, target, gpu: bool, s
         out["speed_unavailable"] = report.speed_unavailable_reason
         return out
     naive_ms, naive_band = role_times(speed.raw_rounds, "old")
-    opt_ms, opt_band = role_times(speed.raw_rounds, "new")
-    eager_ms, eager_band = role_times(speed.raw_rounds, "reference")
+    _, opt_band = role_times(speed.raw_rounds, "new")
+    _, eager_band = role_times(speed.raw_rounds, "reference")
     out.update(
         naive_ms=speed.baseline_ms, naive_band_rel=naive_band, optimized_ms=speed.candidate_ms, optimized_band_rel=opt_band,
         eager_ms=speed.reference_ms, eager_band_rel=eager_band if speed.reference_ms is not None else None,
@@ -279,7 +278,6 @@ def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int, dev
 
     ``device``, ``backend`` and ``knobs`` (get_inputs sizes) exist for the CPU test of this path."""
     import torch
-
     from mtmc_lsp.optimizer.verify.harness import Harness, discover_harness
 
     harness = discover_harness(text, str(path))
@@ -466,32 +464,32 @@ def _goal(met) -> str:
 def report_markdown(results: dict) -> str:
     s, env = results["summary"], results.get("environment", {})
     files = results["files"]
-    gm = lambda v: f"{v:.2f}x" if v else "-"  # noqa: E731
+    gm = lambda v: f"{v:.2f}x" if v else "-"
     lines = [
         f"# Wild corpus ({results.get('part', '?')}): `mtmc optimize` vs naive, eager and torch.compile",
         "",
-        f"{env.get('gpu', results.get('mode'))}, driver {env.get('driver', '-')}, torch {env.get('torch', '-')}, "
+        (f"{env.get('gpu', results.get('mode'))}, driver {env.get('driver', '-')}, torch {env.get('torch', '-')}, "
         f"triton {env.get('triton', '-')}, Python {env.get('python', '-')}; {env.get('date', '-')}; "
-        f"engine {results.get('engine', '-')}; target {results.get('target', '-')}.",
+        f"engine {results.get('engine', '-')}; target {results.get('target', '-')}."),
         "",
-        f"Command: `{results.get('command', '-')}`. Per file: the MTMC loop (heuristic policy, {results['settings'].get('steps')} "
+        (f"Command: `{results.get('command', '-')}`. Per file: the MTMC loop (heuristic policy, {results['settings'].get('steps')} "
         f"kept steps per kernel, beam 1, {results['settings'].get('budget_s')} s of loop per file, each step verified "
         "with 1 seed and 3 short timing rounds), then one final verification of the final text against the original "
         "(2 seeds, 5+ interleaved do_bench rounds, L2 flushed) giving the naive, optimized and eager (the harness's "
         "reference) times; torch.compile (default mode) of the same reference is timed in the bench process with "
-        "do_bench, interleaved with the reference eager. ± is the largest deviation of a round from the median.",
+        "do_bench, interleaved with the reference eager. ± is the largest deviation of a round from the median."),
         "",
-        f"Structural step: a kept step of kind {', '.join(STRUCTURAL_KINDS)} (optimizer/actions/base.py), except the "
+        (f"Structural step: a kept step of kind {', '.join(STRUCTURAL_KINDS)} (optimizer/actions/base.py), except the "
         "hint-only `contiguity` action; a kernel fused into another by a kept Fusion step counts. Warps, Autotune, "
-        "Hoist, Precision and Prepare steps do not.",
+        "Hoist, Precision and Prepare steps do not."),
         "",
         "| goal (issue 11) | measured | target | |",
         "|---|---:|---:|---|",
-        f"| kernels with a structural step kept | {_pct(s['kernels_structural'], s['kernels'])} | 80% | "
-        f"{_goal(s['goals']['structural_share>=0.8'])} |",
+        (f"| kernels with a structural step kept | {_pct(s['kernels_structural'], s['kernels'])} | 80% | "
+        f"{_goal(s['goals']['structural_share>=0.8'])} |"),
         f"| geomean x naive ({s['files_timed']} files) | {gm(s['geomean_x_naive'])} | 3x | {_goal(s['goals']['geomean_x_naive>=3'])} |",
-        f"| geomean x torch.compile ({s['files_with_compile']} files) | {gm(s['geomean_x_compile'])} | 1.0x | "
-        f"{_goal(s['goals']['geomean_x_compile>=1'])} |",
+        (f"| geomean x torch.compile ({s['files_with_compile']} files) | {gm(s['geomean_x_compile'])} | 1.0x | "
+        f"{_goal(s['goals']['geomean_x_compile>=1'])} |"),
         f"| geomean x eager ({s['files_with_eager']} files) | {gm(s['geomean_x_eager'])} | - | |",
         f"| files with a structural step kept | {_pct(s['files_structural'], s['files_done'])} | - | |",
         "",
@@ -605,9 +603,9 @@ def write_all(out: Path, results: dict, final: bool) -> None:
 def engine_version() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
+                              timeout=10, check=False).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "optimizer"], cwd=ROOT, capture_output=True,
-                               text=True, timeout=10).stdout.strip()
+                               text=True, timeout=10, check=False).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown (no git)"
     return f"{head}{' + uncommitted optimizer/ edits' if dirty else ''}" if head else "unknown (no git)"

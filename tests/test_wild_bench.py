@@ -72,9 +72,8 @@ def _harness(path: Path):
                                          ("red_mean_kernelbench.py", {"batch": 2, "d1": 8, "d2": 5})])
 def test_reference_as_torch_compile_gets_it(name, knobs):
     """The reference and inputs built in the bench process give what the file's reference computes."""
-    import torch
-
     import bench
+    import torch
 
     path = DEV / name
     harness = _harness(path)
@@ -156,7 +155,7 @@ def test_cpu_smoke_two_dev_files(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--cpu-smoke", "--part", "dev", "--budget-s", "20", "--out", str(tmp_path),
          "--files", "red_row_sum_literal.py", "red_cumsum_test.py"],
-        cwd=ROOT, capture_output=True, text=True, timeout=400,
+        cwd=ROOT, capture_output=True, text=True, timeout=400, check=False,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
