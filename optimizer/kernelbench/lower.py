@@ -42,6 +42,11 @@ class Group:
     params: list[Ref] = field(default_factory=list)
 
     @property
+    def host_name(self) -> str:
+        """The host function that launches the kernel (never a name the forward's values use)."""
+        return f"run_{self.name}"
+
+    @property
     def kind(self) -> str:
         return self.anchor.kind if self.anchor is not None else "pointwise"
 
@@ -309,7 +314,7 @@ def _pointwise_group(group: Group, name: str) -> tuple[str, str]:
             args.append(f"*{param_name(p)}_strides")
     host += [f"grid = (triton.cdiv(n_elements, {POINTWISE_BLOCK}),)",
              f"{name}_kernel[grid]({', '.join(args)}, BLOCK={POINTWISE_BLOCK})", "return out"]
-    host_src = f"def {name}({', '.join(names)}):\n" + _indent(host) + "\n"
+    host_src = f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
     return kernel, host_src
 
 
@@ -349,7 +354,7 @@ def _reduce_group(group: Group, name: str) -> tuple[str, str]:
         f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
         f"{name}_kernel[(outer * inner,)](x, out, R, inner, BLOCK_R=BLOCK_R)",
         "return out"]
-    return kernel, f"def {name}(x):\n" + _indent(host) + "\n"
+    return kernel, f"def run_{name}(x):\n" + _indent(host) + "\n"
 
 
 def _softmax_group(group: Group, name: str) -> tuple[str, str]:
@@ -385,7 +390,7 @@ def _softmax_group(group: Group, name: str) -> tuple[str, str]:
         f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
         f"{name}_kernel[(outer * inner,)](x, out, R, inner, BLOCK_R=BLOCK_R)",
         "return out"]
-    return kernel, f"def {name}(x):\n" + _indent(host) + "\n"
+    return kernel, f"def run_{name}(x):\n" + _indent(host) + "\n"
 
 
 def _layer_norm_group(group: Group, name: str) -> tuple[str, str]:
@@ -436,7 +441,7 @@ def _layer_norm_group(group: Group, name: str) -> tuple[str, str]:
             "BLOCK_R=BLOCK_R)",
             "return out"]
     params = ["x"] + [n for n in (w_name, b_name) if n]  # the group's order: input, weight, bias
-    return kernel, f"def {name}({', '.join(params)}):\n" + _indent(host) + "\n"
+    return kernel, f"def run_{name}({', '.join(params)}):\n" + _indent(host) + "\n"
 
 
 def _epilogue(group: Group, index_terms: list[str], mask: str, skip: set[str]) -> tuple[list[str], list[str], str]:
@@ -521,7 +526,7 @@ def _matmul_group(group: Group, name: str) -> tuple[str, str]:
              f"{name}_kernel[grid]({', '.join(args)},",
              f"{' ' * (len(name) + 14)}BLOCK_M={DOT_TILE}, BLOCK_N={DOT_TILE}, BLOCK_K={DOT_TILE})",
              "return c.view(out_shape)"]
-    return kernel, f"def {name}({', '.join(names)}):\n" + _indent(host) + "\n"
+    return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
 
 def _conv2d_group(group: Group, name: str) -> tuple[str, str]:
@@ -581,7 +586,7 @@ def _conv2d_group(group: Group, name: str) -> tuple[str, str]:
              f"{name}_kernel[grid]({', '.join(args)},",
              f"{' ' * (len(name) + 14)}BLOCK_M={DOT_TILE}, BLOCK_N={DOT_TILE}, BLOCK_K={DOT_TILE})",
              "return out"]
-    return kernel, f"def {name}({', '.join(names)}):\n" + _indent(host) + "\n"
+    return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
 
 _GENERATORS = {"pointwise": _pointwise_group, "reduce": _reduce_group, "softmax": _softmax_group,
@@ -693,7 +698,7 @@ def lower(graph_module) -> Lowering:
             continue
         if node in group_by_out:
             group = group_by_out[node]
-            lines.append(f"{node.name} = {group.name}({', '.join(p.expr for p in group.params)})")
+            lines.append(f"{node.name} = {group.host_name}({', '.join(p.expr for p in group.params)})")
         elif node.op == "get_attr":
             lines.append(f"{node.name} = self.{node.target}")
         elif spec.kind == "torch":

@@ -1,0 +1,28 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A linear layer, a cumulative sum (no Triton lowering yet), then tanh."""
+
+    def __init__(self, in_features, out_features):
+        super(Model, self).__init__()
+        self.fc = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        x = self.fc(x)
+        x = torch.cumsum(x, dim=1)
+        return torch.tanh(x)
+
+
+batch_size = 20
+in_features = 36
+out_features = 18
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
