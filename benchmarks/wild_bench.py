@@ -120,6 +120,18 @@ def final_options(gpu: bool):
                          mode="gpu" if gpu else "interpreter")
 
 
+def warm_up(path: Path, target, gpu: bool) -> dict:
+    """Start the verification worker (torch import, CUDA context) before the first loop, so that file's
+    loop budget is not spent on it: one untimed check of the file against itself."""
+    from mtmc_lsp.optimizer.verify import VerifyOptions, verify_file
+
+    started = time.monotonic()
+    text = path.read_text()
+    options = VerifyOptions(seeds=1, timing=False, mode="gpu" if gpu else "interpreter")
+    report = verify_file(text, text, str(path), target, options)
+    return {"file": path.name, "status": report.status, "wall_s": round(time.monotonic() - started, 2)}
+
+
 def step_record(attempt) -> dict:
     cand = attempt.candidate
     record = {"kernel": cand.kernel, "action": cand.action, "kind": cand.kind, "params": dict(cand.params),
@@ -667,6 +679,10 @@ def run(args) -> int:
                   for p in files],
     }
     write_all(args.out, results, final=False)
+    todo = [p for p, f in zip(files, results["files"]) if f.get("status") != "done"]
+    if todo and args.deadline_s - (time.monotonic() - started) - FIRST_RESERVE_S >= MIN_LOOP_S:
+        results["warm_up"] = warm_up(todo[0], target, gpu)
+        print(f"wild_bench: verification worker started ({results['warm_up']['wall_s']:.0f} s)", flush=True)
     spent: list[float] = []  # per file: seconds besides the loop, to plan the rest
     for index, path in enumerate(files):
         if results["files"][index].get("status") == "done":

@@ -183,6 +183,26 @@ def test_cpu_smoke_two_dev_files(tmp_path):
     assert s["files_done"] == 2 and s["kernels"] == 2 and s["geomean_x_naive"] is None
     assert "| red_row_sum_literal.py |" in (tmp_path / "report.md").read_text()
 
+    # --resume keeps what is done and runs nothing again.
+    again = subprocess.run(
+        [sys.executable, str(SCRIPT), "--cpu-smoke", "--part", "dev", "--resume", "--out", str(tmp_path),
+         "--files", "red_row_sum_literal.py", "red_cumsum_test.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert again.returncode == 0 and again.stdout.count("done in an earlier run") == 2, again.stdout + again.stderr
+    resumed = json.loads((tmp_path / "results.json").read_text())
+    assert resumed["files"] == results["files"] and "warm_up" not in resumed
+
+
+def test_deadline_leaves_files_for_a_later_run(tmp_path):
+    """A run with no time left starts nothing, says which files are left, and still writes its results."""
+    assert wb.main(["--cpu-smoke", "--part", "dev", "--deadline-s", "0", "--out", str(tmp_path),
+                    "--files", "red_row_sum_literal.py"]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [f["status"] for f in results["files"]] == ["not_run"]
+    assert results["summary"]["not_done"] == ["red_row_sum_literal.py"] and "warm_up" not in results
+    assert "Not run (time): red_row_sum_literal.py" in (tmp_path / "report.md").read_text()
+
 
 @pytest.mark.parametrize("name, knobs", [("red_row_sum_literal.py", {"M": 8, "N": 33}),
                                          ("red_mean_kernelbench.py", {"batch": 2, "d1": 8, "d2": 5})])
