@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from dataclasses import dataclass, field
@@ -192,13 +193,22 @@ class _Assignments(cst.CSTVisitor):
         self.rebound = self.rebound or self.name in names_in(node.target)
 
 
+# (id(root), name) -> (root, answer): trees are immutable, and every action of a request asks again.
+_ASSIGNMENTS: dict[tuple[int, str], tuple[cst.CSTNode, cst.Assign | None]] = {}
+
+
 def any_assignment(root: cst.FunctionDef | cst.Module, name: str) -> cst.Assign | None:
     """The single ``name = value`` anywhere in a function body (loops, ifs, with) or module; None otherwise."""
+    hit = _ASSIGNMENTS.get((id(root), name))
+    if hit is not None and hit[0] is root:
+        return hit[1]
     finder = _Assignments(name, root)
     root.visit(finder)
-    if finder.rebound or len(finder.found) != 1 or len(finder.found[0].targets) != 1:
-        return None
-    return finder.found[0]
+    found = None if finder.rebound or len(finder.found) != 1 or len(finder.found[0].targets) != 1 else finder.found[0]
+    if len(_ASSIGNMENTS) >= 64:  # bounded: entries keep their trees alive
+        _ASSIGNMENTS.clear()
+    _ASSIGNMENTS[(id(root), name)] = (root, found)
+    return found
 
 
 def _binds(host: cst.FunctionDef, name: str) -> bool:
@@ -592,6 +602,10 @@ def _rebinds(host: cst.FunctionDef, name: str) -> bool:
     return bool(finder.found) or finder.rebound
 
 
+# (id(analysis), id(module), kernel, shared) -> (analysis, module, plan): several actions of one request ask.
+_PLANS: dict[tuple[int, int, str, bool], tuple[FileAnalysis, cst.Module, "TilePlan"]] = {}
+
+
 def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None = None, _shared: bool = True) -> TilePlan:
     """Which block parameters tiling may change, and why not for the others.
 
@@ -599,6 +613,18 @@ def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None 
     is only tunable when it is tunable for that kernel too (``_shared=False`` stops the recursion).
     """
     module = module or parse(analysis.text)
+    key = (id(analysis), id(module), kernel.name, _shared)
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is analysis and hit[1] is module:
+        return copy.deepcopy(hit[2])
+    plan = _tile_plan(analysis, kernel, module, _shared)
+    if len(_PLANS) >= 16:
+        _PLANS.clear()
+    _PLANS[key] = (analysis, module, copy.deepcopy(plan))
+    return plan
+
+
+def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shared: bool) -> TilePlan:
     _kdef, launches = locate(module, kernel.name)
     sites: list[LaunchSite] = analysis.launches_of(kernel.name)
     plan = TilePlan(has_dot=bool(kernel.calls_of("dot")))
