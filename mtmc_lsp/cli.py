@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "optimize": ("optimize", "run the MTMC loop: propose, apply, verify, keep, repeat"),
     "bench": ("bench", "benchmark naive vs optimized kernels against PyTorch eager and torch.compile"),
     "demo": ("demo", "run the bundled example through the whole pipeline with the embedded defaults"),
+    "kernelbench": ("kernelbench", "write Triton for KernelBench problems and score them with KernelBench's protocol"),
     "train": ("train", "train the policy on measured episodes: collect, dataset, bc, rl, export, eval"),
 }
 

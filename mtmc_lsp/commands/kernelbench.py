@@ -1,0 +1,195 @@
+"""``mtmc kernelbench --problems DIR --level N``: KernelBench problems -> generated Triton -> the field's protocol.
+
+For each problem: trace ``Model`` and write ``ModelNew`` with naive Triton kernels
+(``optimizer.kernelbench``), optionally let the MTMC loop optimize each kernel (``--optimize-steps``),
+check it statically, then run KernelBench's protocol in a worker: 5 correctness trials, and on a GPU
+eager / torch.compile / ModelNew timed in the same run. Rows go to ``OUT/results.jsonl`` as they land
+(``--resume`` skips the problems already there); ``OUT/report.md``, ``summary.json`` and the plots
+are rewritten at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--problems", required=True,
+                        help="a KernelBench checkout (uses KernelBench/levelN) or a folder of problem files")
+    parser.add_argument("--level", type=int, action="append", required=True, help="level to run (repeatable)")
+    parser.add_argument("--target", default="", help="target GPU for the optimize loop (default: local GPU, else H100)")
+    parser.add_argument("--out", default="kernelbench-results", help="output folder (default: kernelbench-results)")
+    parser.add_argument("--resume", action="store_true", help="keep OUT/results.jsonl and skip the problems in it")
+    parser.add_argument("--optimize-steps", type=int, default=0,
+                        help="kept MTMC steps per kernel before evaluation (default 0: the generated kernels as is)")
+    parser.add_argument("--policy", default="heuristic", help="policy of the optimize loop (default heuristic)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="no GPU: correctness only, in the Triton interpreter, at sizes halved down to <= 64")
+    parser.add_argument("--only", action="append", default=[], help="run problems whose file name contains this")
+    parser.add_argument("--limit", type=int, default=0, help="at most this many problems per level")
+    parser.add_argument("--timeout-s", type=float, default=600.0, help="per problem in the worker (default 600)")
+    parser.add_argument("--budget-s", type=float, default=0.0,
+                        help="stop starting new problems after this many seconds (0: no limit); --resume goes on")
+    parser.add_argument("--no-compile-baseline", action="store_true", help="skip the torch.compile baseline")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mtmc_lsp.optimizer.kernelbench.evaluate import (
+        ProblemResult, apply_result, discover_problems, load_results, run_jobs, static_check)
+    from mtmc_lsp.optimizer.kernelbench.report import write_report
+    from mtmc_lsp.optimizer.kernelbench.trace import load_problem, shrink_sizes
+    from mtmc_lsp.optimizer.kernelbench.write import generate
+
+    started = time.monotonic()
+    root = Path(args.problems)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.jsonl"
+    if not args.resume and results_path.exists():
+        results_path.unlink()
+    done = load_results(results_path)
+
+    def budget_left() -> float:
+        return float("inf") if not args.budget_s else args.budget_s - (time.monotonic() - started)
+
+    rows: dict[str, ProblemResult] = {}
+    jobs: list[dict] = []
+    for level in args.level:
+        files = discover_problems(root, level)
+        if args.only:
+            files = [f for f in files if any(o in f.name for o in args.only)]
+        if args.limit:
+            files = files[: args.limit]
+        if not files:
+            print(f"mtmc kernelbench: no problems for level {level} under {root}", file=sys.stderr)
+            return 2
+        for path in files:
+            row = ProblemResult(level, path.stem, "pending")
+            if row.key in done:
+                continue
+            text = path.read_text(encoding="utf-8")
+            if args.cpu:
+                text = shrink_sizes(text)
+            solution = _generate(row, text, path.stem, generate, load_problem)
+            if solution is not None and args.optimize_steps > 0 and budget_left() > 0:
+                solution = _optimize(row, solution, out / "solutions" / f"level{level}" / f"{path.stem}_triton.py", args)
+            if solution is None:
+                _record(results_path, row)
+                print(f"  {row.key}: generation failed: {row.error}")
+                continue
+            report = static_check(solution)
+            row.static_errors, row.torch_ops = report.errors, report.torch_ops
+            target = out / "solutions" / f"level{level}" / f"{path.stem}_triton.py"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(solution, encoding="utf-8")
+            rows[row.key] = row
+            jobs.append({"key": row.key, "problem_text": text, "solution_text": solution, "cpu": args.cpu,
+                         "timing": not args.cpu, "compile_baseline": not args.no_compile_baseline})
+    total = len(jobs)
+    print(f"mtmc kernelbench: {total} problems to run ({len(done)} already in {results_path}); "
+          f"{'CPU interpreter, correctness only' if args.cpu else 'GPU protocol'}")
+    finished = [0]
+
+    def on_result(result: dict) -> None:
+        row = apply_result(rows[result["key"]], result)
+        _record(results_path, row)
+        finished[0] += 1
+        print(f"[{finished[0]}/{total}] {_line(row)}", flush=True)
+
+    left = run_jobs(jobs, args.cpu, args.timeout_s, on_result, budget_left=budget_left if args.budget_s else None)
+    all_rows = list(load_results(results_path).values())
+    meta = _meta(args, root)
+    summary = write_report(all_rows, out, meta)
+    for level, entry in summary.items():
+        eager, comp = entry["all"]["eager"], entry["all"]["compile"]
+        print(f"{level}: {entry['correct']}/{entry['problems']} correct, fast_1 {_pct(eager['fast_1'])} eager / "
+              f"{_pct(comp['fast_1'])} compile, fast_2 {_pct(eager['fast_2'])} / {_pct(comp['fast_2'])}, "
+              f"mean speedup {_x(eager['mean_speedup'])} / {_x(comp['mean_speedup'])}")
+    print(f"report: {out / 'report.md'}")
+    if left:
+        print(f"budget spent: {len(left)} problems not run; run again with --resume to go on")
+    return 0
+
+
+def _generate(row, text: str, name: str, generate, load_problem) -> str | None:
+    try:
+        generated = generate(load_problem(text=text, name=name))
+    except Exception as exc:  # a problem we cannot trace is a row, not a crash of the whole run
+        row.status, row.error = "generation_error", f"{type(exc).__name__}: {exc}"[:500]
+        return None
+    row.kernels, row.fallbacks, row.op_classes = generated.kernels, [list(f) for f in generated.fallbacks], generated.op_classes
+    return generated.text
+
+
+def _optimize(row, text: str, path: Path, args) -> str:
+    """The MTMC loop over every kernel of the generated file; the final text (unchanged if nothing helped)."""
+    from mtmc_lsp.optimizer.hardware import resolve_target
+    from mtmc_lsp.optimizer.policy import make_policy
+    from mtmc_lsp.optimizer.search import make_verifier, optimize
+    from mtmc_lsp.optimizer.verify import VerifyOptions
+    from mtmc_lsp.settings import Settings
+
+    settings = Settings(target_gpu=args.target)
+    settings.policy = args.policy
+    target = resolve_target(args.target)
+    policy = make_policy(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    verify = make_verifier(str(path), target, VerifyOptions(seeds=3))
+    try:
+        result = optimize(text, str(path), None, target, policy, verify, steps=args.optimize_steps,
+                          budget_s=min(args.timeout_s, 300.0))
+    finally:
+        policy.close()
+    row.optimize_steps = len(result.steps)
+    print(f"  {row.key}: MTMC kept {len(result.steps)} steps ({result.stopped}, {result.elapsed_s:.0f} s)")
+    return result.final_text
+
+
+def _record(path: Path, row) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row.to_json()) + "\n")
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _x(value) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _line(row) -> str:
+    if row.status != "ok":
+        return f"{row.key}: {row.status}: {(row.error or '').splitlines()[0][:160] if row.error else ''}"
+    verdict = "correct" if row.correct else "INCORRECT"
+    if row.static_errors:
+        verdict += f" (static: {'; '.join(row.static_errors)})"
+    timing = ""
+    if row.triton_ms is not None:
+        timing = f", {row.triton_ms:.3f} ms: {_x(row.speedup('eager'))} eager, {_x(row.speedup('compile'))} compile"
+    left = f", PyTorch ops left: {', '.join(sorted(set(row.torch_ops)))}" if row.torch_ops else ""
+    return f"{row.key}: {verdict} {row.trials_passed}/{row.trials}{timing}{left}"
+
+
+def _meta(args, root: Path) -> dict:
+    import platform
+
+    meta = {"levels": ", ".join(str(level) for level in args.level), "problems": root.name,
+            "mode": "CPU (Triton interpreter), correctness only, sizes reduced" if args.cpu else "GPU",
+            "optimize steps per kernel": args.optimize_steps, "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    try:
+        import torch
+        import triton
+
+        meta["torch"], meta["triton"] = torch.__version__, triton.__version__
+        if torch.cuda.is_available() and not args.cpu:
+            meta["gpu"] = torch.cuda.get_device_name()
+    except ImportError:
+        pass
+    return meta

@@ -1,0 +1,210 @@
+"""KernelBench's protocol for one problem at a time, in a worker process (stdlib + torch + triton only).
+
+Run by path: ``python runner.py JOBS.json RESULTS.jsonl``. Each job names a problem's text and a
+solution's text; one JSON line per job is appended to RESULTS as soon as it finishes, so the parent
+can kill a hung worker and restart it on the jobs that remain.
+
+Per job, as KernelBench's ``eval_kernel_against_ref``: both models are built after ``set_seed(42)``;
+5 trial seeds are drawn from ``torch.manual_seed(42)``; each trial makes fresh inputs under its seed
+and checks ``ModelNew`` against ``Model`` with ``torch.allclose`` at the inputs' precision (fp32 1e-4,
+fp16/bf16 1e-2, atol = rtol). Only when every trial passes, and on a GPU: eager ``Model``,
+``torch.compile(Model)`` (inductor, default mode) and ``ModelNew`` are timed with
+``triton.testing.do_bench`` (warm-up, then repeated runs each preceded by an L2 flush: do_bench
+zeroes a 256 MB buffer before every run), mean time in milliseconds, all in this one process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from types import ModuleType
+
+TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2, "float64": 1e-7}
+TRIALS = 5
+SEED = 42
+
+
+def set_seed(seed: int) -> None:
+    import torch
+
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed(seed)
+
+
+def load_module(text: str, label: str) -> ModuleType:
+    module = ModuleType(label)
+    module.__file__ = f"<{label}>"
+    sys.modules[label] = module
+    exec(compile(text, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def precision_of(inputs) -> str:
+    """The lowest floating precision among the inputs (fp32 when none is floating)."""
+    import torch
+
+    order = ["float64", "float32", "bfloat16", "float16"]
+    found = [str(x.dtype).replace("torch.", "") for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    ranked = [d for d in order if d in found]
+    return ranked[-1] if ranked else "float32"
+
+
+def trial_seeds(count: int = TRIALS, seed: int = SEED) -> list[int]:
+    """KernelBench's per-trial seeds: drawn from ``torch.manual_seed(seed)``."""
+    import torch
+
+    torch.manual_seed(seed)
+    return [int(torch.randint(0, 2 ** 32 - 1, (1,)).item()) for _ in range(count)]
+
+
+def _to(value, device):
+    import torch
+
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def _outputs(value) -> list:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _outputs(v)]
+    return []
+
+
+def check_correctness(problem, solution, device: str, trials: int = TRIALS) -> dict:
+    """KernelBench's correctness: ``trials`` fresh-input trials, all within tolerance."""
+    import torch
+
+    init = [_to(v, device) for v in (problem.get_init_inputs() if hasattr(problem, "get_init_inputs") else [])]
+    set_seed(SEED)
+    reference = problem.Model(*init).to(device)
+    set_seed(SEED)
+    candidate = solution.ModelNew(*init).to(device)
+    result = {"trials": trials, "passed": 0, "max_abs_diff": 0.0, "precision": None, "issue": None}
+    with torch.no_grad():
+        for trial, seed in enumerate(trial_seeds(trials)):
+            set_seed(seed)
+            inputs = [_to(x, device) for x in problem.get_inputs()]
+            tol = TOLERANCES[precision_of(inputs)]
+            result["precision"] = precision_of(inputs)
+            expected = _outputs(reference(*inputs))
+            actual = _outputs(candidate(*inputs))
+            if device == "cuda":
+                torch.cuda.synchronize()
+            if len(expected) != len(actual):
+                result["issue"] = f"trial {trial}: {len(actual)} outputs, expected {len(expected)}"
+                return result
+            ok = True
+            for e, a in zip(expected, actual):
+                if e.shape != a.shape:
+                    result["issue"] = f"trial {trial}: output shape {tuple(a.shape)}, expected {tuple(e.shape)}"
+                    return result
+                if e.dtype != a.dtype:
+                    result["issue"] = f"trial {trial}: output dtype {a.dtype}, expected {e.dtype}"
+                    return result
+                diff = (e.float() - a.float()).abs()
+                finite = diff[torch.isfinite(diff)]
+                if finite.numel():
+                    result["max_abs_diff"] = max(result["max_abs_diff"], float(finite.max()))
+                if not torch.allclose(e, a, atol=tol, rtol=tol):
+                    ok = False
+                    result["issue"] = result["issue"] or f"trial {trial}: values differ beyond {tol:g}"
+            result["passed"] += int(ok)
+    return result
+
+
+def time_models(problem, solution, device: str, compile_baseline: bool = True) -> dict:
+    """Mean ms of eager Model, torch.compile(Model) and ModelNew on one set of inputs (L2 flushed per run)."""
+    import torch
+    import triton.testing
+
+    init = [_to(v, device) for v in (problem.get_init_inputs() if hasattr(problem, "get_init_inputs") else [])]
+    set_seed(SEED)
+    reference = problem.Model(*init).to(device)
+    set_seed(SEED)
+    candidate = solution.ModelNew(*init).to(device)
+    set_seed(SEED)
+    inputs = [_to(x, device) for x in problem.get_inputs()]
+    timings: dict = {}
+
+    def bench(fn) -> float:
+        fn()  # first call compiles (Triton, inductor) outside the timed window
+        torch.cuda.synchronize()
+        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="mean"))
+
+    with torch.no_grad():
+        timings["eager_ms"] = bench(lambda: reference(*inputs))
+        timings["triton_ms"] = bench(lambda: candidate(*inputs))
+        if compile_baseline:
+            start = time.perf_counter()
+            try:
+                compiled = torch.compile(reference)
+                timings["compile_ms"] = bench(lambda: compiled(*inputs))
+            except Exception as exc:  # the baseline failing is recorded, never the candidate's fault
+                timings["compile_error"] = f"{type(exc).__name__}: {exc}"[:500]
+            timings["compile_s"] = time.perf_counter() - start
+    return timings
+
+
+def run_job(job: dict) -> dict:
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() and not job.get("cpu") else "cpu"
+    start = time.perf_counter()
+    out: dict = {"key": job["key"], "device": device,
+                 "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu (Triton interpreter)"}
+    try:
+        problem = load_module(job["problem_text"], f"_kb_problem_{os.getpid()}")
+        solution = load_module(job["solution_text"], f"_kb_solution_{os.getpid()}")
+    except Exception as exc:
+        out.update(status="error", error=f"import: {type(exc).__name__}: {exc}"[:1000])
+        return out
+    try:
+        out["correctness"] = check_correctness(problem, solution, device, job.get("trials", TRIALS))
+    except Exception as exc:
+        out.update(status="error", error=f"{type(exc).__name__}: {exc}"[:1000],
+                   traceback=traceback.format_exc()[-3000:])
+        return out
+    correctness = out["correctness"]
+    out["correct"] = correctness["passed"] == correctness["trials"]
+    if out["correct"] and device == "cuda" and job.get("timing", True):
+        try:
+            out["timing"] = time_models(problem, solution, device, job.get("compile_baseline", True))
+        except Exception as exc:
+            out["timing_error"] = f"{type(exc).__name__}: {exc}"[:1000]
+    out["status"] = "ok"
+    out["seconds"] = time.perf_counter() - start
+    return out
+
+
+def main(argv: list[str]) -> int:
+    jobs = json.loads(open(argv[0], encoding="utf-8").read())
+    for job in jobs:
+        result = run_job(job)
+        with open(argv[1], "a", encoding="utf-8") as results:
+            results.write(json.dumps(result, default=_json_default) + "\n")
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:
+            pass
+    return 0
+
+
+def _json_default(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
