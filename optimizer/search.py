@@ -247,15 +247,17 @@ def optimize(text: str, path: str | None = None, kernel: str | None = None, targ
     seen = {text}  # versions already reached in any kernel: a step back to one is a cycle
     names = [k.name for k in analyze(text, path).kernels]
     current, steps_all, attempts, notes, stopped, measured = text, [], [], [], "no candidates", False
-    for name in names:
+    for position, name in enumerate(names):
         left = config.budget_s - (time.monotonic() - started)
+        # An even share of what is left, so the first kernel cannot spend the later ones' time.
+        share = left / (len(names) - position)
         if left <= 0 or _cancelled(config.cancel):
             stopped = "cancelled" if _cancelled(config.cancel) else "budget"
             break
         if analyze(current, path).kernel(name) is None:
             notes.append(f"kernel {name} was removed by an earlier step (fused)")
             continue
-        part = _KernelSearch(current, path, name, target, policy, verify, dataclasses.replace(config, budget_s=left),
+        part = _KernelSearch(current, path, name, target, policy, verify, dataclasses.replace(config, budget_s=share),
                              seen).run()
         current = part.final_text
         steps_all += part.steps
