@@ -239,8 +239,6 @@ def main() -> int:
         run_test_style(results, pool, args)
     if section("autograd_autotune"):
         run_autograd_autotune(results, pool, args)
-    if section("wild"):
-        run_wild(results, pool, args, started)
     if not section("examples"):
         example_sizes = {}
     for example, sizes in example_sizes.items():
@@ -272,6 +270,8 @@ def main() -> int:
         results["recheck"].append(row)
         print(f"recheck: {row.get('speedup')} believed={row.get('believed')} {row.get('recheck')}", flush=True)
 
+    if section("wild"):  # last: it stops file by file when the budget is spent
+        run_wild(results, pool, args, started)
     pool.close()
     for row in results["faults"] + results["unchanged"] + results["improvements"] + results["recheck"]:
         results.setdefault("environment", row["report"].get("environment"))
@@ -390,6 +390,17 @@ def print_table(results: dict) -> None:
         line = "" if r["error_line"] is None else str(r["error_line"] + 1)
         print(f"{r['name']:16s} {r['expected']:14s} {r['status']:14s} {'yes' if r['caught'] else 'NO':6s} "
               f"{rec:9s} {r['wall_s']:6.1f}  {line}")
+    if results.get("test_style"):
+        print(f"\n{'test-style file and step':52s} {'status':13s} {'speedup':>8s} {'band':>7s}  timed")
+        for r in results["test_style"]:
+            speed = f"{r['speedup']:7.3f}x {r['band']:7.3f}" if "speedup" in r else f"{'-':>8s} {'-':>7s}"
+            print(f"{r['name'][:52]:52s} {r['status']:13s} {speed}  {r.get('method') or r['summary'][:80]}")
+    for r in results.get("autograd_autotune", []):
+        print(f"{r['name']}: {r['status']} ({r['summary'][:120]})")
+    if results.get("wild"):
+        verified = [r for r in results["wild"] if r["status"] == "verified"]
+        print(f"wild dev corpus against itself: {len(verified)}/{len(results['wild'])} verified; not: "
+              + ", ".join(f"{r['name']} {r['status']}" for r in results["wild"] if r["status"] != "verified"))
     print(f"\n{'scenario':52s} {'status':9s} {'old ms':>8s} {'new ms':>8s} {'speedup':>8s} {'band':>7s} noise  roofline")
     for r in results["unchanged"] + results["improvements"] + results["recheck"]:
         if "speedup" not in r:
