@@ -273,8 +273,10 @@ def main() -> int:
     if section("wild"):  # last: it stops file by file when the budget is spent
         run_wild(results, pool, args, started)
     pool.close()
-    for row in results["faults"] + results["unchanged"] + results["improvements"] + results["recheck"]:
-        results.setdefault("environment", row["report"].get("environment"))
+    for row in (results["faults"] + results["unchanged"] + results["improvements"] + results["recheck"]
+                + results["test_style"] + results["autograd_autotune"] + results["wild"]):
+        if row["report"].get("environment"):
+            results.setdefault("environment", row["report"]["environment"])
     results["total_s"] = round(time.monotonic() - started, 1)
     (out / "verify_gpu.json").write_text(json.dumps(results, indent=2, default=str))
     print_table(results)
