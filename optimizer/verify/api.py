@@ -245,6 +245,9 @@ def _compile_for_target(analysis, profile: GpuProfile, timeout_s: float, launche
                 and not (kind in ("i32", "i64") and real["constants"].get(name) == 1)}  # 1 is specialized
             for param in kernel.params:  # a constexpr only the launch knows (BLOCK=next_power_of_2(n))
                 value = real["constants"].get(param.name)
+                if param.kind != "constexpr" and value == 1 and not isinstance(value, (bool, float)):
+                    plan.job.constexprs[param.name] = 1  # the runtime specializes an int equal to 1
+                    continue
                 if param.kind == "constexpr" and plan.job.constexprs.get(param.name) is None and value is not None:
                     plan.job.constexprs[param.name] = value
                     plan.job.label = (plan.job.label + " " if plan.job.label else "") + f"({param.name} as launched)"
