@@ -6,6 +6,8 @@ each file of ``benchmarks/wild/dev`` and ``benchmarks/wild/heldout`` (and, with 
 candidate with ``apply_candidate`` (to see that what is offered also applies), and writes
 ``actions.md`` (a table: file, part, kernel, actions offered, plus summary rates) and ``actions.json``.
 CPU only; no kernel runs. The held-out part is listed for coverage, never tuned on (benchmarks/wild/README.md).
+``--verify`` instead runs ``mtmc verify FILE --json`` on every file (the installed project; the interpreter on a
+machine without a GPU) and writes ``verify.md`` / ``verify.json``: which files the verifier can check, and how.
 """
 
 from __future__ import annotations
@@ -160,13 +162,54 @@ def markdown(rows: list[dict], summary: dict, target: str, allow_precision: bool
     return "\n".join(lines) + "\n"
 
 
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def verify_all(files: list[tuple[str, Path]], out: Path) -> None:
+    """``mtmc verify FILE --json`` on every file (the interpreter on a CPU machine) -> verify.md and verify.json."""
+    rows = []
+    for part, path in files:
+        rel = str(path.relative_to(ROOT))
+        proc = subprocess.run([sys.executable, "-m", "mtmc_lsp", "verify", rel, "--json"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=900)
+        try:
+            report = json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            report = {"status": f"exit {proc.returncode}", "summary": (proc.stderr.strip().splitlines() or [""])[-1]}
+        compile_msg = next((c["message"] for c in report.get("checks", []) if c["name"] == "compile"), "")
+        target_note = compile_msg.split("; ", 1)[1] if "; " in compile_msg else ""
+        rows.append({"file": rel, "part": part, "status": report.get("status"), "summary": report.get("summary", ""),
+                     "target_compile": target_note})
+        print(f"{rows[-1]['status']:<12} {rel}", file=sys.stderr)
+    counts = Counter(r["status"] for r in rows)
+    lines = ["# `mtmc verify` on the wild corpus", "",
+             f"Engine: {engine_version()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+             "`python benchmarks/wild_actions.py --verify` (on a machine without a GPU: the Triton interpreter, "
+             "size knobs halved to at most 96, 3 seeds).", "",
+             ", ".join(f"{k}: {v}" for k, v in sorted(counts.items(), key=lambda kv: str(kv[0]))), "",
+             "| file | part | status | summary | compile for the target |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {Path(r['file']).name} | {r['part']} | {r['status']} | {_cell(r['summary'])} | "
+                     f"{_cell(r['target_compile'])} |")
+    (out / "verify.md").write_text("\n".join(lines) + "\n")
+    (out / "verify.json").write_text(json.dumps(rows, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="h100")
     parser.add_argument("--allow-precision", action="store_true", help="also list numerics-changing actions")
     parser.add_argument("--realworld", action="store_true", help="also survey tests/corpus/realworld")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "wild"))
+    parser.add_argument("--verify", action="store_true",
+                        help="instead: run `mtmc verify --json` on every file and write verify.md / verify.json")
     args = parser.parse_args(argv)
+    if args.verify:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        verify_all(corpus_files(args.realworld), Path(args.out))
+        return 0
     start = time.perf_counter()
     rows = survey(corpus_files(args.realworld), args.target, args.allow_precision)
     summary = summarize(rows)

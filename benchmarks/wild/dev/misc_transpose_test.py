@@ -4,6 +4,8 @@ import torch
 import triton
 import triton.language as tl
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
 
 @triton.jit
 def transpose_kernel(in_ptr, out_ptr, M, N, stride_im, stride_om, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -23,14 +25,14 @@ def transpose(x):
     return out
 
 
-def test_transpose_square(device="cpu"):
+def test_transpose_square(device=DEVICE):
     x = torch.randn(64, 64, device=device)
     y = transpose(x)
     assert torch.equal(y, x.t())
     return y
 
 
-def test_transpose_rect(device="cpu"):
+def test_transpose_rect(device=DEVICE):
     x = torch.randn(50, 77, device=device)
     y = transpose(x)
     assert torch.equal(y, x.t())
