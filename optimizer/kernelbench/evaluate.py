@@ -200,6 +200,8 @@ def fast_p(results: list[ProblemResult], p: float, baseline: str = "eager") -> f
         return None
     if p == 0:
         return sum(r.correct for r in results) / len(results)
+    if all(r.triton_ms is None for r in results):
+        return None  # nothing was timed (a CPU run): speed is unknown, not zero
     fast = 0
     for r in results:
         s = r.speedup(baseline)
@@ -226,7 +228,7 @@ def summarize(results: list[ProblemResult]) -> dict:
                  "fully_triton": sum(r.fully_triton for r in rows),
                  "with_pytorch_ops": sum(not r.fully_triton for r in rows),
                  "errors": sum(r.status != "ok" for r in rows)}
-        for subset_name, subset in (("all", rows), ("fully_triton", [r for r in rows if r.fully_triton])):
+        for subset_name, subset in (("all", rows), ("fully_triton_only", [r for r in rows if r.fully_triton])):
             scores = {}
             for baseline in ("eager", "compile"):
                 mean, geo, n = mean_speedups(subset, baseline)

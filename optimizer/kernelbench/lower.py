@@ -266,10 +266,11 @@ def _pointwise_group(group: Group, name: str) -> tuple[str, str]:
     params = group.params
     out_shape = node_shape(group.out_node)
     rank = len(out_shape)
-    flat = [p for p in params if tuple(p.shape) == tuple(out_shape)]
-    broadcast = [p for p in params if p not in flat]
+    tensors = [p for p in params if not p.scalar]
+    flat = [p for p in tensors if tuple(p.shape) == tuple(out_shape)]
+    broadcast = [p for p in tensors if p not in flat]
     names = [param_name(p) for p in params]
-    sig = [f"{n}_ptr" for n in names] + ["out_ptr", "n_elements"]
+    sig = [param_name(p) if p.scalar else f"{param_name(p)}_ptr" for p in params] + ["out_ptr", "n_elements"]
     if broadcast:
         sig += [f"D{d}" for d in range(1, rank)]
         for p in broadcast:
@@ -287,6 +288,8 @@ def _pointwise_group(group: Group, name: str) -> tuple[str, str]:
 
     def load(ref: Ref) -> str:
         n = param_name(ref)
+        if ref.scalar:
+            return n
         if n not in loaded:
             if ref in broadcast and rank:
                 offset = " + ".join(f"i{d} * {n}_s{d}" for d in range(rank))
@@ -301,8 +304,9 @@ def _pointwise_group(group: Group, name: str) -> tuple[str, str]:
     body.append(f"tl.store(out_ptr + offs, {result}.to(out_ptr.dtype.element_ty), mask=mask)")
     kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(sig)}, BLOCK: tl.constexpr):\n" + _indent(body) + "\n")
 
-    first = names[0]
-    host = [f"shape = torch.broadcast_shapes({', '.join(n + '.shape' for n in names)})",
+    tensor_names = [param_name(p) for p in tensors]
+    first = tensor_names[0]
+    host = [f"shape = torch.broadcast_shapes({', '.join(n + '.shape' for n in tensor_names)})",
             f"out = torch.empty(shape, device={first}.device, dtype={first}.dtype)",
             "n_elements = out.numel()"]
     host += [f"{param_name(p)} = {param_name(p)}.contiguous()" for p in flat]
@@ -453,6 +457,10 @@ def _epilogue(group: Group, index_terms: list[str], mask: str, skip: set[str]) -
 
     def load(ref: Ref) -> str:
         n = param_name(ref)
+        if ref.scalar:
+            if n not in sig:
+                sig.append(n)
+            return n
         if f"{n}_ptr" not in sig:
             sig.append(f"{n}_ptr")
             sig.extend(f"{n}_s{d}" for d in range(len(index_terms)))
@@ -465,6 +473,22 @@ def _epilogue(group: Group, index_terms: list[str], mask: str, skip: set[str]) -
         lines.append(f"acc = acc + {load(bias)}  # bias")
     chain_lines, result = _chain_lines(group.chain, env, load)
     return sig, lines + chain_lines, result if group.chain else "acc"
+
+
+def _epilogue_args(epi_sig: list[str]) -> list[str]:
+    """Host arguments for the epilogue's non-pointer parameters, in the kernel's order."""
+    pointers = {s[:-4] for s in epi_sig if s.endswith("_ptr")}
+    args = []
+    for entry in epi_sig:
+        if entry.endswith("_ptr"):
+            continue
+        stem, _, dim = entry.rpartition("_s")
+        if stem in pointers and dim.isdigit():
+            if dim == "0":
+                args.append(f"*{stem}.stride()")
+        else:
+            args.append(entry)  # a scalar the forward received
+    return args
 
 
 def _dot(a: str, b: str, fp32: bool) -> str:
@@ -521,7 +545,7 @@ def _matmul_group(group: Group, name: str) -> tuple[str, str]:
     for e in epi_names:
         host.append(f"{e} = {e}.expand(out_shape).reshape(B, M, N)")
     args = ["a3", "b3", "c", *epi_names, "M", "N", "K", "*a3.stride()", "*b3.stride()", "*c.stride()",
-            *[f"*{e}.stride()" for e in epi_names]]
+            *_epilogue_args(epi_sig)]
     host += [f"grid = (triton.cdiv(M, {DOT_TILE}), triton.cdiv(N, {DOT_TILE}), B)",
              f"{name}_kernel[grid]({', '.join(args)},",
              f"{' ' * (len(name) + 14)}BLOCK_M={DOT_TILE}, BLOCK_N={DOT_TILE}, BLOCK_K={DOT_TILE})",
@@ -581,7 +605,7 @@ def _conv2d_group(group: Group, name: str) -> tuple[str, str]:
         view = ".view(1, -1, 1, 1)" if bias is not None and e == param_name(bias) else ""
         host.append(f"{e} = {e}{view}.expand(out.shape)")
     args = [x, w, "out", *epi_names, "NB", "C", "H", "W", "OC", "OH", "OW", "KH", "KW", f"*{x}.stride()",
-            "*out.stride()", *[f"*{e}.stride()" for e in epi_names]]
+            "*out.stride()", *_epilogue_args(epi_sig)]
     host += [f"grid = (triton.cdiv(NB * OH * OW, {DOT_TILE}), triton.cdiv(OC, {DOT_TILE}))",
              f"{name}_kernel[grid]({', '.join(args)},",
              f"{' ' * (len(name) + 14)}BLOCK_M={DOT_TILE}, BLOCK_N={DOT_TILE}, BLOCK_K={DOT_TILE})",

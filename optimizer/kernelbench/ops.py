@@ -24,6 +24,7 @@ class Ref:
     shape: tuple
     node: Any = None  # the fx node when the operand is one
     name: str | None = None  # the host function's parameter name (default: from expr)
+    scalar: bool = False  # a Python number the forward receives (get_inputs returns ``s = 3.14``)
 
     def __hash__(self) -> int:
         return hash(self.expr)
@@ -84,7 +85,9 @@ _LAYOUT_METHODS = {"view", "reshape", "flatten", "permute", "transpose", "t", "u
                    "contiguous", "expand", "expand_as", "view_as", "reshape_as", "size", "dim", "chunk",
                    "split", "unbind", "narrow", "select", "numel"}
 _LAYOUT_FUNCTIONS = {"reshape", "flatten", "permute", "transpose", "t", "unsqueeze", "squeeze", "chunk",
-                     "split", "unbind", "narrow", "select"}
+                     "split", "unbind", "narrow", "select", "tensor", "clone", "detach", "zeros_like", "ones_like",
+                     "full_like", "empty_like"}
+_LAYOUT_METHODS |= {"clone", "detach", "to", "float", "type_as"}
 _POW_EXPONENTS = {2.0, 3.0, 0.5, 1.0, -1.0, -0.5}
 # Default arguments of the functional spellings, by position after the input.
 _UNARY_DEFAULTS = {"leaky_relu": [("negative_slope", 0.01)], "hardtanh": [("min_val", -1.0), ("max_val", 1.0)],
@@ -111,6 +114,8 @@ def _operand(value):
         return float(value)
     if hasattr(value, "op") and is_float_tensor(value):
         return _ref(value)
+    if hasattr(value, "op") and value.op == "placeholder" and node_meta(value) is None:
+        return Ref(value.name, (), value, scalar=True)
     return None
 
 
@@ -252,17 +257,18 @@ def _pointwise(node, op: str, args: tuple, kwargs: dict) -> OpSpec:
     if op in ("add", "sub", "mul", "div", "pow", "maximum", "minimum"):
         second = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("exponent"))
         operands = [_operand(args[0]), _operand(second)]
-        if any(o is None for o in operands) or all(isinstance(o, float) for o in operands):
+        if any(o is None for o in operands) or all(isinstance(o, float) or o.scalar for o in operands):
             return OpSpec(node, "torch", op, reason=f"{op} of operands that are not float tensors or numbers")
         if op == "div" and kwargs.get("rounding_mode") is not None:
             return OpSpec(node, "torch", op, reason="division with a rounding mode")
-        if op == "pow" and not (isinstance(operands[0], Ref) and operands[1] in _POW_EXPONENTS):
+        if op == "pow" and not (isinstance(operands[0], Ref) and isinstance(operands[1], float)
+                                and operands[1] in _POW_EXPONENTS):
             return OpSpec(node, "torch", op, reason="pow other than by 2, 3, 0.5, 1, -1, -0.5")
         if op in ("maximum", "minimum") and not all(isinstance(o, Ref) for o in operands):
             return OpSpec(node, "torch", op, reason=f"{op} of a number")
         return OpSpec(node, "pointwise", op, operands)
     operand = _operand(args[0]) if args else None
-    if not isinstance(operand, Ref):
+    if not isinstance(operand, Ref) or operand.scalar:
         return OpSpec(node, "torch", op, reason=f"{op} of a non-float input")
     if op == "relu6":
         return OpSpec(node, "pointwise", "hardtanh", [operand], {"min_val": 0.0, "max_val": 6.0})

@@ -184,7 +184,23 @@ def run_job(job: dict) -> dict:
     return out
 
 
+def _exit_with_parent() -> None:
+    """Exit when the process that started this worker is gone (a killed run leaves no worker behind)."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
+    _exit_with_parent()
     jobs = json.loads(open(argv[0], encoding="utf-8").read())
     for job in jobs:
         result = run_job(job)

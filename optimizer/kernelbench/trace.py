@@ -109,13 +109,15 @@ def shrink_sizes(text: str, limit: int = 64) -> str:
     tree = ast.parse(text)
     replacements: list[tuple[int, int, int, int, str]] = []
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
-                and type(node.value.value) is int and node.value.value > limit:
-            value = node.value.value
-            while value > limit:
-                value = (value + 1) // 2
-            v = node.value
-            replacements.append((v.lineno, v.col_offset, v.end_lineno, v.end_col_offset, str(value)))
+        if not isinstance(node, ast.Assign):
+            continue
+        values = node.value.elts if isinstance(node.value, (ast.Tuple, ast.List)) else [node.value]
+        for v in values:  # `n = 4096`, `N = 2048 * 2` and `input_shape = (32768,)` alike
+            value = _constant_int(v)
+            if value is not None and value > limit:
+                while value > limit:
+                    value = (value + 1) // 2
+                replacements.append((v.lineno, v.col_offset, v.end_lineno, v.end_col_offset, str(value)))
     lines = text.splitlines(keepends=True)
     for line, col, end_line, end_col, new in sorted(replacements, reverse=True):
         if line != end_line:
@@ -123,3 +125,22 @@ def shrink_sizes(text: str, limit: int = 64) -> str:
         row = lines[line - 1]
         lines[line - 1] = row[:col] + new + row[end_col:]
     return "".join(lines)
+
+
+_ARITHMETIC = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+               ast.FloorDiv: lambda a, b: a // b if b else None, ast.Pow: lambda a, b: a ** b if 0 <= b < 64 else None}
+
+
+def _constant_int(node) -> int | None:
+    """The value of an integer literal or of arithmetic over integer literals (``16384 * 4``), else None."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _constant_int(node.operand)
+        return None if value is None else -value
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        left, right = _constant_int(node.left), _constant_int(node.right)
+        if left is None or right is None:
+            return None
+        return _ARITHMETIC[type(node.op)](left, right)
+    return None

@@ -1,0 +1,377 @@
+"""KernelBench: tracing, lowering of every op class (outputs checked in the Triton interpreter), static checks,
+scoring arithmetic, and the command's resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from mtmc_lsp.optimizer.kernelbench.evaluate import (  # noqa: E402
+    ProblemResult, discover_problems, fast_p, load_results, mean_speedups, static_check, summarize)
+from mtmc_lsp.optimizer.kernelbench.lower import group_nodes, lower  # noqa: E402
+from mtmc_lsp.optimizer.kernelbench.trace import load_problem, shrink_sizes, trace_problem  # noqa: E402
+from mtmc_lsp.optimizer.kernelbench.write import REFERENCE_MARKER, generate, solution_part  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEMS = ROOT / "tests" / "kernelbench_problems"
+
+# Each op class in a small problem of its own (the problem folder covers the L1/L2 shapes of the brief).
+OP_PROBLEMS = {
+    "pointwise_chain_broadcast": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+                self.bias = nn.Parameter(torch.randn(1, 12))
+
+            def forward(self, x, y):
+                z = torch.sigmoid(x) * y + self.bias
+                z = F.leaky_relu(z, 0.2) - 0.5
+                z = torch.clamp(z, min=-0.3, max=0.6)
+                return F.gelu(torch.tanh(z) / 2.0, approximate="tanh") + F.softplus(z) + F.silu(z) * F.hardswish(z)
+
+        def get_inputs():
+            return [torch.randn(5, 7, 12), torch.randn(7, 1)]
+        """, {"pointwise"}),
+    "activations": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+                self.act = nn.ELU(alpha=0.7)
+
+            def forward(self, x):
+                return self.act(x) + F.selu(x) + F.softsign(x) + F.hardsigmoid(x) + F.mish(x) + x ** 2 + torch.exp(-x.abs())
+
+        def get_inputs():
+            return [torch.randn(3, 50)]
+        """, {"pointwise"}),
+    "scalar_input": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+
+            def forward(self, A, s):
+                return A * s
+
+        def get_inputs():
+            return [torch.randn(9, 33), 3.14]
+        """, {"pointwise"}),
+    "reductions": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+
+            def forward(self, x):
+                a = torch.mean(x, dim=(2, 3), keepdim=True)
+                b = torch.max(x, dim=1)[0]
+                c = torch.amin(x, dim=-1)
+                return a.sum() + b.sum(dim=1) .mean() + c.max()
+
+        def get_inputs():
+            return [torch.randn(2, 3, 9, 10)]
+        """, {"reduce"}),
+    "rms_norm": ("""
+        class Model(nn.Module):
+            def __init__(self, eps):
+                super(Model, self).__init__()
+                self.eps = eps
+
+            def forward(self, x):
+                rms = torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + self.eps)
+                return x / rms
+
+        def get_inputs():
+            return [torch.randn(2, 6, 5, 4)]
+
+        def get_init_inputs():
+            return [1e-5]
+        """, {"reduce", "pointwise"}),
+    "softmax_log_softmax": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+
+            def forward(self, x):
+                return torch.softmax(x, dim=1) + torch.log_softmax(x, dim=-1)
+
+        def get_inputs():
+            return [torch.randn(3, 11, 11)]
+        """, {"softmax", "log_softmax", "pointwise"}),
+    "layer_norm_functional": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+                self.w = nn.Parameter(torch.randn(30))
+
+            def forward(self, x):
+                return F.layer_norm(x, (30,), self.w, None, 1e-6)
+
+        def get_inputs():
+            return [torch.randn(4, 30)]
+        """, {"layer_norm"}),
+    "matmul_flatten_transposed": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+                self.fc = nn.Linear(20, 17, bias=False)
+
+            def forward(self, x, B):
+                y = self.fc(x)
+                return torch.matmul(y, B.T) * 0.25
+
+        def get_inputs():
+            return [torch.randn(2, 9, 20), torch.randn(13, 17)]
+        """, {"matmul"}),
+    "conv2d_strided": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+                self.conv = nn.Conv2d(3, 5, (3, 2), stride=2, padding=(1, 0), dilation=(1, 2))
+
+            def forward(self, x):
+                return torch.relu(self.conv(x)) * 2.0
+
+        def get_inputs():
+            return [torch.randn(2, 3, 9, 8)]
+        """, {"conv2d"}),
+}
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+FOOTER = "\n\ndef get_init_inputs():\n    return []\n"
+
+
+def _problem_text(body: str) -> str:
+    text = HEADER + textwrap.dedent(body)
+    return text if "def get_init_inputs" in text else text + FOOTER
+
+
+def _run_interpreted(solution: str, tmp_path: Path, trials: int = 2) -> dict:
+    """ModelNew against Model in a subprocess under TRITON_INTERPRET=1 (the interpreter must be set before import)."""
+    path = tmp_path / "solution.py"
+    path.write_text(solution, encoding="utf-8")
+    script = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(ROOT / 'optimizer' / 'kernelbench')!r})
+        import runner
+        text = open({str(path)!r}).read()
+        module = runner.load_module(text, "generated_solution")
+        print(json.dumps(runner.check_correctness(module, module, "cpu", trials={trials})))
+    """)
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", sorted(OP_PROBLEMS))
+def test_every_op_class_lowers_and_matches_in_the_interpreter(case, tmp_path):
+    body, classes = OP_PROBLEMS[case]
+    generated = generate(load_problem(text=_problem_text(body), name=case))
+    assert generated.fully_lowered, generated.fallbacks
+    assert classes <= set(generated.op_classes)
+    assert static_check(generated.text).ok and not static_check(generated.text).torch_ops
+    result = _run_interpreted(generated.text, tmp_path)
+    assert result["passed"] == result["trials"], result
+
+
+def test_problem_folder_traces_and_lowers_with_readable_kernels():
+    files = discover_problems(PROBLEMS, 1) + discover_problems(PROBLEMS, 2)
+    assert len(files) == 10
+    expected = {"1_Matmul": ["matmul_kernel"], "1_Linear_BiasAdd_ReLU": ["linear_add_relu_kernel"],
+                "2_Matmul_Scale_GELU": ["matmul_mul_gelu_kernel"], "3_BMM_Softmax": ["bmm_kernel", "softmax_kernel"],
+                "4_Conv2d_ReLU_BiasAdd": ["conv2d_relu_add_kernel"]}
+    for path in files:
+        generated = generate(load_problem(path))
+        if path.stem in expected:
+            assert generated.kernels == expected[path.stem]
+        text = generated.text
+        for kernel in generated.kernels:  # each kernel has its comment and a host function
+            assert f"# {kernel}: " in text and f"def run_{kernel[: -len('_kernel')]}(" in text
+        assert "class ModelNew(nn.Module):" in text and REFERENCE_MARKER in text
+        assert "super().__init__()" in solution_part(text)
+
+
+def test_fused_groups_epilogue_and_fallback_comment():
+    problem = load_problem(PROBLEMS / "level2" / "5_Gemm_Cumsum_Tanh.py")
+    generated = generate(problem)
+    assert generated.kernels == ["linear_kernel", "tanh_kernel"]
+    assert generated.fallbacks == [("cumsum", "no Triton lowering yet for cumsum")]
+    assert "# PyTorch: no Triton lowering yet for cumsum" in generated.text
+    assert "Still PyTorch calls" in generated.text
+    assert static_check(generated.text).torch_ops == ["torch.cumsum"]
+    traced = trace_problem(load_problem(PROBLEMS / "level2" / "1_Linear_BiasAdd_ReLU.py"))
+    groups, _ = group_nodes(traced.graph_module)
+    assert [g.ops() for g in groups] == [["linear", "add", "relu"]]
+
+
+def test_a_value_with_two_users_ends_its_group():
+    text = _problem_text("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+
+            def forward(self, x):
+                y = torch.relu(x)
+                return torch.sigmoid(y) + y.sum(dim=1, keepdim=True)
+
+        def get_inputs():
+            return [torch.randn(4, 8)]
+        """)
+    lowering = lower(trace_problem(load_problem(text=text)).graph_module)
+    assert [g.ops() for g in lowering.groups] == [["relu"], ["sigmoid", "add"], ["sum"]]
+
+
+def test_tracing_uses_fake_inputs_for_huge_problems():
+    text = _problem_text("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+
+            def forward(self, x):
+                return torch.softmax(x, dim=1)
+
+        batch_size = 4096
+        dim = 393216
+
+        def get_inputs():
+            return [torch.rand(batch_size, dim)]
+        """)
+    traced = trace_problem(load_problem(text=text))  # 6 GB if it were real
+    shapes = [n.meta["tensor_meta"].shape for n in traced.graph_module.graph.nodes if n.op == "placeholder"]
+    assert list(shapes[0]) == [4096, 393216]
+    small = shrink_sizes(text)
+    assert "batch_size = 64" in small and "dim = 48" in small
+
+
+def test_shrink_keeps_equal_sizes_equal_and_small_ones():
+    text = "a = 4096\nb = 4096\nk = 3\nshape = (32768, 5)\n"
+    assert shrink_sizes(text) == "a = 64\nb = 64\nk = 3\nshape = (64, 5)\n"
+
+
+# -- static checks ---------------------------------------------------------------------------------
+
+GOOD = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr):
+    tl.store(x_ptr, 1.0)
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(n, n)
+
+    def forward(self, x):
+        k[(1,)](x)
+        return x
+"""
+
+
+def test_static_check_passes_a_clean_solution_and_ignores_the_copied_reference():
+    reference = "\n" + REFERENCE_MARKER + "\nclass Model(nn.Module):\n    def forward(self, x):\n        try:\n            pass\n" \
+                "        except Exception:\n            return torch.relu(x)\n"
+    report = static_check(GOOD + reference)
+    assert report.ok and report.torch_ops == []
+
+
+@pytest.mark.parametrize("edit, error", [
+    (("        k[(1,)](x)\n", "        try:\n            k[(1,)](x)\n        except Exception:\n            x = torch.relu(x)\n"),
+     "try/except"),
+    (("class ModelNew(nn.Module):", "class ModelNew(Model):"), "inherits from the reference"),
+    (("        k[(1,)](x)\n", "        pass\n"), "'pass' statement"),
+    (("@triton.jit\n", ""), "no @triton.jit kernel"),
+])
+def test_static_check_refuses_bypasses(edit, error):
+    report = static_check(GOOD.replace(*edit))
+    assert any(error in e for e in report.errors), report.errors
+
+
+def test_static_check_counts_pytorch_compute_ops():
+    text = GOOD.replace("        return x\n", "        y = self.fc(x)\n        y = torch.softmax(y, dim=1)\n"
+                        "        return F.gelu(y) + y.cumsum(1) + torch.matmul(y, y).view(-1).reshape(2, -1)\n")
+    assert static_check(text).torch_ops == ["nn.Linear", "torch.softmax", "F.gelu", "Tensor.cumsum", "torch.matmul"]
+
+
+# -- scores ----------------------------------------------------------------------------------------
+
+def _row(name, correct=True, eager=None, compile_=None, triton=None, level=1, torch_ops=()):
+    return ProblemResult(level, name, "ok", correct=correct, eager_ms=eager, compile_ms=compile_, triton_ms=triton,
+                         torch_ops=list(torch_ops))
+
+
+def test_fast_p_counts_incorrect_problems_as_not_fast():
+    rows = [_row("a", eager=3.0, compile_=1.0, triton=1.0),       # 3x eager, 1x compile
+            _row("b", eager=1.0, compile_=2.5, triton=0.5),       # 2x eager (not > 2), 5x compile
+            _row("c", correct=False, eager=10.0, compile_=10.0, triton=1.0),  # fast but wrong
+            _row("d", eager=1.0, compile_=1.0, triton=2.0)]       # 0.5x
+    assert fast_p(rows, 0) == 0.75
+    assert fast_p(rows, 1.0, "eager") == 0.5
+    assert fast_p(rows, 2.0, "eager") == 0.25
+    assert fast_p(rows, 1.0, "compile") == 0.25
+    assert fast_p(rows, 2.0, "compile") == 0.25
+    arith, geo, n = mean_speedups(rows, "eager")
+    assert n == 3 and arith == pytest.approx((3 + 2 + 0.5) / 3) and geo == pytest.approx((3 * 2 * 0.5) ** (1 / 3))
+    arith_c, _, n_c = mean_speedups(rows, "compile")
+    assert n_c == 3 and arith_c == pytest.approx((1 + 5 + 0.5) / 3)
+
+
+def test_summary_per_level_with_pytorch_ops_counted_apart_and_untimed_runs():
+    rows = [_row("a", eager=2.0, compile_=1.0, triton=1.0), _row("b", eager=1.0, compile_=1.0, triton=0.5,
+                                                                 torch_ops=["torch.cumsum"]),
+            _row("c", level=2), _row("d", level=2, correct=False)]
+    summary = summarize(rows)
+    l1, l2 = summary["level1"], summary["level2"]
+    assert (l1["problems"], l1["correct"], l1["fully_triton"], l1["with_pytorch_ops"]) == (2, 2, 1, 1)
+    assert l1["all"]["eager"]["fast_1"] == 1.0 and l1["fully_triton_only"]["eager"]["fast_2"] == 0.0
+    assert l1["all"]["eager"]["mean_speedup"] == pytest.approx(2.0)
+    assert l2["all"]["eager"]["fast_0"] == 0.5
+    assert l2["all"]["eager"]["fast_1"] is None and l2["all"]["eager"]["mean_speedup"] is None  # CPU: not timed
+
+
+def test_speedup_needs_correctness_and_both_times():
+    assert _row("a", correct=False, eager=2.0, triton=1.0).speedup("eager") is None
+    assert _row("a", eager=2.0, triton=None).speedup("eager") is None
+    assert _row("a", eager=2.0, compile_=None, triton=1.0).speedup("compile") is None
+    assert _row("a", eager=2.0, triton=1.0).speedup("eager") == 2.0
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_command_cpu_runs_and_resumes(tmp_path):
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "mtmc_lsp", "kernelbench", "--problems", str(PROBLEMS), "--level", "1",
+            "--cpu", "--out", str(out), "--only", "ReLU", "--only", "Softmax"]
+    first = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert "[2/2]" in first.stdout
+    rows = load_results(out / "results.jsonl")
+    assert sorted(rows) == ["level1/2_ReLU", "level1/3_Softmax"]
+    assert all(r.correct and r.trials == 5 and r.trials_passed == 5 for r in rows.values())
+    assert (out / "solutions" / "level1" / "2_ReLU_triton.py").is_file()
+    report = (out / "report.md").read_text()
+    assert "| level1/3_Softmax | ok | 5/5 |" in report
+    again = subprocess.run(args[:-4] + ["--only", "ReLU", "--only", "Softmax", "--only", "LayerNorm", "--resume"],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "1 problems to run (2 already in" in again.stdout
+    assert sorted(load_results(out / "results.jsonl")) == ["level1/2_ReLU", "level1/3_Softmax", "level1/4_LayerNorm"]
+
+
+def test_a_wrong_solution_is_incorrect(tmp_path):
+    generated = generate(load_problem(PROBLEMS / "level1" / "2_ReLU.py"))
+    wrong = generated.text.replace("tl.maximum(x_in, 0.0)", "tl.maximum(x_in, 0.01)")
+    assert wrong != generated.text
+    result = _run_interpreted(wrong, tmp_path, trials=1)
+    assert result["passed"] == 0 and "differ" in result["issue"]
