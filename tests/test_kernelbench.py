@@ -105,6 +105,32 @@ OP_PROBLEMS = {
         def get_inputs():
             return [torch.randn(3, 11, 11)]
         """, {"softmax", "log_softmax", "pointwise"}),
+    "channel_norms": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+                self.gn = nn.GroupNorm(2, 6)
+                self.inorm = nn.InstanceNorm2d(6)
+                self.bn = nn.BatchNorm2d(6)
+                self.bn1 = nn.BatchNorm1d(5)
+
+            def forward(self, x, y):
+                return self.bn(self.inorm(self.gn(x))), self.bn1(y)
+
+        def get_inputs():
+            return [torch.randn(3, 6, 4, 5) * 2 + 1, torch.randn(7, 5)]
+        """, {"group_norm", "batch_norm"}),
+    "logsumexp": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+
+            def forward(self, x):
+                return torch.logsumexp(x * 10.0, dim=1, keepdim=True)
+
+        def get_inputs():
+            return [torch.randn(6, 40)]
+        """, {"reduce"}),
     "layer_norm_functional": ("""
         class Model(nn.Module):
             def __init__(self):

@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="kept MTMC steps per kernel before evaluation (default 0: the generated kernels as is)")
     parser.add_argument("--policy", default="heuristic", help="policy of the optimize loop (default heuristic)")
     parser.add_argument("--cpu", action="store_true",
-                        help="no GPU: correctness only, in the Triton interpreter, at sizes halved down to <= 64")
+                        help="no GPU: correctness only, in the Triton interpreter, at sizes halved to <= 64 and to "
+                             "inputs of <= 128K elements")
     parser.add_argument("--only", action="append", default=[], help="run problems whose file name contains this")
     parser.add_argument("--limit", type=int, default=0, help="at most this many problems per level")
     parser.add_argument("--timeout-s", type=float, default=600.0, help="per problem in the worker (default 600)")
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from mtmc_lsp.optimizer.kernelbench.evaluate import (
         ProblemResult, apply_result, discover_problems, load_results, run_jobs, static_check)
     from mtmc_lsp.optimizer.kernelbench.report import write_report
-    from mtmc_lsp.optimizer.kernelbench.trace import load_problem, shrink_sizes
+    from mtmc_lsp.optimizer.kernelbench.trace import load_problem, shrink_for_interpreter
     from mtmc_lsp.optimizer.kernelbench.write import generate
 
     started = time.monotonic()
@@ -72,9 +73,12 @@ def run(args: argparse.Namespace) -> int:
             if row.key in done:
                 continue
             text = path.read_text(encoding="utf-8")
-            if args.cpu:
-                text = shrink_sizes(text)
-            solution = _generate(row, text, path.stem, generate, load_problem)
+            solution = None
+            try:
+                text = shrink_for_interpreter(text) if args.cpu else text
+                solution = _generate(row, text, path.stem, generate, load_problem)
+            except Exception as exc:  # get_inputs itself failed: a row, not the end of the run
+                row.status, row.error = "generation_error", f"sizes: {type(exc).__name__}: {exc}"[:500]
             if solution is not None and args.optimize_steps > 0 and budget_left() > 0:
                 solution = _optimize(row, solution, out / "solutions" / f"level{level}" / f"{path.stem}_triton.py", args)
             if solution is None:

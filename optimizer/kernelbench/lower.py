@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .ops import OpSpec, Ref, classify, node_dtype, node_shape
 
-ANCHORS = ("reduce", "softmax", "log_softmax", "layer_norm", "matmul", "conv2d")
+ANCHORS = ("reduce", "softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "matmul", "conv2d")
 TAKES_EPILOGUE = ("pointwise", "matmul", "conv2d")
 POINTWISE_BLOCK = 1024
 ROW_BLOCK = 1024
@@ -79,6 +79,12 @@ class Group:
         if a.kind == "reduce":
             keep = ", keepdim" if a.attrs["keepdim"] else ""
             return f"{a.op} over dims {tuple(a.attrs['dims'])}{keep}: one program per output element"
+        if a.kind == "group_norm":
+            what = "instance norm" if a.op == "instance_norm" else f"group norm ({a.attrs['groups']} groups)"
+            return f"{what} (eps {a.attrs['eps']}): one program per (sample, group), three passes"
+        if a.kind == "batch_norm":
+            return (f"batch norm with the batch's statistics, as in training mode (eps {a.attrs['eps']}): one "
+                    "program per channel over every sample and position, three passes")
         if a.kind == "layer_norm":
             return f"layer norm over the last {len(a.attrs['dims'])} dims (eps {a.attrs['eps']}): one program per row"
         return f"{a.op} over dim {a.attrs['dims'][0]}: one program per row, three passes (max, sum, write)"
@@ -333,6 +339,8 @@ def _row_setup(dims: list[int]) -> list[str]:
 def _reduce_group(group: Group, name: str) -> tuple[str, str]:
     a = group.anchor
     op = a.op
+    if op == "logsumexp":
+        return _logsumexp_group(group, name)
     init = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}[op]
     combine = {"sum": "acc + x", "mean": "acc + x", "max": "tl.maximum(acc, x)", "min": "tl.minimum(acc, x)"}[op]
     final = {"sum": "tl.sum(acc, axis=0)", "mean": "tl.sum(acc, axis=0) / R",
@@ -359,6 +367,126 @@ def _reduce_group(group: Group, name: str) -> tuple[str, str]:
         f"{name}_kernel[(outer * inner,)](x, out, R, inner, BLOCK_R=BLOCK_R)",
         "return out"]
     return kernel, f"def run_{name}(x):\n" + _indent(host) + "\n"
+
+
+def _reduce_host(name: str, dims: list[int], keep: bool) -> str:
+    kept = f"[1] * {len(dims)}" if keep else "[]"
+    host = _row_setup(dims) + [
+        f"out_shape = list(x.shape[:{dims[0]}]) + {kept} + list(x.shape[{dims[-1] + 1}:])",
+        "out = torch.empty(out_shape, device=x.device, dtype=x.dtype)",
+        f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
+        f"{name}_kernel[(outer * inner,)](x, out, R, inner, BLOCK_R=BLOCK_R)",
+        "return out"]
+    return f"def run_{name}(x):\n" + _indent(host) + "\n"
+
+
+def _logsumexp_group(group: Group, name: str) -> tuple[str, str]:
+    body = ["pid = tl.program_id(0).to(tl.int64)",
+            "base = (pid // INNER) * R * INNER + pid % INNER",
+            "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
+            "# pass 1: the maximum, so that exp never overflows",
+            'acc_max = tl.full([BLOCK_R], float("-inf"), dtype=tl.float32)',
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            '    x = tl.load(x_ptr + base + r * INNER, mask=r < R, other=float("-inf")).to(tl.float32)',
+            "    acc_max = tl.maximum(acc_max, x)",
+            "row_max = tl.max(acc_max, axis=0)",
+            "# pass 2: log(sum(exp(x - max))) + max",
+            "acc_sum = tl.zeros([BLOCK_R], dtype=tl.float32)",
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            '    x = tl.load(x_ptr + base + r * INNER, mask=r < R, other=float("-inf")).to(tl.float32)',
+            "    acc_sum += tl.exp(x - row_max)",
+            "result = row_max + tl.log(tl.sum(acc_sum, axis=0))",
+            "tl.store(out_ptr + pid, result.to(out_ptr.dtype.element_ty))"]
+    kernel = f"@triton.jit\ndef {name}_kernel(x_ptr, out_ptr, R, INNER, BLOCK_R: tl.constexpr):\n" + _indent(body) + "\n"
+    a = group.anchor
+    return kernel, _reduce_host(name, a.attrs["dims"], a.attrs["keepdim"])
+
+
+def _three_pass_norm(index: str, channel: str | None, w_name: str | None, b_name: str | None, eps: float) -> list[str]:
+    """The mean / variance / write passes over ``R`` elements at ``x_ptr + index(r)``; ``channel(r)`` picks w and b."""
+    affine, once = [], []
+    for ptr, op in ((w_name, "*"), (b_name, "+")):
+        if ptr and channel == "channel":  # one channel per program: its weight and bias are scalars
+            once.append(f"{ptr} = tl.load({ptr}_ptr + channel).to(tl.float32)")
+            affine.append(f"    y = y {op} {ptr}")
+        elif ptr:
+            affine.append(f"    y = y {op} tl.load({ptr}_ptr + {channel}, mask=mask, other=0.0).to(tl.float32)")
+    return ["# pass 1: mean",
+            "acc = tl.zeros([BLOCK_R], dtype=tl.float32)",
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            f"    acc += tl.load(x_ptr + {index}, mask=r < R, other=0.0).to(tl.float32)",
+            "mean = tl.sum(acc, axis=0) / R",
+            "# pass 2: variance (biased, as the normalization uses it)",
+            "acc = tl.zeros([BLOCK_R], dtype=tl.float32)",
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            "    mask = r < R",
+            f"    x = tl.load(x_ptr + {index}, mask=mask, other=0.0).to(tl.float32)",
+            "    d = tl.where(mask, x - mean, 0.0)",
+            "    acc += d * d",
+            f"rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / R + {_lit(eps)})",
+            "# pass 3: normalize, scale and shift",
+            *once,
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            "    mask = r < R",
+            f"    x = tl.load(x_ptr + {index}, mask=mask, other=0.0).to(tl.float32)",
+            "    y = (x - mean) * rstd",
+            *affine,
+            f"    tl.store(out_ptr + {index}, y.to(out_ptr.dtype.element_ty), mask=mask)"]
+
+
+def _affine_names(a: OpSpec) -> tuple[str | None, str | None]:
+    w_name = param_name(a.operands[1]) if a.attrs["weight"] else None
+    b_name = param_name(a.operands[2 if a.attrs["weight"] else 1]) if a.attrs["bias"] else None
+    return w_name, b_name
+
+
+def _group_norm_group(group: Group, name: str) -> tuple[str, str]:
+    a = group.anchor
+    w_name, b_name = _affine_names(a)
+    body = ["row = tl.program_id(0).to(tl.int64)  # one (sample, group): R contiguous elements",
+            "base = row * R",
+            "group = row % G",
+            "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
+            *_three_pass_norm("base + r", "group * (R // S) + r // S", w_name, b_name, a.attrs["eps"])]
+    ptrs = ["x_ptr"] + [f"{n}_ptr" for n in (w_name, b_name) if n]
+    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(ptrs)}, out_ptr, R, S, G, BLOCK_R: tl.constexpr):\n"
+              + _indent(body) + "\n")
+    params = ["x"] + [n for n in (w_name, b_name) if n]
+    host = ["x = x.contiguous()",
+            f"G = {a.attrs['groups']}",
+            "S = math.prod(x.shape[2:])  # positions per channel",
+            "R = x.shape[1] // G * S",
+            "out = torch.empty_like(x)",
+            f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
+            f"{name}_kernel[(x.shape[0] * G,)]({', '.join(params)}, out, R, S, G, BLOCK_R=BLOCK_R)",
+            "return out"]
+    return kernel, f"def run_{name}({', '.join(params)}):\n" + _indent(host) + "\n"
+
+
+def _batch_norm_group(group: Group, name: str) -> tuple[str, str]:
+    a = group.anchor
+    w_name, b_name = _affine_names(a)
+    body = ["channel = tl.program_id(0).to(tl.int64)  # R = samples x positions of this channel",
+            "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
+            *_three_pass_norm("((r // S) * C + channel) * S + r % S", "channel", w_name, b_name, a.attrs["eps"])]
+    ptrs = ["x_ptr"] + [f"{n}_ptr" for n in (w_name, b_name) if n]
+    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(ptrs)}, out_ptr, R, S, C, BLOCK_R: tl.constexpr):\n"
+              + _indent(body) + "\n")
+    params = ["x"] + [n for n in (w_name, b_name) if n]
+    host = ["x = x.contiguous()",
+            "C = x.shape[1]",
+            "S = math.prod(x.shape[2:])",
+            "R = x.shape[0] * S",
+            "out = torch.empty_like(x)",
+            f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
+            f"{name}_kernel[(C,)]({', '.join(params)}, out, R, S, C, BLOCK_R=BLOCK_R)",
+            "return out"]
+    return kernel, f"def run_{name}({', '.join(params)}):\n" + _indent(host) + "\n"
 
 
 def _softmax_group(group: Group, name: str) -> tuple[str, str]:
@@ -614,7 +742,8 @@ def _conv2d_group(group: Group, name: str) -> tuple[str, str]:
 
 
 _GENERATORS = {"pointwise": _pointwise_group, "reduce": _reduce_group, "softmax": _softmax_group,
-               "log_softmax": _softmax_group, "layer_norm": _layer_norm_group, "matmul": _matmul_group,
+               "log_softmax": _softmax_group, "layer_norm": _layer_norm_group, "group_norm": _group_norm_group,
+               "batch_norm": _batch_norm_group, "matmul": _matmul_group,
                "conv2d": _conv2d_group}
 
 

@@ -80,7 +80,7 @@ _BINARY = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operat
            operator.pow: "pow", operator.neg: "neg"}
 _BINARY_NAMES = {"add", "sub", "mul", "div", "true_divide", "multiply", "subtract", "pow", "maximum",
                  "minimum", "rsub"}
-_REDUCE_NAMES = {"sum", "mean", "amax", "amin", "max", "min"}
+_REDUCE_NAMES = {"sum", "mean", "amax", "amin", "max", "min", "logsumexp"}
 _LAYOUT_METHODS = {"view", "reshape", "flatten", "permute", "transpose", "t", "unsqueeze", "squeeze",
                    "contiguous", "expand", "expand_as", "view_as", "reshape_as", "size", "dim", "chunk",
                    "split", "unbind", "narrow", "select", "numel"}
@@ -232,6 +232,9 @@ def _classify_module(node, module) -> OpSpec:
         return _row(node, "softmax" if kind == "Softmax" else "log_softmax", args[0], module.dim)
     if kind == "Identity" or (kind == "Dropout" and float(module.p) == 0.0) or kind == "Flatten":
         return OpSpec(node, "layout", kind)
+    if kind in ("GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "BatchNorm1d", "BatchNorm2d",
+                "BatchNorm3d"):
+        return _channel_norm(node, module, kind, target, args[0])
     if kind == "LayerNorm":
         weight = Ref(f"{target}.weight", tuple(module.weight.shape)) if module.weight is not None else None
         bias = Ref(f"{target}.bias", tuple(module.bias.shape)) if getattr(module, "bias", None) is not None else None
@@ -375,3 +378,27 @@ def _conv2d(node, x, weight, bias, stride, padding, dilation, groups, padding_mo
         return OpSpec(node, "torch", "conv2d", reason="conv2d with groups, string padding or a padding mode")
     return OpSpec(node, "conv2d", "conv2d", [rx, weight], {"stride": params[0], "padding": params[1],
                                                           "dilation": params[2], "bias": bias_ref})
+
+
+def _channel_norm(node, module, kind: str, target: str, source) -> OpSpec:
+    """GroupNorm / InstanceNorm (statistics per sample and group) and training-mode BatchNorm (per channel)."""
+    operand = _operand(source)
+    if not isinstance(operand, Ref) or operand.scalar or len(operand.shape) < 2:
+        return OpSpec(node, "torch", kind, reason=f"{kind} of a non-float or 1-D input")
+    affine = getattr(module, "affine", True)
+    weight = Ref(f"{target}.weight", tuple(module.weight.shape)) if affine and module.weight is not None else None
+    bias = Ref(f"{target}.bias", tuple(module.bias.shape)) if affine and module.bias is not None else None
+    operands = [operand] + [w for w in (weight, bias) if w is not None]
+    attrs = {"eps": float(module.eps), "weight": weight is not None, "bias": bias is not None}
+    if kind.startswith("BatchNorm"):
+        if not module.training and module.track_running_stats:
+            return OpSpec(node, "torch", kind, reason=f"{kind} in eval mode (running statistics)")
+        return OpSpec(node, "batch_norm", "batch_norm", operands, attrs)
+    if kind.startswith("InstanceNorm"):
+        if module.track_running_stats:
+            return OpSpec(node, "torch", kind, reason=f"{kind} with running statistics")
+        groups = operand.shape[1]
+    else:
+        groups = module.num_groups
+    return OpSpec(node, "group_norm", "instance_norm" if kind.startswith("Instance") else "group_norm", operands,
+                  {**attrs, "groups": groups})

@@ -144,3 +144,24 @@ def _constant_int(node) -> int | None:
             return None
         return _ARITHMETIC[type(node.op)](left, right)
     return None
+
+
+def input_elements(text: str) -> int:
+    """How many elements ``get_inputs()`` of a problem text makes (under fake tensors: nothing is allocated)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    problem = load_problem(text=text, name="size_probe")
+    inputs = fake_inputs(problem, FakeTensorMode(allow_non_fake_inputs=True))
+    return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
+
+
+def shrink_for_interpreter(text: str, max_elements: int = 1 << 17) -> str:
+    """Sizes small enough for the Triton interpreter: constants halved to <= 64, then lower while the inputs
+    still hold more than ``max_elements`` (a 4-D input at 64 per dim would be 16M elements)."""
+    limit = 64
+    small = shrink_sizes(text, limit)
+    while limit > 8 and input_elements(small) > max_elements:
+        limit //= 2
+        small = shrink_sizes(text, limit)
+    return small
