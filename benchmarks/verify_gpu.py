@@ -48,7 +48,7 @@ EXAMPLES = ROOT / "mtmc_lsp" / "examples"
 KERNELS = ROOT / "tests" / "corpus" / "kernels"
 WILD_DEV = ROOT / "benchmarks" / "wild" / "dev"
 # The verifier before this change: fixed do_bench windows, nothing kept between jobs.
-LEGACY = dict(adaptive_timing=False, reuse_results=False)
+LEGACY = dict(adaptive_timing=False, reuse_results=False, parallel_compile=False)
 AUTOGRAD_TEST = '''import torch
 import triton
 import triton.language as tl

@@ -228,3 +228,41 @@ def test_timing_windows_are_sized_by_the_kernel_time():
     assert sizing["rounds"] >= sizing["asked_rounds"] == 3
     fixed = run_gpu_job(base, base, input_kwargs={"n": 40}, recheck_speedup_above=1e9, adaptive_timing=False)
     assert fixed["speed"]["sizing"] == {"warmup_ms": 25, "rep_ms": 100, "asked_rounds": 3, "rounds": 3}
+
+
+def test_autotune_configs_are_compiled_ahead_once_per_kernel_in_parallel():
+    # The GPU path's plumbing with a stand-in kernel (compiling for real needs a GPU driver; Triton's
+    # AsyncCompileMode then sends each warmup's compile to the thread pool).
+    from mtmc_lsp.optimizer.verify.runtime import launches
+
+    class Config:
+        def __init__(self, block):
+            self.block = block
+
+        def all_kwargs(self):
+            return {"BLOCK": self.block}
+
+    calls = []
+
+    class Kernel:
+        def run(self, *args, grid, warmup, **kwargs):
+            calls.append((args, grid, warmup, kwargs))
+
+    class Tuner:
+        arg_names = ["x", "n"]
+        configs = [Config(32), Config(64), Config(128)]
+        fn = Kernel()
+
+        def prune_configs(self, kwargs):
+            return self.configs[:2]  # what the autotuner would benchmark
+
+    launches.PARALLEL_COMPILE.enabled, launches.PARALLEL_COMPILE.log[:] = True, []
+    try:
+        tuner = Tuner()
+        launches._compile_configs_ahead(tuner, ("x", 7), {"grid": (4,), "warmup": False, "num_warps": 4})
+        launches._compile_configs_ahead(tuner, ("x", 7), {"grid": (4,), "warmup": False, "num_warps": 4})
+    finally:
+        launches.PARALLEL_COMPILE.enabled = False
+    assert [c[3]["BLOCK"] for c in calls] == [32, 64]  # the pruned configs, once
+    assert all(c[0] == ("x", 7) and c[1] == (4,) and c[2] is True and c[3]["num_warps"] == 4 for c in calls)
+    assert launches.PARALLEL_COMPILE.log[0]["configs"] == 2 and tuner.nargs is None

@@ -49,6 +49,9 @@ class VerifyOptions:
     # Test-style files: "launches" times the file's kernel launches recorded inside each test,
     # replayed with their arguments; "test" times the whole test function.
     test_timing: str = "launches"
+    # GPU: compile an autotuned kernel's configs in parallel on the host's cores before its first
+    # benchmark (Triton's AsyncCompileMode; best effort, off: one after another as Triton does).
+    parallel_compile: bool = True
     time_reference: bool = True
     sync_all_streams: bool = True
     recheck_speedup_above: float = 10.0
@@ -105,6 +108,7 @@ def build_job(harness: Harness, new_text: str, old_text: str | None, mode: str, 
         "atol": options.atol,
         "rtol": options.rtol,
         "reuse": options.reuse_results,
+        "parallel_compile": options.parallel_compile,
         "timing": {
             "rounds": options.timing_rounds, "warmup_ms": options.warmup_ms, "rep_ms": options.rep_ms,
             "time_reference": options.time_reference, "sync_all_streams": options.sync_all_streams,

@@ -130,6 +130,8 @@ class Job:
         self.floor: torch.dtype | None = None  # the job's lowest precision, for the tolerances
         self.expected_key: str | None = None
         launches.install(self.mode == "interpreter" or os.environ.get("TRITON_INTERPRET") == "1")
+        launches.PARALLEL_COMPILE.enabled = self.mode == "gpu" and bool(job.get("parallel_compile", True))
+        launches.PARALLEL_COMPILE.log.clear()
         AUTOTUNE.index = 0
         AUTOTUNE.counts.clear()
         AUTOTUNE.chosen.clear()
@@ -159,6 +161,8 @@ class Job:
         except FatalDeviceError:
             self.result["worker_healthy"] = False
         finally:
+            if launches.PARALLEL_COMPILE.log:
+                self.result["runtime"]["compiled_ahead"] = list(launches.PARALLEL_COMPILE.log)
             for role, version in self.versions.items():
                 if role not in self.kept:
                     version.unload()

@@ -8,12 +8,19 @@ arguments themselves so the launches can be replayed and timed without the rest 
 
 In the interpreter the autotuner cannot benchmark (no driver); ``AUTOTUNE.index`` picks the config
 every autotuned kernel runs with instead, so the verifier can run each config in turn.
+
+On a GPU, the first launch of an autotuned kernel compiles its configs in parallel on the host's
+cores (Triton's ``AsyncCompileMode`` around a ``warmup`` per config) before the autotuner benchmarks
+them one by one; with ``PARALLEL_COMPILE.enabled`` off, or where that API is missing, it compiles
+them in turn as Triton does.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +76,18 @@ class _AutotuneChoice:
 
 
 AUTOTUNE = _AutotuneChoice()
+
+
+class _ParallelCompile:
+    """Whether (and with how many threads) autotune configs are compiled ahead in parallel; what it did."""
+
+    def __init__(self):
+        self.enabled = False
+        self.threads = max(1, min(16, os.cpu_count() or 1))
+        self.log: list[dict] = []
+
+
+PARALLEL_COMPILE = _ParallelCompile()
 _state = threading.local()
 _recorders: list["Recorder"] = []
 
@@ -179,6 +198,51 @@ def _interpreted_autotune_run(self, *args, **kwargs):
         self.nargs = None
 
 
+def _compile_configs_ahead(tuner: Any, args: tuple, kwargs: dict) -> None:
+    """Compile every pruned config of an autotuned kernel in parallel before its first benchmark.
+
+    Each config is a ``warmup`` (compile, no launch) with the launch's own arguments, so it lands in
+    the kernel's cache under the key the benchmark's launch looks up. Best effort: any failure here
+    leaves the config to the autotuner, which compiles it and reports its errors as usual.
+    """
+    if not PARALLEL_COMPILE.enabled or getattr(tuner, "_mtmc_compiled_ahead", False) or len(tuner.configs) < 2:
+        return
+    tuner._mtmc_compiled_ahead = True
+    try:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        return
+    started = time.perf_counter()
+    launch = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
+    tuner.nargs = dict(zip(tuner.arg_names, args))
+    try:
+        configs = tuner.prune_configs(kwargs)
+        with ThreadPoolExecutor(max_workers=min(len(configs), PARALLEL_COMPILE.threads)) as pool:
+            with AsyncCompileMode(pool, ignore_errors=True):
+                for config in configs:
+                    try:
+                        tuner.fn.run(*args, grid=kwargs.get("grid"), warmup=True, **launch, **config.all_kwargs())
+                    except Exception:  # noqa: BLE001 - the autotuner meets it again and reports it
+                        pass
+        PARALLEL_COMPILE.log.append({"kernel": getattr(_base_function(tuner), "__name__", "kernel"),
+                                     "configs": len(configs), "seconds": round(time.perf_counter() - started, 3)})
+    except Exception as exc:  # noqa: BLE001 - e.g. an older AsyncCompileMode signature
+        PARALLEL_COMPILE.log.append({"error": f"{type(exc).__name__}: {exc}"[:300]})
+    finally:
+        tuner.nargs = None
+
+
+def _gpu_autotune_run(original: Any) -> Any:
+    def run(self, *args, **kwargs):
+        _compile_configs_ahead(self, args, kwargs)
+        return original(self, *args, **kwargs)
+
+    run.__wrapped__ = original
+    return run
+
+
 _installed: set[bool] = set()
 
 
@@ -192,6 +256,8 @@ def install(interpreter: bool) -> None:
 
     if interpreter:
         Autotuner.run = _interpreted_autotune_run
+    else:
+        Autotuner.run = _gpu_autotune_run(Autotuner.run)
     try:
         from triton.runtime.interpreter import InterpretedFunction
 
