@@ -21,6 +21,7 @@ from mtmc_lsp.optimizer.training.dataset import (DECISION_SCHEMA, HeldOutError, 
                                                  read_decisions, read_episodes_file, user_message_of, write_decisions)
 from mtmc_lsp.optimizer.training.evaluate import SEARCH_BEST, evaluate
 from mtmc_lsp.optimizer.verify.report import Reward, Speed, VerificationReport
+from mtmc_lsp.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV_FILE = ROOT / "benchmarks" / "wild" / "dev" / "mm_autotune.py"
@@ -260,10 +261,15 @@ def test_an_exported_adapter_loads_on_the_embedded_model_and_marks_it_trained(de
     # The embedded model's shapes with one layer: the adapter covers block 0 only, which llama.cpp accepts.
     model = with_lora(LlamaForCausalLM(config_from_gguf(num_hidden_layers=1)), rank=4)
     train_bc(model, decisions, BCConfig(steps=1, batch_size=2, lr=5e-2), out=tmp_path / "bc")
-    path = export_adapter(model, tmp_path / "policy-lora.gguf", "bc", {"corpus": "dev"}, {"steps": 1}, "SmolLM2")
+    data = write_decisions(tmp_path / "d.jsonl.gz", decisions, {"provenance": provenance(corpus=["benchmarks/wild/dev"])})
+    path = tmp_path / "policy-lora.gguf"
+    assert main(["train", "export", str(tmp_path / "bc"), "--out", str(path), "--data", str(data)]) == 0
     meta = read_mtmc_metadata(path)
     assert meta["mtmc.policy.trained"] is True and meta["mtmc.training.stage"] == "bc"
     assert meta["mtmc.decision.schema"] == DECISION_SCHEMA
+    assert json.loads(meta["mtmc.training.provenance"])["provenance"]["corpus"] == ["benchmarks/wild/dev"]
+    api = export_adapter(model, tmp_path / "api.gguf", "bc", {"corpus": "dev"}, {"steps": 1}, "SmolLM2")
+    assert read_mtmc_metadata(api)["mtmc.base_model"] == "SmolLM2"
     tensors, alpha, rank = lora_tensors(model)
     saved, saved_alpha, saved_rank = saved_lora_tensors(tmp_path / "bc")
     assert (alpha, rank) == (saved_alpha, saved_rank) and sorted(tensors) == sorted(saved)
@@ -284,6 +290,43 @@ def test_an_exported_adapter_loads_on_the_embedded_model_and_marks_it_trained(de
         base.close()
     assert sum(with_adapter.values()) == pytest.approx(1.0, abs=1e-6)
     assert max(abs(with_adapter[k] - without[k]) for k in without) > 1e-4
+
+
+@pytest.mark.slow
+def test_a_lora_trained_in_transformers_scores_the_same_in_llama_cpp(decisions, tmp_path):
+    """The whole chain: the base read from its GGUF by transformers, a q/k LoRA, export, llama.cpp ranking."""
+    pytest.importorskip("llama_cpp")
+    torch = pytest.importorskip("torch")
+    from mtmc_lsp.optimizer.policy.factory import default_model_path
+    from mtmc_lsp.optimizer.policy.llama import LlamaCppPolicy
+    from mtmc_lsp.optimizer.training.export import export_adapter
+    from mtmc_lsp.optimizer.training.scoring import decision_plans, load_base_model, sequence_logprobs, with_lora
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    decision = next(d for d in decisions if d.depth == 1)
+    # q and k only: their rows are the ones the export must permute (a missing permutation moves
+    # probabilities by ~0.014 here; a correct one agrees within the F16/F32 rounding, ~0.001).
+    model = with_lora(load_base_model(), rank=4, target_modules=("q_proj", "k_proj"))
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0, 0.05)
+        with model.disable_adapter():
+            base_hf = sequence_logprobs(model, decision.prompt_ids, decision_plans(decision))[0].exp().tolist()
+        lora_hf = sequence_logprobs(model, decision.prompt_ids, decision_plans(decision))[0].exp().tolist()
+    path = export_adapter(model, tmp_path / "qk.gguf", "bc")
+    analysis = analyze(DEV_FILE.read_text(), str(DEV_FILE))
+    state = PolicyState(analysis, analysis.kernel(decision.kernel), get_profile("h200"))
+    candidates = applicable(analysis, decision.kernel, state.target)
+    policy = LlamaCppPolicy(str(default_model_path()), adapter_path=str(path), n_threads=1)
+    try:
+        scored = {r.metadata["text"]: r.score for r in policy.rank(state, candidates)}
+    finally:
+        policy.close()
+    llama = [scored[o.text] for o in decision.offered]
+    assert max(abs(a - b) for a, b in zip(lora_hf, base_hf)) > 0.01  # the adapter matters
+    assert max(abs(a - b) for a, b in zip(llama, lora_hf)) < 0.004
 
 
 # -- evaluation ------------------------------------------------------------------------------------------
