@@ -16,7 +16,7 @@ if ! python -c "import llama_cpp" 2>/dev/null; then
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON" \
     pip_q --no-cache-dir llama-cpp-python==0.3.36
 fi
-pip_q -e ".[dev,policy]"
+pip_q -e ".[dev,policy,train]"   # train: transformers + peft for mtmc train and tests/test_training.py
 python -c "import torch, triton, llama_cpp, pygls, mtmc_lsp; print('set-up ok: torch', torch.__version__, 'triton', triton.__version__)"
 if [ -f client-vscode/package.json ] && command -v npm >/dev/null; then
   (cd client-vscode && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; })
