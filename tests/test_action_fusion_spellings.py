@@ -100,6 +100,35 @@ def test_a_gather_through_a_loaded_index_is_refused():
     assert not [c for c in applicable(analyze(gather), "mul_kernel", H100) if c.action == "fusion" and c.params["consumer"] == "add_kernel"]
 
 
+# The consumer's output is allocated between the launches, next to some shape arithmetic.
+INTERLEAVED = CHAIN.replace('''    s = torch.empty_like(a)
+    m = torch.empty_like(a)
+    out = torch.empty_like(a)
+    grid = (triton.cdiv(n, 128),)
+    sigmoid_kernel[grid](a, s, n, BLOCK=128)
+    mul_kernel[grid](s, b, m, n, BLOCK=128)
+''', '''    s = torch.empty_like(a)
+    out = torch.empty_like(a)
+    grid = (triton.cdiv(n, 128),)
+    sigmoid_kernel[grid](a, s, n, BLOCK=128)
+    m = torch.empty_like(a)
+    rows = a.shape[0]
+    mul_kernel[grid](s, b, m, n, BLOCK=128)
+''')
+
+
+def test_statements_between_the_launches_are_kept_and_the_fused_launch_moves_down():
+    assert INTERLEAVED != CHAIN
+    fused = fuse(INTERLEAVED, "sigmoid_kernel", "mul_kernel")
+    assert "    m = torch.empty_like(a)\n    rows = a.shape[0]\n    sigmoid_kernel[grid](a, m, n, b, BLOCK=128)\n" in fused
+
+
+@pytest.mark.parametrize("between", ["    a.mul_(2.0)\n", "    extra = torch.relu(a)\n", "    n = n - 1\n"])
+def test_work_between_the_launches_refuses(between):
+    text = CHAIN.replace("    mul_kernel[grid](s, b, m, n, BLOCK=128)\n", between + "    mul_kernel[grid](s, b, m, n, BLOCK=128)\n")
+    assert not [c for c in applicable(analyze(text), "sigmoid_kernel", H100) if c.action == "fusion" and c.params["consumer"] == "mul_kernel"]
+
+
 @pytest.mark.slow
 def test_fused_chain_stays_equivalent(tmp_path):
     once = fuse(CHAIN, "sigmoid_kernel", "mul_kernel")
@@ -107,6 +136,7 @@ def test_fused_chain_stays_equivalent(tmp_path):
     jobs = [job(tmp_path, "chain:reference", CHAIN, CHAIN, TOL_FP32, reference=True),
             job(tmp_path, "chain:fuse-mul", CHAIN, once, TOL_FP32),
             job(tmp_path, "chain:fuse-mul-add", CHAIN, twice, TOL_FP32),
-            job(tmp_path, "chain:fuse-mul-add-into-mul", CHAIN, fuse(CHAIN, "mul_kernel", "add_kernel"), TOL_FP32)]
+            job(tmp_path, "chain:fuse-mul-add-into-mul", CHAIN, fuse(CHAIN, "mul_kernel", "add_kernel"), TOL_FP32),
+            job(tmp_path, "interleaved:fuse-mul", INTERLEAVED, fuse(INTERLEAVED, "sigmoid_kernel", "mul_kernel"), TOL_FP32)]
     results = run_jobs(jobs, tmp_path)
     assert all(r["ok"] for r in results), results

@@ -220,6 +220,26 @@ def _normal_form(body: list[cst.BaseStatement], taken: set[str]):
     return index, loads, compute, store
 
 
+# Calls a host statement between two launches may make: they only look at shapes and allocate.
+_HOST_PURE = {"torch.empty_like", "torch.empty", "torch.zeros_like", "torch.zeros", "triton.cdiv", "min", "max", "int", "len"}
+_SHAPE_ATTRS = {"numel", "shape", "stride", "dtype", "device", "size", "dim", "ndim", "element_size"}
+
+
+def _impure_calls(node: cst.CSTNode) -> bool:
+    """True when the statement calls something other than shape arithmetic and allocation."""
+    found = False
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            nonlocal found
+            attr = n.func.attr.value if isinstance(n.func, cst.Attribute) else None
+            if c.code(n.func) not in _HOST_PURE and attr not in _SHAPE_ATTRS:
+                found = True
+
+    node.visit(V())
+    return found
+
+
 class _Canon:
     """Spell index expressions of two kernels alike: local definitions expanded, parameters by what the launch passes."""
 
@@ -287,8 +307,17 @@ class Fusion:
             raise ActionError("the two launches are not in the same host function")
         host = p_launch.host
         pi, ci = _top_statement(host, p_launch.call), _top_statement(host, c_launch.call)
-        if pi is None or ci != pi + 1:
-            raise ActionError(f"{consumer.name} is not launched right after {producer.name}")
+        if pi is None or ci is None or ci <= pi:
+            raise ActionError(f"{consumer.name} is not launched after {producer.name} in the same block")
+        # Between the launches only shape arithmetic and allocations that leave the producer's inputs alone:
+        # the fused launch takes the consumer's place.
+        p_reads = c.names_in(p_launch.call) | c.names_in(c.grid_expression(p_launch))
+        for st in host.body.body[pi + 1:ci]:
+            if not (isinstance(st, cst.SimpleStatementLine) and all(isinstance(b, cst.Assign) for b in st.body)) or _impure_calls(st):
+                raise ActionError(f"something other than shape arithmetic runs between {producer.name} and {consumer.name}")
+            written = set().union(*[c.names_in(t.target) for b in st.body for t in b.targets])
+            if written & p_reads:
+                raise ActionError(f"a statement between the launches changes what {producer.name} reads")
         if c.code(p_launch.call.func.slice[0].slice) != c.code(c_launch.call.func.slice[0].slice):  # type: ignore[union-attr]
             raise ActionError("the launches use different grids")
         # Kernel bodies: the producer ends in its only store; the consumer, in normal form, is index
@@ -361,7 +390,7 @@ class Fusion:
             if arg.param is None or arg.param not in rename:
                 raise ActionError(f"{arg.param} is passed differently to the two kernels")
         buffer = buffer_arg.source.strip()
-        if c.count_name(host, buffer) != 3:  # allocation + the two launches
+        if c.count_name(host, buffer) != 3:  # allocation + the two launches (nothing between them reads it)
             raise ActionError(f"the buffer {buffer} is used for more than passing it between the kernels")
         alloc = c.host_assignment(host, buffer)
         out_alloc = c.host_assignment(host, out_arg.source.strip())
@@ -370,8 +399,8 @@ class Fusion:
         if out_alloc is None or c.code(out_alloc.value) != c.code(alloc.value):
             raise ActionError(f"{out_arg.source} is not allocated like {buffer} (its element type may differ)")
         out_line = next(i for i, st in enumerate(host.body.body) if isinstance(st, cst.SimpleStatementLine) and out_alloc in st.body)
-        if out_line > pi:
-            raise ActionError(f"{out_arg.source} is allocated after the first launch")
+        if out_line > ci:
+            raise ActionError(f"{out_arg.source} is allocated after the second launch")
         # The consumer's compute statements, value and other loads, in the producer's names.
         for old in {target} | extra_targets | {_assign_of(st)[0] for st in segment}:
             rename.pop(old, None)
@@ -460,12 +489,15 @@ class Fusion:
             params = params[:at] + [cst.Param(cst.Name(new)) for _s, _p, new, _src in plan.extra] + params[at:]
             signature = [(pdef.params, pdef.params.with_changes(params=params))]
         c_line = next(s for s in plan.host.body.body if _call_of(s) is plan.c_launch.call)
+        p_line = next(s for s in plan.host.body.body if _call_of(s) is p_call)
         alloc = c.host_assignment(plan.host, plan.buffer)
         alloc_line = next(s for s in plan.host.body.body if isinstance(s, cst.SimpleStatementLine) and alloc in s.body)
+        # The fused launch runs where the consumer ran (what lies between only computed shapes and allocated).
+        fused_line = p_line.with_changes(body=[p_line.body[0].with_changes(value=p_call.with_changes(args=args))])
         module = c.replace_all(module, signature + [
             (plan.p_store, fused),
-            (p_call, p_call.with_changes(args=args)),
-            (c_line, cst.RemovalSentinel.REMOVE),
+            (p_line, cst.RemovalSentinel.REMOVE),
+            (c_line, fused_line),
             (alloc_line, cst.RemovalSentinel.REMOVE),
         ])
         notes = [f"{consumer} is no longer launched here; {plan.buffer} is gone"]

@@ -86,15 +86,13 @@ from .fusion import (
     _call_of,
     _Canon,
     _drop_unreferenced_def,
+    _impure_calls,
     _is_docstring,
     _load_parts,
     _normal_form,
     _rename_all,
     _store_parts,
 )
-
-# Calls the statements between the two launches may make: they only look at shapes and allocate.
-_HOST_PURE = {"torch.empty_like", "torch.empty", "torch.zeros_like", "torch.zeros", "triton.cdiv", "min", "max", "int", "len"}
 
 
 @dataclass
@@ -292,22 +290,6 @@ def _metadata_reads(node: cst.CSTNode, name: str) -> int:
 
     node.visit(V())
     return count
-
-
-def _impure_calls(node: cst.CSTNode) -> bool:
-    """True when the statement calls something other than shape arithmetic and allocation."""
-    found = False
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            nonlocal found
-            name = c.code(n.func)
-            attr = n.func.attr.value if isinstance(n.func, cst.Attribute) else None
-            if name not in _HOST_PURE and attr not in _METADATA:
-                found = True
-
-    node.visit(V())
-    return found
 
 
 ACTION = MatmulEpilogue()
