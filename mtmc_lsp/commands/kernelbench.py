@@ -36,6 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget-s", type=float, default=0.0,
                         help="stop starting new problems after this many seconds (0: no limit); --resume goes on")
     parser.add_argument("--no-compile-baseline", action="store_true", help="skip the torch.compile baseline")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="workers side by side, worker i on GPU i (default 1; on an 8-GPU host use 8)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         finished[0] += 1
         print(f"[{finished[0]}/{total}] {_line(row)}", flush=True)
 
-    left = run_jobs(jobs, args.cpu, args.timeout_s, on_result, budget_left=budget_left if args.budget_s else None)
+    left = run_jobs(jobs, args.cpu, args.timeout_s, on_result, budget_left=budget_left if args.budget_s else None,
+                    workers=args.workers)
     all_rows = list(load_results(results_path).values())
     meta = _meta(args, root)
     summary = write_report(all_rows, out, meta)

@@ -243,16 +243,46 @@ def summarize(results: list[ProblemResult]) -> dict:
 # -- running ---------------------------------------------------------------------------------------
 
 def run_jobs(jobs: list[dict], cpu: bool, timeout_s: float, on_result: Callable[[dict], None],
-             python: str | None = None, budget_left: Callable[[], float] | None = None) -> list[str]:
+             python: str | None = None, budget_left: Callable[[], float] | None = None, workers: int = 1) -> list[str]:
     """Run every job through ``runner.py``; ``on_result`` gets each result dict as it lands.
 
     A worker that exits early or goes ``timeout_s`` without finishing a job is killed; that job gets a
-    ``crash`` / ``timeout`` result and a fresh worker takes the rest. Returns the keys not run (budget).
+    ``crash`` / ``timeout`` result and a fresh worker takes the rest. ``workers`` > 1 runs that many
+    workers side by side, worker i on GPU i (``CUDA_VISIBLE_DEVICES``), the jobs dealt round-robin.
+    Returns the keys not run (budget).
     """
+    if workers <= 1:
+        return _run_queue(jobs, cpu, timeout_s, on_result, python, budget_left, None)
+    import threading
+
+    lock = threading.Lock()
+    left: list[str] = []
+
+    def locked(result: dict) -> None:
+        with lock:
+            on_result(result)
+
+    def one(index: int) -> None:
+        rest = _run_queue(jobs[index::workers], cpu, timeout_s, locked, python, budget_left, index)
+        with lock:
+            left.extend(rest)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return left
+
+
+def _run_queue(jobs: list[dict], cpu: bool, timeout_s: float, on_result: Callable[[dict], None],
+               python: str | None, budget_left: Callable[[], float] | None, gpu: int | None) -> list[str]:
     pending = list(jobs)
     env = dict(os.environ)
     if cpu:
         env["TRITON_INTERPRET"] = "1"
+    if gpu is not None and not cpu:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     with tempfile.TemporaryDirectory(prefix="mtmc-kb-") as tmp:
         while pending:
             if budget_left is not None and budget_left() <= 0:
