@@ -721,7 +721,11 @@ def _shared_constant_problem(analysis: FileAnalysis, module: cst.Module, kernel:
     for other in analysis.kernels:
         if other.name == kernel.name:
             continue
-        for other_launch in locate(module, other.name)[1]:
+        try:
+            other_launches = locate(module, other.name)[1]
+        except ActionError:  # defined twice (a factory): its launches cannot be told apart
+            continue
+        for other_launch in other_launches:
             if not at_module and other_launch.host is not launch.host:
                 continue
             reads_in_grid = host_var in names_in(grid_expression(other_launch))
