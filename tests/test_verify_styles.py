@@ -266,3 +266,18 @@ def test_autotune_configs_are_compiled_ahead_once_per_kernel_in_parallel():
     assert [c[3]["BLOCK"] for c in calls] == [32, 64]  # the pruned configs, once
     assert all(c[0] == ("x", 7) and c[1] == (4,) and c[2] is True and c[3]["num_warps"] == 4 for c in calls)
     assert launches.PARALLEL_COMPILE.log[0]["configs"] == 2 and tuner.nargs is None
+
+
+def test_test_style_files_run_every_autotune_config_too(pool):
+    tested = ADD.split("def get_inputs")[0] + '''def test_add(device="cpu"):
+    x, y = torch.randn(300, device=device), torch.randn(300, device=device)
+    return add(x, y)
+'''
+    report = verify(pool, tested, tested)
+    assert report.status == "verified", report.summary
+    assert [t["kind"] for t in report.raw["trials"]].count("config") == 1
+    wrong_second = tested.replace("    tl.store(out_ptr + offs, out, mask=m)",
+                                  "    if BLOCK == 64:\n        out = out + 1.0\n    tl.store(out_ptr + offs, out, mask=m)")
+    report = verify(pool, wrong_second, tested)
+    assert report.status == "incorrect" and report.mismatch.trial == "config", report.summary
+    assert "autotune config add_kernel BLOCK: 64, num_warps: 4" in report.summary

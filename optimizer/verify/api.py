@@ -496,7 +496,9 @@ def _speed(result: dict, recheck: dict, has_old: bool, profile: GpuProfile, mode
 
 
 def _first_mismatch(trial: dict, options: VerifyOptions) -> Mismatch | None:
-    common = dict(seed=trial.get("seed"), trial=trial.get("kind", "fresh"), test=trial.get("test"))
+    configs = trial.get("autotune_config") or {}
+    common = dict(seed=trial.get("seed"), trial=trial.get("kind", "fresh"), test=trial.get("test"),
+                  config="; ".join(f"{kernel} {text.split(', num_ctas')[0]}" for kernel, text in configs.items()) or None)
     if trial.get("mutated"):
         m = trial["mutated"]
         return Mismatch(against="self", kind="mutated_input", output=m.get("output", "input"), index=m.get("index"),

@@ -52,10 +52,12 @@ class Mismatch:
     rtol: float | None = None
     reason: str = ""
     test: str | None = None
+    config: str | None = None  # the autotune config(s) the trial ran with (interpreter, trial "config")
 
     def describe(self) -> str:
         where = f"{self.output}" + (f" at index {self.index}" if self.index is not None else "")
-        trial = {"same_storage": "same input storage, new values", "shape": "other shape"}.get(self.trial, "")
+        trial = {"same_storage": "same input storage, new values", "shape": "other shape",
+                 "config": f"autotune config {self.config}"}.get(self.trial, "")
         ctx = f"seed {self.seed}" + (f", {trial}" if trial else "") + (f", {self.test}()" if self.test else "")
         if self.kind == "nonfinite":
             return (f"{where} is {self.actual} where the expected output is finite ({self.count} such elements; "
