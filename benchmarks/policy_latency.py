@@ -78,6 +78,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="rounds over the corpus (default 3)")
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (default: the policy's default)")
     parser.add_argument("--no-f16-copy", action="store_true", help="compute on the model file as it is (no F16 copy)")
+    parser.add_argument("--adapter", default="", help="a LoRA adapter GGUF on top (a trained policy, `mtmc train export`)")
     parser.add_argument("--no-server-modules", action="store_true", help="do not import mtmc_lsp.server first")
     args = parser.parse_args()
 
@@ -108,7 +109,8 @@ def main() -> int:
                 states.append((f"{path.parent.name}/{path.name}:{kernel.name}", PolicyState(analysis, kernel, target), candidates))
     rss_before_model = rss_mb()
 
-    policy = LlamaCppPolicy(str(model), n_threads=args.threads or None, use_f16_copy=not args.no_f16_copy)
+    policy = LlamaCppPolicy(str(model), adapter_path=args.adapter or None, n_threads=args.threads or None,
+                            use_f16_copy=not args.no_f16_copy)
     load_avg_start = os.getloadavg()
     started = time.perf_counter()
     policy.load()
@@ -168,6 +170,7 @@ def main() -> int:
 
     result = {
         "model": model.name, "model_mb": round(model.stat().st_size / 2**20, 1), "target": target.key,
+        "adapter": Path(args.adapter).name if args.adapter else None,
         "threads": policy.n_threads, "cpu_count": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
         "load_average_start": [round(x, 2) for x in load_avg_start], "load_average_end": [round(x, 2) for x in load_avg_end],
         "kernels": len(states), "repeats": args.repeats,

@@ -109,6 +109,28 @@ def test_collect_records_offers_resumes_and_caches_by_source(run_folder):
     assert ScriptedVerifier.calls - before == len((run_folder / CACHE_FILE).read_text().splitlines()) - cached
 
 
+class SlowVerifier(ScriptedVerifier):
+    """The scripted verdicts, 0.3 s each: a short budget stops an episode in the middle."""
+
+    def __call__(self, new_text: str, old_text: str, cancel=None) -> VerificationReport:
+        import time
+
+        time.sleep(0.3)
+        return super().__call__(new_text, old_text, cancel)
+
+
+def test_an_episode_cut_by_the_budget_runs_again_from_the_cache(tmp_path):
+    cut = collect([str(DEV_FILE)], "h200", 1.0, SlowVerifier, out=tmp_path, settings=SMALL)
+    ends = [json.loads(line) for line in (tmp_path / EPISODES_FILE).read_text().splitlines()]
+    assert cut.episodes == 1 and [r["stopped"] for r in ends if r["type"] == "end"] == ["budget"]
+    full = collect([str(DEV_FILE)], "h200", 120, SlowVerifier, out=tmp_path, settings=SMALL)
+    assert full.skipped == 0 and full.episodes == 1 and full.cache_hits >= 1
+    episodes = read_episodes_file(tmp_path / EPISODES_FILE)
+    assert len(episodes) == 2
+    kept = build_decisions(episodes)
+    assert {d.episode for d in kept} == {episodes[1][0]["episode"]}  # only the last run of the unit
+
+
 def test_heldout_files_never_become_training_data(tmp_path):
     heldout = sorted(HELDOUT.glob("*.py"))[0]
     with pytest.raises(HeldOutError):
@@ -136,6 +158,9 @@ def test_the_ray_backend_says_it_needs_ray(tmp_path):
 @pytest.mark.slow
 def test_the_ray_backend_collects_on_a_local_cluster(tmp_path):
     ray = pytest.importorskip("ray", reason="the Ray backend needs ray (not in the dev extra)")
+    import sys
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the scripted verifier travels by value
     ray.init(num_cpus=1, include_dashboard=False)
     try:
         summary = collect([str(DEV_FILE)], "h200", 120, ScriptedVerifier, out=tmp_path, settings=SMALL,

@@ -281,7 +281,9 @@ def done_units(folder: Path) -> set[tuple[str, str, int]]:
                 continue
             if record.get("type") == "begin":
                 begins[record["episode"]] = record
-            elif record.get("type") == "end" and record.get("episode") in begins:
+            elif record.get("type") == "end" and record.get("episode") in begins and record.get("stopped") != "budget":
+                # An episode the budget cut short is kept but run again on resume: its verified
+                # steps come from the cache and it goes further (the dataset keeps the last one).
                 begin = begins[record["episode"]]
                 done.add((begin["file"], begin["kernel"], int(begin.get("collectSeed", 0))))
     return done

@@ -274,11 +274,22 @@ def read_episodes_file(path: str | Path) -> list[list[dict[str, Any]]]:
 
 
 def build_decisions(episodes: Iterable[list[dict[str, Any]]], renderer: PromptRenderer | None = None) -> list[Decision]:
-    """Every decision of every complete episode (with an ``end``), rendered when a renderer is given."""
-    out: list[Decision] = []
+    """Every decision of every complete episode (with an ``end``), rendered when a renderer is given.
+
+    A collect unit (file, kernel, seed) run again after a budget stop appears more than once: only its
+    last episode counts.
+    """
+    latest: dict[Any, list[dict[str, Any]]] = {}
     for records in episodes:
-        if any(r.get("type") == "end" for r in records):
-            out.extend(decisions_from_episode(records, renderer))
+        begin = next((r for r in records if r.get("type") == "begin"), None)
+        if begin is None or not any(r.get("type") == "end" for r in records):
+            continue
+        unit = ((begin.get("file"), begin.get("kernel"), begin["collectSeed"]) if "collectSeed" in begin
+                else begin.get("episode"))
+        latest[unit] = records
+    out: list[Decision] = []
+    for records in latest.values():
+        out.extend(decisions_from_episode(records, renderer))
     return out
 
 
