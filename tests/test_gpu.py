@@ -6,11 +6,17 @@ results say more. Each test is the smallest real check of one GPU path: timing, 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
+try:  # the GPU machine runs the checkout uninstalled: map it like the benchmarks do
+    import mtmc_lsp.optimizer  # noqa: F401
+except ModuleNotFoundError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import _bootstrap  # noqa: F401
 
 pytestmark = [
     pytest.mark.gpu,
