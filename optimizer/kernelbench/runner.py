@@ -206,14 +206,20 @@ def main(argv: list[str]) -> int:
         result = run_job(job)
         with open(argv[1], "a", encoding="utf-8") as results:
             results.write(json.dumps(result, default=_json_default) + "\n")
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except Exception:
-            pass
+        _release()
     return 0
+
+
+def _release() -> None:
+    """Drop what one problem left behind (compiled graphs, cached blocks) before the next one."""
+    import gc
+
+    import torch
+
+    torch._dynamo.reset()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _json_default(value):

@@ -122,3 +122,26 @@ def generate_file(problem_path: str | Path, out_path: str | Path | None = None) 
 def solution_part(text: str) -> str:
     """The generated part of a solution file (what the static checks read): everything before the marker."""
     return text.split(REFERENCE_MARKER, 1)[0]
+
+
+def main() -> int:
+    """``python -m mtmc_lsp.optimizer.kernelbench.write NAME < problem.py``: the generated file as JSON on stdout.
+
+    The editor's "Write a Triton version" runs this in a subprocess: tracing builds the user's model.
+    """
+    import json
+    import sys
+
+    name = sys.argv[1] if len(sys.argv) > 1 else "problem"
+    text = sys.stdin.read()
+    try:
+        generated = generate(load_problem(text=text, name=name))
+    except Exception as exc:  # reported to the editor as a message, not a traceback
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:2000]}))
+        return 1
+    print(json.dumps({"text": generated.text, **generated.summary()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -18,6 +18,7 @@ FEATURE_MODULES = (
     "verify_kernel",
     "optimize_kernel",
     "llm_step",
+    "write_triton",
 )
 
 

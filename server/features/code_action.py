@@ -16,6 +16,7 @@ from lsprotocol import types
 from ..app import MtmcLanguageServer
 from ..quick_fixes import quick_fixes
 from ..steps import STEP_APPLIED_COMMAND
+from .write_triton import write_triton_actions
 
 if TYPE_CHECKING:
     from ...optimizer.policy import Ranked
@@ -131,4 +132,6 @@ def register(server) -> None:
                 if ls.workspace.get_text_document(uri).version != version:
                     return None  # the document changed while ranking: the client asks again
                 actions += [step_action(ls, uri, version, r, i, policy_name) for i, r in enumerate(ranked)]
+        if _wants(only, STEP_KIND):
+            actions += write_triton_actions(uri, text, STEP_KIND)
         return actions or None
