@@ -76,6 +76,23 @@ def reference(x, w, b):
 '''
 
 
+# A plain matmul, then one kernel for bias + GELU: the bias is read per column (offs % N).
+BIAS_GELU = LINEAR_GELU.replace('''    acc += tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+''', "").replace('''@triton.jit
+def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+''', '''@triton.jit
+def gelu_kernel(x_ptr, bias_ptr, y_ptr, n_elements, n_cols, BLOCK_SIZE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32) + tl.load(bias_ptr + offs % n_cols, mask=mask).to(tl.float32)
+''').replace("gelu_kernel[(triton.cdiv(n, 1024),)](h, out, n, BLOCK_SIZE=1024)",
+              "gelu_kernel[(triton.cdiv(n, 1024),)](h, b, out, n, N, BLOCK_SIZE=1024)").replace(
+    "h = (x.float() @ w.float() + b.float()).half().float()", "h = (x.float() @ w.float()).half().float() + b.float()")
+
+
 def offered(text: str) -> list[Candidate]:
     return [c for c in applicable(analyze(text), "linear_kernel", H100) if c.action == "matmul_epilogue"]
 
@@ -87,6 +104,31 @@ def test_gelu_moves_into_the_matmul_store():
     assert "out = torch.empty_like(h)" not in new and "n = h.numel()" not in new
     assert new.rstrip().endswith("return h") or "    return h\n" in new
     assert "x_val = (acc.to(tl.float16)).to(y_ptr.dtype.element_ty)" in new
+
+
+def test_bias_read_per_column_moves_into_the_matmul_store():
+    assert "offs % n_cols" in BIAS_GELU and "acc += tl.load(b_ptr" not in BIAS_GELU
+    (cand,) = offered(BIAS_GELU)
+    new = apply_candidate(BIAS_GELU, cand, H100).new_text
+    # the matmul already gets b (unused by it here): the bias is read through its b_ptr, no new parameter
+    assert "bias = tl.load(b_ptr + rn[None, :], mask=(rm[:, None] < M) & (rn[None, :] < N), other=0.0)" in new
+    assert "def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wk, stride_ym,\n" in new
+    other = BIAS_GELU.replace("(h, b, out, n, N, BLOCK_SIZE=1024)", "(h, b2, out, n, N, BLOCK_SIZE=1024)")
+    fresh = apply_candidate(other.replace("    M, K = x.shape\n", "    M, K = x.shape\n    b2 = b.clone()\n"), cand, H100)
+    assert "b2_ptr" in fresh.new_text and "b2, BLOCK_M=32, BLOCK_N=32" in fresh.new_text  # a new pointer parameter and argument
+    late = other.replace("    out = torch.empty_like(h)\n", "    out = torch.empty_like(h)\n    b2 = b\n")
+    assert not offered(late)  # b2 does not exist yet where the matmul is launched
+
+
+@pytest.mark.parametrize("change", [
+    ("offs % n_cols", "offs % (n_cols + 1)"),  # not the row length
+    ("(h, b, out, n, N, BLOCK_SIZE=1024)", "(h, b, out, n, K, BLOCK_SIZE=1024)"),  # another length
+    ("h = torch.empty((M, N), device=x.device, dtype=torch.float16)", "h = torch.empty_like(torch.empty((M, N), device=x.device, dtype=torch.float16).t()).t()"),
+])
+def test_per_column_input_refused_when_not_one_per_column(change):
+    text = BIAS_GELU.replace(*change)
+    assert text != BIAS_GELU
+    assert not offered(text)
 
 
 @pytest.mark.parametrize("change, why", [
@@ -115,7 +157,10 @@ def test_fused_epilogue_stays_equivalent(tmp_path):
     (cand,) = offered(LINEAR_GELU)
     new = apply_candidate(LINEAR_GELU, cand, H100).new_text
     tiled = apply_candidate(new, next(c for c in applicable(analyze(new), "linear_kernel", H100) if c.action == "tiling"), H100).new_text
-    jobs = [job(tmp_path, "linear_gelu:reference", LINEAR_GELU, LINEAR_GELU, TOL_FP16, reference=True),
+    (bias,) = offered(BIAS_GELU)
+    jobs = [job(tmp_path, "bias_gelu:reference", BIAS_GELU, BIAS_GELU, TOL_FP16, reference=True),
+            job(tmp_path, "bias_gelu:matmul_epilogue", BIAS_GELU, apply_candidate(BIAS_GELU, bias, H100).new_text, TOL_FP16),
+            job(tmp_path, "linear_gelu:reference", LINEAR_GELU, LINEAR_GELU, TOL_FP16, reference=True),
             job(tmp_path, "linear_gelu:matmul_epilogue", LINEAR_GELU, new, TOL_FP16),
             job(tmp_path, "linear_gelu:matmul_epilogue+tiling", LINEAR_GELU, tiled, TOL_FP16)]
     results = run_jobs(jobs, tmp_path)

@@ -4,8 +4,11 @@
 1-D kernel maps ``out[i] = f(h[i])`` over all of ``h`` (GELU, bias-free activations, scaling). The
 producer now stores ``f`` of its value, cast first to ``h``'s element type (what storing and
 reloading it did), into ``h``; the second launch and ``out``'s allocation go, and the host reads
-``h`` where it read ``out``. Offered when ``f`` reads nothing but the loaded value (no index, no
-other input), the consumer covers exactly ``h.numel()`` elements at ``program_id(0) * B + arange``,
+``h`` where it read ``out``. ``f`` may also read a per-column input (a bias: ``tl.load(b_ptr + offs %
+N)`` with ``N`` the row length of a fresh row-major ``h``), loaded in the producer at its column
+offsets with its store's mask, through a parameter it already has for that tensor or a new one.
+Offered when ``f`` reads nothing else (no index, no other input), the consumer covers exactly
+``h.numel()`` elements at ``program_id(0) * B + arange``,
 ``out`` is allocated like ``h``, nothing reads ``h`` after the second launch, and the statements
 between the launches only look at ``h``'s shape. The consumer's definition goes once nothing in
 the file names it.
@@ -81,6 +84,7 @@ from .base import ActionError, Candidate, Edit
 from .epilogue import _METADATA
 from .fusion import (
     _ALLOCATORS,
+    Fusion,
     _ALWAYS_FREE,
     _assign_of,
     _call_of,
@@ -108,6 +112,8 @@ class _Plan:
     removed: list[cst.SimpleStatementLine]  # host statements that go: the consumer launch, out's allocation
     rename_from: int  # host statements from this index on read ``buffer`` where they read ``out``
     target: str  # the producer's name for the value the consumer loaded
+    new_params: list = None  # (producer's new pointer param, host tensor) for per-column inputs
+    insert_at: int = 0  # where they go in the producer's signature and launch
 
 
 def _store_value_and_dest(statement: cst.CSTNode) -> tuple[cst.Call, cst.BaseExpression, str] | None:
@@ -163,11 +169,15 @@ class MatmulEpilogue:
         # The consumer: out[i] = f(buffer[i]) over the whole buffer.
         taken = c.names_in(pdef) | c.names_in(cdef)
         index, loads, compute, store = _normal_form(list(cdef.body.body), taken)
-        if len(loads) != 1:
-            raise ActionError(f"{consumer.name} reads more than the one buffer")
-        target, src, offs, mask = _load_parts(loads[0])
         c_dest, c_offs, c_value, c_mask = _store_parts(store)
         c_sources = c.launch_sources(c_launch, consumer)
+        p_sources_all = c.launch_sources(p_launch, producer)
+        written = {p_sources_all[dest]} if dest in p_sources_all else set(p_sources_all.values())  # what the store writes
+        from_buffer = [l for l in loads if c_sources.get(_load_parts(l)[1]) in written]
+        if len(from_buffer) != 1:
+            raise ActionError(f"{consumer.name} does not read {producer.name}'s output exactly once")
+        target, src, offs, mask = _load_parts(from_buffer[0])
+        columns = [l for l in loads if l is not from_buffer[0]]  # per-column inputs (a bias), checked below
         defs = {a[0]: a[1] for s in index if (a := _assign_of(s))}
         canon = _Canon()
         identity = {p.name: p.name for p in consumer.params}
@@ -190,8 +200,26 @@ class MatmulEpilogue:
             n_source = "".join(c.code(assign.value).split()) if assign is not None else ""
         if n_source != f"{buffer}.numel()":
             raise ActionError(f"{consumer.name} does not cover all of {buffer} ({n_param} is not {buffer}.numel())")
+        # A per-column input (``tl.load(b_ptr + offs % N, mask=mask)``, N the buffer's row length) is
+        # the producer's column offsets in a contiguous buffer: loaded there with the store's mask.
+        col_term, store_mask = _column_term(producer, p_body[-1], p_sources_all, buffer_name := c_sources.get(src, ""))
+        row_length = _row_length_sources(host, buffer_name)
+        extra_loads = []
+        for load in columns:
+            e_target, e_ptr, e_offs, e_mask = _load_parts(load)
+            n_param = next((p.name for p in consumer.params
+                            if canon.of(e_offs, defs, identity) == canon.of(f"({o}) % {p.name}", {}, identity)), None)
+            if n_param is None or c_sources.get(n_param) not in row_length or col_term is None \
+                    or canon.of(e_mask, defs, identity) != canon.of(mask, defs, identity):
+                raise ActionError(f"{consumer.name} reads {e_ptr} other than once per column of the buffer")
+            if not c_sources.get(e_ptr, "").isidentifier():
+                raise ActionError(f"{consumer.name}'s input {e_ptr} is not a plain host tensor")
+            alloc_value = getattr(c.host_assignment(host, buffer_name), "value", None)
+            if not (isinstance(alloc_value, cst.Call) and c.code(alloc_value.func) in ("torch.empty", "torch.zeros")):
+                raise ActionError(f"{buffer_name} is not a fresh row-major torch.empty/zeros((rows, cols)) buffer")
+            extra_loads.append(load)
         free = set().union(*[c.names_in(_assign_of(s)[1]) for s in compute]) | c.names_in(c_value) if compute else c.names_in(c_value)
-        local = {target} | {_assign_of(s)[0] for s in compute}
+        local = {target} | {_assign_of(s)[0] for s in compute} | {_load_parts(l)[0] for l in extra_loads}
         if not free <= local | _ALWAYS_FREE:
             raise ActionError(f"{consumer.name}'s value reads {', '.join(sorted(free - local - _ALWAYS_FREE))}, not only the loaded value")
         # The producer writes the buffer, which is a fresh allocation that ``out`` copies.
@@ -234,9 +262,27 @@ class MatmulEpilogue:
                 n for n in (f"{name}_epi", *(f"{name}_epi{i}" for i in range(2, 99))) if n not in taken)
             taken.add(fresh)
             mapping[name] = fresh
-        statements = [_rename_all(s, mapping) for s in compute]
+        # An input the producer already gets from the same host tensor is read through its own parameter.
+        twins = {}
+        for st in extra_loads:
+            e_ptr = _load_parts(st)[1]
+            twin = next((name for name, source in p_sources_all.items()
+                         if source == c_sources.get(e_ptr) and (pp := producer.param(name)) is not None and pp.kind != "constexpr"), None)
+            if twin is not None:
+                twins[id(st)] = twin
+        fresh = [st for st in extra_loads if id(st) not in twins]
+        for st in fresh:  # the producer's launch stays where it is: what it newly reads must exist there
+            source = c_sources.get(_load_parts(st)[1], "")
+            if any(source in _written_names(b) for b in body[pi:]):
+                raise ActionError(f"{source} is assigned after {producer.name}'s launch")
+        extra, insert_at = Fusion._extra_params(pdef, cdef, p_launch, analysis.launches_of(consumer.name)[0], fresh, taken) \
+            if fresh else ([], 0)
+        pointer = {**twins, **{id(st): new for st, _ptr, new, _src in extra}}
+        column_loads = [c.stmt(f"{mapping[_load_parts(st)[0]]} = tl.load({pointer[id(st)]} + {col_term}, mask={store_mask}, other=0.0)\n")
+                        for st in extra_loads]
+        statements = column_loads + [_rename_all(s, mapping) for s in compute]
         return _Plan(consumer, p_body[-1], value, dest, statements, _rename_all(c_value, mapping), buffer, out,
-                     [body[ci], out_line, *dead], ci + 1, mapping[target])
+                     [body[ci], out_line, *dead], ci + 1, mapping[target], [(new, src) for _s, _p, new, src in extra], insert_at)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         module = c.parse(analysis.text)
@@ -269,6 +315,15 @@ class MatmulEpilogue:
         body = list(host.body.body)
         renamed = [_rename_all(s, {plan.out: plan.buffer}) for s in body[plan.rename_from:]]
         pairs: list = [(plan.store, cst.FlattenSentinel([cast, *plan.statements, new_store]))]
+        if plan.new_params:
+            at = plan.insert_at
+            pdef, _ = c.locate(module, kernel.name)
+            params_ = list(pdef.params.params)
+            params_ = params_[:at] + [cst.Param(cst.Name(new)) for new, _src in plan.new_params] + params_[at:]
+            pairs.append((pdef.params, pdef.params.with_changes(params=params_)))
+            args = list(launch.call.args)
+            args = args[:at] + [cst.Arg(cst.Name(src)) for _new, src in plan.new_params] + args[at:]
+            pairs.append((launch.call, launch.call.with_changes(args=args)))
         pairs += [(old, new) for old, new in zip(body[plan.rename_from:], renamed) if new is not old]
         pairs += [(s, cst.RemovalSentinel.REMOVE) for s in plan.removed]
         module = c.replace_all(module, pairs)
@@ -277,6 +332,60 @@ class MatmulEpilogue:
         notes.append(f"{consumer} stays defined: {kept_because}" if kept_because
                      else f"{consumer}'s definition is removed: nothing in the file refers to it any more")
         return c.finish(text, module, f"fused {consumer} into {kernel.name}'s epilogue", notes)
+
+
+def _written_names(statement: cst.CSTNode) -> set[str]:
+    single = _assign_of(statement)
+    if single is not None:
+        return {single[0]}
+    if isinstance(statement, cst.SimpleStatementLine):
+        return set().union(*[c.names_in(t.target) for b in statement.body if isinstance(b, cst.Assign) for t in b.targets] or [set()])
+    return set()
+
+
+def _column_term(producer: Kernel, store: cst.SimpleStatementLine, sources: dict[str, str], buffer: str) -> tuple[str | None, str]:
+    """(column offsets, store mask) of ``tl.store(y + ROWS[:, None] * stride + COLS[None, :], v, mask=M)``.
+
+    Only when ``stride`` is the buffer's ``.stride(0)`` as passed at the launch, so a flat index
+    ``i`` of the buffer is row ``i // N``, column ``COLS``; (None, "") otherwise.
+    """
+    call = _call_of(store)
+    mask = c.kwarg(call, "mask") or (call.args[2] if len(call.args) > 2 and call.args[2].keyword is None else None)
+    ptr = call.args[0].value
+    if mask is None or not (isinstance(ptr, cst.BinaryOperation) and isinstance(ptr.operator, cst.Add)):
+        return None, ""
+    terms = []
+    node = ptr
+    while isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        terms.append(node.right)
+        node = node.left
+    terms = terms[::-1]  # the base pointer (node) dropped: ROWS * stride and COLS remain
+    if len(terms) != 2:
+        return None, ""
+    cols = [t for t in terms if "".join(c.code(t).split()).endswith("[None,:]")]
+    rows = [t for t in terms if t not in cols]
+    if len(cols) != 1 or len(rows) != 1 or not isinstance(rows[0], cst.BinaryOperation) or not isinstance(rows[0].operator, cst.Multiply):
+        return None, ""
+    stride = [f for f in (rows[0].left, rows[0].right) if isinstance(f, cst.Name) and producer.param(f.value) is not None]
+    if len(stride) != 1 or sources.get(stride[0].value) not in (f"{buffer}.stride(0)", f"{buffer}.stride(-2)"):
+        return None, ""
+    return c.code(cols[0]), c.code(mask.value)
+
+
+def _row_length_sources(host: cst.FunctionDef, buffer: str) -> set[str]:
+    """Host expressions (whitespace-free) that are the length of a row of a fresh 2-D ``buffer``."""
+    out = {f"{buffer}.shape[1]", f"{buffer}.shape[-1]", f"{buffer}.size(1)", f"{buffer}.size(-1)"}
+    alloc = c.host_assignment(host, buffer)
+    if alloc is not None and isinstance(alloc.value, cst.Call) and alloc.value.args:
+        shape = alloc.value.args[0].value
+        if isinstance(shape, cst.Tuple | cst.List) and len(shape.elements) == 2:
+            out.add("".join(c.code(shape.elements[1].value).split()))
+    names = {o for o in out if o.isidentifier()}
+    for statement in host.body.body:  # ``N = h.shape[1]``: a host name for one of them
+        single = _assign_of(statement)
+        if single is not None and "".join(c.code(single[1]).split()) in out:
+            out.add(single[0])
+    return out | names
 
 
 def _metadata_reads(node: cst.CSTNode, name: str) -> int:
