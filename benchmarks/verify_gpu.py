@@ -289,8 +289,10 @@ def main() -> int:
 
 def run_steps(results: dict, args, tmp: Path) -> None:
     """Per-step verification time, legacy settings vs current, each in its own worker and Triton cache."""
-    files = sorted(EXAMPLES.glob("[!_]*.py")) + sorted(KERNELS.glob("[!_]*.py"))
-    files += sorted(f for f in WILD_DEV.glob("*.py") if "test" not in f.stem) if WILD_DEV.exists() else []
+    sources = [sorted(EXAMPLES.glob("[!_]*.py")), sorted(KERNELS.glob("[!_]*.py")),
+               sorted(f for f in WILD_DEV.glob("*.py") if "test" not in f.stem) if WILD_DEV.exists() else []]
+    files = [f for group in zip(*[s + [None] * (max(map(len, sources)) - len(s)) for s in sources])
+             for f in group if f is not None]  # examples, corpus kernels and wild files taken in turn
     steps: list = []
     per_file = [policy_steps(f, 1) for f in files]
     while len(steps) < args.steps and any(per_file):  # round robin: one step per file, then the next
