@@ -131,6 +131,22 @@ OP_PROBLEMS = {
         def get_inputs():
             return [torch.randn(6, 40)]
         """, {"reduce"}),
+    "conv_1d_3d_transposed_grouped": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+                self.c1 = nn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2)
+                self.t2 = nn.ConvTranspose2d(3, 4, (3, 2), stride=(2, 1), padding=(1, 0), output_padding=(1, 0))
+                self.c3 = nn.Conv3d(2, 3, 2, bias=False)
+                self.t3 = nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1, groups=1, dilation=1)
+                self.dw = nn.Conv2d(3, 3, 3, padding=1, groups=3)
+
+            def forward(self, a, b, c):
+                return self.c1(a), torch.sigmoid(self.t2(b)), self.t3(self.c3(c)) - 1.0, self.dw(b)
+
+        def get_inputs():
+            return [torch.randn(2, 4, 11), torch.randn(2, 3, 5, 6), torch.randn(1, 2, 4, 5, 3)]
+        """, {"conv"}),
     "layer_norm_functional": ("""
         class Model(nn.Module):
             def __init__(self):
@@ -167,7 +183,7 @@ OP_PROBLEMS = {
 
         def get_inputs():
             return [torch.randn(2, 3, 9, 8)]
-        """, {"conv2d"}),
+        """, {"conv"}),
 }
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 FOOTER = "\n\ndef get_init_inputs():\n    return []\n"

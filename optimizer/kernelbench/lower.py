@@ -3,7 +3,7 @@
 Groups, in graph order: a chain of pointwise ops becomes one kernel (each op joins the group of the
 value it consumes when that value has no other user and the shape does not change); a reduction,
 softmax / log-softmax or layer norm is a row kernel; a matmul / linear / bmm is a tiled ``tl.dot``
-kernel and a conv2d an implicit-GEMM ``tl.dot`` kernel, each taking the pointwise ops that follow
+kernel and a convolution (1-3-D, transposed, grouped) an implicit-GEMM ``tl.dot`` kernel, each taking the pointwise ops that follow
 as its epilogue. Views stay Python; anything else stays a PyTorch call with a comment saying so.
 
 The kernels are deliberately naive (32x32x32 tiles, 1024-wide blocks, three passes for softmax):
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from .ops import OpSpec, Ref, classify, node_dtype, node_shape
 
-ANCHORS = ("reduce", "softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "matmul", "conv2d")
-TAKES_EPILOGUE = ("pointwise", "matmul", "conv2d")
+ANCHORS = ("reduce", "softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "matmul", "conv")
+TAKES_EPILOGUE = ("pointwise", "matmul", "conv")
 POINTWISE_BLOCK = 1024
 ROW_BLOCK = 1024
 DOT_TILE = 32
@@ -72,10 +72,11 @@ class Group:
             what = {"linear": "x @ W^T + b (nn.Linear)" if a.attrs.get("bias") is not None else "x @ W^T (nn.Linear)",
                     "bmm": "batched A @ B"}.get(a.op, "A @ B")
             return f"{what}, tiled {DOT_TILE}x{DOT_TILE}x{DOT_TILE} with tl.dot, fp32 accumulation{epilogue}"
-        if a.kind == "conv2d":
-            s, p, d = a.attrs["stride"], a.attrs["padding"], a.attrs["dilation"]
-            return (f"conv2d (stride {s}, padding {p}, dilation {d}) as an implicit GEMM: rows are output pixels, "
-                    f"columns output channels, K runs over in-channels x kernel window{epilogue}")
+        if a.kind == "conv":
+            s, p, d, g = a.attrs["stride"], a.attrs["padding"], a.attrs["dilation"], a.attrs["groups"]
+            groups = f", groups {g}" if g > 1 else ""
+            return (f"{a.op} (stride {s}, padding {p}, dilation {d}{groups}) as an implicit GEMM: rows are output "
+                    f"positions, columns output channels, K runs over input channels x kernel window{epilogue}")
         if a.kind == "reduce":
             keep = ", keepdim" if a.attrs["keepdim"] else ""
             return f"{a.op} over dims {tuple(a.attrs['dims'])}{keep}: one program per output element"
@@ -232,7 +233,7 @@ def _externals(group: Group) -> list[Ref]:
     specs = ([group.anchor] if group.anchor else []) + group.chain
     for spec in specs:
         refs = [o for o in spec.operands if isinstance(o, Ref)]
-        if spec.kind in ("matmul", "conv2d") and spec.attrs.get("bias") is not None:
+        if spec.kind in ("matmul", "conv") and spec.attrs.get("bias") is not None:
             refs.append(spec.attrs["bias"])
         for ref in refs:
             if ref.node is None or ref.node not in inside:
@@ -681,42 +682,62 @@ def _matmul_group(group: Group, name: str) -> tuple[str, str]:
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
 
-def _conv2d_group(group: Group, name: str) -> tuple[str, str]:
+def _conv_group(group: Group, name: str) -> tuple[str, str]:
+    """convNd / conv_transposeNd as an implicit GEMM: rows = output positions, columns = output channels of
+    one group (grid axis 2), K = the group's input channels x the kernel window."""
     a = group.anchor
     fp32 = str(node_dtype(a.node)) == "torch.float32"
-    (sh, sw), (ph, pw), (dh, dw) = a.attrs["stride"], a.attrs["padding"], a.attrs["dilation"]
-    terms = ["n[:, None]", "offs_n[None, :]", "oh[:, None]", "ow[:, None]"]
+    d = a.attrs["dims"]
+    G = a.attrs["groups"]
+    transposed = a.attrs["transposed"]
+    st, pd, dl = a.attrs["stride"], a.attrs["padding"], a.attrs["dilation"]
+    sp = range(d)
+    terms = ["n[:, None]", "oc[None, :]"] + [f"o{j}[:, None]" for j in sp]
     epi_sig, epi_lines, result = _epilogue(group, terms, "c_mask", set())
-    body = ["pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
-            "M = NB * OH * OW",
-            "K = C * KH * KW",
+    out_size = " * ".join(f"O{j}" for j in sp)
+    window = " * ".join(f"K{j}" for j in sp)
+    body = ["pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)", "g = tl.program_id(2)  # channel group",
+            f"CG = C // {G}  # input channels per group", f"OCG = OC // {G}  # output channels per group",
+            f"M = NB * {out_size}", f"KP = {window}  # kernel window", "KK = CG * KP",
             "offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)",
             "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-            "# each GEMM row is one output pixel (n, oh, ow)",
-            "n = offs_m // (OH * OW)",
-            "oh = (offs_m // OW) % OH",
-            "ow = offs_m % OW",
-            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-            "for k0 in range(0, K, BLOCK_K):",
-            "    offs_k = k0 + tl.arange(0, BLOCK_K)",
-            "    # each GEMM column of A is one (in-channel, kh, kw) of the window",
-            "    c = offs_k // (KH * KW)",
-            "    kh = (offs_k // KW) % KH",
-            "    kw = offs_k % KW",
-            f"    ih = oh[:, None] * {sh} - {ph} + kh[None, :] * {dh}",
-            f"    iw = ow[:, None] * {sw} - {pw} + kw[None, :] * {dw}",
-            "    a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < K) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)",
-            "    a = tl.load(x_ptr + n[:, None] * sxn + c[None, :] * sxc + ih * sxh + iw * sxw, mask=a_mask, other=0.0)",
-            "    b = tl.load(w_ptr + offs_n[None, :] * K + offs_k[:, None],",
-            "                mask=(offs_k[:, None] < K) & (offs_n[None, :] < OC), other=0.0)",
-            f"    acc += {_dot('a', 'b', fp32)}",
-            "c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < OC)",
-            *epi_lines,
-            "out_ptrs = out_ptr + n[:, None] * son + offs_n[None, :] * soc + oh[:, None] * soh + ow[:, None] * sow",
-            f"tl.store(out_ptrs, {result}.to(out_ptr.dtype.element_ty), mask=c_mask)"]
-    sig = ["x_ptr", "w_ptr", "out_ptr"] + [s for s in epi_sig if s.endswith("_ptr")] + [
-        "NB", "C", "H", "W", "OC", "OH", "OW", "KH", "KW", "sxn", "sxc", "sxh", "sxw",
-        "son", "soc", "soh", "sow"] + [s for s in epi_sig if not s.endswith("_ptr")]
+            "oc = g * OCG + offs_n",
+            "# each GEMM row is one output position (n, o0, ...)", "rest = offs_m"]
+    for j in reversed(sp):
+        body += [f"o{j} = rest % O{j}", f"rest = rest // O{j}"]
+    body += ["n = rest", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+             "for k0 in range(0, KK, BLOCK_K):",
+             "    offs_k = k0 + tl.arange(0, BLOCK_K)",
+             "    # each GEMM column of A is one (input channel, kernel offset) pair", "    rest = offs_k"]
+    for j in reversed(sp):
+        body += [f"    k{j} = rest % K{j}", f"    rest = rest // K{j}"]
+    body += ["    c = g * CG + rest", "    a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < KK)"]
+    for j in sp:
+        if transposed:  # out[o] gathers x[i] where o = i * stride - pad + k * dil
+            body += [f"    t{j} = o{j}[:, None] + {pd[j]} - k{j}[None, :] * {dl[j]}",
+                     f"    i{j} = t{j} // {st[j]}",
+                     f"    a_mask = a_mask & (t{j} >= 0) & (t{j} % {st[j]} == 0) & (i{j} < I{j})"]
+        else:
+            body += [f"    i{j} = o{j}[:, None] * {st[j]} - {pd[j]} + k{j}[None, :] * {dl[j]}",
+                     f"    a_mask = a_mask & (i{j} >= 0) & (i{j} < I{j})"]
+    x_offset = " + ".join(["n[:, None] * sxn", "c[None, :] * sxc"] + [f"i{j} * sx{j}" for j in sp])
+    body.append(f"    a = tl.load(x_ptr + {x_offset}, mask=a_mask, other=0.0)")
+    b_mask = "(offs_k[:, None] < KK) & (offs_n[None, :] < OCG)"
+    if transposed:  # weight (C, OC / G, *K)
+        body += ["    kp = offs_k % KP",
+                 f"    b = tl.load(w_ptr + c[:, None] * (OCG * KP) + offs_n[None, :] * KP + kp[:, None], mask={b_mask}, "
+                 "other=0.0)"]
+    else:  # weight (OC, C / G, *K): row oc holds that channel's K = CG x window values
+        body.append(f"    b = tl.load(w_ptr + oc[None, :] * KK + offs_k[:, None], mask={b_mask}, other=0.0)")
+    body += [f"    acc += {_dot('a', 'b', fp32)}",
+             "c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < OCG)", *epi_lines]
+    out_offset = " + ".join(["n[:, None] * son", "oc[None, :] * soc"] + [f"o{j}[:, None] * so{j}" for j in sp])
+    body += [f"out_ptrs = out_ptr + {out_offset}",
+             f"tl.store(out_ptrs, {result}.to(out_ptr.dtype.element_ty), mask=c_mask)"]
+    sizes = ["NB", "C", "OC"] + [f"I{j}" for j in sp] + [f"O{j}" for j in sp] + [f"K{j}" for j in sp]
+    strides = ["sxn", "sxc"] + [f"sx{j}" for j in sp] + ["son", "soc"] + [f"so{j}" for j in sp]
+    sig = ["x_ptr", "w_ptr", "out_ptr"] + [s for s in epi_sig if s.endswith("_ptr")] + sizes + strides + \
+        [s for s in epi_sig if not s.endswith("_ptr")]
     kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(sig)},\n"
               f"{' ' * (len(name) + 12)}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):\n"
               + _indent(body) + "\n")
@@ -724,17 +745,23 @@ def _conv2d_group(group: Group, name: str) -> tuple[str, str]:
     x, w = names[0], names[1]
     epi_names = [s[:-4] for s in epi_sig if s.endswith("_ptr")]
     bias = a.attrs.get("bias")
-    host = [f"NB, C, H, W = {x}.shape", f"OC, _, KH, KW = {w}.shape",
-            f"OH = (H + {2 * ph} - {dh} * (KH - 1) - 1) // {sh} + 1",
-            f"OW = (W + {2 * pw} - {dw} * (KW - 1) - 1) // {sw} + 1",
-            f"{w} = {w}.contiguous()  # read as the (OC, C*KH*KW) GEMM operand",
-            f"out = torch.empty((NB, OC, OH, OW), device={x}.device, dtype={x}.dtype)"]
+    host = [f"NB, C = {x}.shape[:2]", f"I = {x}.shape[2:]", f"K = {w}.shape[2:]"]
+    if transposed:
+        op_ = a.attrs["output_padding"]
+        host += [f"OC = {w}.shape[1] * {G}",
+                 f"O = [(I[j] - 1) * s - 2 * p + d * (K[j] - 1) + op + 1 for j, (s, p, d, op) in "
+                 f"enumerate(zip({st}, {pd}, {dl}, {op_}))]"]
+    else:
+        host += [f"OC = {w}.shape[0]",
+                 f"O = [(I[j] + 2 * p - d * (K[j] - 1) - 1) // s + 1 for j, (s, p, d) in enumerate(zip({st}, {pd}, {dl}))]"]
+    host += [f"{w} = {w}.contiguous()  # read as the GEMM's B operand",
+             f"out = torch.empty((NB, OC, *O), device={x}.device, dtype={x}.dtype)"]
     for e in epi_names:
-        view = ".view(1, -1, 1, 1)" if bias is not None and e == param_name(bias) else ""
+        view = f".view(1, -1{', 1' * d})" if bias is not None and e == param_name(bias) else ""
         host.append(f"{e} = {e}{view}.expand(out.shape)")
-    args = [x, w, "out", *epi_names, "NB", "C", "H", "W", "OC", "OH", "OW", "KH", "KW", f"*{x}.stride()",
-            "*out.stride()", *_epilogue_args(epi_sig)]
-    host += [f"grid = (triton.cdiv(NB * OH * OW, {DOT_TILE}), triton.cdiv(OC, {DOT_TILE}))",
+    args = [x, w, "out", *epi_names, "NB", "C", "OC", "*I", "*O", "*K", f"*{x}.stride()", "*out.stride()",
+            *_epilogue_args(epi_sig)]
+    host += [f"grid = (triton.cdiv(NB * math.prod(O), {DOT_TILE}), triton.cdiv(OC // {G}, {DOT_TILE}), {G})",
              f"{name}_kernel[grid]({', '.join(args)},",
              f"{' ' * (len(name) + 14)}BLOCK_M={DOT_TILE}, BLOCK_N={DOT_TILE}, BLOCK_K={DOT_TILE})",
              "return out"]
@@ -744,7 +771,7 @@ def _conv2d_group(group: Group, name: str) -> tuple[str, str]:
 _GENERATORS = {"pointwise": _pointwise_group, "reduce": _reduce_group, "softmax": _softmax_group,
                "log_softmax": _softmax_group, "layer_norm": _layer_norm_group, "group_norm": _group_norm_group,
                "batch_norm": _batch_norm_group, "matmul": _matmul_group,
-               "conv2d": _conv2d_group}
+               "conv": _conv_group}
 
 
 def _group_name(group: Group, used: set[str]) -> str:

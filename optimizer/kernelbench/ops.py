@@ -2,7 +2,7 @@
 
 ``classify`` maps a node to an ``OpSpec``: ``pointwise`` (elementwise math over broadcast operands),
 ``reduce`` (sum/mean/max/min/amax/amin over consecutive dims), ``softmax``/``log_softmax`` (one dim),
-``layer_norm`` (the last dims), ``matmul`` (mm/bmm/matmul/linear), ``conv2d`` (groups 1), ``layout``
+``layer_norm`` (the last dims), ``matmul`` (mm/bmm/matmul/linear), ``conv`` (1-3-D, transposed, grouped), ``layout``
 (views and shape arithmetic, kept as Python: they compute nothing) or ``torch`` (no Triton lowering
 yet; ``reason`` says what). Only floating tensors are lowered.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,12 +184,16 @@ def classify(node, graph_module) -> OpSpec:
         weight = args[1] if len(args) > 1 else kwargs.get("weight")
         bias = args[2] if len(args) > 2 else kwargs.get("bias")
         return _linear(node, args[0], _operand(weight), None if bias is None else _operand(bias), bias is not None)
-    if name == "conv2d":
-        names = ["weight", "bias", "stride", "padding", "dilation", "groups"]
+    conv = re.fullmatch(r"conv(_transpose)?([123])d", name)
+    if conv:
+        transposed, dims = conv.group(1) is not None, int(conv.group(2))
+        names = (["weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"] if transposed
+                 else ["weight", "bias", "stride", "padding", "dilation", "groups"])
         values = dict(zip(names, args[1:]))
         values.update({k: v for k, v in kwargs.items() if k in names})
-        return _conv2d(node, args[0], _operand(values.get("weight")), values.get("bias"), values.get("stride", 1),
-                       values.get("padding", 0), values.get("dilation", 1), values.get("groups", 1), "zeros")
+        return _conv(node, args[0], _operand(values.get("weight")), values.get("bias"), dims, transposed,
+                     values.get("stride", 1), values.get("padding", 0), values.get("dilation", 1),
+                     values.get("groups", 1), "zeros", values.get("output_padding", 0))
     return OpSpec(node, "torch", name, reason=f"no Triton lowering yet for {name}")
 
 
@@ -243,10 +248,14 @@ def _classify_module(node, module) -> OpSpec:
         weight = Ref(f"{target}.weight", tuple(module.weight.shape))
         bias = Ref(f"{target}.bias", tuple(module.bias.shape)) if module.bias is not None else None
         return _linear(node, args[0], weight, bias, module.bias is not None)
-    if kind == "Conv2d":
+    conv = re.fullmatch(r"Conv(Transpose)?([123])d", kind)
+    if conv:
         bias = Ref(f"{target}.bias", tuple(module.bias.shape)) if module.bias is not None else None
-        return _conv2d(node, args[0], Ref(f"{target}.weight", tuple(module.weight.shape)), bias, module.stride,
-                       module.padding, module.dilation, module.groups, module.padding_mode)
+        if len(args) > 1 or node.kwargs:
+            return OpSpec(node, "torch", kind, reason=f"nn.{kind} called with an output size")
+        return _conv(node, args[0], Ref(f"{target}.weight", tuple(module.weight.shape)), bias, int(conv.group(2)),
+                     conv.group(1) is not None, module.stride, module.padding, module.dilation, module.groups,
+                     module.padding_mode, getattr(module, "output_padding", 0))
     return OpSpec(node, "torch", kind, reason=f"no Triton lowering yet for nn.{kind}")
 
 
@@ -359,25 +368,31 @@ def _linear(node, x, weight, bias, has_bias: bool) -> OpSpec:
     return OpSpec(node, "matmul", "linear", [rx, weight], {"case": case, "transpose_b": True, "bias": bias})
 
 
-def _pair(value) -> tuple | None:
+def _tuple(value, dims: int) -> tuple | None:
     if isinstance(value, int):
-        return (value, value)
-    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return (value,) * dims
+    if isinstance(value, (tuple, list)) and len(value) == dims and all(isinstance(v, int) for v in value):
         return tuple(value)
+    if value == "valid":
+        return (0,) * dims
     return None
 
 
-def _conv2d(node, x, weight, bias, stride, padding, dilation, groups, padding_mode) -> OpSpec:
+def _conv(node, x, weight, bias, dims: int, transposed: bool, stride, padding, dilation, groups, padding_mode,
+          output_padding) -> OpSpec:
+    """convNd / conv_transposeNd (N = 1, 2, 3), any stride, padding, dilation and groups: an implicit GEMM."""
+    op = f"conv_transpose{dims}d" if transposed else f"conv{dims}d"
     rx = _operand(x)
     bias_ref = bias if isinstance(bias, Ref) else (_operand(bias) if bias is not None else None)
-    params = [_pair(stride), _pair(padding), _pair(dilation)]
-    if not isinstance(rx, Ref) or not isinstance(weight, Ref) or len(rx.shape) != 4:
-        return OpSpec(node, "torch", "conv2d", reason="conv2d of a non-4-D or non-float input")
-    if groups != 1 or padding_mode != "zeros" or any(p is None for p in params) \
+    params = [_tuple(v, dims) for v in (stride, padding, dilation, output_padding)]
+    if not isinstance(rx, Ref) or rx.scalar or not isinstance(weight, Ref) or len(rx.shape) != dims + 2:
+        return OpSpec(node, "torch", op, reason=f"{op} of an unbatched or non-float input")
+    if padding_mode != "zeros" or any(p is None for p in params) or not isinstance(groups, int) \
             or (bias is not None and not isinstance(bias_ref, Ref)):
-        return OpSpec(node, "torch", "conv2d", reason="conv2d with groups, string padding or a padding mode")
-    return OpSpec(node, "conv2d", "conv2d", [rx, weight], {"stride": params[0], "padding": params[1],
-                                                          "dilation": params[2], "bias": bias_ref})
+        return OpSpec(node, "torch", op, reason=f"{op} with string padding or a padding mode")
+    return OpSpec(node, "conv", op, [rx, weight], {
+        "dims": dims, "transposed": transposed, "stride": params[0], "padding": params[1], "dilation": params[2],
+        "output_padding": params[3], "groups": groups, "bias": bias_ref})
 
 
 def _channel_norm(node, module, kind: str, target: str, source) -> OpSpec:
