@@ -87,7 +87,7 @@ def _unit_stride_params(kernel: Kernel, launches: list) -> set[str]:
             match = _STRIDE_CALL.match(arg.source)
             if arg.value == 1 and not isinstance(arg.value, bool):
                 unit.add(param.name)
-            elif match and (int(match.group(2)) == -1 or (calls[match.group(1)] == int(match.group(2)) > 0)):
+            elif match and (int(match.group(2)) == -1 or (calls.get(match.group(1)) == int(match.group(2)) > 0)):
                 unit.add(param.name)
         result = unit if result is None else result & unit
     return result or set()
