@@ -147,6 +147,23 @@ OP_PROBLEMS = {
         def get_inputs():
             return [torch.randn(2, 4, 11), torch.randn(2, 3, 5, 6), torch.randn(1, 2, 4, 5, 3)]
         """, {"conv"}),
+    "pooling_and_norms": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+                self.mp1 = nn.MaxPool1d(3, stride=2, padding=1, dilation=2)
+                self.mp2 = nn.MaxPool2d(2)
+                self.ap3 = nn.AvgPool3d(2, stride=1, padding=1)
+                self.ap2 = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)
+                self.gap = nn.AdaptiveAvgPool3d((1, 1, 1))
+
+            def forward(self, a, b, c):
+                return (self.mp1(a), self.mp2(b), self.ap3(c), self.ap2(b), self.gap(c),
+                        b / torch.norm(b, p=2, dim=1, keepdim=True), torch.norm(a, p="fro"))
+
+        def get_inputs():
+            return [torch.randn(2, 3, 13), torch.randn(2, 3, 7, 8), torch.randn(1, 2, 4, 5, 3)]
+        """, {"pool", "reduce"}),
     "layer_norm_functional": ("""
         class Model(nn.Module):
             def __init__(self):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .ops import OpSpec, Ref, classify, node_dtype, node_shape
 
-ANCHORS = ("reduce", "softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "matmul", "conv")
+ANCHORS = ("reduce", "softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "pool", "matmul", "conv")
 TAKES_EPILOGUE = ("pointwise", "matmul", "conv")
 POINTWISE_BLOCK = 1024
 ROW_BLOCK = 1024
@@ -77,6 +77,9 @@ class Group:
             groups = f", groups {g}" if g > 1 else ""
             return (f"{a.op} (stride {s}, padding {p}, dilation {d}{groups}) as an implicit GEMM: rows are output "
                     f"positions, columns output channels, K runs over input channels x kernel window{epilogue}")
+        if a.kind == "pool":
+            return (f"{a.op} over a {'x'.join(map(str, a.attrs['kernel']))} window (stride {a.attrs['stride']}, "
+                    f"padding {a.attrs['padding']}): one output element per lane")
         if a.kind == "reduce":
             keep = ", keepdim" if a.attrs["keepdim"] else ""
             return f"{a.op} over dims {tuple(a.attrs['dims'])}{keep}: one program per output element"
@@ -342,9 +345,10 @@ def _reduce_group(group: Group, name: str) -> tuple[str, str]:
     op = a.op
     if op == "logsumexp":
         return _logsumexp_group(group, name)
-    init = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}[op]
-    combine = {"sum": "acc + x", "mean": "acc + x", "max": "tl.maximum(acc, x)", "min": "tl.minimum(acc, x)"}[op]
-    final = {"sum": "tl.sum(acc, axis=0)", "mean": "tl.sum(acc, axis=0) / R",
+    init = {"sum": "0.0", "mean": "0.0", "norm": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}[op]
+    combine = {"sum": "acc + x", "mean": "acc + x", "norm": "acc + x * x", "max": "tl.maximum(acc, x)",
+               "min": "tl.minimum(acc, x)"}[op]
+    final = {"sum": "tl.sum(acc, axis=0)", "mean": "tl.sum(acc, axis=0) / R", "norm": "tl.sqrt(tl.sum(acc, axis=0))",
              "max": "tl.max(acc, axis=0)", "min": "tl.min(acc, axis=0)"}[op]
     body = ["pid = tl.program_id(0).to(tl.int64)",
             "# this program's output element: outer index pid // INNER, inner index pid % INNER",
@@ -488,6 +492,56 @@ def _batch_norm_group(group: Group, name: str) -> tuple[str, str]:
             f"{name}_kernel[(C,)]({', '.join(params)}, out, R, S, C, BLOCK_R=BLOCK_R)",
             "return out"]
     return kernel, f"def run_{name}({', '.join(params)}):\n" + _indent(host) + "\n"
+
+
+def _pool_group(group: Group, name: str) -> tuple[str, str]:
+    a = group.anchor
+    d = a.attrs["dims"]
+    kernel, st, pd, dl = a.attrs["kernel"], a.attrs["stride"], a.attrs["padding"], a.attrs["dilation"]
+    is_max = a.op == "max_pool"
+    other = 'float("-inf")' if is_max else "0.0"
+    sp = range(d)
+    body = ["pid = tl.program_id(0).to(tl.int64)",
+            "offs = pid * BLOCK + tl.arange(0, BLOCK)",
+            "mask = offs < n_out",
+            "# this lane's output element (n, c, o0, ...)",
+            "rest = offs"]
+    for j in reversed(sp):
+        body += [f"o{j} = rest % O{j}", f"rest = rest // O{j}"]
+    body += ["c = rest % C", "n = rest // C", f"acc = tl.full([BLOCK], {other}, dtype=tl.float32)"]
+    valid = ["mask"]
+    for j in sp:
+        indent = "    " * j
+        body += [f"{indent}for k{j} in range({kernel[j]}):",
+                 f"{indent}    i{j} = o{j} * {st[j]} - {pd[j]} + k{j} * {dl[j]}"]
+        valid.append(f"(i{j} >= 0) & (i{j} < I{j})")
+    inner = "    " * d
+    offset = " + ".join(["n * sxn", "c * sxc"] + [f"i{j} * sx{j}" for j in sp])
+    body += [f"{inner}m = {' & '.join(valid)}",
+             f"{inner}x = tl.load(x_ptr + {offset}, mask=m, other={other}).to(tl.float32)",
+             f"{inner}acc = {'tl.maximum(acc, x)' if is_max else 'acc + x'}"]
+    if not is_max:
+        body.append(f"acc = acc / {math.prod(kernel)}.0" if a.attrs["count_include_pad"] or not any(pd)
+                    else "acc = acc / 1.0  # padding not counted: see the count below")
+    if not is_max and not a.attrs["count_include_pad"] and any(pd):
+        # the divisor is the number of window positions inside the input
+        count = " * ".join(f"(tl.minimum(o{j} * {st[j]} - {pd[j]} + {kernel[j]}, I{j}) - tl.maximum(o{j} * {st[j]} - {pd[j]}, 0))"
+                           for j in sp)
+        body[-1] = f"acc = acc / ({count}).to(tl.float32)"
+    body.append("tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)")
+    sizes = ["C"] + [f"I{j}" for j in sp] + [f"O{j}" for j in sp]
+    strides = ["sxn", "sxc"] + [f"sx{j}" for j in sp]
+    kernel_src = (f"@triton.jit\ndef {name}_kernel(x_ptr, out_ptr, n_out, {', '.join(sizes + strides)}, "
+                  "BLOCK: tl.constexpr):\n" + _indent(body) + "\n")
+    host = ["NB, C = x.shape[:2]", "I = x.shape[2:]",
+            f"O = [(I[j] + 2 * p - d * (k - 1) - 1) // s + 1 for j, (k, s, p, d) in "
+            f"enumerate(zip({kernel}, {st}, {pd}, {dl}))]",
+            "out = torch.empty((NB, C, *O), device=x.device, dtype=x.dtype)",
+            "n_out = out.numel()",
+            f"grid = (triton.cdiv(n_out, {POINTWISE_BLOCK}),)",
+            f"{name}_kernel[grid](x, out, n_out, C, *I, *O, *x.stride(), BLOCK={POINTWISE_BLOCK})",
+            "return out"]
+    return kernel_src, f"def run_{name}(x):\n" + _indent(host) + "\n"
 
 
 def _softmax_group(group: Group, name: str) -> tuple[str, str]:
@@ -770,7 +824,7 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
 
 _GENERATORS = {"pointwise": _pointwise_group, "reduce": _reduce_group, "softmax": _softmax_group,
                "log_softmax": _softmax_group, "layer_norm": _layer_norm_group, "group_norm": _group_norm_group,
-               "batch_norm": _batch_norm_group, "matmul": _matmul_group,
+               "batch_norm": _batch_norm_group, "pool": _pool_group, "matmul": _matmul_group,
                "conv": _conv_group}
 
 

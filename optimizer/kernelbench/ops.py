@@ -81,7 +81,7 @@ _BINARY = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operat
            operator.pow: "pow", operator.neg: "neg"}
 _BINARY_NAMES = {"add", "sub", "mul", "div", "true_divide", "multiply", "subtract", "pow", "maximum",
                  "minimum", "rsub"}
-_REDUCE_NAMES = {"sum", "mean", "amax", "amin", "max", "min", "logsumexp"}
+_REDUCE_NAMES = {"sum", "mean", "amax", "amin", "max", "min", "logsumexp"}  # and norm (p=2), below
 _LAYOUT_METHODS = {"view", "reshape", "flatten", "permute", "transpose", "t", "unsqueeze", "squeeze",
                    "contiguous", "expand", "expand_as", "view_as", "reshape_as", "size", "dim", "chunk",
                    "split", "unbind", "narrow", "select", "numel"}
@@ -184,6 +184,16 @@ def classify(node, graph_module) -> OpSpec:
         weight = args[1] if len(args) > 1 else kwargs.get("weight")
         bias = args[2] if len(args) > 2 else kwargs.get("bias")
         return _linear(node, args[0], _operand(weight), None if bias is None else _operand(bias), bias is not None)
+    if name in ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"):
+        size = args[1] if len(args) > 1 else kwargs.get("output_size")
+        return _global_average(node, args[0], size, int(name[-2]))
+    if name == "norm":
+        p = args[1] if len(args) > 1 else kwargs.get("p", "fro")
+        dim = args[2] if len(args) > 2 else kwargs.get("dim")
+        keep = args[3] if len(args) > 3 else kwargs.get("keepdim", False)
+        if p not in ("fro", 2, 2.0) or kwargs.get("dtype") is not None:
+            return OpSpec(node, "torch", name, reason=f"norm with p={p!r}")
+        return _reduce(node, "norm", (args[0], dim, keep), {})
     conv = re.fullmatch(r"conv(_transpose)?([123])d", name)
     if conv:
         transposed, dims = conv.group(1) is not None, int(conv.group(2))
@@ -248,6 +258,9 @@ def _classify_module(node, module) -> OpSpec:
         weight = Ref(f"{target}.weight", tuple(module.weight.shape))
         bias = Ref(f"{target}.bias", tuple(module.bias.shape)) if module.bias is not None else None
         return _linear(node, args[0], weight, bias, module.bias is not None)
+    pool = re.fullmatch(r"(Max|Avg|AdaptiveAvg)Pool([123])d", kind)
+    if pool:
+        return _pool_module(node, module, pool.group(1), int(pool.group(2)), args[0])
     conv = re.fullmatch(r"Conv(Transpose)?([123])d", kind)
     if conv:
         bias = Ref(f"{target}.bias", tuple(module.bias.shape)) if module.bias is not None else None
@@ -417,3 +430,37 @@ def _channel_norm(node, module, kind: str, target: str, source) -> OpSpec:
         groups = module.num_groups
     return OpSpec(node, "group_norm", "instance_norm" if kind.startswith("Instance") else "group_norm", operands,
                   {**attrs, "groups": groups})
+
+
+def _global_average(node, source, size, dims: int) -> OpSpec:
+    """adaptive_avg_pool to size 1: the mean over the spatial dims, kept."""
+    sizes = (size,) * dims if isinstance(size, int) else tuple(size) if isinstance(size, (tuple, list)) else None
+    if sizes is None or any(s != 1 for s in sizes):
+        return OpSpec(node, "torch", f"adaptive_avg_pool{dims}d", reason="adaptive average pooling to a size above 1")
+    operand = _operand(source)
+    if not isinstance(operand, Ref) or operand.scalar:
+        return OpSpec(node, "torch", "adaptive_avg_pool", reason="adaptive pooling of a non-float input")
+    rank = len(operand.shape)
+    return OpSpec(node, "reduce", "mean", [operand], {"dims": list(range(rank - dims, rank)), "keepdim": True,
+                                                      "rank": rank})
+
+
+def _pool_module(node, module, mode: str, dims: int, source) -> OpSpec:
+    """MaxPoolNd / AvgPoolNd (floor mode, no indices) as a window loop per output element."""
+    name = f"{mode}Pool{dims}d"
+    if mode == "AdaptiveAvg":
+        return _global_average(node, source, module.output_size, dims)
+    operand = _operand(source)
+    if not isinstance(operand, Ref) or operand.scalar or len(operand.shape) != dims + 2:
+        return OpSpec(node, "torch", name, reason=f"nn.{name} of an unbatched or non-float input")
+    if module.ceil_mode or getattr(module, "return_indices", False) or getattr(module, "divisor_override", None):
+        return OpSpec(node, "torch", name, reason=f"nn.{name} with ceil_mode, indices or a divisor override")
+    kernel = _tuple(module.kernel_size, dims)
+    stride = _tuple(module.stride if module.stride is not None else module.kernel_size, dims)
+    padding = _tuple(module.padding, dims)
+    dilation = _tuple(getattr(module, "dilation", 1), dims)
+    if any(v is None for v in (kernel, stride, padding, dilation)):
+        return OpSpec(node, "torch", name, reason=f"nn.{name} with unusual sizes")
+    return OpSpec(node, "pool", "max_pool" if mode == "Max" else "avg_pool", [operand], {
+        "dims": dims, "kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation,
+        "count_include_pad": bool(getattr(module, "count_include_pad", True))})
