@@ -93,6 +93,11 @@ def gelu_kernel(x_ptr, bias_ptr, y_ptr, n_elements, n_cols, BLOCK_SIZE: tl.const
     "h = (x.float() @ w.float() + b.float()).half().float()", "h = (x.float() @ w.float()).half().float() + b.float()")
 
 
+# The element count spelled as the allocation's shape product, the output type read from the output pointer.
+BIAS_GELU_SPELLED = BIAS_GELU.replace("    n = h.numel()\n", "    n = M * N\n").replace(
+    "tl.store(y_ptr + offs, y.to(tl.float16), mask=mask)", "tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)")
+
+
 def offered(text: str) -> list[Candidate]:
     return [c for c in applicable(analyze(text), "linear_kernel", H100) if c.action == "matmul_epilogue"]
 
@@ -118,6 +123,13 @@ def test_bias_read_per_column_moves_into_the_matmul_store():
     assert "b2_ptr" in fresh.new_text and "b2, BLOCK_M=32, BLOCK_N=32" in fresh.new_text  # a new pointer parameter and argument
     late = other.replace("    out = torch.empty_like(h)\n", "    out = torch.empty_like(h)\n    b2 = b\n")
     assert not offered(late)  # b2 does not exist yet where the matmul is launched
+
+
+def test_shape_product_count_and_output_pointer_type_are_understood():
+    assert BIAS_GELU_SPELLED.count("M * N") == 1 and "y.to(y_ptr.dtype.element_ty)" in BIAS_GELU_SPELLED
+    (cand,) = offered(BIAS_GELU_SPELLED)
+    new = apply_candidate(BIAS_GELU_SPELLED, cand, H100).new_text
+    assert "y.to(y_ptr.dtype.element_ty), mask=(rm[:, None] < M)" in new  # the producer's y_ptr: same element type
 
 
 @pytest.mark.parametrize("change", [
@@ -160,6 +172,8 @@ def test_fused_epilogue_stays_equivalent(tmp_path):
     (bias,) = offered(BIAS_GELU)
     jobs = [job(tmp_path, "bias_gelu:reference", BIAS_GELU, BIAS_GELU, TOL_FP16, reference=True),
             job(tmp_path, "bias_gelu:matmul_epilogue", BIAS_GELU, apply_candidate(BIAS_GELU, bias, H100).new_text, TOL_FP16),
+            job(tmp_path, "bias_gelu_spelled:matmul_epilogue", BIAS_GELU_SPELLED,
+                apply_candidate(BIAS_GELU_SPELLED, offered(BIAS_GELU_SPELLED)[0], H100).new_text, TOL_FP16),
             job(tmp_path, "linear_gelu:reference", LINEAR_GELU, LINEAR_GELU, TOL_FP16, reference=True),
             job(tmp_path, "linear_gelu:matmul_epilogue", LINEAR_GELU, new, TOL_FP16),
             job(tmp_path, "linear_gelu:matmul_epilogue+tiling", LINEAR_GELU, tiled, TOL_FP16)]

@@ -198,7 +198,7 @@ class MatmulEpilogue:
         if n_source.isidentifier():
             assign = c.any_assignment(host, n_source)
             n_source = "".join(c.code(assign.value).split()) if assign is not None else ""
-        if n_source != f"{buffer}.numel()":
+        if n_source != f"{buffer}.numel()" and n_source not in _shape_products(host, buffer):
             raise ActionError(f"{consumer.name} does not cover all of {buffer} ({n_param} is not {buffer}.numel())")
         # A per-column input (``tl.load(b_ptr + offs % N, mask=mask)``, N the buffer's row length) is
         # the producer's column offsets in a contiguous buffer: loaded there with the store's mask.
@@ -220,6 +220,11 @@ class MatmulEpilogue:
             extra_loads.append(load)
         free = set().union(*[c.names_in(_assign_of(s)[1]) for s in compute]) | c.names_in(c_value) if compute else c.names_in(c_value)
         local = {target} | {_assign_of(s)[0] for s in compute} | {_load_parts(l)[0] for l in extra_loads}
+        # ``out.to(out_ptr.dtype.element_ty)``: the output's element type is the buffer's (out is allocated like it).
+        value_code = "".join(c.code(x) for x in [*compute, c_value])
+        dtype_only = c_dest in free and value_code.count(f"{c_dest}.dtype") == sum(c.count_name(x, c_dest) for x in [*compute, c_value])
+        if dtype_only:
+            free = free - {c_dest}
         if not free <= local | _ALWAYS_FREE:
             raise ActionError(f"{consumer.name}'s value reads {', '.join(sorted(free - local - _ALWAYS_FREE))}, not only the loaded value")
         # The producer writes the buffer, which is a fresh allocation that ``out`` copies.
@@ -256,7 +261,7 @@ class MatmulEpilogue:
         if any(c.count_name(s, buffer) for s in body[ci + 1:]):
             raise ActionError(f"{buffer} is read after the second launch (it would hold the fused values)")
         # The consumer's names, made fresh where the producer already uses them.
-        mapping = {}
+        mapping = {c_dest: dest} if dtype_only else {}
         for name in sorted(local):
             fresh = name if name not in c.names_in(pdef) else next(
                 n for n in (f"{name}_epi", *(f"{name}_epi{i}" for i in range(2, 99))) if n not in taken)
@@ -362,6 +367,8 @@ def _column_term(producer: Kernel, store: cst.SimpleStatementLine, sources: dict
     terms = terms[::-1]  # the base pointer (node) dropped: ROWS * stride and COLS remain
     if len(terms) != 2:
         return None, ""
+    unit = (f"{buffer}.stride(1)", f"{buffer}.stride(-1)")
+    terms = [_without_unit_stride(t, producer, sources, unit) for t in terms]  # ``cols[None, :] * stride_yn``
     cols = [t for t in terms if "".join(c.code(t).split()).endswith("[None,:]")]
     rows = [t for t in terms if t not in cols]
     if len(cols) != 1 or len(rows) != 1 or not isinstance(rows[0], cst.BinaryOperation) or not isinstance(rows[0].operator, cst.Multiply):
@@ -370,6 +377,27 @@ def _column_term(producer: Kernel, store: cst.SimpleStatementLine, sources: dict
     if len(stride) != 1 or sources.get(stride[0].value) not in (f"{buffer}.stride(0)", f"{buffer}.stride(-2)"):
         return None, ""
     return c.code(cols[0]), c.code(mask.value)
+
+
+def _without_unit_stride(term: cst.BaseExpression, producer: Kernel, sources: dict[str, str], unit: tuple[str, ...]):
+    """``X * s`` -> ``X`` when ``s`` is a parameter the launch passes the buffer's last stride for (1, row-major)."""
+    if isinstance(term, cst.BinaryOperation) and isinstance(term.operator, cst.Multiply):
+        for factor, other in ((term.right, term.left), (term.left, term.right)):
+            if isinstance(factor, cst.Name) and producer.param(factor.value) is not None and sources.get(factor.value) in unit:
+                return other
+    return term
+
+
+def _shape_products(host: cst.FunctionDef, buffer: str) -> set[str]:
+    """``M*N`` and ``N*M`` for a buffer allocated as ``torch.empty((M, N), ...)`` (its element count)."""
+    alloc = c.host_assignment(host, buffer)
+    if alloc is None or not isinstance(alloc.value, cst.Call) or not alloc.value.args:
+        return set()
+    shape = alloc.value.args[0].value
+    if not isinstance(shape, cst.Tuple | cst.List) or len(shape.elements) != 2:
+        return set()
+    a, b = ("".join(c.code(e.value).split()) for e in shape.elements)
+    return {f"{a}*{b}", f"{b}*{a}"}
 
 
 def _row_length_sources(host: cst.FunctionDef, buffer: str) -> set[str]:
