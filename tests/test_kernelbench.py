@@ -434,3 +434,47 @@ def test_a_wrong_solution_is_incorrect(tmp_path):
     assert wrong != generated.text
     result = _run_interpreted(wrong, tmp_path, trials=1)
     assert result["passed"] == 0 and "differ" in result["issue"]
+
+
+def test_timing_times_eager_compile_and_model_new_on_the_same_inputs(monkeypatch):
+    """The timing plumbing without a GPU: do_bench and torch.compile stand in, the calls are counted."""
+    import triton.testing
+
+    sys.path.insert(0, str(ROOT / "optimizer" / "kernelbench"))
+    import runner
+
+    calls: list[str] = []
+
+    class Problem:
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                calls.append("eager")
+                return x + 1
+
+        @staticmethod
+        def get_inputs():
+            return [torch.randn(4)]
+
+        @staticmethod
+        def get_init_inputs():
+            return []
+
+    class Solution:
+        class ModelNew(torch.nn.Module):
+            def forward(self, x):
+                calls.append("new")
+                return x + 1
+
+    def compiled(model):
+        def run(*args):
+            calls.append("compiled")
+            return model(*args)
+        return run
+
+    times = iter([2.0, 1.0, 1.5])
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: (fn(), next(times))[1])
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch, "compile", compiled)
+    timing = runner.time_models(Problem, Solution, "cpu")
+    assert (timing["eager_ms"], timing["triton_ms"], timing["compile_ms"]) == (2.0, 1.0, 1.5)
+    assert calls == ["eager", "eager", "new", "new", "compiled", "eager", "compiled", "eager"]

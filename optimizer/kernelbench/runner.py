@@ -6,6 +6,7 @@ can kill a hung worker and restart it on the jobs that remain.
 
 Per job, as KernelBench's ``eval_kernel_against_ref``: both models are built after ``set_seed(42)``;
 5 trial seeds are drawn from ``torch.manual_seed(42)``; each trial makes fresh inputs under its seed
+(on the device directly, where KernelBench draws them on the host and copies them)
 and checks ``ModelNew`` against ``Model`` with ``torch.allclose`` at the inputs' precision (fp32 1e-4,
 fp16/bf16 1e-2, atol = rtol). Only when every trial passes, and on a GPU: eager ``Model``,
 ``torch.compile(Model)`` (inductor, default mode) and ``ModelNew`` are timed with
@@ -68,6 +69,15 @@ def _to(value, device):
     return value.to(device) if isinstance(value, torch.Tensor) else value
 
 
+def make_inputs(problem, device: str) -> list:
+    """``get_inputs()`` created on ``device`` directly: a 6 GB ``torch.rand`` on the host takes seconds, on the
+    GPU milliseconds (the values differ from a host-made draw; each trial still has its own seed)."""
+    import torch
+
+    with torch.device(device):
+        return [_to(x, device) for x in problem.get_inputs()]
+
+
 def _outputs(value) -> list:
     import torch
 
@@ -91,7 +101,7 @@ def check_correctness(problem, solution, device: str, trials: int = TRIALS) -> d
     with torch.no_grad():
         for trial, seed in enumerate(trial_seeds(trials)):
             set_seed(seed)
-            inputs = [_to(x, device) for x in problem.get_inputs()]
+            inputs = make_inputs(problem, device)
             tol = TOLERANCES[precision_of(inputs)]
             result["precision"] = precision_of(inputs)
             expected = _outputs(reference(*inputs))
@@ -131,7 +141,7 @@ def time_models(problem, solution, device: str, compile_baseline: bool = True) -
     set_seed(SEED)
     candidate = solution.ModelNew(*init).to(device)
     set_seed(SEED)
-    inputs = [_to(x, device) for x in problem.get_inputs()]
+    inputs = make_inputs(problem, device)
     timings: dict = {}
 
     def bench(fn) -> float:
