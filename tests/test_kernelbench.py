@@ -164,6 +164,22 @@ OP_PROBLEMS = {
         def get_inputs():
             return [torch.randn(2, 3, 13), torch.randn(2, 3, 7, 8), torch.randn(1, 2, 4, 5, 3)]
         """, {"pool", "reduce"}),
+    "scans": ("""
+        class Model(nn.Module):
+            def __init__(self, dim):
+                super(Model, self).__init__()
+                self.dim = dim
+
+            def forward(self, x):
+                return (torch.cumsum(x.flip(self.dim), dim=self.dim).flip(self.dim), torch.cumprod(x, dim=2),
+                        torch.cumsum(x, dim=-1))
+
+        def get_inputs():
+            return [torch.rand(3, 5, 1100) + 0.5]
+
+        def get_init_inputs():
+            return [1]
+        """, {"scan"}),
     "layer_norm_functional": ("""
         class Model(nn.Module):
             def __init__(self):
@@ -258,13 +274,13 @@ def test_problem_folder_traces_and_lowers_with_readable_kernels():
 
 
 def test_fused_groups_epilogue_and_fallback_comment():
-    problem = load_problem(PROBLEMS / "level2" / "5_Gemm_Cumsum_Tanh.py")
+    problem = load_problem(PROBLEMS / "level2" / "5_Gemm_Triu_Tanh.py")
     generated = generate(problem)
     assert generated.kernels == ["linear_kernel", "tanh_kernel"]
-    assert generated.fallbacks == [("cumsum", "no Triton lowering yet for cumsum")]
-    assert "# PyTorch: no Triton lowering yet for cumsum" in generated.text
+    assert generated.fallbacks == [("triu", "no Triton lowering yet for triu")]
+    assert "# PyTorch: no Triton lowering yet for triu" in generated.text
     assert "Still PyTorch calls" in generated.text
-    assert static_check(generated.text).torch_ops == ["torch.cumsum"]
+    assert static_check(generated.text).torch_ops == ["torch.triu"]
     traced = trace_problem(load_problem(PROBLEMS / "level2" / "1_Linear_BiasAdd_ReLU.py"))
     groups, _ = group_nodes(traced.graph_module)
     assert [g.ops() for g in groups] == [["linear", "add", "relu"]]

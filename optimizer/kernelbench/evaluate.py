@@ -42,7 +42,8 @@ TORCH_COMPUTE_FUNCTIONS = {
     "logsumexp", "clamp", "dropout",
     # reductions and scans the list leaves out but that are the compute of many level-1 problems
     "sum", "mean", "amax", "amin", "max", "min", "prod", "cumsum", "cumprod", "argmax", "argmin", "norm",
-    "std", "var", "exp", "log", "sqrt", "addmm", "baddbmm", "where",
+    "std", "var", "exp", "log", "sqrt", "addmm", "baddbmm", "where", "triu", "tril", "sort", "topk", "cummax",
+    "cummin", "logcumsumexp", "gather", "scatter", "index_select", "cdist", "pdist", "dist", "outer", "kron",
 }
 NN_CONTAINERS = {"Module", "Parameter", "ParameterList", "ParameterDict", "ModuleList", "ModuleDict", "init",
                  "Identity", "Flatten", "Unflatten"}

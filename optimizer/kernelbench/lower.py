@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 from .ops import OpSpec, Ref, classify, node_dtype, node_shape
 
-ANCHORS = ("reduce", "softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "pool", "matmul", "conv")
+ANCHORS = ("reduce", "scan", "softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "pool", "matmul",
+           "conv")
 TAKES_EPILOGUE = ("pointwise", "matmul", "conv")
 POINTWISE_BLOCK = 1024
 ROW_BLOCK = 1024
@@ -80,6 +81,8 @@ class Group:
         if a.kind == "pool":
             return (f"{a.op} over a {'x'.join(map(str, a.attrs['kernel']))} window (stride {a.attrs['stride']}, "
                     f"padding {a.attrs['padding']}): one output element per lane")
+        if a.kind == "scan":
+            return f"{a.op} along dim {a.attrs['dims'][0]}: one program per row, blocks scanned in order with a carry"
         if a.kind == "reduce":
             keep = ", keepdim" if a.attrs["keepdim"] else ""
             return f"{a.op} over dims {tuple(a.attrs['dims'])}{keep}: one program per output element"
@@ -544,6 +547,35 @@ def _pool_group(group: Group, name: str) -> tuple[str, str]:
     return kernel_src, f"def run_{name}(x):\n" + _indent(host) + "\n"
 
 
+def _scan_group(group: Group, name: str) -> tuple[str, str]:
+    product = group.anchor.op == "cumprod"
+    combine = "_multiply" if product else "_add"
+    body = ["pid = tl.program_id(0).to(tl.int64)",
+            "base = (pid // INNER) * R * INNER + pid % INNER",
+            "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
+            f"carry = {'1.0' if product else '0.0'}  # the {'product' if product else 'sum'} of the blocks before",
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + offs",
+            "    mask = r < R",
+            f"    x = tl.load(x_ptr + base + r * INNER, mask=mask, other={'1.0' if product else '0.0'}).to(tl.float32)",
+            f"    y = tl.associative_scan(x, 0, {combine}) {'*' if product else '+'} carry",
+            "    tl.store(out_ptr + base + r * INNER, y.to(out_ptr.dtype.element_ty), mask=mask)",
+            f"    carry = carry {'*' if product else '+'} tl.reduce(x, 0, {combine})"]
+    helper = (f"@triton.jit\ndef {combine}(a, b):\n    return a {'*' if product else '+'} b\n\n\n"
+              if combine not in _EMITTED_HELPERS else "")
+    _EMITTED_HELPERS.add(combine)
+    kernel = helper + f"@triton.jit\ndef {name}_kernel(x_ptr, out_ptr, R, INNER, BLOCK_R: tl.constexpr):\n" + _indent(body) + "\n"
+    host = _row_setup(group.anchor.attrs["dims"]) + [
+        "out = torch.empty_like(x)",
+        f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
+        f"{name}_kernel[(outer * inner,)](x, out, R, inner, BLOCK_R=BLOCK_R)",
+        "return out"]
+    return kernel, f"def run_{name}(x):\n" + _indent(host) + "\n"
+
+
+_EMITTED_HELPERS: set[str] = set()
+
+
 def _softmax_group(group: Group, name: str) -> tuple[str, str]:
     log = group.anchor.op == "log_softmax"
     write = "y = x - row_max - tl.log(row_sum)" if log else "y = tl.exp(x - row_max) / row_sum"
@@ -824,7 +856,7 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
 
 _GENERATORS = {"pointwise": _pointwise_group, "reduce": _reduce_group, "softmax": _softmax_group,
                "log_softmax": _softmax_group, "layer_norm": _layer_norm_group, "group_norm": _group_norm_group,
-               "batch_norm": _batch_norm_group, "pool": _pool_group, "matmul": _matmul_group,
+               "batch_norm": _batch_norm_group, "pool": _pool_group, "scan": _scan_group, "matmul": _matmul_group,
                "conv": _conv_group}
 
 
@@ -895,6 +927,7 @@ def _call(node) -> str:
 def lower(graph_module) -> Lowering:
     """Group, generate kernels and host functions, and write the forward body that calls them."""
     groups, specs = group_nodes(graph_module)
+    _EMITTED_HELPERS.clear()  # combine functions shared by this file's scan kernels
     used: set[str] = set()
     for group in groups:
         group.params = _externals(group)

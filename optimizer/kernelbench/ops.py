@@ -87,8 +87,8 @@ _LAYOUT_METHODS = {"view", "reshape", "flatten", "permute", "transpose", "t", "u
                    "split", "unbind", "narrow", "select", "numel"}
 _LAYOUT_FUNCTIONS = {"reshape", "flatten", "permute", "transpose", "t", "unsqueeze", "squeeze", "chunk",
                      "split", "unbind", "narrow", "select", "tensor", "clone", "detach", "zeros_like", "ones_like",
-                     "full_like", "empty_like"}
-_LAYOUT_METHODS |= {"clone", "detach", "to", "float", "type_as"}
+                     "full_like", "empty_like", "flip", "cat", "stack"}
+_LAYOUT_METHODS |= {"clone", "detach", "to", "float", "type_as", "flip"}
 _POW_EXPONENTS = {2.0, 3.0, 0.5, 1.0, -1.0, -0.5}
 # Default arguments of the functional spellings, by position after the input.
 _UNARY_DEFAULTS = {"leaky_relu": [("negative_slope", 0.01)], "hardtanh": [("min_val", -1.0), ("max_val", 1.0)],
@@ -164,6 +164,12 @@ def classify(node, graph_module) -> OpSpec:
         return _pointwise(node, "maximum" if name == "max" else "minimum", args, kwargs)
     if name in _REDUCE_NAMES:
         return _reduce(node, name, args, kwargs)
+    if name in ("cumsum", "cumprod"):
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        if kwargs.get("dtype") is not None:
+            return OpSpec(node, "torch", name, reason=f"{name} with a dtype")
+        spec = _row(node, name, args[0], dim)
+        return OpSpec(node, "scan", name, spec.operands, spec.attrs) if spec.kind == name else spec
     if name in ("softmax", "log_softmax"):
         dim = args[1] if len(args) > 1 else kwargs.get("dim")
         return _row(node, name, args[0], dim)

@@ -3,7 +3,7 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """A linear layer, a cumulative sum (no Triton lowering yet), then tanh."""
+    """A linear layer, its upper triangle (no Triton lowering yet), then tanh."""
 
     def __init__(self, in_features, out_features):
         super(Model, self).__init__()
@@ -11,7 +11,7 @@ class Model(nn.Module):
 
     def forward(self, x):
         x = self.fc(x)
-        x = torch.cumsum(x, dim=1)
+        x = torch.triu(x)
         return torch.tanh(x)
 
 
