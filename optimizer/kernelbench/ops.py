@@ -164,6 +164,8 @@ def classify(node, graph_module) -> OpSpec:
         return _pointwise(node, "maximum" if name == "max" else "minimum", args, kwargs)
     if name in _REDUCE_NAMES:
         return _reduce(node, name, args, kwargs)
+    if name == "einsum":
+        return _einsum(node, args)
     if name in ("cumsum", "cumprod"):
         dim = args[1] if len(args) > 1 else kwargs.get("dim")
         if kwargs.get("dtype") is not None:
@@ -470,3 +472,18 @@ def _pool_module(node, module, mode: str, dims: int, source) -> OpSpec:
     return OpSpec(node, "pool", "max_pool" if mode == "Max" else "avg_pool", [operand], {
         "dims": dims, "kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation,
         "count_include_pad": bool(getattr(module, "count_include_pad", True))})
+
+
+def _einsum(node, args: tuple) -> OpSpec:
+    """The einsum spellings of a matmul: ``...l,lk->...k`` (N-D @ 2-D) and ``bik,bkj->bij`` (batched)."""
+    equation = args[0] if args and isinstance(args[0], str) else None
+    operands = list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else list(args[1:])
+    if equation is None or len(operands) != 2 or "->" not in equation or "." in equation:
+        return OpSpec(node, "torch", "einsum", reason="einsum other than a matmul")
+    inputs, out = equation.replace(" ", "").split("->")
+    a, b = inputs.split(",")
+    if len(b) == 2 and a[-1] == b[0] and out == a[:-1] + b[1] and len(set(a + b[1])) == len(a) + 1:
+        return _matmul(node, "einsum", operands[0], operands[1])
+    if len(a) == len(b) == len(out) == 3 and a[0] == b[0] == out[0] and a[2] == b[1] and out[1:] == a[1] + b[2]:
+        return _matmul(node, "einsum", operands[0], operands[1])
+    return OpSpec(node, "torch", "einsum", reason=f"einsum {equation!r} (not a matmul)")
