@@ -173,8 +173,10 @@ class OnlineSoftmax:
         init_line = init.with_changes(leading_lines=[])
         body = []
         for s in kdef.body.body:
-            if s is first:  # the sum starts next to the max; the loop's comments stay above both
-                body += [init_line.with_changes(leading_lines=first.leading_lines), merged.with_changes(leading_lines=[])]
+            if s is first:  # the sum starts next to the max; every comment of the two passes stays, above the loop
+                kept = [line for line in [*init.leading_lines, *second.leading_lines,
+                                          *(l for st in second.body.body for l in st.leading_lines)] if line.comment is not None]
+                body += [init_line.with_changes(leading_lines=first.leading_lines), merged.with_changes(leading_lines=kept)]
             elif s is second or s is init:
                 continue
             else:
