@@ -495,3 +495,25 @@ def test_timing_times_eager_compile_and_model_new_on_the_same_inputs(monkeypatch
     timing = runner.time_models(Problem, Solution, "cpu")
     assert (timing["eager_ms"], timing["triton_ms"], timing["compile_ms"]) == (2.0, 1.0, 1.5)
     assert calls == ["eager", "eager", "new", "new", "compiled", "eager", "compiled", "eager"]
+
+
+def test_budget_stops_between_problems_and_leaves_the_rest_for_resume(tmp_path):
+    from mtmc_lsp.optimizer.kernelbench.evaluate import run_jobs
+
+    jobs = []
+    for name in ("2_ReLU", "3_Softmax"):
+        path = PROBLEMS / "level1" / f"{name}.py"
+        jobs.append({"key": f"level1/{name}", "problem_text": path.read_text(),
+                     "solution_text": generate(load_problem(path)).text, "cpu": True, "timing": False, "trials": 1})
+    # the worker runs a job only before the run's deadline: here the second one's has passed
+    jobs_file, results_file = tmp_path / "jobs.json", tmp_path / "results.jsonl"
+    jobs_file.write_text(json.dumps([{**jobs[0], "deadline": None}, {**jobs[1], "deadline": 1.0}]))
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    runner_py = ROOT / "optimizer" / "kernelbench" / "runner.py"
+    subprocess.run([sys.executable, str(runner_py), str(jobs_file), str(results_file)], env=env, timeout=240, check=True)
+    results = [json.loads(line) for line in results_file.read_text().splitlines()]
+    assert [r["key"] for r in results] == ["level1/2_ReLU"] and results[0]["correct"]
+    # a spent budget starts no worker and hands every job back for --resume
+    seen: list[dict] = []
+    assert run_jobs(jobs, True, 120, seen.append, budget_left=lambda: 0.0) == ["level1/2_ReLU", "level1/3_Softmax"]
+    assert seen == []

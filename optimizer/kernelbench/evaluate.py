@@ -286,11 +286,13 @@ def _run_queue(jobs: list[dict], cpu: bool, timeout_s: float, on_result: Callabl
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     with tempfile.TemporaryDirectory(prefix="mtmc-kb-") as tmp:
         while pending:
-            if budget_left is not None and budget_left() <= 0:
+            seconds_left = budget_left() if budget_left is not None else None
+            if seconds_left is not None and seconds_left <= 0:
                 return [j["key"] for j in pending]
             jobs_file = Path(tmp) / "jobs.json"
             results_file = Path(tmp) / "results.jsonl"
-            jobs_file.write_text(json.dumps(pending), encoding="utf-8")
+            deadline = time.time() + seconds_left if seconds_left is not None else None
+            jobs_file.write_text(json.dumps([{**job, "deadline": deadline} for job in pending]), encoding="utf-8")
             results_file.write_text("", encoding="utf-8")
             log = open(Path(tmp) / "worker.log", "ab")
             proc = subprocess.Popen([python or sys.executable, str(RUNNER), str(jobs_file), str(results_file)],
@@ -319,6 +321,8 @@ def _run_queue(jobs: list[dict], cpu: bool, timeout_s: float, on_result: Callabl
                 result = json.loads(line)
                 pending = [j for j in pending if j["key"] != result["key"]]
                 on_result(result)
+            if pending and not killed and proc.returncode == 0 and budget_left is not None and budget_left() <= 0:
+                return [j["key"] for j in pending]  # stopped at the budget, not a crash
             if pending:
                 # the worker died or hung on the first pending job: record it and go on without it
                 job = pending.pop(0)

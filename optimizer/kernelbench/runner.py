@@ -213,6 +213,8 @@ def main(argv: list[str]) -> int:
     _exit_with_parent()
     jobs = json.loads(open(argv[0], encoding="utf-8").read())
     for job in jobs:
+        if job.get("deadline") and time.time() > job["deadline"]:
+            break  # the run's budget is spent: the parent keeps the rest for --resume
         result = run_job(job)
         with open(argv[1], "a", encoding="utf-8") as results:
             results.write(json.dumps(result, default=_json_default) + "\n")
