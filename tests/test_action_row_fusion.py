@@ -157,6 +157,8 @@ def test_statistics_the_host_returns_keep_their_stores():
     (("softmax_normalize_kernel[(n_rows,)]", "softmax_normalize_kernel[(n_rows, 1)]"), "different grids"),
     (("    softmax_normalize_kernel[", "    out.zero_()\n    softmax_normalize_kernel["), "not back to back"),
     (("    m = tl.load(m_ptr + pid)\n", "    m = tl.load(m_ptr + pid)\n    m2 = tl.load(m_ptr + pid)\n"), "read twice"),
+    (("    row_ptr = x_ptr + row * row_stride\n", "    if row >= 4:\n        return\n    row_ptr = x_ptr + row * row_stride\n"),
+     "the producer returns early"),
 ])
 def test_refused_when_not_the_same(change, why):
     text = SOFTMAX.replace(*change)

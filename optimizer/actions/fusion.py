@@ -240,6 +240,19 @@ def _impure_calls(node: cst.CSTNode) -> bool:
     return found
 
 
+def _returns(fn: cst.FunctionDef) -> bool:
+    """True when the kernel body holds a ``return`` (an early exit for some programs)."""
+    found = False
+
+    class V(cst.CSTVisitor):
+        def visit_Return(self, node: cst.Return) -> None:
+            nonlocal found
+            found = True
+
+    fn.body.visit(V())
+    return found
+
+
 class _Canon:
     """Spell index expressions of two kernels alike: local definitions expanded, parameters by what the launch passes."""
 
@@ -323,6 +336,8 @@ class Fusion:
         # Kernel bodies: the producer ends in its only store; the consumer, in normal form, is index
         # statements, loads (inline ones named), compute statements and its store.
         p_body = [st for st in pdef.body.body if not _is_docstring(st)]
+        if _returns(pdef):
+            raise ActionError(f"{producer.name} returns early: the consumer's work would not run for those programs")
         p_parts = _store_parts(p_body[-1]) if p_body else None
         if p_parts is None or len(producer.calls_of("store")) != 1:
             raise ActionError(f"{producer.name} does not end in its only `tl.store(ptr + offsets, value, mask=mask)`")

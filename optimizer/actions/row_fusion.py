@@ -82,7 +82,7 @@ from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
-from .fusion import _assign_of, _call_of, _Canon, _drop_unreferenced_def, _is_docstring, _rename_all, _top_statement
+from .fusion import _assign_of, _call_of, _Canon, _drop_unreferenced_def, _is_docstring, _rename_all, _returns, _top_statement
 
 _TORCH_TO_TL = {"float32": "tl.float32", "float": "tl.float32", "float16": "tl.float16", "half": "tl.float16",
                 "bfloat16": "tl.bfloat16", "float64": "tl.float64", "double": "tl.float64"}
@@ -214,6 +214,8 @@ class RowFusion:
             raise ActionError("a launch passes *args")
         p_body = [s for s in pdef.body.body if not _is_docstring(s)]
         c_body = [s for s in cdef.body.body if not _is_docstring(s)]
+        if _returns(pdef):
+            raise ActionError(f"{producer.name} returns early: the appended code would not run for those programs")
         stores = [st for st in p_body if _stat_store(st)]
         if not stores or len(producer.calls_of("store")) != len(stores):
             raise ActionError(f"{producer.name} does not store only one value per row, at its top level")
