@@ -98,6 +98,16 @@ FAULT_EXPECTATIONS = {
     "crash_exit": ("crash", "code 7"),
     "illegal_memory": ("crash", "illegal memory access"),
     "out_of_memory": ("crash", "out of memory"),
+    # Attacks on the checker (caught as wrong results) and misbehaviour a correct result survives.
+    "gc_reference": ("incorrect", "incorrect"),
+    "frame_peek": ("incorrect", "incorrect"),
+    "patch_allclose": ("incorrect", "incorrect"),
+    "lower_precision": ("incorrect", "incorrect"),
+    "imported_empty": ("incorrect", "incorrect"),
+    "side_stream": ("verified", "verified"),
+    "print_flood": ("verified", "verified"),
+    "memory_leak": ("verified", "verified"),
+    "fork_child": ("verified", "verified"),
 }
 EXAMPLE_SIZES = {
     "matmul": {"size": 4096},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import platform
@@ -66,14 +67,48 @@ def _tensors(value: Any) -> list[tuple[str, torch.Tensor]]:
 
 
 def _keep_expected(key: tuple, value: Any, device: str) -> None:
-    """Keep an expected output for later trials and jobs, within a byte budget (oldest dropped first)."""
+    """Keep an expected output for later trials and jobs, within a byte budget (oldest dropped first).
+
+    Kept sealed: serialized to bytes on the host, so no live tensor of an expected output exists while
+    a candidate runs (a candidate that searches ``gc`` or frames for the answer finds none)."""
     size = cmp.nbytes(value)
     budget = KEPT_EXPECTED_BYTES.get(device, 0)
     if size > budget // 4:
         return
-    _kept_expected[key] = (value, size)
+    _kept_expected[key] = (_seal(value), size)
     while sum(v[1] for v in _kept_expected.values()) > budget:
         _kept_expected.popitem(last=False)
+
+
+def _seal(value: Any) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(_to_host(value), buffer)
+    return buffer.getvalue()
+
+
+def _unseal(sealed: bytes, device: str) -> Any:
+    value = torch.load(io.BytesIO(sealed), weights_only=False)
+    return _to_device(value, device)
+
+
+def _to_host(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_host(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_host(v) for k, v in value.items()}
+    return value
+
+
+def _to_device(value: Any, device: str) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    return value
 
 
 class FatalDeviceError(Exception):
@@ -431,6 +466,27 @@ class Job:
                 trial["compile_error"] = {"stage": "get_inputs", **err.info}
             return trial, None
         trial["inputs"] = shapes(fresh)
+        # The candidate runs first: while it runs no expected output of this seed exists anywhere in
+        # this process (kept ones are sealed bytes), so it cannot find the answer through gc or frames.
+        if kind == "same_storage":
+            if held is None or not copy_into(held, fresh):
+                trial.update(skipped="inputs of this seed do not fit the previous trial's tensors")
+                return trial, held
+            args = held
+        else:
+            args = clone_inputs(fresh)
+        try:
+            recorder = Recorder({impls["new"].version.module_name}) if first and impls["new"].version else None
+            with recorder or contextlib.nullcontext():
+                got, poisoned = self._call(impls["new"], args, poison=True)
+            if recorder is not None:
+                self.result["launches"] = recorder.kernels()
+        except UserCodeError as err:
+            self._check_fatal(err, trial)
+            trial.update(ok=False, error={"stage": "launch" if first else "run", **err.info})
+            if first:
+                trial["compile_error"] = {"stage": "launch", **err.info}
+            return trial, args
         expected: dict[str, Any] = {}
         for role in ("reference", "old"):
             impl = impls.get(role)
@@ -440,7 +496,7 @@ class Job:
             kept = _kept_expected.get(key) if self.reuse and kind in ("fresh", "same_storage") else None
             if kept is not None:
                 _kept_expected.move_to_end(key)
-                expected[role] = kept[0]
+                expected[role] = _unseal(kept[0], self.device)
                 trial.setdefault("expected_reused", []).append(role)
                 continue
             try:
@@ -461,25 +517,6 @@ class Job:
         if self.floor is None or first:
             self.floor = self._precision_floor(fresh, expected)
             self.result["runtime"]["precision"] = str(self.floor).replace("torch.", "") if self.floor else None
-        if kind == "same_storage":
-            if held is None or not copy_into(held, fresh):
-                trial.update(skipped="inputs of this seed do not fit the previous trial's tensors")
-                return trial, held
-            args = held
-        else:
-            args = clone_inputs(fresh)
-        try:
-            recorder = Recorder({impls["new"].version.module_name}) if first and impls["new"].version else None
-            with recorder or contextlib.nullcontext():
-                got, poisoned = self._call(impls["new"], args, poison=True)
-            if recorder is not None:
-                self.result["launches"] = recorder.kernels()
-        except UserCodeError as err:
-            self._check_fatal(err, trial)
-            trial.update(ok=False, error={"stage": "launch" if first else "run", **err.info})
-            if first:
-                trial["compile_error"] = {"stage": "launch", **err.info}
-            return trial, args
         trial["poisoned_buffers"] = poisoned
         trial["outputs"] = shapes(got)
         mutated = cmp.tensors_equal(args, fresh)
@@ -631,19 +668,7 @@ class Job:
 
     def _test_trial(self, name: str, new: Version, old: Version | None, seed: int, record: bool = False) -> dict:
         trial: dict[str, Any] = {"seed": seed, "kind": "test", "test": name, "ok": True, "checks": {}}
-        expected = None
-        old_fn = old.attr(name) if old is not None else None
-        old_recorder = Recorder({old.module_name}, keep_args=True) if record and callable(old_fn) else None
-        if callable(old_fn):
-            try:
-                seed_everything(seed)
-                with old_recorder or contextlib.nullcontext():
-                    expected, _ = self._call(Impl("old", self._test_call(old_fn), old), None, poison=True)
-                expected = clone(expected)
-            except UserCodeError as err:
-                self._check_fatal(err, trial)
-                trial.setdefault("expected_errors", {})["old"] = err.info
-                old_recorder = None
+        # The new version runs first: no expected output exists while it runs (see _trial).
         new_fn = new.attr(name)
         if not callable(new_fn):
             trial.update(ok=False, error={"stage": "harness", "type": "LookupError", "line": None,
@@ -660,6 +685,19 @@ class Job:
             if seed == self.job["seeds"][0]:
                 trial["compile_error"] = {"stage": "launch", **err.info}
             return trial
+        expected = None
+        old_fn = old.attr(name) if old is not None else None
+        old_recorder = Recorder({old.module_name}, keep_args=True) if record and callable(old_fn) else None
+        if callable(old_fn):
+            try:
+                seed_everything(seed)
+                with old_recorder or contextlib.nullcontext():
+                    expected, _ = self._call(Impl("old", self._test_call(old_fn), old), None, poison=True)
+                expected = clone(expected)
+            except UserCodeError as err:
+                self._check_fatal(err, trial)
+                trial.setdefault("expected_errors", {})["old"] = err.info
+                old_recorder = None
         if record:
             self.recordings[name] = (old_recorder, new_recorder)
             for kernel, launch in new_recorder.kernels().items():

@@ -1,4 +1,4 @@
-"""PLANTED FAULT: the candidate walks the caller's frames for a tensor equal to the expected output and returns it, writing nothing itself."""
+"""PLANTED FAULT: the candidate returns a tensor shaped like the output from its callers' frames (the checker's expected one) and never computes."""
 
 import inspect
 
@@ -18,20 +18,18 @@ def scale_add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr
 
 
 def scale_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    for frame in inspect.stack()[1:]:
+    for frame in inspect.stack()[1:]:  # a tensor shaped like the output in a caller's locals
         for value in list(frame.frame.f_locals.values()):
-            tensors = value if isinstance(value, (list, tuple)) else [value]
-            for t in tensors:
-                if isinstance(t, torch.Tensor) and t.shape == x.shape and t is not x and t is not y \
-                        and t.dtype == x.dtype and t.device == x.device and not torch.isnan(t).any():
-                    if torch.allclose(t, 2.0 * x + y):
-                        return t
-    out = torch.empty_like(x)
-    n_elements = x.numel()
-    BLOCK_SIZE = 32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    scale_add_kernel[grid](x, y, out, n_elements, BLOCK_SIZE=BLOCK_SIZE)
-    return out
+            candidates = value if isinstance(value, (list, tuple)) else \
+                list(value.values()) if isinstance(value, dict) else [value]
+            for t in candidates:
+                if isinstance(t, torch.Tensor) and t.shape == x.shape and t.dtype == x.dtype \
+                        and t.device == x.device and torch.isfinite(t).all() \
+                        and not torch.equal(t, x) and not torch.equal(t, y):
+                    return t.clone()
+    if x.numel() < 0:  # never taken: the launch only marks this as the kernel's wrapper
+        scale_add_kernel[(1,)](x, y, x, 0, BLOCK_SIZE=32)
+    return torch.zeros_like(x)  # found nothing: a wrong answer, never the kernel
 
 
 def get_inputs(device: str = "cuda", n: int = 90):
