@@ -169,6 +169,10 @@ class MtmcLanguageServer(HardenedServerMixin, LanguageServer):
         self._indexes = [index, *self._indexes[: INDEX_CACHE_SIZE - 1]]
         return index
 
+    def forget_indexes(self, texts: list[str]) -> None:
+        """Drop the cached line indexes of these texts (a closed document's: they hold its text)."""
+        self._indexes = [index for index in self._indexes if not any(index.text is text for text in texts)]
+
     # ---- client capabilities ------------------------------------------------------------
     def client_supports(self, dotted: str, default: Any = False) -> Any:
         """A client capability by dotted snake_case path, e.g. ``workspace.configuration``."""

@@ -6,6 +6,7 @@ from lsprotocol import types
 
 from .. import diagnostics
 from ..app import MtmcLanguageServer
+from ..state import RELEASE_AFTER_CHARS, release_memory
 from ..step_edits import record_changed
 
 
@@ -32,5 +33,13 @@ def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: MtmcLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
-        ls.documents.close(uri)
+        state = ls.documents.close(uri)
+        ls.steps.forget(uri)
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        if state is None:
+            return
+        texts = [state.text] + [a.text for a in (state.analysis, state.last_good) if a is not None]
+        ls.forget_indexes(texts)
+        if max(len(t) for t in texts) > RELEASE_AFTER_CHARS:
+            # After the analysis running now (if any) lets go of its tree: in the analysis thread.
+            ls.analysis_executor.submit(release_memory)
