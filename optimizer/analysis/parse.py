@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import logging
 import math
+import sys
+import threading
 
 from .model import (
     Autotune,
@@ -22,6 +26,8 @@ from .model import (
     Value,
 )
 from .positions import SourceMap, Span
+
+log = logging.getLogger(__name__)
 
 LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "grid"})
 POINTER_BASE_OPS = frozenset({"load", "store", "make_block_ptr", "make_tensor_descriptor"}) | frozenset(
@@ -127,6 +133,21 @@ class _Analyzer:
     def span(self, node: ast.AST) -> Span:
         return self.map.span(node)
 
+    @staticmethod
+    def _deep(walk, *args):
+        """``walk(*args)``; a function too deep for the default recursion limit (a 500-term sum is 500
+        nested BinOps) is walked again with a higher one (the walkers are pure Python: since 3.11
+        that costs no C stack), and ``_TOO_DEEP`` when even that is not enough."""
+        try:
+            return walk(*args)
+        except RecursionError:
+            pass
+        try:
+            with _recursion_limit(DEEP_WALK_LIMIT):
+                return walk(*args)
+        except RecursionError:
+            return _TOO_DEEP
+
     def src(self, node: ast.AST) -> str:
         return self.map.text_of(node)
 
@@ -145,7 +166,10 @@ class _Analyzer:
         functions: list[tuple[ast.FunctionDef, str | None]] = []
         self._collect_functions(tree, None, functions)
         for fn, parent in functions:
-            kernel = self._kernel(fn, parent)
+            kernel = self._deep(self._kernel, fn, parent)
+            if kernel is _TOO_DEEP:  # one pathological kernel must not hide the others
+                log.warning("kernel %s is too deeply nested to analyse; skipped", fn.name)
+                continue
             if kernel is not None:
                 kernels.append(kernel)
         kernel_by_name = {k.name: k for k in kernels}
@@ -156,7 +180,10 @@ class _Analyzer:
                 continue
             if not self._may_launch(fn, kernel_by_name):
                 continue
-            found = self._launches(fn, kernel_by_name)
+            found = self._deep(self._launches, fn, kernel_by_name)
+            if found is _TOO_DEEP:
+                log.warning("function %s is too deeply nested to read its launches; skipped", fn.name)
+                continue
             launches.extend(found)
             if found:
                 hosts.append(
@@ -646,10 +673,38 @@ def _walk_no_nested(fn: ast.AST):
                 stack.append(value)
 
 
+# The recursion limit while walking a file that is too deep for the default one.
+DEEP_WALK_LIMIT = 20_000
+_TOO_DEEP = object()
+_LIMIT_LOCK = threading.Lock()
+_raised = [0, 0]  # [walks holding the raised limit, the limit before the first]
+
+
+@contextlib.contextmanager
+def _recursion_limit(limit: int):
+    """Raise the (process-wide) recursion limit until the last concurrent walk that needed it ends."""
+    with _LIMIT_LOCK:
+        if _raised[0] == 0:
+            _raised[1] = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_raised[1], limit))
+        _raised[0] += 1
+    try:
+        yield
+    finally:
+        with _LIMIT_LOCK:
+            _raised[0] -= 1
+            if _raised[0] == 0:
+                sys.setrecursionlimit(_raised[1])
+
+
 def analyze(text: str, path: str | None = None, previous: FileAnalysis | None = None) -> FileAnalysis:
     """Analyse one file. On a syntax error, keep ``previous``'s kernels (marked stale) if given."""
     try:
-        return _Analyzer(text, path).run()
+        try:
+            return _Analyzer(text, path).run()
+        except RecursionError:  # deep module-level code: the same higher limit as _Analyzer._deep
+            with _recursion_limit(DEEP_WALK_LIMIT):
+                return _Analyzer(text, path).run()
     except (SyntaxError, ValueError) as exc:  # ValueError: null bytes in the source
         source_map = SourceMap(text)
         lineno = getattr(exc, "lineno", None) or 1
