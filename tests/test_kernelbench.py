@@ -170,12 +170,13 @@ OP_PROBLEMS = {
                 super(Model, self).__init__()
                 self.dim = dim
 
-            def forward(self, x):
-                return (torch.cumsum(x.flip(self.dim), dim=self.dim).flip(self.dim), torch.cumprod(x, dim=2),
+            def forward(self, x, y):
+                # rows longer than one block (1100 > 1024) carry the sum from block to block
+                return (torch.cumsum(x.flip(self.dim), dim=self.dim).flip(self.dim), torch.cumprod(y, dim=0),
                         torch.cumsum(x, dim=-1))
 
         def get_inputs():
-            return [torch.rand(3, 5, 1100) + 0.5]
+            return [torch.rand(2, 1100), torch.rand(4, 6) + 0.5]
 
         def get_init_inputs():
             return [1]
