@@ -518,3 +518,11 @@ def test_budget_stops_between_problems_and_leaves_the_rest_for_resume(tmp_path):
     seen: list[dict] = []
     assert run_jobs(jobs, True, 120, seen.append, budget_left=lambda: 0.0) == ["level1/2_ReLU", "level1/3_Softmax"]
     assert seen == []
+
+
+def test_committed_rows_carry_no_directories():
+    from mtmc_lsp.optimizer.kernelbench.evaluate import apply_result
+
+    row = apply_result(ProblemResult(1, "x", "pending"), {
+        "status": "crash", "error": 'worker crash; File "/home/u/.venv/lib/python3.12/site-packages/torch/nn/x.py", line 3'})
+    assert row.error == 'worker crash; File "x.py", line 3' and not row.correct

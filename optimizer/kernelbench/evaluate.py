@@ -341,10 +341,15 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def scrub_paths(text: str | None) -> str | None:
+    """Error text without directories (``/home/u/.venv/lib/torch/x.py`` -> ``x.py``): rows get committed."""
+    return None if text is None else re.sub(r"(?:/[\w.+-]+)+/", "", text)
+
+
 def apply_result(row: ProblemResult, result: dict) -> ProblemResult:
     """Fold a runner result into a row."""
     row.status = result.get("status", "error")
-    row.error = result.get("error") or result.get("timing_error")
+    row.error = scrub_paths(result.get("error") or result.get("timing_error"))
     row.device = result.get("device_name")
     row.seconds = result.get("seconds")
     correctness = result.get("correctness") or {}
