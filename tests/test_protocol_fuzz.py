@@ -12,6 +12,7 @@ memory stays bounded. Bounded to well under a minute on two cores.
 from __future__ import annotations
 
 import gc
+import os
 import json
 import random
 import resource
@@ -32,7 +33,7 @@ MATMUL = (REPO / "mtmc_lsp" / "examples" / "matmul.py").read_text()
 # also breaks at (\x0c, \u2028), astral characters (two UTF-16 units), multi-byte UTF-8.
 ALPHABET = list("ab (){}:=.#\t\n\r") + ["\r\n", "😀", "é", "\u2028", "\x0c", "\ufffd", "𝔘"]
 texts = st.lists(st.sampled_from(ALPHABET), max_size=30).map("".join)
-FUZZ = settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=int(os.environ.get("MTMC_FUZZ_EXAMPLES", "300")), deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
 # ---- framing ------------------------------------------------------------------------------------
@@ -144,7 +145,7 @@ operation = st.one_of(
 )
 
 
-@settings(max_examples=50, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(os.environ.get("MTMC_FUZZ_SESSIONS", "50")), deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(operation, min_size=1, max_size=25))
 def test_random_sessions_keep_server_and_client_in_step(server, ops):
     client = server
