@@ -140,9 +140,10 @@ OP_PROBLEMS = {
                 self.c3 = nn.Conv3d(2, 3, 2, bias=False)
                 self.t3 = nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1, groups=1, dilation=1)
                 self.dw = nn.Conv2d(3, 3, 3, padding=1, groups=3)
+                self.t1 = nn.ConvTranspose1d(4, 2, 3, stride=1, padding=1, dilation=2)
 
             def forward(self, a, b, c):
-                return self.c1(a), torch.sigmoid(self.t2(b)), self.t3(self.c3(c)) - 1.0, self.dw(b)
+                return self.c1(a), torch.sigmoid(self.t2(b)), self.t3(self.c3(c)) - 1.0, self.dw(b), self.t1(a)
 
         def get_inputs():
             return [torch.randn(2, 4, 11), torch.randn(2, 3, 5, 6), torch.randn(1, 2, 4, 5, 3)]

@@ -516,7 +516,7 @@ def _pool_group(group: Group, name: str) -> tuple[str, str]:
     for j in sp:
         indent = "    " * j
         body += [f"{indent}for k{j} in range({kernel[j]}):",
-                 f"{indent}    i{j} = o{j} * {st[j]} - {pd[j]} + k{j} * {dl[j]}"]
+                 f"{indent}    i{j} = {_affine(f'o{j}', st[j], -pd[j], f'k{j}', dl[j])}"]
         valid.append(f"(i{j} >= 0) & (i{j} < I{j})")
     inner = "    " * d
     offset = " + ".join(["n * sxn", "c * sxc"] + [f"i{j} * sx{j}" for j in sp])
@@ -768,6 +768,15 @@ def _matmul_group(group: Group, name: str) -> tuple[str, str]:
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
 
+def _affine(o: str, stride: int, offset: int, k: str, dilation: int) -> str:
+    """``o * stride + offset + k * dilation`` without the factors of 1 and the zero offset."""
+    text = o if stride == 1 else f"{o} * {stride}"
+    if offset:
+        text += f" + {offset}" if offset > 0 else f" - {-offset}"
+    term = k if abs(dilation) == 1 else f"{k} * {abs(dilation)}"
+    return f"{text} + {term}" if dilation > 0 else f"{text} - {term}"
+
+
 def _conv_group(group: Group, name: str) -> tuple[str, str]:
     """convNd / conv_transposeNd as an implicit GEMM: rows = output positions, columns = output channels of
     one group (grid axis 2), K = the group's input channels x the kernel window."""
@@ -782,8 +791,10 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
     epi_sig, epi_lines, result = _epilogue(group, terms, "c_mask", set())
     out_size = " * ".join(f"O{j}" for j in sp)
     window = " * ".join(f"K{j}" for j in sp)
+    per_group = ([f"CG = C // {G}  # input channels per group", f"OCG = OC // {G}  # output channels per group"]
+                 if G > 1 else ["CG = C", "OCG = OC"])
     body = ["pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)", "g = tl.program_id(2)  # channel group",
-            f"CG = C // {G}  # input channels per group", f"OCG = OC // {G}  # output channels per group",
+            *per_group,
             f"M = NB * {out_size}", f"KP = {window}  # kernel window", "KK = CG * KP",
             "offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)",
             "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
@@ -792,19 +803,23 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
     for j in reversed(sp):
         body += [f"o{j} = rest % O{j}", f"rest = rest // O{j}"]
     body += ["n = rest", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-             "for k0 in range(0, KK, BLOCK_K):",
-             "    offs_k = k0 + tl.arange(0, BLOCK_K)",
+             "for kb in range(0, KK, BLOCK_K):",
+             "    offs_k = kb + tl.arange(0, BLOCK_K)",
              "    # each GEMM column of A is one (input channel, kernel offset) pair", "    rest = offs_k"]
     for j in reversed(sp):
         body += [f"    k{j} = rest % K{j}", f"    rest = rest // K{j}"]
     body += ["    c = g * CG + rest", "    a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < KK)"]
     for j in sp:
         if transposed:  # out[o] gathers x[i] where o = i * stride - pad + k * dil
-            body += [f"    t{j} = o{j}[:, None] + {pd[j]} - k{j}[None, :] * {dl[j]}",
-                     f"    i{j} = t{j} // {st[j]}",
-                     f"    a_mask = a_mask & (t{j} >= 0) & (t{j} % {st[j]} == 0) & (i{j} < I{j})"]
+            if st[j] == 1:
+                body += [f"    i{j} = {_affine(f'o{j}[:, None]', 1, pd[j], f'k{j}[None, :]', -dl[j])}",
+                         f"    a_mask = a_mask & (i{j} >= 0) & (i{j} < I{j})"]
+            else:
+                body += [f"    t{j} = {_affine(f'o{j}[:, None]', 1, pd[j], f'k{j}[None, :]', -dl[j])}",
+                         f"    i{j} = t{j} // {st[j]}",
+                         f"    a_mask = a_mask & (t{j} >= 0) & (t{j} % {st[j]} == 0) & (i{j} < I{j})"]
         else:
-            body += [f"    i{j} = o{j}[:, None] * {st[j]} - {pd[j]} + k{j}[None, :] * {dl[j]}",
+            body += [f"    i{j} = {_affine(f'o{j}[:, None]', st[j], -pd[j], f'k{j}[None, :]', dl[j])}",
                      f"    a_mask = a_mask & (i{j} >= 0) & (i{j} < I{j})"]
     x_offset = " + ".join(["n[:, None] * sxn", "c[None, :] * sxc"] + [f"i{j} * sx{j}" for j in sp])
     body.append(f"    a = tl.load(x_ptr + {x_offset}, mask=a_mask, other=0.0)")
