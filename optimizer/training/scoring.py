@@ -149,7 +149,8 @@ def config_from_gguf(gguf_path: str | Path | None = None, num_hidden_layers: int
 
     from ..policy.factory import default_model_path
 
-    fields = gguf.GGUFReader(str(gguf_path or default_model_path())).fields
+    reader = gguf.GGUFReader(str(gguf_path or default_model_path()))
+    fields = reader.fields
 
     def value(key: str):
         return fields[key].contents()
@@ -162,5 +163,5 @@ def config_from_gguf(gguf_path: str | Path | None = None, num_hidden_layers: int
         num_key_value_heads=int(value("llama.attention.head_count_kv")),
         rms_norm_eps=float(value("llama.attention.layer_norm_rms_epsilon")),
         rope_theta=float(value("llama.rope.freq_base")), max_position_embeddings=int(value("llama.context_length")),
-        tie_word_embeddings="output.weight" not in {t.name for t in gguf.GGUFReader(str(gguf_path or default_model_path())).tensors},
+        tie_word_embeddings="output.weight" not in {t.name for t in reader.tensors},
     )
