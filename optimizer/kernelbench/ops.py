@@ -336,7 +336,7 @@ def _reduce(node, op: str, args: tuple, kwargs: dict) -> OpSpec:
     keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
     rank = len(operand.shape)
     dims = _dims(dim, rank)
-    if dims is None or rank == 0:
+    if not dims or rank == 0:
         return OpSpec(node, "torch", op, reason=f"{op} over dims {dim} (not consecutive)")
     op = {"amax": "max", "amin": "min"}.get(op, op)
     return OpSpec(node, "reduce", op, [operand], {"dims": dims, "keepdim": bool(keepdim), "rank": rank})
