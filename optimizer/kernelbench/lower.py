@@ -266,7 +266,7 @@ def _externals(group: Group) -> list[Ref]:
 _RESERVED = set("""out shape n_elements grid a3 b3 c B M N K batch out_shape x R outer inner BLOCK BLOCK_R NB C H W
 OC OH OW KH KW acc a b offs mask pid rest n oh ow kh kw ih iw c_mask k k0 offs_m offs_n offs_k pid_m pid_n pid_b
 base r start row mean rstd d y torch triton tl math result a_base b_base a_mask c_ptrs out_ptrs acc_max acc_sum
-row_max row_sum self""".split())
+row_max row_sum self BLOCK_M BLOCK_N BLOCK_K kb I O CG OCG KP KK g oc n_out carry channel group""".split())
 
 
 # -- kernels ---------------------------------------------------------------------------------------
@@ -329,8 +329,8 @@ def _pointwise_group(group: Group, name: str) -> tuple[str, str]:
         for p in broadcast:
             host.append(f"{param_name(p)}_strides = {param_name(p)}.expand(shape).stride()")
             args.append(f"*{param_name(p)}_strides")
-    host += [f"grid = (triton.cdiv(n_elements, {POINTWISE_BLOCK}),)",
-             f"{name}_kernel[grid]({', '.join(args)}, BLOCK={POINTWISE_BLOCK})", "return out"]
+    host += [f"BLOCK = {POINTWISE_BLOCK}", "grid = (triton.cdiv(n_elements, BLOCK),)",
+             f"{name}_kernel[grid]({', '.join(args)}, BLOCK=BLOCK)", "return out"]
     host_src = f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
     return kernel, host_src
 
@@ -541,8 +541,9 @@ def _pool_group(group: Group, name: str) -> tuple[str, str]:
             f"enumerate(zip({kernel}, {st}, {pd}, {dl}))]",
             "out = torch.empty((NB, C, *O), device=x.device, dtype=x.dtype)",
             "n_out = out.numel()",
-            f"grid = (triton.cdiv(n_out, {POINTWISE_BLOCK}),)",
-            f"{name}_kernel[grid](x, out, n_out, C, *I, *O, *x.stride(), BLOCK={POINTWISE_BLOCK})",
+            f"BLOCK = {POINTWISE_BLOCK}",
+            "grid = (triton.cdiv(n_out, BLOCK),)",
+            f"{name}_kernel[grid](x, out, n_out, C, *I, *O, *x.stride(), BLOCK=BLOCK)",
             "return out"]
     return kernel_src, f"def run_{name}(x):\n" + _indent(host) + "\n"
 
@@ -716,8 +717,9 @@ def _matmul_group(group: Group, name: str) -> tuple[str, str]:
     terms = ["pid_b", "offs_m[:, None]", "offs_n[None, :]"]
     epi_sig, epi_lines, result = _epilogue(group, terms, "c_mask", set())
     body = ["pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)", "pid_b = tl.program_id(2).to(tl.int64)",
-            "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
-            "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+            "# 64-bit offsets: a row times its stride passes 2**31 on the large problems",
+            "offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)",
+            "offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)",
             "a_base = a_ptr + pid_b * stride_ab",
             "b_base = b_ptr + pid_b * stride_bb",
             "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
@@ -761,9 +763,10 @@ def _matmul_group(group: Group, name: str) -> tuple[str, str]:
         host.append(f"{e} = {e}.expand(out_shape).reshape(B, M, N)")
     args = ["a3", "b3", "c", *epi_names, "M", "N", "K", "*a3.stride()", "*b3.stride()", "*c.stride()",
             *_epilogue_args(epi_sig)]
-    host += [f"grid = (triton.cdiv(M, {DOT_TILE}), triton.cdiv(N, {DOT_TILE}), B)",
+    host += [f"BLOCK_M = {DOT_TILE}", f"BLOCK_N = {DOT_TILE}", f"BLOCK_K = {DOT_TILE}",
+             "grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N), B)",
              f"{name}_kernel[grid]({', '.join(args)},",
-             f"{' ' * (len(name) + 14)}BLOCK_M={DOT_TILE}, BLOCK_N={DOT_TILE}, BLOCK_K={DOT_TILE})",
+             f"{' ' * (len(name) + 14)}BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)",
              "return c.view(out_shape)"]
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
@@ -798,7 +801,7 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
             f"M = NB * {out_size}", f"KP = {window}  # kernel window", "KK = CG * KP",
             "offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)",
             "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-            "oc = g * OCG + offs_n",
+            "oc = (g * OCG + offs_n).to(tl.int64)",
             "# each GEMM row is one output position (n, o0, ...)", "rest = offs_m"]
     for j in reversed(sp):
         body += [f"o{j} = rest % O{j}", f"rest = rest // O{j}"]
@@ -862,9 +865,10 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
         host.append(f"{e} = {e}{view}.expand(out.shape)")
     args = [x, w, "out", *epi_names, "NB", "C", "OC", "*I", "*O", "*K", f"*{x}.stride()", "*out.stride()",
             *_epilogue_args(epi_sig)]
-    host += [f"grid = (triton.cdiv(NB * math.prod(O), {DOT_TILE}), triton.cdiv(OC // {G}, {DOT_TILE}), {G})",
+    host += [f"BLOCK_M = {DOT_TILE}", f"BLOCK_N = {DOT_TILE}", f"BLOCK_K = {DOT_TILE}",
+             f"grid = (triton.cdiv(NB * math.prod(O), BLOCK_M), triton.cdiv(OC // {G}, BLOCK_N), {G})",
              f"{name}_kernel[grid]({', '.join(args)},",
-             f"{' ' * (len(name) + 14)}BLOCK_M={DOT_TILE}, BLOCK_N={DOT_TILE}, BLOCK_K={DOT_TILE})",
+             f"{' ' * (len(name) + 14)}BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)",
              "return out"]
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
