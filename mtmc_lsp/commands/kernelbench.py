@@ -29,7 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", default="heuristic", help="policy of the optimize loop (default heuristic)")
     parser.add_argument("--cpu", action="store_true",
                         help="no GPU: correctness only, in the Triton interpreter, at sizes halved to <= 64 and to "
-                             "inputs of <= 128K elements")
+                             "inputs of <= --cpu-max-elements")
+    parser.add_argument("--cpu-max-elements", type=int, default=1 << 17,
+                        help="with --cpu: shrink sizes until get_inputs() makes at most this many elements")
     parser.add_argument("--only", action="append", default=[], help="run problems whose file name contains this")
     parser.add_argument("--limit", type=int, default=0, help="at most this many problems per level")
     parser.add_argument("--timeout-s", type=float, default=600.0, help="per problem in the worker (default 600)")
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             text = path.read_text(encoding="utf-8")
             solution = None
             try:
-                text = shrink_for_interpreter(text) if args.cpu else text
+                text = shrink_for_interpreter(text, args.cpu_max_elements) if args.cpu else text
                 solution = _generate(row, text, path.stem, generate, load_problem)
             except Exception as exc:  # get_inputs itself failed: a row, not the end of the run
                 row.status, row.error = "generation_error", f"sizes: {type(exc).__name__}: {exc}"[:500]
