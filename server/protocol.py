@@ -237,6 +237,17 @@ class MtmcProtocol(LanguageServerProtocol):
         # Framing problems and recovered messages seen so far (the soak and fuzz reports count them).
         self.problems = 0
 
+    # ---- bookkeeping --------------------------------------------------------------------------
+    def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):
+        """pygls keeps the future of every generator or async handler in ``_request_futures`` and
+        removes it only when a request is answered: every didOpen/didChange/didClose (generator
+        handlers) left one behind, about 7 KB of RSS per edit in a 10,000-edit soak. Finished ones
+        are dropped here (not in a done-callback: pygls' shutdown cancels while iterating the dict)."""
+        for key, future in list(self._request_futures.items()):  # list(): one atomic copy
+            if future.done():
+                self._request_futures.pop(key, None)
+        return super()._execute_handler(msg_id, handler, callback, args, kwargs)
+
     # ---- workspace ----------------------------------------------------------------------------
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):
