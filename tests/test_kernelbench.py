@@ -377,8 +377,10 @@ def test_static_check_refuses_bypasses(edit, error):
 
 def test_static_check_counts_pytorch_compute_ops():
     text = GOOD.replace("        return x\n", "        y = self.fc(x)\n        y = torch.softmax(y, dim=1)\n"
-                        "        return F.gelu(y) + y.cumsum(1) + torch.matmul(y, y).view(-1).reshape(2, -1)\n")
-    assert static_check(text).torch_ops == ["nn.Linear", "torch.softmax", "F.gelu", "Tensor.cumsum", "torch.matmul"]
+                        "        return F.gelu(y) + y.cumsum(1) + torch.matmul(y, y).view(-1).reshape(2, -1)"
+                        " + torch._C._nn.scaled_dot_product_attention(y, y, y)\n")
+    assert sorted(static_check(text).torch_ops) == sorted([
+        "nn.Linear", "torch.softmax", "F.gelu", "Tensor.cumsum", "torch.matmul", "torch._C._nn.scaled_dot_product_attention"])
 
 
 # -- scores ----------------------------------------------------------------------------------------

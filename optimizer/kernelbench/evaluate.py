@@ -134,7 +134,7 @@ def _torch_compute_calls(tree: ast.Module, model_new, kernels: list) -> list[str
         short = name.split(".")[-1]
         if name in layers:
             found.append(f"nn.{layers[name]}")
-        elif name.startswith(("torch.nn.functional.", "nn.functional.", "F.")) and short not in ("pad",):
+        elif name.startswith(("torch.nn.functional.", "nn.functional.", "F.", "torch._C._nn.")) and short not in ("pad",):
             found.append(name)
         elif name.startswith("torch.") and short in TORCH_COMPUTE_FUNCTIONS and name.count(".") <= 2:
             found.append(name)
