@@ -26,27 +26,29 @@ SETTINGS = {
 }
 
 
-def lsp_lines(text: str) -> list[str]:
-    """The text's lines with their breaks; LSP breaks lines at \\n, \\r\\n and \\r only."""
-    return re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
+_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def offset_of(text: str, line: int, character: int) -> int:
     """A (line, UTF-16 character) position's code-point offset, clamped like editors do; written
     independently of the server's conversion (per character), so the tests compare two implementations."""
-    lines = lsp_lines(text)
-    if line >= len(lines):
-        return len(text)
-    offset = sum(len(l) for l in lines[:line])
-    content = lines[line].rstrip("\r\n") if lines[line].endswith(("\r", "\n")) else lines[line]
+    start, found, end = 0, 0, len(text)
+    for match in _BREAK.finditer(text):
+        if found == line:
+            end = match.start()
+            break
+        start, found = match.end(), found + 1
+    else:
+        if found < line:  # past the last line
+            return len(text)
     units = 0
-    for index, ch in enumerate(content):
+    for index in range(start, end):
         if units >= character:
-            return offset + index
-        units += 2 if ord(ch) > 0xFFFF else 1
+            return index
+        units += 2 if ord(text[index]) > 0xFFFF else 1
         if units > character:  # the position splits a surrogate pair: before the character
-            return offset + index
-    return offset + len(content)
+            return index
+    return end
 
 
 def replace_range(text: str, start: tuple[int, int], end: tuple[int, int], new_text: str) -> str:
