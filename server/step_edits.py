@@ -21,7 +21,9 @@ class StaleDocument(Exception):
 async def compute_step_edit(ls, uri: str, version: int | None, candidate):
     """The step's edit for ``uri`` at ``version``: (before, Edit). Raises StaleDocument or ActionError."""
     document = ls.workspace.get_text_document(uri)
-    if version is not None and document.version != version:
+    if not isinstance(version, int) or isinstance(version, bool):  # no version: staleness cannot be checked
+        raise StaleDocument("the step carries no document version; ask for code actions again")
+    if document.version != version:
         raise StaleDocument(
             f"the document changed since this step was offered (version {version}, now {document.version}); "
             "ask for code actions again"

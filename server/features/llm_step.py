@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 
 from ..app import MtmcLanguageServer
 from ..arguments import command_args
@@ -96,7 +97,7 @@ def register(server) -> None:
 
         uri, version, kernel, goal = command_args(args, "uri", "version", "kernel", "goal")
         if not isinstance(uri, str) or not isinstance(kernel, str) or not isinstance(goal, str):
-            raise ValueError(f"{COMMAND} takes [uri, version, kernel, goal] with strings for uri, kernel and goal")
+            raise JsonRpcInvalidParams(f"{COMMAND} takes [uri, version, kernel, goal] with strings for uri, kernel and goal")
         if not ls.trusted:
             return _refused(ls, "untrusted", UNTRUSTED_MESSAGE)
         if ls.documents.get(uri) is None:

@@ -11,6 +11,7 @@ import asyncio
 import time
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 
 from ..app import MtmcLanguageServer
 from ..progress import JobProgress
@@ -92,7 +93,7 @@ def register(server) -> None:
     async def optimize_kernel(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, kernelName?, {"steps", "beam", "budgetS"}?]: search, then offer the kept steps."""
         if not args or not isinstance(args[0], str):
-            raise ValueError("mtmc.optimizeKernel takes [uri, kernelName?, options?]")
+            raise JsonRpcInvalidParams("mtmc.optimizeKernel takes [uri, kernelName?, options?]")
         uri = args[0]
         kernel = args[1] if len(args) > 1 and isinstance(args[1], str) else None
         options = args[2] if len(args) > 2 and isinstance(args[2], dict) else {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pygls.exceptions import JsonRpcInvalidParams
+
 from ..app import MtmcLanguageServer
 from ..steps import verification_json
 from ..trust import refuse_untrusted
@@ -13,7 +15,7 @@ def register(server) -> None:
     async def verify_kernel(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, kernelName?]: verify the current text against the last accepted step (or the original)."""
         if not args or not isinstance(args[0], str):
-            raise ValueError("mtmc.verifyKernel takes [uri, kernelName?]")
+            raise JsonRpcInvalidParams("mtmc.verifyKernel takes [uri, kernelName?]")
         uri = args[0]
         kernel = args[1] if len(args) > 1 and isinstance(args[1], str) else None
         document = ls.workspace.get_text_document(uri)
