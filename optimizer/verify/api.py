@@ -409,6 +409,13 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
             text = mismatch.describe() if mismatch else "incorrect"
             error = text
         checks.append(Check("correctness", "failed", f"incorrect: {text}", error_line, details))
+    elif not against and harness.style == "test" and harness.tests and harness.self_checking == harness.tests:
+        # Every test asserts its own result against PyTorch (the common public style): their passing
+        # on fresh seeds is the check, as when the user runs them.
+        against = ["the file's own tests"]
+        checks.append(Check("correctness", "passed",
+                            f"the file's own tests pass over {seeds} seeds ({', '.join(harness.tests)} check their "
+                            "results themselves)", None, details))
     elif not against:
         note = (f"ran {len(ran)} trials without errors or NaN/Inf, but correctness is unknown: nothing to compare "
                 "with (add reference(*inputs) or verify against a previous version)")

@@ -36,6 +36,9 @@ class Harness:
     inputs: str | None = INPUTS
     init_inputs: str | None = None
     tests: list[str] = field(default_factory=list)
+    # Tests whose body checks its own result (an assert, assert_close, allclose ...): with no previous
+    # version to compare against, their passing is the correctness check.
+    self_checking: list[str] = field(default_factory=list)
     line: int = 0  # 0-based line of the entry (or first test), for messages
     input_count: int | None = None  # items get_inputs returns, when visible statically
     notes: list[str] = field(default_factory=list)
@@ -125,6 +128,7 @@ def discover_harness(text: str, path: str | None = None, analysis: FileAnalysis 
                        input_count=input_count, notes=notes)
     if tests:
         return Harness("test", None, None, None, tests=tests, line=functions[tests[0]].lineno - 1,
+                       self_checking=[t for t in tests if _checks_itself(functions[t])],
                        notes=["test style: each test_*() result is compared with the previous version's"])
     if not kernels_here and chosen is None:
         return HarnessMissing("no Triton kernel and no harness in this file: nothing to verify")
@@ -254,4 +258,20 @@ def _imports_torch(tree: ast.Module) -> bool:
     for node in tree.body:
         if isinstance(node, ast.Import) and any(a.name == "torch" and a.asname is None for a in node.names):
             return True
+    return False
+
+
+_CHECKING_CALLS = ("assert", "allclose", "assert_close", "isclose", "array_equal")
+
+
+def _checks_itself(fn: ast.FunctionDef) -> bool:
+    """Whether a test compares its result itself: an ``assert`` or a call like ``torch.testing.assert_close``."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assert):
+            return True
+        if isinstance(node, ast.Call):
+            target = node.func
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if any(word in name.lower() for word in _CHECKING_CALLS):
+                return True
     return False
