@@ -943,6 +943,14 @@ def _call(node) -> str:
     return f"{qualified}({', '.join(args)})"
 
 
+def _constant_tensor(graph_module, target: str, forward_params: list[str]) -> str:
+    """Source for a small constant tensor fx folded into the traced module, on the first input's device."""
+    value = getattr(graph_module, target)
+    data = value.item() if value.numel() == 1 and value.dim() == 0 else value.tolist()
+    device = f", device={forward_params[0].split('=')[0]}.device" if forward_params else ""
+    return f"torch.tensor({data!r}, dtype={value.dtype}{device})"
+
+
 def lower(graph_module) -> Lowering:
     """Group, generate kernels and host functions, and write the forward body that calls them."""
     groups, specs = group_nodes(graph_module)
@@ -985,6 +993,9 @@ def lower(graph_module) -> Lowering:
         if node in group_by_out:
             group = group_by_out[node]
             lines.append(f"{node.name} = {group.host_name}({', '.join(p.expr for p in group.params)})")
+        elif node.op == "get_attr" and re.fullmatch(r"_tensor_constant\d+", str(node.target)):
+            # torch.tensor(3.0) in forward: fx keeps the value on the traced module, not on the model
+            lines.append(f"{node.name} = {_constant_tensor(graph_module, node.target, forward_params)}")
         elif node.op == "get_attr":
             lines.append(f"{node.name} = self.{node.target}")
         elif spec.kind == "torch":
