@@ -949,6 +949,11 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
                   file=sys.stderr)
             return 2
     if args.device == "cpu" and not args.cpu_smoke:
+        # Autotuned variants (the loop's autotune step) run one config in the interpreter, as the
+        # verifier runs them: Autotuner.run would benchmark, which needs a driver.
+        from mtmc_lsp.optimizer.verify.runtime import launches
+
+        launches.install(interpreter=True)
         return run_gpu(args, files)
     if args.cpu_smoke:
         results = cpu_smoke(files)

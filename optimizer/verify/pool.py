@@ -104,6 +104,8 @@ class Worker:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         job_r, job_w = os.pipe()
         res_r, res_w = os.pipe()
+        if not self.log_path.parent.is_dir():  # its temporary folder went away (a server's scratch space)
+            self.log_path = Path(tempfile.mkstemp(prefix=f"mtmc-worker-{self.name.replace(':', '')}-", suffix=".log")[1])
         log = open(self.log_path, "ab")  # O_APPEND: the pool may truncate it between jobs
         try:
             self.proc = subprocess.Popen(
