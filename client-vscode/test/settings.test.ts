@@ -15,7 +15,12 @@ function pythonFields(source: string, className: string): Map<string, string> {
   const fields = new Map<string, string>();
   for (const match of body.matchAll(/^ {4}(\w+): [^=\n]+=\s*(.+)$/gm)) {
     const camel = match[1].replace(/_(\w)/g, (_, c: string) => c.toUpperCase());
-    fields.set(camel, match[2].trim());
+    let value = match[2].trim();
+    if (value.includes('"internal": True')) continue; // server-side bookkeeping, not a setting
+    // field(default=X, metadata=...) -> X; field(default_factory=...) stays as it is (a nested section)
+    const declared = /^field\(default=([^,)]+)/.exec(value);
+    if (declared) value = declared[1].trim();
+    fields.set(camel, value);
   }
   return fields;
 }
