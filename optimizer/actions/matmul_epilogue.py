@@ -80,7 +80,8 @@ from ..analysis import FileAnalysis, Kernel
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
-from .base import ActionError, Candidate, Edit
+from ._consumer_fusion import ConsumerFusion
+from .base import ActionError, Edit
 from .epilogue import _METADATA
 from .fusion import (
     _ALLOCATORS,
@@ -127,10 +128,8 @@ def _store_value_and_dest(statement: cst.CSTNode) -> tuple[cst.Call, cst.BaseExp
     return (call, call.args[1].value, ptr.value) if isinstance(ptr, cst.Name) else None
 
 
-class MatmulEpilogue:
+class MatmulEpilogue(ConsumerFusion):
     name = "matmul_epilogue"
-    kind = "Fusion"
-    changes_numerics = False
 
     def _pairs(self, analysis: FileAnalysis, kernel: Kernel) -> list[str]:
         """Kernels launched after ``kernel`` in the same host function (the consumers to try)."""
@@ -289,23 +288,11 @@ class MatmulEpilogue:
         return _Plan(consumer, p_body[-1], value, dest, statements, _rename_all(c_value, mapping), buffer, out,
                      [body[ci], out_line, *dead], ci + 1, mapping[target], [(new, src) for _s, _p, new, src in extra], insert_at)
 
-    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
-        module = c.parse(analysis.text)
-        out = []
-        for consumer in self._pairs(analysis, kernel):
-            try:
-                plan = self._plan(module, analysis, kernel, consumer)
-            except ActionError:
-                continue
-            out.append(Candidate(self.name, self.kind, kernel.name, {"consumer": consumer},
-                                 f"Fuse {consumer} into {kernel.name}'s epilogue (drops {plan.out} and one pass over {plan.buffer})",
-                                 kernel.calls_of("store")[0].span.start.line))
-        return out
+    def _title(self, plan: _Plan, kernel: Kernel, consumer: str) -> str:
+        return f"Fuse {consumer} into {kernel.name}'s epilogue (drops {plan.out} and one pass over {plan.buffer})"
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
-        consumer = params.get("consumer")
-        if not isinstance(consumer, str):
-            raise ActionError("matmul_epilogue needs params {'consumer': kernel name}")
+        consumer = self._consumer(params)
         module = c.parse(text)
         plan = self._plan(module, analysis, kernel, consumer)
         target = plan.target

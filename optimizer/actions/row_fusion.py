@@ -81,7 +81,8 @@ from ..analysis import FileAnalysis, Kernel
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
-from .base import ActionError, Candidate, Edit
+from ._consumer_fusion import ConsumerFusion
+from .base import ActionError, Edit
 from .fusion import _assign_of, _call_of, _Canon, _drop_unreferenced_def, _is_docstring, _rename_all, _returns, _top_statement
 
 _TORCH_TO_TL = {"float32": "tl.float32", "float": "tl.float32", "float16": "tl.float16", "half": "tl.float16",
@@ -179,10 +180,8 @@ def _same_cast(statement: cst.CSTNode, cast: str) -> bool:
     return "".join(c.code(value).split()) == f"({name}).to({''.join(cast.split())})"
 
 
-class RowFusion:
+class RowFusion(ConsumerFusion):
     name = "row_fusion"
-    kind = "Fusion"
-    changes_numerics = False
 
     def _pairs(self, analysis: FileAnalysis, kernel: Kernel) -> list[str]:
         out = []
@@ -283,24 +282,12 @@ class RowFusion:
                 raise ActionError(f"{consumer.name} overwrites what {producer.name}'s statistic reads before using it")
         return _Plan(stats, p_launch, c_launch, rename, new_params)
 
-    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
-        module = c.parse(analysis.text)
-        out = []
-        for consumer in self._pairs(analysis, kernel):
-            try:
-                plan = self._plan(module, analysis, kernel, consumer)
-            except ActionError:
-                continue
-            names = ", ".join(s.buffer for s in plan.stats)
-            out.append(Candidate(self.name, self.kind, kernel.name, {"consumer": consumer},
-                                 f"Fuse {consumer} into {kernel.name}: one kernel per row, {names} stay in registers",
-                                 kernel.calls_of("store")[0].span.start.line))
-        return out
+    def _title(self, plan: _Plan, kernel: Kernel, consumer: str) -> str:
+        names = ", ".join(s.buffer for s in plan.stats)
+        return f"Fuse {consumer} into {kernel.name}: one kernel per row, {names} stay in registers"
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
-        consumer = params.get("consumer")
-        if not isinstance(consumer, str):
-            raise ActionError("row_fusion needs params {'consumer': kernel name}")
+        consumer = self._consumer(params)
         module = c.parse(text)
         plan = self._plan(module, analysis, kernel, consumer)
         pdef, _ = c.locate(module, kernel.name)
