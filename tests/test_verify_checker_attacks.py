@@ -32,12 +32,18 @@ def verify(pool, name: str):
     return verify_file((FAULTS / f"{name}.py").read_text(), BASE, f"{name}.py", "h100", options)
 
 
-@pytest.mark.parametrize("name", ["gc_reference", "frame_peek", "patch_allclose", "lower_precision",
-                                  "imported_empty"])
+@pytest.mark.parametrize("name", ["gc_reference", "frame_peek", "patch_allclose", "patch_tensor_ops",
+                                  "lower_precision", "imported_empty"])
 def test_an_attack_on_the_checker_is_incorrect(pool, name):
     verify(pool, "base")  # a kept expected output from an earlier job must not help either
     report = verify(pool, name)
     assert report.status == "incorrect", report.summary
+
+
+def test_replacing_the_checkers_tools_is_named_and_the_worker_replaced(pool):
+    report = verify(pool, "patch_tensor_ops")
+    assert report.status == "incorrect" and "torch.Tensor.__sub__" in report.summary
+    assert verify(pool, "base").status == "verified"  # a fresh worker: the patch died with the old one
 
 
 @pytest.mark.parametrize("name", ["print_flood", "memory_leak", "fork_child"])

@@ -387,7 +387,8 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
     seeds = len({t["seed"] for t in trials if not t.get("skipped")})
     mismatch = _first_mismatch(failed[0], options) if failed else None
     correct = not failed and bool(ran)
-    fatal = not result.get("worker_healthy", True)
+    # A worker replaced because the code tampered with the checker is a wrong result, not a crash.
+    fatal = not result.get("worker_healthy", True) and not result.get("tampered")
     max_abs = max((c.get("max_abs", 0.0) for t in ran for c in t.get("checks", {}).values()), default=0.0)
     max_rel = max((c.get("max_rel", 0.0) for t in ran for c in t.get("checks", {}).values()), default=0.0)
     details = {"trials": len(ran), "seeds": seeds, "max_abs_error": max_abs, "max_rel_error": max_rel,

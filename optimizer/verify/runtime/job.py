@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from . import compare as cmp
-from . import launches
+from . import launches, tamper
 from .flops import count_flops
 from .launches import AUTOTUNE, Recorder
 from .poison import poisoned_allocations
@@ -517,6 +517,7 @@ class Job:
         if self.floor is None or first:
             self.floor = self._precision_floor(fresh, expected)
             self.result["runtime"]["precision"] = str(self.floor).replace("torch.", "") if self.floor else None
+        self._check_tampering(trial)
         trial["poisoned_buffers"] = poisoned
         trial["outputs"] = shapes(got)
         mutated = cmp.tensors_equal(args, fresh)
@@ -552,6 +553,20 @@ class Job:
             if role == "reference":
                 dtypes.append(cmp.effective_precision(value))
         return cmp.lowest_precision(d for d in dtypes if d is not None)
+
+    def _check_tampering(self, trial: dict) -> None:
+        """User code replaced a tool the checker compares with: the trial fails, the worker is replaced."""
+        names = tamper.replaced()
+        if names:
+            message = (f"the code under test replaced {', '.join(names[:5])} (what the checker compares with): "
+                       "its results cannot be trusted")
+            trial.update(ok=False, tampered=names, error={"stage": "run", "type": "Tampering", "line": None,
+                                                          "message": message})
+            self.result["trials"].append(trial)
+            if not self.result["compile"].get("new"):
+                self.result["compile"]["new"] = {"ok": True, "note": "compiled; the code tampered with the checker"}
+            self.result["tampered"] = names
+            raise FatalDeviceError(message)
 
     def _check_fatal(self, err: UserCodeError, trial: dict) -> None:
         if err.info.get("fatal"):
@@ -686,6 +701,7 @@ class Job:
             if seed == self.job["seeds"][0] and err.info.get("type") != "AssertionError":
                 trial["compile_error"] = {"stage": "launch", **err.info}
             return trial
+        self._check_tampering(trial)
         expected = None
         old_fn = old.attr(name) if old is not None else None
         old_recorder = Recorder({old.module_name}, keep_args=True) if record and callable(old_fn) else None

@@ -33,6 +33,7 @@ def poisoned_allocations() -> Iterator[dict]:
     counter = {"buffers": 0}
     originals = {name: getattr(torch, name) for name in _PATCHED_FUNCTIONS}
     original_new_empty = torch.Tensor.new_empty
+    own_new_empty = "new_empty" in vars(torch.Tensor)  # else inherited from the C base: delete, not set, after
 
     def wrap(fn):
         def poisoned(*args, **kwargs):
@@ -54,4 +55,7 @@ def poisoned_allocations() -> Iterator[dict]:
     finally:
         for name, fn in originals.items():
             setattr(torch, name, fn)
-        torch.Tensor.new_empty = original_new_empty
+        if own_new_empty:
+            torch.Tensor.new_empty = original_new_empty
+        else:
+            del torch.Tensor.new_empty

@@ -37,7 +37,10 @@ def main(job_fd: int, result_fd: int) -> int:
     _exit_with_parent(os.getppid())
     import torch  # noqa: F401  - imported once, before any job, so jobs measure only their own work
 
+    from . import tamper
     from .job import run_job
+
+    tamper.take_snapshot()  # before any user code: what the checker's tools are
 
     jobs = os.fdopen(job_fd, "r", encoding="utf-8")
     results = os.fdopen(result_fd, "w", encoding="utf-8")
