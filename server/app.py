@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from pathlib import Path
-from urllib.parse import urlparse
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -20,8 +20,8 @@ from ..settings import Settings
 from .positions import TextIndex
 from .protocol import HardenedServerMixin, MtmcProtocol
 from .ranking import Ranker
-from .steps import StepStore
 from .state import DocumentStore
+from .steps import StepStore
 
 logger = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ from lsprotocol import types
 from .publishing import publish
 from .state import DocumentState
 
+
 def start(ls, state: DocumentState, target) -> None:
     """Compile the kernels of ``state``'s current analysis unless already done for this version/target."""
     analysis = state.analysis

@@ -14,8 +14,8 @@ from ..optimizer.analysis import Span
 from ..optimizer.analysis.positions import SourceMap
 from ..optimizer.checks import Finding
 from .progress import JobProgress
-from .steps import step_label, verification_json
 from .publishing import publish
+from .steps import step_label, verification_json
 from .trust import refusal
 
 VERIFIED, FAILED, NOT_VERIFIED = "MTMC300", "MTMC301", "MTMC302"
