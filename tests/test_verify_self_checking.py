@@ -56,6 +56,12 @@ def test_a_wrong_kernel_fails_its_own_test(pool):
     assert report.status == "incorrect", report.summary
 
 
+def test_asserts_in_a_helper_of_the_file_count():
+    text = TESTS.replace("CHECK", "_check(double(x), 2 * x)") + (
+        "\n\ndef _check(got, want):\n    assert torch.allclose(got, want)\n")
+    assert discover_harness(text).self_checking == ["test_double"]
+
+
 def test_tests_that_check_nothing_stay_unverified(pool):
     text = TESTS.replace("CHECK", "return double(x)")
     assert discover_harness(text).self_checking == []

@@ -128,7 +128,7 @@ def discover_harness(text: str, path: str | None = None, analysis: FileAnalysis 
                        input_count=input_count, notes=notes)
     if tests:
         return Harness("test", None, None, None, tests=tests, line=functions[tests[0]].lineno - 1,
-                       self_checking=[t for t in tests if _checks_itself(functions[t])],
+                       self_checking=[t for t in tests if t in _self_checking(functions)],
                        notes=["test style: each test_*() result is compared with the previous version's"])
     if not kernels_here and chosen is None:
         return HarnessMissing("no Triton kernel and no harness in this file: nothing to verify")
@@ -265,7 +265,7 @@ _CHECKING_CALLS = ("assert", "allclose", "assert_close", "isclose", "array_equal
 
 
 def _checks_itself(fn: ast.FunctionDef) -> bool:
-    """Whether a test compares its result itself: an ``assert`` or a call like ``torch.testing.assert_close``."""
+    """Whether a function compares a result itself: an ``assert`` or a call like ``torch.testing.assert_close``."""
     for node in ast.walk(fn):
         if isinstance(node, ast.Assert):
             return True
@@ -275,3 +275,18 @@ def _checks_itself(fn: ast.FunctionDef) -> bool:
             if any(word in name.lower() for word in _CHECKING_CALLS):
                 return True
     return False
+
+
+def _self_checking(functions: dict) -> set[str]:
+    """Top-level functions that check a result themselves or through a helper of the file they call."""
+    checking = {name for name, fn in functions.items() if _checks_itself(fn)}
+    calls = {name: {n.func.id for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+             for name, fn in functions.items()}
+    grew = True
+    while grew:
+        grew = False
+        for name, called in calls.items():
+            if name not in checking and called & checking:
+                checking.add(name)
+                grew = True
+    return checking
