@@ -453,48 +453,41 @@ def _affine_names(a: OpSpec) -> tuple[str | None, str | None]:
     return w_name, b_name
 
 
-def _group_norm_group(group: Group, name: str) -> tuple[str, str]:
-    a = group.anchor
+def _norm_kernel(name: str, a: OpSpec, prologue: list[str], index: str, channel: str, extent: str,
+                 shape: list[str], grid: str) -> tuple[str, str]:
+    """A three-pass norm kernel over rows of R elements and its host function (group and batch norm).
+
+    ``extent`` names the kernel's third size (G groups or C channels), ``shape`` are the host lines
+    that compute R, S and it from ``x``, ``grid`` the programs launched."""
     w_name, b_name = _affine_names(a)
-    body = ["row = tl.program_id(0).to(tl.int64)  # one (sample, group): R contiguous elements",
-            "base = row * R",
-            "group = row % G",
-            "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
-            *_three_pass_norm("base + r", "group * (R // S) + r // S", w_name, b_name, a.attrs["eps"])]
+    body = [*prologue, "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
+            *_three_pass_norm(index, channel, w_name, b_name, a.attrs["eps"])]
     ptrs = ["x_ptr"] + [f"{n}_ptr" for n in (w_name, b_name) if n]
-    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(ptrs)}, out_ptr, R, S, G, BLOCK_R: tl.constexpr):\n"
+    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(ptrs)}, out_ptr, R, S, {extent}, BLOCK_R: tl.constexpr):\n"
               + _indent(body) + "\n")
     params = ["x"] + [n for n in (w_name, b_name) if n]
-    host = ["x = x.contiguous()",
-            f"G = {a.attrs['groups']}",
-            "S = math.prod(x.shape[2:])  # positions per channel",
-            "R = x.shape[1] // G * S",
-            "out = torch.empty_like(x)",
+    host = ["x = x.contiguous()", *shape, "out = torch.empty_like(x)",
             f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
-            f"{name}_kernel[(x.shape[0] * G,)]({', '.join(params)}, out, R, S, G, BLOCK_R=BLOCK_R)",
+            f"{name}_kernel[{grid}]({', '.join(params)}, out, R, S, {extent}, BLOCK_R=BLOCK_R)",
             "return out"]
     return kernel, f"def run_{name}({', '.join(params)}):\n" + _indent(host) + "\n"
+
+
+def _group_norm_group(group: Group, name: str) -> tuple[str, str]:
+    a = group.anchor
+    return _norm_kernel(
+        name, a, ["row = tl.program_id(0).to(tl.int64)  # one (sample, group): R contiguous elements",
+                  "base = row * R", "group = row % G"],
+        "base + r", "group * (R // S) + r // S", "G",
+        [f"G = {a.attrs['groups']}", "S = math.prod(x.shape[2:])  # positions per channel", "R = x.shape[1] // G * S"],
+        "(x.shape[0] * G,)")
 
 
 def _batch_norm_group(group: Group, name: str) -> tuple[str, str]:
-    a = group.anchor
-    w_name, b_name = _affine_names(a)
-    body = ["channel = tl.program_id(0).to(tl.int64)  # R = samples x positions of this channel",
-            "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
-            *_three_pass_norm("((r // S) * C + channel) * S + r % S", "channel", w_name, b_name, a.attrs["eps"])]
-    ptrs = ["x_ptr"] + [f"{n}_ptr" for n in (w_name, b_name) if n]
-    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(ptrs)}, out_ptr, R, S, C, BLOCK_R: tl.constexpr):\n"
-              + _indent(body) + "\n")
-    params = ["x"] + [n for n in (w_name, b_name) if n]
-    host = ["x = x.contiguous()",
-            "C = x.shape[1]",
-            "S = math.prod(x.shape[2:])",
-            "R = x.shape[0] * S",
-            "out = torch.empty_like(x)",
-            f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
-            f"{name}_kernel[(C,)]({', '.join(params)}, out, R, S, C, BLOCK_R=BLOCK_R)",
-            "return out"]
-    return kernel, f"def run_{name}({', '.join(params)}):\n" + _indent(host) + "\n"
+    return _norm_kernel(
+        name, group.anchor, ["channel = tl.program_id(0).to(tl.int64)  # R = samples x positions of this channel"],
+        "((r // S) * C + channel) * S + r % S", "channel", "C",
+        ["C = x.shape[1]", "S = math.prod(x.shape[2:])", "R = x.shape[0] * S"], "(C,)")
 
 
 def _pool_group(group: Group, name: str) -> tuple[str, str]:
