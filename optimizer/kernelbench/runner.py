@@ -20,6 +20,7 @@ import json
 import math
 import os
 import sys
+from pathlib import Path
 import time
 import traceback
 from types import ModuleType
@@ -38,10 +39,17 @@ def set_seed(seed: int) -> None:
 
 
 def load_module(text: str, label: str) -> ModuleType:
-    module = ModuleType(label)
-    module.__file__ = f"<{label}>"
+    """Import ``text`` from a real file: Triton's @jit reads a kernel's source from its file on a GPU."""
+    import importlib.util
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="mtmc-kb-module-"))
+    path = folder / f"{label.replace('.', '_').replace('/', '_')}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(label, path)
+    module = importlib.util.module_from_spec(spec)
     sys.modules[label] = module
-    exec(compile(text, module.__file__, "exec"), module.__dict__)
+    spec.loader.exec_module(module)
     return module
 
 
