@@ -732,7 +732,10 @@ def merge(paths: list[Path], out: Path) -> int:
                 by_file[f["file"]] = f
     merged = dict(runs[0])
     merged["files"] = [by_file[k] for k in sorted(by_file)]
-    merged["merged_from"] = [{"path": str(p), "command": r.get("command"), "date": r.get("environment", {}).get("date"),
+    # Inputs outside the checkout (a device machine's output folder) are named by their last two parts:
+    # committed results name no machine path.
+    merged["merged_from"] = [{"path": rel(p) if p.resolve().is_relative_to(ROOT) else "/".join(p.parts[-2:]),
+                              "command": r.get("command"), "date": r.get("environment", {}).get("date"),
                               "total_wall_s": r.get("total_wall_s")} for p, r in zip(paths, runs)]
     merged["total_wall_s"] = sum(r.get("total_wall_s") or 0 for r in runs)
     merged["command"] = " ; ".join(r.get("command", "?") for r in runs)
