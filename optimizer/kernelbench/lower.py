@@ -366,7 +366,7 @@ def _reduce_group(group: Group, name: str) -> tuple[str, str]:
             f"result = {final}",
             "tl.store(out_ptr + pid, result.to(out_ptr.dtype.element_ty))"]
     kernel = f"@triton.jit\ndef {name}_kernel(x_ptr, out_ptr, R, INNER, BLOCK_R: tl.constexpr):\n" + _indent(body) + "\n"
-    dims, rank, keep = a.attrs["dims"], a.attrs["rank"], a.attrs["keepdim"]
+    dims, keep = a.attrs["dims"], a.attrs["keepdim"]
     kept = f"[1] * {len(dims)}" if keep else "[]"
     host = _row_setup(dims) + [
         f"out_shape = list(x.shape[:{dims[0]}]) + {kept} + list(x.shape[{dims[-1] + 1}:])",

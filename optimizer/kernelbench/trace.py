@@ -8,7 +8,6 @@ The model itself is built for real under a fixed seed (its parameters are what t
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
 import sys
 import uuid

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Callable, Union
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 STARTUP_TIMEOUT_S = 180.0
