@@ -6,8 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from mtmc_lsp.optimizer.actions import ActionError, Candidate, applicable, apply_candidate
+from mtmc_lsp.optimizer.actions import (
+    ActionError,
+    Candidate,
+    applicable,
+    apply_candidate,
+)
 from mtmc_lsp.optimizer.analysis import analyze
 from mtmc_lsp.optimizer.hardware import get_profile
 
@@ -15,65 +19,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_actions_semantics import TOL_FP16, job, run_jobs  # noqa: E402
 
 H100 = get_profile("h100")
+CORPUS = Path(__file__).resolve().parent / "corpus" / "kernels"
 
 # Linear + bias in fp16, then a tanh-GELU kernel that upcasts its load; shape arithmetic between the launches.
-LINEAR_GELU = '''import torch
-import triton
-import triton.language as tl
-
-ENTRY = "linear_gelu"
-
-
-@triton.jit
-def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wk, stride_ym,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, K, BLOCK_K):
-        x = tl.load(x_ptr + rm[:, None] * stride_xm + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
-        w = tl.load(w_ptr + (k + rk)[:, None] * stride_wk + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc += tl.dot(x, w)
-    acc += tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
-    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-@triton.jit
-def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offs < n_elements
-    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-    t = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-    y = 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * t) - 1.0))
-    tl.store(y_ptr + offs, y.to(tl.float16), mask=mask)
-
-
-def linear_gelu(x, w, b):
-    M, K = x.shape
-    _, N = w.shape
-    h = torch.empty((M, N), device=x.device, dtype=torch.float16)
-    linear_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](x, w, b, h, M, N, K, x.stride(0), w.stride(0), h.stride(0),
-                                                            BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
-    out = torch.empty_like(h)
-    n = h.numel()
-    gelu_kernel[(triton.cdiv(n, 1024),)](h, out, n, BLOCK_SIZE=1024)
-    return out
-
-
-def get_inputs(device="cpu"):
-    x = torch.randn(40, 48, device=device, dtype=torch.float16)
-    w = torch.randn(48, 72, device=device, dtype=torch.float16) / 7
-    b = torch.randn(72, device=device, dtype=torch.float16)
-    return [x, w, b]
-
-
-def reference(x, w, b):
-    h = (x.float() @ w.float() + b.float()).half().float()
-    return torch.nn.functional.gelu(h, approximate="tanh").half()
-'''
+LINEAR_GELU = (CORPUS / "linear_gelu.py").read_text()  # the corpus kernel, also run by test_actions_semantics
 
 
 # A plain matmul, then one kernel for bias + GELU: the bias is read per column (offs % N).
