@@ -141,9 +141,11 @@ def test_worker_crashes_are_reported_and_the_next_job_runs(pool):
 
 def test_a_hang_times_out_with_the_line_it_hung_on(pool):
     started = time.monotonic()
-    report = verify(pool, fault("hang"), compile_timeout_s=4)
-    assert time.monotonic() - started < 30
-    assert report.status == "timeout" and "no answer within 4 s in the compile phase" in report.summary
+    # 10 s, not less: on a loaded CI machine loading the module and its reference took over 4 s, and a
+    # timeout before the spin loop starts rightly names no line.
+    report = verify(pool, fault("hang"), compile_timeout_s=10)
+    assert time.monotonic() - started < 40
+    assert report.status == "timeout" and "no answer within 10 s in the compile phase" in report.summary
     hung_at = fault("hang").splitlines()[report.error_line].strip()
     assert hung_at in ("while tl.load(flag_ptr, volatile=True) == 0:", "tl.atomic_add(flag_ptr + 1, 1)")  # in the spin loop
     assert verify(pool, BASE).status == "verified"

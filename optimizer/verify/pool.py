@@ -226,11 +226,26 @@ class Worker:
         """Ask a hung worker for its Python stacks (faulthandler on SIGUSR1) before it is killed."""
         if self.proc is None or self.proc.poll() is not None:
             return
+        before = self._log_size()
         try:
             os.kill(self.proc.pid, signal.SIGUSR1)
         except OSError:
             return
-        time.sleep(0.5)
+        # faulthandler writes from its signal handler; on a loaded machine that can take a moment.
+        waited_until = time.monotonic() + 3.0
+        while time.monotonic() < waited_until:
+            time.sleep(0.1)
+            size = self._log_size()
+            if size > before:
+                time.sleep(0.2)  # let the rest of the dump (all threads) land
+                if self._log_size() == size:
+                    return
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
 
     def log_tail(self) -> str:
         try:
