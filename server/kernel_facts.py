@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..optimizer.analysis import FileAnalysis, Kernel
-from ..optimizer.checks.context import Binding, CheckContext
+from ..optimizer.checks.bindings import Binding, CheckContext
 from ..optimizer.checks.shared_memory import dot_needs
 from ..optimizer.hardware import KIB, GpuProfile
 

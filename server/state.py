@@ -11,7 +11,7 @@ from typing import Any
 
 from ..optimizer.analysis import FileAnalysis
 from ..optimizer.checks import Finding
-from ..optimizer.checks.context import CheckContext
+from ..optimizer.checks.bindings import CheckContext
 from ..optimizer.hardware import GpuProfile
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from mtmc_lsp.optimizer.analysis import analyze
 from mtmc_lsp.optimizer.checks import CHECKS, DOCS_FILE, Finding, run_checks
-from mtmc_lsp.optimizer.checks import context as check_context
-from mtmc_lsp.optimizer.checks.context import clear_facts_cache
+from mtmc_lsp.optimizer.checks import kernel_facts as check_facts
+from mtmc_lsp.optimizer.checks.kernel_facts import clear_facts_cache
 from mtmc_lsp.optimizer.hardware import PROFILES, get_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -387,7 +387,7 @@ def test_checks_walk_the_analysis_tree_and_cached_facts_follow_a_moved_kernel(mo
         raise AssertionError("the checks parsed a kernel again")
 
     clear_facts_cache()
-    monkeypatch.setattr(check_context, "_parsed_facts", no_parse)
+    monkeypatch.setattr(check_facts, "_parsed_facts", no_parse)
     assert run_checks(analyze(text), H100) == reference
     monkeypatch.undo()
     # Three lines above every kernel: the cached facts (built from the first tree) map to the new lines.

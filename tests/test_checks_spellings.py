@@ -8,7 +8,7 @@ import pytest
 
 from mtmc_lsp.optimizer.analysis import TritonNames, analyze
 from mtmc_lsp.optimizer.checks import run_checks
-from mtmc_lsp.optimizer.checks.context import clear_facts_cache
+from mtmc_lsp.optimizer.checks.kernel_facts import clear_facts_cache
 from mtmc_lsp.optimizer.hardware import get_profile
 
 H100 = get_profile("h100")

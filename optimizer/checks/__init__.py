@@ -14,7 +14,7 @@ import logging
 from ..analysis import FileAnalysis
 from ..hardware import GpuProfile
 from . import arange_pow2, dot_min_dims, grid_fill, num_warps_pow2, shared_memory, syntax_error, unmasked_access
-from .context import CheckContext
+from .bindings import CheckContext
 from .finding import DOCS_FILE, SEVERITIES, Finding, docs_url, make_finding
 
 log = logging.getLogger(__name__)

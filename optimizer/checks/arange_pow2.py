@@ -5,8 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .context import CheckContext, fast_walk, evaluate
+from .bindings import CheckContext, evaluate
 from .finding import Finding, make_finding
+from .kernel_facts import fast_walk
 from .num_warps_pow2 import is_power_of_2
 
 CODE = "MTMC101"

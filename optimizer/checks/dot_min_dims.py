@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..triton_rules import MIN_DOT_DIM
-from .context import CheckContext, evaluate
+from .bindings import CheckContext, evaluate
 from .finding import Finding, make_finding
 
 CODE = "MTMC102"

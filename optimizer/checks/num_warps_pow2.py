@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ._text import keyword_span
-from .context import CheckContext
+from .bindings import CheckContext
 from .finding import Finding, make_finding
 
 CODE = "MTMC105"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..analysis import Kernel
 from ..triton_rules import dot_shared_bytes, pipeline_stages
-from .context import Binding, CheckContext, evaluate
+from .bindings import Binding, CheckContext, evaluate
 from .finding import Finding, make_finding
 
 CODE = "MTMC104"

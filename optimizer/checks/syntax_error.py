@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .context import CheckContext
+from .bindings import CheckContext
 from .finding import Finding, make_finding
 
 CODE = "MTMC001"

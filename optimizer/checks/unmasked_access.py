@@ -6,8 +6,9 @@ import ast
 import re
 from collections.abc import Iterator
 
-from .context import CheckContext, fast_walk
+from .bindings import CheckContext
 from .finding import Finding, make_finding
+from .kernel_facts import fast_walk
 
 CODE = "MTMC103"
 SEVERITY = "warning"

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from ..analysis import FileAnalysis, Kernel, Span
-from ..checks.context import CheckContext
+from ..checks.bindings import CheckContext
 from ..hardware import GpuProfile
 from ..triton_rules import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS
 from .compiler import CompileJob

@@ -5,7 +5,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from ...optimizer.analysis import FileAnalysis, Kernel
-from ...optimizer.checks.context import CheckContext
+from ...optimizer.checks.bindings import CheckContext
 from ...optimizer.hardware import KIB, GpuProfile
 from ...optimizer.triton_rules import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS
 from ..app import MtmcLanguageServer
