@@ -5,7 +5,9 @@
 #   bash benchmarks/train_collect.sh OUT_DIR [PREVIOUS_RUN_DIR]
 # PREVIOUS_RUN_DIR (episodes.jsonl, verify_cache.jsonl, run.json of an earlier window) is copied into
 # OUT_DIR first, so finished episodes are skipped and cached verifications are not repeated.
-# Knobs: BUDGET (s, default 540), SEEDS (1), STEPS (4), BEAM (3), TRIES (6), WORKERS (2), TARGET (h200).
+# Knobs: BUDGET (s, default 540), SEEDS (1), STEPS (4), BEAM (3), TRIES (6), WORKERS (1), TARGET (h200),
+# KERNEL_BUDGET (s per episode, 600), VERIFY_SEEDS (3), VARIANTS (1: also the synthetic variants of the
+# dev files, `mtmc train variants`, written to runs/variants and explored after the dev files).
 set -uo pipefail
 out=${1:?usage: train_collect.sh OUT_DIR [PREVIOUS_RUN_DIR]}
 previous=${2:-}
@@ -17,8 +19,13 @@ fi
 if ! "$python" -c "import libcst" 2>/dev/null; then   # carried as a wheel (.whl/), no index needed
   "$python" -m pip install -q --no-index --no-deps --target /tmp/mtmc-site .whl/libcst-*.whl && export PYTHONPATH=/tmp/mtmc-site
 fi
-"$python" -c "import sys; sys.path.insert(0, 'benchmarks'); import _bootstrap; from mtmc_lsp.cli import main; sys.exit(main(sys.argv[1:]))" \
-  train collect --out "$out" --target "${TARGET:-h200}" --budget-s "${BUDGET:-540}" --seeds "${SEEDS:-1}" \
-  --steps "${STEPS:-4}" --beam "${BEAM:-3}" --tries "${TRIES:-6}" --workers "${WORKERS:-2}" --mode gpu \
+mtmc() { "$python" -c "import sys; sys.path.insert(0, 'benchmarks'); import _bootstrap; from mtmc_lsp.cli import main; sys.exit(main(sys.argv[1:]))" "$@"; }
+files=(benchmarks/wild/dev/*.py)
+if [ "${VARIANTS:-1}" != 0 ]; then
+  mtmc train variants --out runs/variants >/dev/null && files+=(runs/variants/*.py)
+fi
+mtmc train collect "${files[@]}" --out "$out" --target "${TARGET:-h200}" --budget-s "${BUDGET:-540}" --seeds "${SEEDS:-1}" \
+  --steps "${STEPS:-4}" --beam "${BEAM:-3}" --tries "${TRIES:-6}" --workers "${WORKERS:-1}" --mode gpu \
+  --kernel-budget-s "${KERNEL_BUDGET:-600}" --verify-seeds "${VERIFY_SEEDS:-3}" \
   2> "$out/collect.log" | tee "$out/summary.json"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>/dev/null || true

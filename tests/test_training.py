@@ -363,3 +363,84 @@ def test_eval_compares_greedy_policies_with_the_search_best():
     best = {c.kernel: c.log_speedup for c in report.chains if c.policy == SEARCH_BEST}
     assert all(c.attempts <= 2 for c in report.chains if c.policy != SEARCH_BEST)  # greedy: one try per state
     assert all(math.isfinite(c.log_speedup) for c in report.chains) and best
+
+
+def test_offline_eval_scores_policies_against_the_measured_cache_and_counts_misses(tmp_path):
+    from mtmc_lsp.optimizer.training.collect import ResultCache
+    from mtmc_lsp.optimizer.training.evaluate import unmeasured_verifier
+
+    cache_file = tmp_path / "eval_cache.jsonl"
+    online = evaluate([str(DEV_FILE)], {"heuristic": HeuristicPolicy()}, "h200", steps=2, verifier=ScriptedVerifier,
+                      search_beam=2, search_tries=3, cache=ResultCache(cache_file))
+    calls = ScriptedVerifier.calls
+    offline = evaluate([str(DEV_FILE)], {"heuristic": HeuristicPolicy(), "random": ExplorationPolicy(None, seed=11)},
+                       "h200", steps=2, verifier=unmeasured_verifier, search_beam=2, search_tries=3,
+                       cache=ResultCache(cache_file))
+    assert ScriptedVerifier.calls == calls  # nothing verified offline
+    measured = {(c.policy, c.kernel): c for c in online.chains}
+    replayed = {(c.policy, c.kernel): c for c in offline.chains}
+    for key in measured:  # the measured chains replay exactly from the cache
+        assert (replayed[key].log_speedup, replayed[key].actions, replayed[key].unmeasured) == \
+            (measured[key].log_speedup, measured[key].actions, 0)
+    table = {row["policy"]: row for row in offline.table()}
+    # seed 11's first choice is an action the measured runs never tried: a miss, counted, not kept
+    assert table["random"]["unmeasured_attempts"] >= 1 and table["random"]["mean_kept_steps"] == 0
+    assert all(c.unmeasured <= c.attempts for c in offline.chains)
+
+
+VARIANT_SOURCE = '''
+import torch
+import triton
+import triton.language as tl
+
+batch_size = 16
+dim = 4096
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+def get_inputs(device: str = "cuda", n: int = 1 << 20, rows: int = dim, heads: int = 8):
+    x = torch.randn(n, device=device, dtype=torch.float16)
+    return [x.to(torch.float16)]
+
+
+def reference(x):
+    return (x * 2.0).to(torch.float16)
+'''
+
+
+def test_variants_change_only_the_harness_sizes_and_half_dtype(tmp_path):
+    from mtmc_lsp.optimizer.training.variants import scale_inputs, swap_half_dtype
+
+    scaled = scale_inputs(VARIANT_SOURCE, 0.25)
+    assert "n: int = 262144" in scaled and "dim = 1024" in scaled  # a literal and the module size it names
+    assert "heads: int = 8" in scaled and "batch_size = 16" in scaled  # small counts and unused sizes stay
+    assert scaled.split("def get_inputs")[0].replace("dim = 1024", "dim = 4096") == VARIANT_SOURCE.split("def get_inputs")[0]
+    swapped = swap_half_dtype(VARIANT_SOURCE)
+    inputs, rest = swapped.split("def get_inputs")[1].split("def reference")
+    assert inputs.count("torch.bfloat16") == 2 and "float16" not in inputs.replace("bfloat16", "")
+    assert "(x * 2.0).to(torch.float16)" in rest  # the reference keeps its own dtype
+    assert swap_half_dtype(VARIANT_SOURCE.replace("dtype=torch.float16", "").replace(".to(torch.float16)", "")) is None
+    kernels = {k.name for k in analyze(VARIANT_SOURCE).kernels}
+    assert {k.name for k in analyze(scaled).kernels} == kernels == {k.name for k in analyze(swapped).kernels}
+
+
+def test_variants_of_heldout_files_are_refused_and_the_cli_writes_dev_variants(tmp_path):
+    from mtmc_lsp.optimizer.training.variants import variants_of
+
+    heldout = tmp_path / "heldout" / "k.py"
+    heldout.parent.mkdir()
+    heldout.write_text(VARIANT_SOURCE)
+    with pytest.raises(HeldOutError):
+        variants_of(heldout)
+    dev = tmp_path / "dev" / "k.py"
+    dev.parent.mkdir()
+    dev.write_text(VARIANT_SOURCE)
+    assert main(["train", "variants", str(dev), "--out", str(tmp_path / "variants")]) == 0
+    written = sorted(p.name for p in (tmp_path / "variants").iterdir())
+    assert written == ["k__dtype_swap.py", "k__shape_x0.25.py"]
+    assert (tmp_path / "variants" / "k__shape_x0.25.py").read_text().startswith("# Synthetic variant (shape_x0.25) of ")

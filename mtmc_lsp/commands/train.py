@@ -1,6 +1,6 @@
 """``mtmc train``: collect measured episodes, build decisions, behaviour-clone, RL, export GGUF, evaluate.
 
-The pipeline (docs/training.md): ``collect`` on the GPU -> ``dataset`` (renders the policy's prompts
+The pipeline (docs/training.md): ``collect`` on the GPU (over the development corpus and its ``variants``) -> ``dataset`` (renders the policy's prompts
 with llama.cpp) -> ``bc`` -> ``rl`` -> ``export`` (adapter GGUF marked trained) -> ``eval`` on held-out.
 """
 
@@ -35,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="local", choices=("local", "ray"))
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local one)")
     p.add_argument("--gpus", type=int, default=1, help="GPUs used (for the per-GPU rate; Ray: one task per GPU)")
+
+    p = sub.add_parser("variants", help="synthetic variants of development files: other input shapes and half dtypes")
+    p.add_argument("files", nargs="*", help=f"Triton files (default: every file in {DEV_CORPUS})")
+    p.add_argument("--out", default="runs/variants", help="folder for the variant files")
+    p.add_argument("--scale", type=float, action="append", help="factor for get_inputs's sizes (repeatable; default 0.25)")
+    p.add_argument("--no-dtype-swap", action="store_true", help="no fp16 <-> bf16 input variants")
 
     p = sub.add_parser("dataset", help="turn collected episodes into decision records (gzip JSONL)")
     p.add_argument("runs", nargs="+", help="run folders or episode JSONL files")
@@ -82,6 +88,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", default="auto", choices=("auto", "gpu", "interpreter"))
     p.add_argument("--verify-seeds", type=int, default=3)
     p.add_argument("--kernel-budget-s", type=float, default=600.0)
+    p.add_argument("--cache", default="", help="a verification cache (JSONL) to read and extend: measure once on a GPU, "
+                                               "score llama.cpp policies later with --offline")
+    p.add_argument("--offline", action="store_true",
+                   help="verify nothing: steps missing from --cache count as not kept (and are counted)")
+    p.add_argument("--no-search-best", action="store_true", help="skip the exploring search's reference chain")
     p.add_argument("--json", action="store_true")
 
 
@@ -90,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if stage is None:
         print("mtmc train: name a stage: collect, dataset, bc, rl, export or eval", file=sys.stderr)
         return 2
-    return {"collect": _collect, "dataset": _dataset, "bc": _bc, "rl": _rl, "export": _export, "eval": _eval}[stage](args)
+    return {"collect": _collect, "variants": _variants, "dataset": _dataset, "bc": _bc, "rl": _rl, "export": _export, "eval": _eval}[stage](args)
 
 
 def _files(given: list[str], default_folder: str) -> list[str]:
@@ -118,6 +129,15 @@ def _collect(args) -> int:
                       out=args.out, seeds=args.seeds, settings=settings, backend=backend, gpus=args.gpus,
                       on_result=progress)
     print(json.dumps(summary.to_json(), indent=1))
+    return 0
+
+
+def _variants(args) -> int:
+    from mtmc_lsp.optimizer.training.variants import write_variants
+
+    written = write_variants(_files(args.files, DEV_CORPUS), args.out, args.scale or (0.25,),
+                             swap_half=not args.no_dtype_swap)
+    print(json.dumps({"out": args.out, "variants": len(written)}, indent=1))
     return 0
 
 
@@ -211,8 +231,8 @@ def _eval(args) -> int:
     from mtmc_lsp.optimizer.policy.factory import default_model_path
     from mtmc_lsp.optimizer.policy.heuristic import HeuristicPolicy
     from mtmc_lsp.optimizer.policy.llama import LlamaCppPolicy
-    from mtmc_lsp.optimizer.training.collect import ExplorationPolicy, default_verifier
-    from mtmc_lsp.optimizer.training.evaluate import evaluate
+    from mtmc_lsp.optimizer.training.collect import ExplorationPolicy, ResultCache, default_verifier
+    from mtmc_lsp.optimizer.training.evaluate import evaluate, unmeasured_verifier
 
     makers = {
         "heuristic": lambda: HeuristicPolicy(),
@@ -225,9 +245,14 @@ def _eval(args) -> int:
     if unknown:
         print(f"mtmc train eval: unknown or incomplete policies: {', '.join(unknown)}", file=sys.stderr)
         return 2
+    if args.offline and not args.cache:
+        print("mtmc train eval: --offline needs the --cache a GPU run measured", file=sys.stderr)
+        return 2
+    verifier = (unmeasured_verifier if args.offline
+                else functools.partial(default_verifier, seeds=args.verify_seeds, mode=args.mode))
     report = evaluate(_files(args.files, "benchmarks/wild/heldout"), {n: makers[n]() for n in names}, args.target,
-                      args.steps, functools.partial(default_verifier, seeds=args.verify_seeds, mode=args.mode),
-                      kernel_budget_s=args.kernel_budget_s,
+                      args.steps, verifier, kernel_budget_s=args.kernel_budget_s,
+                      cache=ResultCache(args.cache) if args.cache else None, search_best=not args.no_search_best,
                       on_chain=lambda c: print(f"{c.policy:12} {c.file}:{c.kernel}: {c.kept} kept, "
                                                f"log-speedup {c.log_speedup:+.3f}", file=sys.stderr, flush=True))
     if args.json:
@@ -236,5 +261,6 @@ def _eval(args) -> int:
         for row in report.table():
             share = f"{row['share_of_search_best']:.2f}" if row["share_of_search_best"] is not None else "-"
             print(f"{row['policy']:12} kernels {row['kernels']:3}  geomean {row['geomean_speedup']:.3f}x  "
-                  f"kept {row['mean_kept_steps']:.2f}  share of search-best {share}")
+                  f"kept {row['mean_kept_steps']:.2f}  share of search-best {share}  "
+                  f"unmeasured {row['unmeasured_attempts']}")
     return 0

@@ -24,6 +24,28 @@ from .collect import CachedVerifier, ExplorationPolicy, ResultCache, VerifierFac
 SEARCH_BEST = "search-best"
 
 
+def unmeasured_verifier(path: str, target) -> Callable:
+    """A verifier for offline evaluation: every step not in the measured cache is reported unmeasured.
+
+    A GPU window measures the held-out kernels' steps (``mtmc train eval --cache``, heuristic and
+    random chains plus the exploring search); policies that need llama.cpp, absent on the GPU
+    machine, are then scored here against that cache. A step no run measured counts as not kept
+    (status "error", never cached), and the report counts such misses.
+    """
+    from ..verify.report import Reward, VerificationReport
+
+    def verify(new_text: str, old_text: str, cancel=None) -> VerificationReport:
+        return VerificationReport(
+            status="error", mode=None, device="-", target=target.key,
+            summary=f"not measured: {UNMEASURED}", compiled=False, correct=None, seeds=0,
+            compared_against=[], checks=[], reward=Reward.of(False, False, None), error=UNMEASURED, path=path)
+
+    return verify
+
+
+UNMEASURED = "this step was not in the measured cache (offline evaluation)"
+
+
 @dataclass
 class ChainResult:
     """One policy's chain on one kernel."""
@@ -36,6 +58,7 @@ class ChainResult:
     log_speedup: float  # sum of the kept steps' log-speedups (0 when speed is not measured)
     speed_measured: bool
     actions: list[str] = field(default_factory=list)
+    unmeasured: int = 0  # attempts answered by ``unmeasured_verifier`` (offline evaluation)
 
 
 @dataclass
@@ -57,6 +80,7 @@ class EvalReport:
                 "geomean_speedup": math.exp(sum(c.log_speedup for c in mine) / max(len(mine), 1)),
                 "mean_kept_steps": sum(c.kept for c in mine) / max(len(mine), 1),
                 "share_of_search_best": sum(reached) / len(reached) if reached else None,
+                "unmeasured_attempts": sum(c.unmeasured for c in mine),
             })
         return rows
 
@@ -66,7 +90,7 @@ class EvalReport:
 
 def evaluate(files: Iterable[str | Path], policies: dict[str, Policy], target: str = "h200", steps: int = 4,
              verifier: VerifierFactory | None = None, search_beam: int = 3, search_tries: int = 6,
-             kernel_budget_s: float = 600.0, cache: ResultCache | None = None,
+             kernel_budget_s: float = 600.0, cache: ResultCache | None = None, search_best: bool = True,
              on_chain: Callable[[ChainResult], None] | None = None) -> EvalReport:
     """Greedy ``steps``-step chains of each policy, and the search-best chain, on every kernel of ``files``."""
     from ..search import SearchConfig, optimize
@@ -78,8 +102,9 @@ def evaluate(files: Iterable[str | Path], policies: dict[str, Policy], target: s
         name: (policy, SearchConfig(steps=steps, beam=1, tries=1, budget_s=kernel_budget_s))
         for name, policy in policies.items()
     }
-    runs[SEARCH_BEST] = (ExplorationPolicy(HeuristicPolicy(), seed=0),
-                         SearchConfig(steps=steps, beam=search_beam, tries=search_tries, budget_s=kernel_budget_s))
+    if search_best:
+        runs[SEARCH_BEST] = (ExplorationPolicy(HeuristicPolicy(), seed=0),
+                             SearchConfig(steps=steps, beam=search_beam, tries=search_tries, budget_s=kernel_budget_s))
     chains = []
     for file in files:
         text = Path(file).read_text(encoding="utf-8")
@@ -90,7 +115,8 @@ def evaluate(files: Iterable[str | Path], policies: dict[str, Policy], target: s
                 chain = ChainResult(
                     name, str(file), kernel.name, len(result.steps), len(result.attempts),
                     sum(math.log(s.speedup) for s in result.steps if s.speedup and s.speedup > 0),
-                    result.speed_measured, [candidate_text(s.candidate) for s in result.steps])
+                    result.speed_measured, [candidate_text(s.candidate) for s in result.steps],
+                    sum(1 for a in result.attempts if UNMEASURED in f"{a.summary} {a.reason}"))
                 chains.append(chain)
                 if on_chain is not None:
                     on_chain(chain)
