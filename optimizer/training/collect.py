@@ -384,10 +384,15 @@ def collect(files: Iterable[str | Path], target: str = "h200", budget_s: float =
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     run_file = folder / RUN_FILE
-    if not run_file.exists():  # provenance of the first start; a resumed run keeps it
-        run_file.write_text(json.dumps({"settings": dataclasses.asdict(settings),
-                                        "provenance": provenance(corpus=sorted({str(Path(f).parent) for f in files}))},
-                                       indent=1, default=str) + "\n")
+    files = list(files)
+    this_start = {"settings": dataclasses.asdict(settings),
+                  "provenance": provenance(corpus=sorted({str(Path(f).parent) for f in files}))}
+    if not run_file.exists():  # provenance of the first start
+        run_file.write_text(json.dumps(this_start, indent=1, default=str) + "\n")
+    else:  # a resumed run keeps the first start's and adds each later start, whose settings may differ
+        run = json.loads(run_file.read_text())
+        run.setdefault("resumed", []).append(this_start)
+        run_file.write_text(json.dumps(run, indent=1, default=str) + "\n")
     units = work_units(files, seeds)
     done = done_units(folder)
     todo = [u for u in units if u.key() not in done]
