@@ -106,6 +106,10 @@ class HeuristicPolicy(Policy):
         if name == "column_block":
             # One strided column per program reached 19% of the H200's memory floor (col_sum).
             return 0.9, "coalesced column tiles instead of one strided column per program"
+        if name == "rows_per_program":
+            # One short row per program keeps few loads in flight per SM; [BLOCK_M, BLOCK_N] row tiles
+            # (Liger, FLA) fill it. After single_pass: a multi-pass kernel first reads its rows once.
+            return 0.88, "several rows per program in 2-D tiles"
         kind = c.kind
         if kind == "TensorCore":
             return 0.97, "tensor cores through tl.dot"
@@ -149,6 +153,9 @@ class HeuristicPolicy(Policy):
         params = {k: v for k, v in c.params.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if c.action == "column_block":
             return 1.0, ""  # its tiles are sized by the action, listed best first
+        if c.action == "rows_per_program":
+            want = 8192 if target.memory_bandwidth_gbs >= 3000 else 4096  # bigger tiles where more bytes are in flight
+            return (1.0 if c.params.get("TILE") == want else 0.9), f"tiles of about {want} elements"
         if c.kind == "Tiling":
             dims = {TILE_DIMS[k]: v for k, v in params.items() if k in TILE_DIMS and v > 0}
             if dims and f.uses_dot:

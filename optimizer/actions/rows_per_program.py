@@ -1,0 +1,952 @@
+"""Rows per program: a kernel that gives each row its own program takes a block of BLOCK_M rows.
+
+One program per row of a few hundred or thousand elements leaves most of a GPU idle (tiny
+programs, one short row of loads in flight each). Liger, FLA and quack normalisation kernels
+instead give each program ``BLOCK_M`` rows as a ``[BLOCK_M, BLOCK_N]`` tile: the row index becomes
+``tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)``, every per-row value (the row's pointers,
+its sums and maxima) becomes a ``[BLOCK_M]`` vector that meets the row's columns as ``v[:, None]``,
+reductions over the row reduce ``axis=1``, loads and stores of row data also mask ``rows < n_rows``,
+scalar loop accumulators start as ``[BLOCK_M]`` vectors, and the grid becomes
+``cdiv(n_rows, BLOCK_M)``. The host picks ``BLOCK_M`` at run time from the row block: a tile of
+about ``TILE`` elements (4096 or 8192; 32 fp32 values a thread with 4 or 8 warps), and never
+fewer than about four programs per SM of the target; a row as wide as the tile keeps one row and
+its own warps. Offered only where every row is provably computed alone: the program id is used only
+as the row index (one grid axis, ``(n_rows,)``), nothing branches, loops or indexes on a per-row
+value, no row reads another row's results (stores and per-row loads are all at the row's own
+addresses, nothing is stored to a row-independent address), no atomics, no ``tl.dot``, no 2-D
+tiles already, and every call is an elementwise ``tl`` function, ``tl.load``/``tl.store`` or a
+``tl.sum``/``max``/``min``/``argmax``/``argmin`` over the row.
+
+Example: kernel=rms_kernel target=h100 params={"TILE": 8192}
+
+```python before
+@triton.jit
+def rms_kernel(x_ptr, w_ptr, y_ptr, stride, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(y_ptr + row * stride + cols, x * rstd * w, mask=mask)
+
+
+def rms_norm(x, w, eps=1e-6):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    BLOCK = triton.next_power_of_2(n_cols)
+    rms_kernel[(n_rows,)](x, w, y, x.stride(0), n_cols, eps, BLOCK=BLOCK)
+    return y
+```
+
+```python after
+@triton.jit
+def rms_kernel(x_ptr, w_ptr, y_ptr, stride, n_cols, eps, n_rows, BLOCK: tl.constexpr, BLOCK_M: tl.constexpr):
+    row = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = row < n_rows
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row[:, None] * stride + cols[None, :], mask=row_mask[:, None] & mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    tl.store(y_ptr + row[:, None] * stride + cols[None, :], x * rstd[:, None] * w, mask=row_mask[:, None] & mask)
+
+
+def rms_norm(x, w, eps=1e-6):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    BLOCK = triton.next_power_of_2(n_cols)
+    BLOCK_M = max(1, min(8192 // BLOCK, triton.next_power_of_2(triton.cdiv(n_rows, 528))))
+    rms_kernel[(triton.cdiv(n_rows, BLOCK_M),)](x, w, y, x.stride(0), n_cols, eps, n_rows, BLOCK=BLOCK, BLOCK_M=BLOCK_M, num_warps=8 if BLOCK_M > 1 else 4)
+    return y
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ..analysis import FileAnalysis, Kernel
+from ..analysis.model import Value
+from ..hardware import GpuProfile
+from . import _common as c
+from .base import ActionError, Candidate, Edit
+from .column_block import _kwarg_before_options
+
+# Shape kinds of a kernel value, combined with ``|``: S a row-independent scalar, R one value per
+# row (a [BLOCK_M] vector after the rewrite), C a row-independent column block ([BLOCK_N], kept),
+# RC a row's column block ([BLOCK_M, BLOCK_N] after the rewrite).
+S, R, C, RC = 0, 1, 2, 3
+_KIND_NAMES = {S: "scalar", R: "per-row value", C: "column block", RC: "row block"}
+
+# Elements per program (BLOCK_M * BLOCK_N) and the warps for that tile: 32 fp32 values per thread.
+TILES = {4096: 4, 8192: 8}
+# Programs per SM the row count must still give before a program takes more rows.
+PROGRAMS_PER_SM = 4
+
+_REDUCTIONS = {"sum", "max", "min", "argmax", "argmin"}
+# triton.language functions that work element by element (and broadcast their arguments).
+_ELEMENTWISE = {
+    "exp", "exp2", "log", "log2", "log1p", "sqrt", "sqrt_rn", "rsqrt", "abs", "maximum", "minimum", "where",
+    "sigmoid", "fma", "erf", "cos", "sin", "tanh", "floor", "ceil", "clamp", "fdiv", "div_rn", "cast", "umulhi",
+}
+_METHODS = {"to", "cast"}  # tensor methods that keep the shape
+_META_ATTRS = {"dtype", "element_ty"}
+_LOAD_OPTIONS = {"mask", "other", "cache_modifier", "eviction_policy", "volatile"}
+_STORE_OPTIONS = {"mask", "cache_modifier", "eviction_policy"}
+_AFFINE_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+_HOST_CALLS = {"next_power_of_2", "cdiv", "size", "stride", "numel", "dim", "len", "int", "min", "max", "shape"}
+
+
+@dataclass
+class _Plan:
+    kdef: cst.FunctionDef
+    launch: c.LaunchNode
+    launch_line: cst.CSTNode  # the statement holding the launch
+    kinds: dict[int, int]  # id(expression node) -> kind
+    promote: dict[int, str]  # id(loop accumulator's initial value) -> its [BLOCK_M] spelling
+    pid_calls: list[cst.Call]
+    pid_binding: cst.Assign | None  # ``row = tl.program_id(0)``: its name becomes the row vector
+    col_block: str
+    col_src: str  # what the host reads for the column block: a literal, a name or a plain expression
+    n_rows_src: str  # the grid's row count
+    n_rows_param: str | None  # a kernel parameter the launch already passes the row count to
+    names: dict[str, str]  # rows, row_mask, n_rows, BLOCK_M
+    tl: str
+    triton: str
+    prefix: dict[str, str]
+
+
+def _canon(node: cst.CSTNode, prefix: dict[str, str]) -> str:
+    """``tl.math.exp`` -> ``triton.language.math.exp`` (the file's import spelling resolved)."""
+    parts = c.code(node).split(".")
+    head = prefix.get(parts[0], parts[0])
+    return ".".join([head, *parts[1:]])
+
+
+def _tl_name(func: cst.CSTNode, prefix: dict[str, str]) -> str | None:
+    """The function's name under ``triton.language`` (``tl.math.rsqrt`` -> ``rsqrt``), else None."""
+    node = func
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    if not isinstance(node, cst.Name):  # ``tl.load(p).to``: a method of a value, not a module function
+        return None
+    name = _canon(func, prefix)
+    if name.startswith("triton.language."):
+        return name.rsplit(".", 1)[1]
+    return None
+
+
+def _arg(call: cst.Call, position: int, keyword: str) -> cst.Arg | None:
+    """The argument given by keyword, or at ``position`` among the positional ones."""
+    hit = c.kwarg(call, keyword)
+    if hit is not None:
+        return hit
+    positional = [a for a in call.args if a.keyword is None]
+    return positional[position] if position < len(positional) else None
+
+
+def _int_value(node: cst.CSTNode) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
+        return -int(node.expression.evaluated_value)
+    return None
+
+
+class _Infer:
+    """Gives every expression of the kernel body its shape kind, or raises why the rewrite is not provable."""
+
+    def __init__(self, kernel: Kernel, prefix: dict[str, str], widen: dict[int, tuple[int, str]]):
+        self.prefix = prefix
+        self.widen = widen  # id(start value of a loop accumulator) -> (its kind, its [BLOCK_M] spelling)
+        self.params = {p.name for p in kernel.params}
+        self.constexprs = set(kernel.constexpr_names)
+        self.kinds: dict[int, int] = {}
+        self.blocks: set[str] = set()  # constexprs the column aranges span
+        self.pid_calls: list[cst.Call] = []
+        self.promote: dict[int, tuple[int, str]] = {}  # accumulators found to widen on this pass
+        self.stores = 0
+        self.row_reductions = 0
+        self.inits: dict[str, cst.BaseExpression] = {}  # name -> the value of its last plain assignment
+
+    # ---- expressions ---------------------------------------------------------------------------
+    def expr(self, node: cst.BaseExpression, env: dict[str, int]) -> int:
+        kind = self._expr(node, env)
+        self.kinds[id(node)] = kind
+        return kind
+
+    def _expr(self, node: cst.BaseExpression, env: dict[str, int]) -> int:
+        if isinstance(node, cst.Name):
+            return env.get(node.value, S)  # parameters, globals, builtins: row-independent
+        if isinstance(node, cst.Integer | cst.Float | cst.SimpleString | cst.ConcatenatedString | cst.Ellipsis):
+            return S
+        if isinstance(node, cst.Attribute):
+            base = self.expr(node.value, env)
+            if base != S and node.attr.value not in _META_ATTRS:
+                raise ActionError(f"reads .{node.attr.value} of a {_KIND_NAMES[base]}")
+            return S
+        if isinstance(node, cst.BinaryOperation):
+            left, right = self.expr(node.left, env), self.expr(node.right, env)
+            if R in (left, right) and not isinstance(node.operator, _AFFINE_OPS):
+                # ``pid // 2``, ``pid % n``: rows that share or skip addresses; only affine row arithmetic is provable.
+                raise ActionError(f"computes `{c.code(node)}` from a per-row value with more than + - * /")
+            return left | right
+        if isinstance(node, cst.UnaryOperation):
+            kind = self.expr(node.expression, env)
+            if isinstance(node.operator, cst.Not) and kind != S:
+                raise ActionError("`not` of a tensor value")
+            return kind
+        if isinstance(node, cst.Comparison):
+            kind = self.expr(node.left, env)
+            for target in node.comparisons:
+                kind |= self.expr(target.comparator, env)
+            if len(node.comparisons) > 1 and kind != S:
+                raise ActionError("a chained comparison of tensor values")
+            return kind
+        if isinstance(node, cst.Call):
+            return self._call(node, env)
+        if isinstance(node, cst.BooleanOperation | cst.IfExp | cst.Subscript | cst.Tuple | cst.List):
+            kind = S
+            for child in node.children:
+                if isinstance(child, cst.BaseExpression):
+                    kind |= self.expr(child, env)
+                elif isinstance(child, cst.CSTNode):
+                    self._all_scalar(child, env)
+            if kind != S:
+                raise ActionError(f"{type(node).__name__.lower()} of a {_KIND_NAMES[kind]} (`{c.code(node)}`)")
+            return S
+        raise ActionError(f"`{c.code(node)}` is not an expression the rewrite knows")
+
+    def _all_scalar(self, node: cst.CSTNode, env: dict[str, int]) -> None:
+        """Every expression under ``node`` must be row-independent and scalar."""
+
+        outer = self
+
+        class V(cst.CSTVisitor):
+            def on_visit(self, n: cst.CSTNode) -> bool:
+                if isinstance(n, cst.BaseExpression):
+                    if outer.expr(n, env) != S:
+                        raise ActionError(f"`{c.code(n)}` mixes a tensor into a scalar context")
+                    return False
+                return True
+
+        node.visit(V())
+
+    def _call(self, call: cst.Call, env: dict[str, int]) -> int:
+        func = call.func
+        if any(a.star for a in call.args):
+            raise ActionError("a call unpacks arguments with * or **")
+        name = _tl_name(func, self.prefix)
+        if name == "program_id":
+            axis = _arg(call, 0, "axis")
+            if axis is None or _int_value(axis.value) != 0 or len(call.args) != 1:
+                raise ActionError("uses a program id other than axis 0")
+            self.pid_calls.append(call)
+            return R
+        if name in ("num_programs", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and",
+                    "atomic_or", "atomic_xor", "dot", "debug_barrier", "make_block_ptr", "make_tensor_descriptor"):
+            raise ActionError(f"uses tl.{name}")
+        if name == "arange":
+            args = [a.value for a in call.args]
+            if len(args) != 2 or _int_value(args[0]) != 0 or not isinstance(args[1], cst.Name) \
+                    or args[1].value not in self.constexprs:
+                raise ActionError(f"`{c.code(call)}` is not `tl.arange(0, BLOCK)`")
+            self.blocks.add(args[1].value)
+            return C
+        if name in ("zeros", "full"):
+            shape = _arg(call, 0, "shape")
+            elements = shape.value.elements if shape is not None and isinstance(shape.value, cst.List | cst.Tuple) else None
+            if not elements or len(elements) != 1:
+                raise ActionError(f"`{c.code(call)}` is not a 1-D block")
+            for a in call.args:
+                self._all_scalar(a.value, env)
+            return C
+        if name in _REDUCTIONS:
+            return self._reduction(call, name, env)
+        if name == "load":
+            return self._load(call, env)
+        if name == "store":
+            raise ActionError("tl.store inside an expression")
+        if name in _ELEMENTWISE:
+            kind = S
+            for a in call.args:
+                k = self.expr(a.value, env)
+                if a.keyword is not None and a.keyword.value in ("dtype", "sanitize_overflow") and k != S:
+                    raise ActionError(f"a tensor as {a.keyword.value}")
+                kind |= k
+            return kind
+        if isinstance(func, cst.Attribute) and name is None:
+            base = self.expr(func.value, env)
+            if base == S:
+                for a in call.args:
+                    if self.expr(a.value, env) != S:
+                        raise ActionError(f"`{c.code(call)}` takes a tensor argument")
+                return S
+            if func.attr.value in _METHODS:
+                for a in call.args:
+                    if self.expr(a.value, env) != S:
+                        raise ActionError(f"`{c.code(call)}` takes a tensor argument")
+                return base
+            raise ActionError(f"calls .{func.attr.value}() on a {_KIND_NAMES[base]}")
+        if isinstance(func, cst.Name) and func.value in ("float", "int", "min", "max") and name is None:
+            for a in call.args:
+                if self.expr(a.value, env) != S:
+                    raise ActionError(f"{func.value}() of a tensor value")
+            return S
+        raise ActionError(f"calls `{c.code(func)}`, which the rewrite does not know to be per row")
+
+    def _reduction(self, call: cst.Call, name: str, env: dict[str, int]) -> int:
+        value = _arg(call, 0, "input")
+        axis = _arg(call, 1, "axis")
+        if value is None or any(a.keyword is not None and a.keyword.value in ("keep_dims", "return_indices", "combine_fn")
+                                for a in call.args):
+            raise ActionError(f"`{c.code(call)}` is not a plain reduction")
+        if axis is not None and _int_value(axis.value) not in (0, -1):
+            raise ActionError(f"`{c.code(call)}` reduces an axis of a 2-D value")
+        for a in call.args:
+            if a is not value and a is not axis and self.expr(a.value, env) != S:
+                raise ActionError(f"`{c.code(call)}` takes a tensor option")
+        kind = self.expr(value.value, env)
+        if kind == RC:
+            self.row_reductions += 1
+            return R
+        if kind == C:
+            return S  # the same for every row
+        raise ActionError(f"`{c.code(call)}` reduces a {_KIND_NAMES[kind]}")
+
+    def _load(self, call: cst.Call, env: dict[str, int]) -> int:
+        pointer = _arg(call, 0, "pointer")
+        for a in call.args[1:]:
+            if a.keyword is not None and a.keyword.value not in _LOAD_OPTIONS:
+                raise ActionError(f"tl.load with {a.keyword.value}= (block pointers or descriptors)")
+        if pointer is None or len([a for a in call.args if a.keyword is None]) > 3:
+            raise ActionError(f"`{c.code(call)}` is not `tl.load(pointer, mask, other)`")
+        kind = self.expr(pointer.value, env)
+        for a in call.args:
+            if a is pointer:
+                continue
+            k = self.expr(a.value, env)
+            if k & ~kind:
+                raise ActionError(f"`{c.code(call)}` masks a {_KIND_NAMES[kind]} with a {_KIND_NAMES[k]}")
+        return kind
+
+    def store(self, call: cst.Call, env: dict[str, int]) -> None:
+        pointer, value = _arg(call, 0, "pointer"), _arg(call, 1, "value")
+        for a in call.args:
+            if a.keyword is not None and a.keyword.value not in _STORE_OPTIONS | {"pointer", "value"}:
+                raise ActionError(f"tl.store with {a.keyword.value}=")
+        if pointer is None or value is None or len([a for a in call.args if a.keyword is None]) > 3:
+            raise ActionError(f"`{c.code(call)}` is not `tl.store(pointer, value, mask)`")
+        kind = self.expr(pointer.value, env)
+        if not kind & R:
+            raise ActionError(f"`{c.code(call)}` stores to an address that is the same for every row")
+        for a in call.args:
+            if a is not pointer and self.expr(a.value, env) & ~kind:
+                raise ActionError(f"`{c.code(call)}` stores a wider value than its address")
+
+    # ---- statements ----------------------------------------------------------------------------
+    def block(self, statements: list[cst.BaseStatement] | tuple, env: dict[str, int]) -> dict[str, int]:
+        for statement in statements:
+            env = self.statement(statement, env)
+        return env
+
+    def statement(self, statement: cst.BaseStatement, env: dict[str, int]) -> dict[str, int]:
+        env = dict(env)
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                self.small(small, env)
+            return env
+        if isinstance(statement, cst.If):
+            if self.expr(statement.test, env) != S:
+                raise ActionError(f"branches on a per-row value (`if {c.code(statement.test)}`)")
+            then = self.block(statement.body.body, env)
+            orelse = env
+            if isinstance(statement.orelse, cst.If):
+                orelse = self.statement(statement.orelse, env)
+            elif isinstance(statement.orelse, cst.Else):
+                orelse = self.block(statement.orelse.body.body, env)
+            out = dict(env)
+            for name in set(then) | set(orelse):
+                kinds = {k for k in (then.get(name), orelse.get(name)) if k is not None}
+                if len(kinds) > 1:
+                    raise ActionError(f"{name} is a {' in one branch and a '.join(_KIND_NAMES[k] for k in sorted(kinds))} in the other")
+                out[name] = kinds.pop()
+            return out
+        if isinstance(statement, cst.For):
+            return self.loop(statement, env)
+        raise ActionError(f"a `{type(statement).__name__.lower()}` statement in the kernel")
+
+    def loop(self, loop: cst.For, env: dict[str, int]) -> dict[str, int]:
+        it = loop.iter
+        if loop.orelse is not None or not isinstance(loop.target, cst.Name) or not isinstance(it, cst.Call) or \
+                _canon(it.func, self.prefix) not in ("range", "triton.language.range", "triton.language.static_range"):
+            raise ActionError("a loop that is not `for i in range(...)`")
+        for a in it.args:
+            self._all_scalar(a.value, env)
+        inits = dict(self.inits)  # the start values, before the body reassigns them
+        head = dict(env)
+        head[loop.target.value] = S
+        for _ in range(4):
+            after = self.block(loop.body.body, head)
+            joined = {name: head.get(name, S) | after.get(name, S) if name in head else after[name] for name in set(head) | set(after)}
+            if joined == head:
+                break
+            head = joined
+        else:
+            raise ActionError("the loop's values do not settle")
+        # A value carried around the loop that widens (a scalar sum that becomes one sum per row)
+        # must start wide: only plain constants and tl.zeros/tl.full blocks can.
+        for name, kind in head.items():
+            before = env.get(name)
+            if before is None or before == kind or name == loop.target.value:
+                continue
+            init = inits.get(name)
+            spelled = self._widened(init, before, kind) if init is not None else None
+            if spelled is None:
+                raise ActionError(f"{name} is carried around a loop and becomes a {_KIND_NAMES[kind]}; its start "
+                                  f"`{c.code(init) if init is not None else '?'}` cannot be widened")
+            self.promote[id(init)] = (kind, spelled)
+        return head
+
+    def _widened(self, init: cst.BaseExpression, before: int, after: int) -> str | None:
+        """How the start value of a widened accumulator is spelled (``{M}``, ``{tl}`` placeholders)."""
+        if before == S and after == R:
+            if isinstance(init, cst.Float) and float(init.evaluated_value) == 0.0:
+                return "{tl}.zeros([{M}], dtype={tl}.float32)"
+            if isinstance(init, cst.Float) or (isinstance(init, cst.UnaryOperation) and isinstance(init.expression, cst.Float)):
+                return f"{{tl}}.full([{{M}}], {c.code(init)}, dtype={{tl}}.float32)"
+            if isinstance(init, cst.Integer) or _int_value(init) is not None:
+                return f"{{tl}}.full([{{M}}], {c.code(init)}, dtype={{tl}}.int32)"
+            text = "".join(c.code(init).split())
+            if text in ('float("-inf")', "float('-inf')", '-float("inf")', "-float('inf')", 'float("inf")', "float('inf')"):
+                return f"{{tl}}.full([{{M}}], {c.code(init)}, dtype={{tl}}.float32)"
+            return None
+        if before == C and after == RC and isinstance(init, cst.Call) and _tl_name(init.func, self.prefix) in ("zeros", "full"):
+            shape = _arg(init, 0, "shape")
+            inner = c.code(shape.value.elements[0].value)
+            rest = "".join(", " + c.code(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for a in init.args if a is not shape)
+            return f"{c.code(init.func)}([{{M}}, {inner}]{rest})"
+        return None
+
+    def small(self, small: cst.BaseSmallStatement, env: dict[str, int]) -> None:
+        if isinstance(small, cst.Expr):
+            value = small.value
+            if isinstance(value, cst.SimpleString | cst.ConcatenatedString):
+                return  # a docstring
+            if isinstance(value, cst.Call) and _tl_name(value.func, self.prefix) == "store":
+                self.store(value, env)
+                self.stores += 1
+                return
+            raise ActionError(f"the statement `{c.code(small)}` is not an assignment or a store")
+        if isinstance(small, cst.Assign):
+            if len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name):
+                raise ActionError(f"`{c.code(small)}` assigns something other than one name")
+            name = small.targets[0].target.value
+            env[name] = self.expr(small.value, env)
+            if id(small.value) in self.widen:  # a loop accumulator's start, already known to widen
+                env[name] = self.widen[id(small.value)][0]
+            self.inits[name] = small.value
+            return
+        if isinstance(small, cst.AugAssign):
+            if not isinstance(small.target, cst.Name):
+                raise ActionError(f"`{c.code(small)}` updates something other than a name")
+            name = small.target.value
+            env[name] = env.get(name, S) | self.expr(small.value, env)
+            self.kinds[id(small.target)] = env[name]
+            return
+        if isinstance(small, cst.Pass):
+            return
+        raise ActionError(f"a `{type(small).__name__.lower()}` statement in the kernel")
+
+
+class _Rewrite:
+    """Rebuilds kernel expressions for [BLOCK_M] rows from the kinds ``_Infer`` found."""
+
+    def __init__(self, plan: _Plan):
+        self.plan = plan
+        self.kinds = plan.kinds
+        self.rows_expr = c.expr(f"{plan.tl}.program_id(0) * {plan.names['BLOCK_M']} + {plan.tl}.arange(0, {plan.names['BLOCK_M']})")
+
+    def kind(self, node: cst.CSTNode) -> int:
+        return self.kinds.get(id(node), S)
+
+    def rw(self, node: cst.BaseExpression, wide: bool) -> cst.BaseExpression:
+        """``node`` for the rewritten kernel; ``wide``: it meets a row block, so per-row values become ``v[:, None]``."""
+        kind = self.kind(node)
+        if kind in (S, C):
+            return node
+        if kind == R and wide:
+            return self.expand(node)
+        inner_wide = kind == RC
+        if isinstance(node, cst.BinaryOperation):
+            left, right = self.rw(node.left, inner_wide), self.rw(node.right, inner_wide)
+            if inner_wide:  # ``row_ptr + cols`` -> ``row_ptr[:, None] + cols[None, :]``: the tile's two axes, spelled
+                if self.kind(node.left) == C and self.kind(node.right) == R and isinstance(node.left, cst.Name):
+                    left = self.sub(node.left, "None, :")
+                if self.kind(node.right) == C and self.kind(node.left) == R and isinstance(node.right, cst.Name):
+                    right = self.sub(node.right, "None, :")
+            return node.with_changes(left=left, right=right)
+        if isinstance(node, cst.UnaryOperation):
+            return node.with_changes(expression=self.rw(node.expression, inner_wide))
+        if isinstance(node, cst.Comparison):
+            return node.with_changes(left=self.rw(node.left, inner_wide), comparisons=[
+                t.with_changes(comparator=self.rw(t.comparator, inner_wide)) for t in node.comparisons])
+        if isinstance(node, cst.Call):
+            return self.call(node, kind)
+        if isinstance(node, cst.Attribute):
+            return node
+        return node  # names keep their spelling: the value behind them changed shape
+
+    def expand(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """A per-row value as a [BLOCK_M, 1] column, pushed down through arithmetic to the names."""
+        if isinstance(node, cst.BinaryOperation) and not node.lpar:
+            return node.with_changes(left=self._expand_part(node.left), right=self._expand_part(node.right))
+        rebuilt = self.rw(node, False)
+        if isinstance(rebuilt, cst.BinaryOperation | cst.UnaryOperation | cst.Comparison) and not rebuilt.lpar:
+            rebuilt = rebuilt.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return self.sub(rebuilt, ":, None")
+
+    def _expand_part(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        return self.expand(node) if self.kind(node) == R else node
+
+    @staticmethod
+    def sub(node: cst.BaseExpression, index: str) -> cst.BaseExpression:
+        return cst.Subscript(value=node, slice=c.expr(f"x[{index}]").slice)
+
+    def mask(self, old: cst.BaseExpression | None, wide: bool) -> cst.BaseExpression:
+        row_mask = self.plan.names["row_mask"] + ("[:, None]" if wide else "")
+        if old is None:
+            return c.expr(row_mask)
+        new = self.rw(old, wide)
+        if not isinstance(new, cst.Name | cst.Subscript | cst.Attribute | cst.Call) and not new.lpar:
+            new = new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return cst.BinaryOperation(c.expr(row_mask), cst.BitAnd(whitespace_before=cst.SimpleWhitespace(" "),
+                                                               whitespace_after=cst.SimpleWhitespace(" ")), new)
+
+    def call(self, call: cst.Call, kind: int) -> cst.BaseExpression:
+        name = _tl_name(call.func, self.plan.prefix)
+        if any(call is p for p in self.plan.pid_calls):
+            return self.rows_expr
+        if name in _REDUCTIONS:
+            value, axis = _arg(call, 0, "input"), _arg(call, 1, "axis")
+            args = []
+            for a in call.args:
+                if a is value:
+                    args.append(a.with_changes(value=self.rw(a.value, True)))
+                elif a is axis:
+                    args.append(a.with_changes(value=cst.Integer("1")))
+                else:
+                    args.append(a)
+            if axis is None:
+                comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+                args[-1] = args[-1].with_changes(comma=comma) if len(args) == 1 else args[-1]
+                eq = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+                args.insert(1, cst.Arg(cst.Integer("1"), keyword=cst.Name("axis"), equal=eq,
+                                       comma=comma if len(args) > 1 else cst.MaybeSentinel.DEFAULT))
+            return call.with_changes(args=args)
+        if name in ("load", "store"):
+            return self.memory(call, name, kind)
+        if isinstance(call.func, cst.Attribute) and name is None:  # ``x.to(tl.float32)``
+            base = self.rw(call.func.value, kind == RC)
+            if any(call.func.value is p for p in self.plan.pid_calls):
+                base = base.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            return call.with_changes(func=call.func.with_changes(value=base))
+        return call.with_changes(args=[a.with_changes(value=self.rw(a.value, kind == RC)) for a in call.args])
+
+    def memory(self, call: cst.Call, name: str, kind: int) -> cst.Call:
+        pointer = _arg(call, 0, "pointer")
+        mask_position = 1 if name == "load" else 2
+        mask = _arg(call, mask_position, "mask")
+        pointer_kind = self.kind(pointer.value)
+        if not pointer_kind & R:
+            return call  # row-independent data (weights): every row reads the same
+        wide = pointer_kind == RC
+        new_mask = self.mask(mask.value if mask is not None else None, wide)
+        args = []
+        for a in call.args:
+            if a is mask:
+                args.append(a.with_changes(value=new_mask))
+            else:
+                args.append(a.with_changes(value=self.rw(a.value, wide)))
+        new = call.with_changes(args=args)
+        if mask is None:
+            positional = [a for a in call.args if a.keyword is None]
+            if len(positional) > mask_position:  # ``other`` given positionally after a missing mask cannot happen
+                raise ActionError("a positional argument after a missing mask")
+            new = c.set_kwarg(new, "mask", new_mask)
+        return new
+
+
+class RowsPerProgram:
+    name = "rows_per_program"
+    kind = "Tiling"
+    changes_numerics = False
+
+    def _plan(self, module: cst.Module, analysis: FileAnalysis, kernel: Kernel) -> _Plan:
+        kdef, launches = c.locate(module, kernel.name)
+        if len(launches) != 1:
+            raise ActionError("needs exactly one launch of the kernel in this file")
+        if kernel.is_autotuned:
+            raise ActionError("the kernel is autotuned: its configs would need a row block too")
+        if kernel.heuristics:
+            raise ActionError("@triton.heuristics sets the kernel's blocks")
+        prefix = analysis.names.prefix
+        tl = next((k for k, v in prefix.items() if v == "triton.language"), None)
+        triton = next((k for k, v in prefix.items() if v == "triton"), None)
+        if tl is None or triton is None or not analysis.imports_triton:
+            raise ActionError("the file does not import triton and triton.language by name")
+        widen: dict[int, tuple[int, str]] = {}
+        for _ in range(4):  # again after each widened accumulator: what reads it before the loop widens too
+            infer = _Infer(kernel, prefix, widen)
+            infer.block(kdef.body.body, {})
+            if not infer.promote.keys() - widen.keys():
+                break
+            widen.update(infer.promote)
+        else:
+            raise ActionError("the loop accumulators do not settle")
+        if not infer.pid_calls:
+            raise ActionError("the kernel does not use tl.program_id(0)")
+        if len(infer.blocks) != 1:
+            raise ActionError("needs exactly one column block (`tl.arange(0, BLOCK)`)" if infer.blocks else
+                              "no `tl.arange(0, BLOCK)` over the row")
+        if not infer.stores:
+            raise ActionError("the kernel stores nothing per row")
+        if not infer.row_reductions:
+            # Without a reduction over the row the kernel is elementwise: a bigger block (tiling) says the same.
+            raise ActionError("no reduction over the row (tl.sum/max/min/argmax/argmin)")
+        col_block = next(iter(infer.blocks))
+        # The program id may only be the row index: what it reaches must be per-row values (the
+        # kinds say so), and it may not be compared or used as a number elsewhere: ``_Infer``
+        # already refused control flow, subscripts and calls on it.
+        pid_binding = self._pid_binding(kdef, infer.pid_calls)
+        launch = launches[0]
+        if launch.host is None:
+            raise ActionError("the launch is at module level")
+        grid = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
+        if not isinstance(grid, cst.Tuple) or len(grid.elements) != 1 or isinstance(grid.elements[0], cst.StarredElement):
+            raise ActionError("the launch grid is not a literal `(n_rows,)`")
+        n_rows_node = grid.elements[0].value
+        if not _pure_host(n_rows_node):
+            raise ActionError("the grid's row count is not a plain expression (names, shapes, arithmetic)")
+        if any(a.star for a in launch.call.args):
+            raise ActionError("the launch unpacks arguments with * or **")
+        launch_line = _statement_holding(launch.host, launch.call)
+        if launch_line is None:
+            raise ActionError("cannot find the statement that holds the launch")
+        n_rows_src = c.code(n_rows_node).strip()
+        sources = c.launch_sources(launch, kernel)
+        flat = "".join(n_rows_src.split())
+        n_rows_param = next((p.name for p in kernel.params if p.kind != "constexpr" and sources.get(p.name) == flat
+                             and not _rebound(kdef, p.name)), None)
+        col_src = self._col_source(launch, kernel, col_block)
+        if col_src is None:
+            raise ActionError(f"the launch computes {col_block} in a way the host cannot reuse")
+        taken = c.names_in(kdef) | {p.name for p in kernel.params}
+        host_taken = c.names_in(launch.host) | (c.names_in(module) if launch.module is not None else set())
+        # A program id named for columns (``col = tl.program_id(0)``) reduces down columns: the same
+        # rewrite, with the names of that orientation.
+        index_name = pid_binding.targets[0].target.value if pid_binding is not None else "row"
+        axis = "col" if index_name.lower().startswith("col") else "row"
+        choices = ("BLOCK_COLS", "COLS_PER_PROGRAM") if axis == "col" else ("BLOCK_M", "BLOCK_ROWS", "ROWS_PER_PROGRAM")
+        block_m = next((n for n in choices if n not in taken and n not in host_taken), None)
+        if block_m is None:
+            raise ActionError(f"{', '.join(choices)} are all taken")
+        names = {
+            "axis": axis,
+            "BLOCK_M": block_m,
+            "row_mask": next(n for n in (f"{axis}_mask", f"{axis}s_mask", f"{axis}_in_bounds", f"_{axis}_mask") if n not in taken),
+            "rows": next(n for n in (f"{axis}s", f"{axis}_ids", f"_{axis}s") if n not in taken),
+            "n_rows": n_rows_param or next(n for n in (f"n_{axis}s", f"num_{axis}s", f"n_{axis}s_total") if n not in taken),
+        }
+        return _Plan(kdef, launch, launch_line, infer.kinds, {k: v[1] for k, v in widen.items()}, infer.pid_calls,
+                     pid_binding, col_block, col_src, n_rows_src, n_rows_param, names, tl, triton, prefix)
+
+    @staticmethod
+    def _pid_binding(kdef: cst.FunctionDef, pid_calls: list[cst.Call]) -> cst.Assign | None:
+        """``row = tl.program_id(0)`` (or ``.to(tl.int64)``) at the top level, before any other use of the id."""
+        for statement in kdef.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                return None
+            for small in statement.body:
+                if not any(_contains(small, p) for p in pid_calls):
+                    continue
+                if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name):
+                    value = small.value
+                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _METHODS:
+                        value = value.func.value
+                    name = small.targets[0].target.value
+                    if any(value is p for p in pid_calls) and not _rebound(kdef, name, allowed=1):
+                        return small
+                return None
+        return None
+
+    @staticmethod
+    def _col_source(launch: c.LaunchNode, kernel: Kernel, block: str) -> str | None:
+        """What the host can read for the column block at the launch: a literal, a name or a plain expression."""
+        arg = next((a for a in launch.call.args if c.arg_param(a, launch.call, kernel) == block), None)
+        if arg is None:
+            p = kernel.param(block)
+            return str(p.default_value) if p is not None and isinstance(p.default_value, int) else None
+        if _pure_host(arg.value):
+            return c.code(arg.value).strip()
+        return None
+
+    def _options(self, plan: _Plan) -> list[dict[str, Value]]:
+        return [{"TILE": tile} for tile in TILES]
+
+    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        try:
+            plan = self._plan(c.parse(analysis.text), analysis, kernel)
+        except ActionError:
+            return []
+        return [Candidate(self.name, self.kind, kernel.name, params,
+                          f"Several {plan.names['axis']}s per program: [{plan.names['BLOCK_M']}, {plan.col_block}] tiles "
+                          f"(about {params['TILE']} elements, {TILES[params['TILE']]} warps), grid "
+                          f"cdiv({plan.n_rows_src}, {plan.names['BLOCK_M']})", c.kernel_line(kernel))
+                for params in self._options(plan)]
+
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel) -> str | None:
+        """Why the action is not offered for ``kernel`` (None when it is)."""
+        try:
+            self._plan(c.parse(analysis.text), analysis, kernel)
+        except ActionError as exc:
+            return str(exc)
+        return None
+
+    def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
+        module = c.parse(text)
+        plan = self._plan(module, analysis, kernel)
+        if params not in self._options(plan):
+            raise ActionError(f"rows_per_program takes TILE in {sorted(TILES)}, got {params}")
+        tile = int(params["TILE"])
+        n, tl = plan.names, plan.tl
+        block_m = n["BLOCK_M"]
+        rewrite = _Rewrite(plan)
+        pairs: list[tuple[cst.CSTNode, object]] = []
+        # The kernel: every statement rebuilt from the kinds, the row mask right after the row index.
+        if plan.pid_binding is None:  # the id is used inline: name the row vector once at the top
+            rows_line = c.stmt(f"{n['rows']} = {c.code(rewrite.rows_expr)}")
+            rewrite.rows_expr = cst.Name(n["rows"])
+        body = [self._statement(s, rewrite) for s in plan.kdef.body.body]
+        if plan.pid_binding is not None:
+            row_name = plan.pid_binding.targets[0].target.value
+            index = next(i for i, s in enumerate(plan.kdef.body.body) if isinstance(s, cst.SimpleStatementLine)
+                         and any(b is plan.pid_binding for b in s.body))
+            body.insert(index + 1, c.stmt(f"{n['row_mask']} = {row_name} < {n['n_rows']}"))
+        else:
+            first = 1 if _is_docstring(body[0]) else 0
+            body[first:first] = [rows_line.with_changes(leading_lines=body[first].leading_lines),
+                                 c.stmt(f"{n['row_mask']} = {n['rows']} < {n['n_rows']}")]
+            body[first + 2] = body[first + 2].with_changes(leading_lines=[])
+        kparams = list(plan.kdef.params.params)
+        first_constexpr = next((p.index for p in kernel.params if p.kind == "constexpr"), len(kparams))
+        if plan.n_rows_param is None:
+            if any(p.default is not None for p in kparams[:first_constexpr]):
+                raise ActionError("a kernel argument before the constexprs has a default")
+            kparams = _insert_param(kparams, first_constexpr, cst.Param(cst.Name(n["n_rows"])))
+        needs_default = kparams[-1].default is not None
+        kparams = _insert_param(kparams, len(kparams), cst.Param(
+            cst.Name(block_m), annotation=cst.Annotation(c.expr(f"{tl}.constexpr")),
+            default=cst.Integer("1") if needs_default else None,
+            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(" "), whitespace_after=cst.SimpleWhitespace(" "))
+            if needs_default else cst.MaybeSentinel.DEFAULT))
+        new_kdef = plan.kdef.with_changes(params=plan.kdef.params.with_changes(params=kparams),
+                                          body=plan.kdef.body.with_changes(body=body))
+        pairs.append((plan.kdef, new_kdef))
+        # The host: BLOCK_M from the row block and the target's SMs, the grid over row blocks.
+        call = plan.launch.call
+        grid_tuple = call.func.slice[0].slice.value
+        new_grid = grid_tuple.with_changes(elements=[grid_tuple.elements[0].with_changes(
+            value=c.expr(f"{plan.triton}.cdiv({plan.n_rows_src}, {block_m})"))])
+        new_call = call.with_changes(func=call.func.with_changes(
+            slice=[call.func.slice[0].with_changes(slice=call.func.slice[0].slice.with_changes(value=new_grid))]))
+        if plan.n_rows_param is None:
+            new_call = _add_arg(new_call, first_constexpr, n["n_rows"], c.expr(plan.n_rows_src))
+        new_call = _kwarg_before_options(new_call, block_m, cst.Name(block_m))
+        old_warps = c.kwarg(call, "num_warps")
+        old_src = c.code(old_warps.value).strip() if old_warps is not None else str(c.DEFAULT_NUM_WARPS)
+        warps = TILES[tile]
+        warps_src = str(warps) if old_src == str(warps) else f"{warps} if {block_m} > 1 else {old_src}"
+        new_call = c.set_kwarg(new_call, "num_warps", c.expr(warps_src))
+        col = plan.col_src
+        col_value = int(col) if col.isdigit() else None
+        per_tile = str(max(tile // col_value, 1)) if col_value else f"{tile} // {col if _atomic(col) else f'({col})'}"
+        cap = PROGRAMS_PER_SM * target.sm_count
+        n_src = plan.n_rows_src if _atomic(plan.n_rows_src) or "," not in plan.n_rows_src else f"({plan.n_rows_src})"
+        constant = c.stmt(f"{block_m} = max(1, min({per_tile}, {plan.triton}.next_power_of_2({plan.triton}.cdiv({n_src}, {cap}))))")
+        line = c.replace_all(plan.launch_line, [(call, new_call)])
+        pairs.append((plan.launch_line, cst.FlattenSentinel([
+            constant.with_changes(leading_lines=plan.launch_line.leading_lines),
+            line.with_changes(leading_lines=[]),
+        ])))
+        module = c.replace_all(module, pairs)
+        notes = [f"{block_m} rows per program: about {tile} elements a tile, at least ~{PROGRAMS_PER_SM} programs "
+                 f"per SM ({target.sm_count} SMs on {target.name}); rows as wide as the tile keep one row a program"]
+        if plan.n_rows_param is None:
+            notes.append(f"{n['n_rows']} (the grid's {plan.n_rows_src}) is a new kernel argument that masks the last row block")
+        return c.finish(text, module, f"{block_m} rows per program in {kernel.name}: [{block_m}, {plan.col_block}] tiles, "
+                        f"reductions over axis 1, grid cdiv({plan.n_rows_src}, {block_m})", notes)
+
+    def _statement(self, statement: cst.BaseStatement, rewrite: _Rewrite) -> cst.BaseStatement:
+        if isinstance(statement, cst.SimpleStatementLine):
+            return statement.with_changes(body=[self._small(s, rewrite) for s in statement.body])
+        if isinstance(statement, cst.If):
+            orelse = statement.orelse
+            if isinstance(orelse, cst.If):
+                orelse = self._statement(orelse, rewrite)
+            elif isinstance(orelse, cst.Else):
+                orelse = orelse.with_changes(body=orelse.body.with_changes(body=[self._statement(s, rewrite) for s in orelse.body.body]))
+            return statement.with_changes(body=statement.body.with_changes(body=[self._statement(s, rewrite) for s in statement.body.body]),
+                                          orelse=orelse)
+        if isinstance(statement, cst.For):
+            return statement.with_changes(body=statement.body.with_changes(body=[self._statement(s, rewrite) for s in statement.body.body]))
+        return statement
+
+    def _small(self, small: cst.BaseSmallStatement, rewrite: _Rewrite) -> cst.BaseSmallStatement:
+        plan = rewrite.plan
+        if isinstance(small, cst.Assign):
+            spelled = plan.promote.get(id(small.value))
+            if spelled is not None:
+                return small.with_changes(value=c.expr(spelled.replace("{M}", plan.names["BLOCK_M"]).replace("{tl}", plan.tl)))
+            return small.with_changes(value=rewrite.rw(small.value, rewrite.kind(small.value) == RC))
+        if isinstance(small, cst.AugAssign):
+            wide = rewrite.kind(small.target) == RC
+            return small.with_changes(value=rewrite.rw(small.value, wide))
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            return small.with_changes(value=rewrite.memory(small.value, "store", S))
+        return small
+
+
+def _plain_comma(comma: cst.Comma | cst.MaybeSentinel) -> cst.Comma:
+    """A parameter's comma without the comment that follows it (that comment describes that parameter)."""
+    if not isinstance(comma, cst.Comma):
+        return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    after = comma.whitespace_after
+    if isinstance(after, cst.ParenthesizedWhitespace):
+        after = after.with_changes(first_line=cst.TrailingWhitespace())
+    return comma.with_changes(whitespace_after=after)
+
+
+def _insert_param(params: list[cst.Param], index: int, new: cst.Param) -> list[cst.Param]:
+    """``params`` with ``new`` at ``index``, laid out like its neighbours; comments stay with their parameters."""
+    params = list(params)
+    if index < len(params):
+        params.insert(index, new.with_changes(comma=_plain_comma(params[index - 1].comma if index else cst.MaybeSentinel.DEFAULT)))
+        return params
+    last = params[-1]
+    if isinstance(last.comma, cst.Comma) and len(params) > 1:
+        # A trailing comma before ``)``: the new parameter takes it; the last one gets the separator of
+        # the one before it (same line or next line, indented), keeping its own comment.
+        between = _plain_comma(params[-2].comma)
+        own = last.comma.whitespace_after
+        if isinstance(own, cst.ParenthesizedWhitespace) and isinstance(between.whitespace_after, cst.ParenthesizedWhitespace):
+            between = between.with_changes(whitespace_after=between.whitespace_after.with_changes(first_line=own.first_line))
+        params[-1] = last.with_changes(comma=between)
+        params.append(new.with_changes(comma=_plain_comma(last.comma)))
+    else:
+        params[-1] = last.with_changes(comma=_plain_comma(params[-2].comma if len(params) > 1 else cst.MaybeSentinel.DEFAULT))
+        params.append(new)
+    return params
+
+
+def _atomic(source: str) -> bool:
+    """True when ``source`` needs no parentheses as an operand (a name, number, call or attribute)."""
+    node = c.expr(source)
+    return isinstance(node, cst.Name | cst.Integer | cst.Call | cst.Attribute | cst.Subscript)
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr) \
+        and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+
+
+def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    found = False
+
+    class V(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or n is node
+            return not found
+
+    root.visit(V())
+    return found
+
+
+def _rebound(kdef: cst.FunctionDef, name: str, allowed: int = 0) -> bool:
+    """True when the kernel assigns ``name`` more than ``allowed`` times (any assignment form)."""
+    count = 0
+
+    class V(cst.CSTVisitor):
+        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
+            nonlocal count
+            count += name in c.names_in(n.target)
+
+        def visit_AugAssign(self, n: cst.AugAssign) -> None:
+            nonlocal count
+            count += name in c.names_in(n.target)
+
+        def visit_For(self, n: cst.For) -> None:
+            nonlocal count
+            count += name in c.names_in(n.target)
+
+    kdef.body.visit(V())
+    return count > allowed
+
+
+def _pure_host(node: cst.BaseExpression) -> bool:
+    """Names, attributes, numbers, arithmetic, subscripts and shape reads: safe to evaluate again."""
+    ok = True
+
+    class V(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            nonlocal ok
+            if isinstance(n, cst.Call):
+                f = n.func
+                fname = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else ""
+                ok = ok and fname in _HOST_CALLS and not any(a.star for a in n.args)
+            elif isinstance(n, cst.BaseExpression) and not isinstance(
+                    n, cst.Name | cst.Attribute | cst.Subscript | cst.Integer | cst.BinaryOperation | cst.UnaryOperation | cst.Call):
+                ok = False
+            return ok
+
+    node.visit(V())
+    return ok
+
+
+def _statement_holding(root: cst.CSTNode, node: cst.CSTNode) -> cst.BaseStatement | None:
+    """The innermost statement line that holds ``node`` (where the BLOCK_M line goes in front of)."""
+    found: list[cst.BaseStatement] = []
+
+    class V(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, n: cst.SimpleStatementLine) -> bool:
+            if _contains(n, node):
+                found.append(n)
+            return False
+
+    root.visit(V())
+    return found[0] if found else None
+
+
+def _add_arg(call: cst.Call, index: int, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    """Pass ``value`` as the kernel's parameter number ``index``: positionally where the launch reaches it, else by keyword."""
+    args = list(call.args)
+    positional = [i for i, a in enumerate(args) if a.keyword is None]
+    if len(positional) >= index and index > 0:
+        at = positional[index - 1] + 1
+        new = cst.Arg(value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        if at == len(args):  # appended last: the previous argument needs a comma, the new one takes its
+            new = new.with_changes(comma=args[at - 1].comma)
+            args[at - 1] = args[at - 1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        else:
+            new = new.with_changes(comma=args[at - 1].comma if isinstance(args[at - 1].comma, cst.Comma) else
+                                   cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.insert(at, new)
+        return call.with_changes(args=args)
+    return _kwarg_before_options(call, keyword, value)
+
+
+ACTION = RowsPerProgram()
