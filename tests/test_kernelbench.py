@@ -221,6 +221,38 @@ OP_PROBLEMS = {
         def get_inputs():
             return [torch.randn(2, 3, 9, 8)]
         """, {"conv"}),
+    "tiled_reductions_with_epilogues": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+                self.bias = nn.Parameter(torch.randn(1, 5, 1))
+
+            def forward(self, x, v):
+                # strided (dim 1 of 3), row-wise (last dim) and outer-less (dim 0) reductions, each with the
+                # pointwise ops after it fused, one with an operand broadcast to its output
+                a = torch.sum(x, dim=1, keepdim=True) * 0.5
+                b = torch.logsumexp(x.transpose(1, 2).contiguous(), dim=2, keepdim=True) + self.bias
+                c = torch.relu(torch.mean(x, dim=-1) - 0.1)
+                d = torch.amax(x, dim=0)
+                # a long vector: the two-stage (split) reduction, sum of squares then the square root
+                return a, b, c, d, torch.norm(v), torch.mean(v * 1.0)
+
+        def get_inputs():
+            return [torch.randn(3, 37, 5), torch.randn(20000)]
+        """, {"reduce"}),
+    "softmax_online_and_strided": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+
+            def forward(self, x, y, z):
+                # a row longer than one tile (online max and sum, then a write pass); over channels (strided)
+                # with a broadcast operand in the fused tail
+                return torch.softmax(x, dim=-1), torch.log_softmax(y, dim=1) * 2.0 + z
+
+        def get_inputs():
+            return [torch.randn(2, 9000) * 4.0, torch.randn(2, 6, 3, 5), torch.randn(6, 1, 1)]
+        """, {"softmax", "log_softmax"}),
 }
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 FOOTER = "\n\ndef get_init_inputs():\n    return []\n"
@@ -258,6 +290,51 @@ def test_every_op_class_lowers_and_matches_in_the_interpreter(case, tmp_path):
     assert static_check(generated.text).ok and not static_check(generated.text).torch_ops
     result = _run_interpreted(generated.text, tmp_path)
     assert result["passed"] == result["trials"], result
+
+
+def test_reductions_are_tiled_and_fuse_their_tail():
+    body, _ = OP_PROBLEMS["tiled_reductions_with_epilogues"]
+    generated = generate(load_problem(text=_problem_text(body), name="tiles"))
+    assert "sum_mul_kernel" in generated.kernels and "mean_sub_relu_kernel" in generated.kernels
+    assert "logsumexp_add_kernel" in generated.kernels
+    text = generated.text
+    assert "tile = tl.full([BLOCK_R, BLOCK_P]" in text  # strided: rows of the tile are contiguous in memory
+    assert "tile = tl.full([BLOCK_P, BLOCK_R]" in text  # row-wise: a program takes BLOCK_P rows
+    assert "FINAL=False" in text  # the two-stage path exists for few outputs over long rows
+
+
+def test_matmul_tiles_grouped_order_and_dot_precision():
+    body, _ = OP_PROBLEMS["matmul_flatten_transposed"]
+    problem = load_problem(text=_problem_text(body), name="mm")
+    text = generate(problem).text
+    assert 'input_precision="tf32x3"' in text and "GROUP_M=8" in text and "num_stages=3" in text
+    assert text.count("def gemm_tiles(") == 1  # one host helper shared by every GEMM of the file
+    assert 'input_precision="ieee"' in generate(problem, fp32_dot="ieee").text
+    namespace: dict = {}
+    exec(text.split("@triton.jit")[0].split("import triton.language as tl")[1], {"triton": __import__("triton")},
+         namespace)
+    gemm_tiles = namespace["gemm_tiles"]
+    assert gemm_tiles(4096, 4096) == (128, 128, 32, 8)  # large: 128x128, 8 warps
+    block_m, block_n, _, warps = gemm_tiles(256, 256)  # 4 programs at 128x128: smaller tiles fill the GPU
+    assert block_m * block_n < 128 * 128 and warps == 4
+    assert gemm_tiles(2048, 1)[1] == 16  # tl.dot needs 16 columns at least
+
+
+def test_sample_is_stratified_by_op_class_and_reproducible():
+    from mtmc_lsp.optimizer.kernelbench.evaluate import problem_class, sample_problems
+
+    names = ([f"{i}_Matmul_case" for i in range(1, 11)] + [f"{i}_conv_standard_2D" for i in range(11, 21)]
+             + [f"{i}_ReLU" for i in range(21, 26)] + ["26_Softmax"])
+    files = [Path(f"{n}.py") for n in names]
+    chosen = sample_problems(files, 1, 8, seed=3)
+    assert len(chosen) == 8 and chosen == sample_problems(files, 1, 8, seed=3)
+    classes = [problem_class(1, p.stem) for p in chosen]
+    assert classes.count("matmul") == 3 and classes.count("conv") == 3 and "softmax" in classes
+    assert sample_problems(files, 1, 8, seed=4) != chosen or len(set(names)) == 8
+    assert sample_problems(files, 1, 0, seed=3) == files
+    assert problem_class(2, "12_Gemm_Multiply_LeakyReLU") == "gemm"
+    assert problem_class(2, "2_ConvTranspose2d_BiasAdd") == "conv_transpose"
+    assert problem_class(1, "57_conv_transposed_2D__square_input") == "conv_transpose"
 
 
 def test_problem_folder_traces_and_lowers_with_readable_kernels():

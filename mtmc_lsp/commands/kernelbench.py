@@ -34,6 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --cpu: shrink sizes until get_inputs() makes at most this many elements")
     parser.add_argument("--only", action="append", default=[], help="run problems whose file name contains this")
     parser.add_argument("--limit", type=int, default=0, help="at most this many problems per level")
+    parser.add_argument("--sample", type=int, default=0,
+                        help="a random sample of this many problems per level, stratified by op class (0: all)")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0; the same seed, the same problems)")
+    parser.add_argument("--fp32-dot", choices=("tf32x3", "ieee"), default="tf32x3",
+                        help="fp32 tl.dot of the generated matmuls and convolutions: tf32x3 (tensor cores, about "
+                             "fp32's error) or ieee (FMA; slower)")
     parser.add_argument("--timeout-s", type=float, default=600.0, help="per problem in the worker (default 600)")
     parser.add_argument("--budget-s", type=float, default=0.0,
                         help="stop starting new problems after this many seconds (0: no limit); --resume goes on")
@@ -44,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mtmc_lsp.optimizer.kernelbench.evaluate import (
-        ProblemResult, apply_result, discover_problems, load_results, run_jobs, static_check)
+        ProblemResult, apply_result, discover_problems, load_results, run_jobs, sample_problems, static_check)
     from mtmc_lsp.optimizer.kernelbench.report import write_report
     from mtmc_lsp.optimizer.kernelbench.trace import load_problem, shrink_for_interpreter
     from mtmc_lsp.optimizer.kernelbench.write import generate
@@ -67,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         files = discover_problems(root, level)
         if args.only:
             files = [f for f in files if any(o in f.name for o in args.only)]
+        if args.sample:
+            files = sample_problems(files, level, args.sample, args.seed)
         if args.limit:
             files = files[: args.limit]
         if not files:
@@ -80,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             solution = None
             try:
                 text = shrink_for_interpreter(text, args.cpu_max_elements) if args.cpu else text
-                solution = _generate(row, text, path.stem, generate, load_problem)
+                solution = _generate(row, text, path.stem, lambda problem: generate(problem, args.fp32_dot), load_problem)
             except Exception as exc:  # get_inputs itself failed: a row, not the end of the run
                 row.status, row.error = "generation_error", f"sizes: {type(exc).__name__}: {exc}"[:500]
             if solution is not None and args.optimize_steps > 0 and budget_left() > 0:
@@ -190,7 +198,9 @@ def _meta(args, root: Path) -> dict:
 
     meta = {"levels": ", ".join(str(level) for level in args.level), "problems": root.name,
             "mode": "CPU (Triton interpreter), correctness only, sizes reduced" if args.cpu else "GPU",
-            "optimize steps per kernel": args.optimize_steps, "python": platform.python_version(),
+            "optimize steps per kernel": args.optimize_steps, "fp32 tl.dot": args.fp32_dot,
+            "sample": f"{args.sample} per level, seed {args.seed}, stratified by op class" if args.sample else "all",
+            "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     try:
         import torch

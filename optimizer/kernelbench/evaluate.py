@@ -387,6 +387,51 @@ def discover_problems(root: Path, level: int) -> list[Path]:
     return []
 
 
+# Level-1 op classes by the words of a problem's file name, first match wins (KernelBench names say what they do).
+_NAME_CLASSES = (("conv_transpose", "conv_transpose"), ("conv", "conv"), ("matmul", "matmul"), ("matrix", "matmul"),
+                 ("norm", "norm"), ("softmax", "softmax"), ("pool", "pool"), ("loss", "loss"), ("attention", "loss"),
+                 ("reduction", "reduce"), ("argm", "reduce"), ("cum", "scan"))
+
+
+def problem_class(level: int, name: str) -> str:
+    """The op class a problem's file name states: level 1 by its op, level 2+ by the op that leads the chain
+    (gemm, conv, conv_transpose), which dominates its time."""
+    words = re.sub(r"^\d+_", "", name.lower())
+    if level >= 2:
+        first = words.split("_")[0]
+        if first.startswith("convtranspose"):
+            return "conv_transpose"
+        if first.startswith("conv"):
+            return "conv"
+        return "gemm" if first in ("gemm", "matmul", "bmm") else "other"
+    words = words.replace("conv_transposed", "conv_transpose")
+    return next((cls for key, cls in _NAME_CLASSES if key in words), "elementwise")
+
+
+def sample_problems(files: list[Path], level: int, count: int, seed: int) -> list[Path]:
+    """``count`` problems of one level, stratified by ``problem_class``: each class gets its share of the count
+    (largest remainders first, at least one while the count allows), drawn at random under ``seed``."""
+    import random
+
+    if count <= 0 or count >= len(files):
+        return list(files)
+    classes: dict[str, list[Path]] = {}
+    for path in files:
+        classes.setdefault(problem_class(level, path.stem), []).append(path)
+    exact = {c: count * len(members) / len(files) for c, members in classes.items()}
+    share = {c: min(len(classes[c]), max(1, int(v))) for c, v in exact.items()}
+    for c in sorted(exact, key=lambda c: exact[c] - int(exact[c]), reverse=True):  # largest remainders
+        if sum(share.values()) >= count:
+            break
+        if share[c] < len(classes[c]):
+            share[c] += 1
+    while sum(share.values()) > count:  # the at-least-one rule overshot: trim the largest classes
+        share[max(share, key=lambda c: share[c])] -= 1
+    rng = random.Random(f"{seed}:{level}")
+    chosen = [p for c in sorted(classes) for p in rng.sample(classes[c], share[c])]
+    return sorted(chosen, key=_problem_order)
+
+
 def _problem_order(path: Path) -> tuple:
     match = re.match(r"(\d+)", path.name)
     return (int(match.group(1)) if match else 10 ** 9, path.name)

@@ -24,10 +24,12 @@ from .ops import OpSpec, Ref, classify, node_dtype, node_shape
 
 ANCHORS = ("reduce", "scan", "softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "pool", "matmul",
            "conv")
-TAKES_EPILOGUE = ("pointwise", "matmul", "conv")
+TAKES_EPILOGUE = ("pointwise", "matmul", "conv", "reduce", "softmax", "log_softmax")
 POINTWISE_BLOCK = 1024
 ROW_BLOCK = 1024
-DOT_TILE = 32
+GEMM_MIN_PROGRAMS = 128  # about one program per SM of an H100 / H200 (132)
+# fp32 tl.dot: "tf32x3" (three TF32 tensor-core products, about fp32's error: KernelBench's 1e-4 holds) or "ieee" (FMA)
+_SETTINGS = {"fp32_dot": "tf32x3"}
 
 
 @dataclass
@@ -72,7 +74,8 @@ class Group:
         if a.kind == "matmul":
             what = {"linear": "x @ W^T + b (nn.Linear)" if a.attrs.get("bias") is not None else "x @ W^T (nn.Linear)",
                     "bmm": "batched A @ B"}.get(a.op, "A @ B")
-            return f"{what}, tiled {DOT_TILE}x{DOT_TILE}x{DOT_TILE} with tl.dot, fp32 accumulation{epilogue}"
+            return (f"{what}, tiled with tl.dot (tiles by shape in gemm_tiles, grouped order for L2), fp32 "
+                    f"accumulation{epilogue}")
         if a.kind == "conv":
             s, p, d, g = a.attrs["stride"], a.attrs["padding"], a.attrs["dilation"], a.attrs["groups"]
             groups = f", groups {g}" if g > 1 else ""
@@ -141,8 +144,9 @@ def _joinable_group(spec: OpSpec, group_of: dict) -> Group | None:
         group = group_of[operand.node]
         producer = operand.node
         if group.kind in TAKES_EPILOGUE and group.out_node is producer and len(producer.users) == 1 \
-                and node_shape(spec.node) == node_shape(producer) and node_dtype(spec.node) == node_dtype(producer):
-            return group
+                and node_shape(spec.node) == node_shape(producer) and node_dtype(spec.node) == node_dtype(producer) \
+                and (group.kind in ("pointwise", "matmul", "conv") or len(node_shape(producer)) >= 1):
+            return group  # (a row op's epilogue indexes its output per dim: not a 0-d one)
     return None
 
 
@@ -249,7 +253,7 @@ def _externals(group: Group) -> list[Ref]:
     taken: set[str] = set()
     for ref in seen:  # parameter names: unique, and never one of the generated code's own locals
         base = param_name(ref)
-        if base in _RESERVED or re.fullmatch(r"[vi]\d+", base):
+        if base in _RESERVED or re.fullmatch(r"[viD]\d+", base):
             base = f"{base}_in"
         name, count = base, 1
         while name in taken:
@@ -266,7 +270,9 @@ def _externals(group: Group) -> list[Ref]:
 _RESERVED = set("""out shape n_elements grid a3 b3 c B M N K batch out_shape x R outer inner BLOCK BLOCK_R NB C H W
 OC OH OW KH KW acc a b offs mask pid rest n oh ow kh kw ih iw c_mask k k0 offs_m offs_n offs_k pid_m pid_n pid_b
 base r start row mean rstd d y torch triton tl math result a_base b_base a_mask c_ptrs out_ptrs acc_max acc_sum
-row_max row_sum self BLOCK_M BLOCK_N BLOCK_K kb I O CG OCG KP KK g oc n_out carry channel group""".split())
+row_max row_sum self BLOCK_M BLOCK_N BLOCK_K kb I O CG OCG KP KK g oc n_out carry channel group p p_mask lanes o
+tile m_vec s_vec m_new seen e split partial rows R_total R_TOTAL OUTER INNER BLOCK_P FINAL SQUARE ONE_PASS GROUP_M
+warps pid_b n_m n_n group_size first_m rows_in_group a_ptrs b_ptrs gemm_tiles""".split())
 
 
 # -- kernels ---------------------------------------------------------------------------------------
@@ -335,81 +341,222 @@ def _pointwise_group(group: Group, name: str) -> tuple[str, str]:
     return kernel, host_src
 
 
-def _row_setup(dims: list[int]) -> list[str]:
+ROW_TILE = 4096  # elements of one reduction tile (registers: 16-32 fp32 values a thread at 4-8 warps)
+ONE_PASS_TILE = 8192  # a softmax row up to this size is loaded once and kept in registers
+SPLIT_BELOW = 1024  # a reduction with fewer outputs than this (and a long row) runs in two stages
+
+
+def _row_setup(dims: list[int], source: str = "x") -> list[str]:
     d0, d1 = dims[0], dims[-1]
-    return ["x = x.contiguous()",
+    return [f"x = {source}.contiguous()",
             f"outer = math.prod(x.shape[:{d0}])",
             f"R = math.prod(x.shape[{d0}:{d1 + 1}])",
             f"inner = math.prod(x.shape[{d1 + 1}:])"]
 
 
+@dataclass
+class TileSpace:
+    """x seen as (OUTER, R, INNER), reduced over R with 2-D tiles whose loads are coalesced.
+
+    ``strided`` False (INNER = 1): a program takes BLOCK_P whole rows, tile [BLOCK_P, BLOCK_R], reduced over
+    axis 1. ``strided`` True: a program takes BLOCK_P neighbouring inner positions of one outer index, tile
+    [BLOCK_R, BLOCK_P] (a row of the tile is contiguous in memory), reduced over axis 0."""
+
+    strided: bool
+
+    @property
+    def axis(self) -> int:
+        return 0 if self.strided else 1
+
+    @property
+    def shape(self) -> str:
+        return "[BLOCK_R, BLOCK_P]" if self.strided else "[BLOCK_P, BLOCK_R]"
+
+    def per_output(self, vector: str) -> str:
+        """A per-output vector broadcast against the tile."""
+        return f"{vector}[None, :]" if self.strided else f"{vector}[:, None]"
+
+    def setup(self) -> list[str]:
+        if self.strided:
+            return ["o = tl.program_id(0).to(tl.int64)  # the outer index",
+                    "p = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)  # neighbouring inner positions",
+                    "p_mask = p < INNER",
+                    "base = o * R * INNER + p",
+                    "lanes = tl.arange(0, BLOCK_R)"]
+        return ["p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)  # this program's rows",
+                "p_mask = p < OUTER",
+                "base = p.to(tl.int64) * R",
+                "lanes = tl.arange(0, BLOCK_R)"]
+
+    def index(self, r: str = "r") -> str:
+        return f"base[None, :] + {r}[:, None].to(tl.int64) * INNER" if self.strided else f"base[:, None] + {r}[None, :]"
+
+    def mask(self, r: str = "r") -> str:
+        return f"({r}[:, None] < R) & p_mask[None, :]" if self.strided else f"p_mask[:, None] & ({r}[None, :] < R)"
+
+    @property
+    def out_offsets(self) -> str:
+        return "o * INNER + p" if self.strided else "p"
+
+    def host_blocks(self, one_pass: bool = False) -> list[str]:
+        """BLOCK_P and BLOCK_R for the sizes at run time (one_pass: the whole row in one tile when it fits)."""
+        tile = ONE_PASS_TILE if one_pass else ROW_TILE
+        if self.strided:
+            return [f"BLOCK_P = min(triton.next_power_of_2(inner), 64, max(16, {tile} // triton.next_power_of_2(R)))",
+                    f"BLOCK_R = min(triton.next_power_of_2(R), max(1, {tile} // BLOCK_P))"]
+        return [f"BLOCK_R = min(triton.next_power_of_2(R), {tile})",
+                f"BLOCK_P = max(1, min(triton.next_power_of_2(outer), {tile} // BLOCK_R))"]
+
+    @property
+    def grid(self) -> str:
+        return "(outer, triton.cdiv(inner, BLOCK_P))" if self.strided else "(triton.cdiv(outer, BLOCK_P),)"
+
+
+def _tile_space(anchor: OpSpec) -> TileSpace:
+    """Strided when dims follow the reduced ones (their extent is INNER > 1 at every size: a shape property)."""
+    return TileSpace(anchor.attrs["dims"][-1] != anchor.attrs["rank"] - 1)
+
+
+def _flat_epilogue(group: Group, flat: str, mask: str, out_rank: int, anchor_value: str):
+    """The pointwise chain after a row op: (index lines, signature, chain lines, result).
+
+    ``flat`` is the row-major offset of each output element; operands are read through their strides in the
+    output's shape (the host expands them to it), from each element's index per dim."""
+    if not group.chain:
+        return [], [], [], anchor_value
+    index_lines = ["rest = " + flat]
+    terms = [f"i{d}" for d in range(out_rank)]
+    for d in range(out_rank - 1, 0, -1):
+        index_lines += [f"i{d} = rest % D{d}", f"rest = rest // D{d}"]
+    index_lines.append("i0 = rest")
+    sig, lines, result = _epilogue(group, terms, mask, set())
+    sig += [f"D{d}" for d in range(1, out_rank)]
+    return index_lines, sig, [f"acc = {anchor_value}"] + lines, result
+
+
+def _epilogue_host(group: Group, epi_sig: list[str], out: str) -> tuple[list[str], list[str], list[str]]:
+    """Host lines expanding the epilogue's operands to the output, and the kernel's pointer and trailing args."""
+    pointers = [s[:-4] for s in epi_sig if s.endswith("_ptr")]
+    lines = [f"{e} = {e}.expand({out}.shape)" for e in pointers]
+    dims = [s for s in epi_sig if re.fullmatch(r"D\d+", s)]
+    trailing = _epilogue_args([s for s in epi_sig if s not in dims]) + [f"{out}.shape[{s[1:]}]" for s in dims]
+    return lines, pointers, trailing
+
+
+def _kernel_sig(name: str, pointers: list[str], sizes: list[str], epi_sig: list[str], constexprs: list[str]) -> str:
+    epi_ptrs = [s for s in epi_sig if s.endswith("_ptr")]
+    rest = [s for s in epi_sig if not s.endswith("_ptr")]
+    params = pointers + epi_ptrs + sizes + rest + [f"{c}: tl.constexpr" for c in constexprs]
+    return f"@triton.jit\ndef {name}_kernel({', '.join(params)}):\n"
+
+
+_REDUCE_INIT = {"sum": "0.0", "mean": "0.0", "norm": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
+
+
 def _reduce_group(group: Group, name: str) -> tuple[str, str]:
+    """sum / mean / max / min / norm over consecutive dims as a 2-D tiled reduction; few outputs over long rows
+    run in two stages (partial results per chunk, then the same kernel over the partials)."""
     a = group.anchor
     op = a.op
     if op == "logsumexp":
         return _logsumexp_group(group, name)
-    init = {"sum": "0.0", "mean": "0.0", "norm": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}[op]
-    combine = {"sum": "acc + x", "mean": "acc + x", "norm": "acc + x * x", "max": "tl.maximum(acc, x)",
-               "min": "tl.minimum(acc, x)"}[op]
-    final = {"sum": "tl.sum(acc, axis=0)", "mean": "tl.sum(acc, axis=0) / R", "norm": "tl.sqrt(tl.sum(acc, axis=0))",
-             "max": "tl.max(acc, axis=0)", "min": "tl.min(acc, axis=0)"}[op]
-    body = ["pid = tl.program_id(0).to(tl.int64)",
-            "# this program's output element: outer index pid // INNER, inner index pid % INNER",
-            "base = (pid // INNER) * R * INNER + pid % INNER",
-            "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
-            f"acc = tl.full([BLOCK_R], {init}, dtype=tl.float32)",
+    space = _tile_space(a)
+    init = _REDUCE_INIT[op]
+    combine = {"max": "tl.maximum(tile, x)", "min": "tl.minimum(tile, x)"}.get(op, "tile + x")
+    reduce = {"max": "tl.max", "min": "tl.min"}.get(op, "tl.sum")
+    finish = {"mean": "acc / R_TOTAL", "norm": "tl.sqrt(acc)"}.get(op, "acc")
+    out_rank = len(node_shape(a.node))
+    index_lines, epi_sig, epi_lines, result = _flat_epilogue(group, space.out_offsets, "p_mask", out_rank, finish)
+    body = [*space.setup(),
+            f"tile = tl.full({space.shape}, {init}, dtype=tl.float32)",
             "for start in range(0, R, BLOCK_R):",
-            "    r = start + offs",
-            "    mask = r < R",
-            f"    x = tl.load(x_ptr + base + r * INNER, mask=mask, other={init}).to(tl.float32)",
-            f"    acc = {combine}",
-            f"result = {final}",
-            "tl.store(out_ptr + pid, result.to(out_ptr.dtype.element_ty))"]
-    kernel = f"@triton.jit\ndef {name}_kernel(x_ptr, out_ptr, R, INNER, BLOCK_R: tl.constexpr):\n" + _indent(body) + "\n"
+            "    r = start + lanes",
+            f"    x = tl.load(x_ptr + {space.index()}, mask={space.mask()}, other={init}).to(tl.float32)"]
+    if op == "norm":
+        body.append("    x = x * x if SQUARE else x  # stage 1 squares, stage 2 sums the partial sums")
+    body += [f"    tile = {combine}",
+             f"acc = {reduce}(tile, axis={space.axis})",
+             "if FINAL:",
+             *["    " + line for line in index_lines + (epi_lines or [f"acc = {finish}"])],
+             f"    tl.store(out_ptr + {space.out_offsets}, {result if group.chain else 'acc'}"
+             ".to(out_ptr.dtype.element_ty), mask=p_mask)",
+             "else:  # a partial result of stage 1",
+             f"    tl.store(out_ptr + {space.out_offsets}, acc, mask=p_mask)"]
+    constexprs = ["BLOCK_P", "BLOCK_R", "FINAL"] + (["SQUARE"] if op == "norm" else [])
+    kernel = _kernel_sig(name, ["x_ptr", "out_ptr"], ["OUTER", "R", "INNER", "R_TOTAL"], epi_sig, constexprs) \
+        + _indent(body) + "\n"
+    names = [param_name(p) for p in group.params]
     dims, keep = a.attrs["dims"], a.attrs["keepdim"]
     kept = f"[1] * {len(dims)}" if keep else "[]"
-    host = _row_setup(dims) + [
+    epi_host, epi_ptrs, trailing = _epilogue_host(group, epi_sig, "out")
+    square = ", SQUARE=True" if op == "norm" else ""
+    args = ", ".join(["x", "out", *epi_ptrs, "outer", "R", "inner", "R", *trailing])  # strided: one stage
+    host = _row_setup(dims, names[0]) + [
         f"out_shape = list(x.shape[:{dims[0]}]) + {kept} + list(x.shape[{dims[-1] + 1}:])",
-        "out = torch.empty(out_shape, device=x.device, dtype=x.dtype)",
-        f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
-        f"{name}_kernel[(outer * inner,)](x, out, R, inner, BLOCK_R=BLOCK_R)",
-        "return out"]
-    return kernel, f"def run_{name}(x):\n" + _indent(host) + "\n"
+        "out = torch.empty(out_shape, device=x.device, dtype=x.dtype)", *epi_host]
+    if not space.strided:
+        stage1 = ", ".join(["x", "partial", *epi_ptrs, "rows", "R", "1", "R_total", *trailing])
+        host += ["# few outputs over long rows: stage 1 reduces chunks of each row, stage 2 the chunks",
+                 "R_total, split = R, 1",
+                 f"while outer * split < {SPLIT_BELOW} and R % (split * 2) == 0 and R // (split * 2) >= 4096:",
+                 "    split *= 2",
+                 "if split > 1:",
+                 "    partial = torch.empty(outer * split, device=x.device, dtype=torch.float32)",
+                 "    rows, R = outer * split, R // split",
+                 f"    BLOCK_R = min(triton.next_power_of_2(R), {ROW_TILE})",
+                 f"    BLOCK_P = max(1, min(triton.next_power_of_2(rows), {ROW_TILE} // BLOCK_R))",
+                 f"    {name}_kernel[(triton.cdiv(rows, BLOCK_P),)]({stage1}, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, "
+                 f"FINAL=False{square})",
+                 "    x, R = partial, split"]
+        args = ", ".join(["x", "out", *epi_ptrs, "outer", "R", "inner", "R_total", *trailing])
+        square = ", SQUARE=split == 1" if op == "norm" else ""
+    host += [*space.host_blocks(),
+             f"{name}_kernel[{space.grid}]({args}, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, FINAL=True{square})",
+             "return out"]
+    return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
 
-def _reduce_host(name: str, dims: list[int], keep: bool) -> str:
-    kept = f"[1] * {len(dims)}" if keep else "[]"
-    host = _row_setup(dims) + [
-        f"out_shape = list(x.shape[:{dims[0]}]) + {kept} + list(x.shape[{dims[-1] + 1}:])",
-        "out = torch.empty(out_shape, device=x.device, dtype=x.dtype)",
-        f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
-        f"{name}_kernel[(outer * inner,)](x, out, R, inner, BLOCK_R=BLOCK_R)",
-        "return out"]
-    return f"def run_{name}(x):\n" + _indent(host) + "\n"
+def _online_max_sum(space: TileSpace) -> list[str]:
+    """One pass over the row keeping a running maximum and the sum of exp(x - maximum) per tile lane."""
+    return [f'm_vec = tl.full({space.shape}, float("-inf"), dtype=tl.float32)',
+            f"s_vec = tl.zeros({space.shape}, dtype=tl.float32)",
+            "for start in range(0, R, BLOCK_R):",
+            "    r = start + lanes",
+            f'    x = tl.load(x_ptr + {space.index()}, mask={space.mask()}, other=float("-inf")).to(tl.float32)',
+            "    m_new = tl.maximum(m_vec, x)",
+            "    # lanes that have seen only -inf keep a zero sum (exp(-inf - -inf) would be nan)",
+            '    seen = m_new > float("-inf")',
+            "    s_vec = tl.where(seen, s_vec * tl.exp(m_vec - m_new) + tl.exp(x - m_new), 0.0)",
+            "    m_vec = m_new",
+            f"row_max = tl.max(m_vec, axis={space.axis})",
+            f"row_sum = tl.sum(tl.where(m_vec > float(\"-inf\"), s_vec * tl.exp(m_vec - {space.per_output('row_max')}), 0.0), "
+            f"axis={space.axis})"]
 
 
 def _logsumexp_group(group: Group, name: str) -> tuple[str, str]:
-    body = ["pid = tl.program_id(0).to(tl.int64)",
-            "base = (pid // INNER) * R * INNER + pid % INNER",
-            "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
-            "# pass 1: the maximum, so that exp never overflows",
-            'acc_max = tl.full([BLOCK_R], float("-inf"), dtype=tl.float32)',
-            "for start in range(0, R, BLOCK_R):",
-            "    r = start + offs",
-            '    x = tl.load(x_ptr + base + r * INNER, mask=r < R, other=float("-inf")).to(tl.float32)',
-            "    acc_max = tl.maximum(acc_max, x)",
-            "row_max = tl.max(acc_max, axis=0)",
-            "# pass 2: log(sum(exp(x - max))) + max",
-            "acc_sum = tl.zeros([BLOCK_R], dtype=tl.float32)",
-            "for start in range(0, R, BLOCK_R):",
-            "    r = start + offs",
-            '    x = tl.load(x_ptr + base + r * INNER, mask=r < R, other=float("-inf")).to(tl.float32)',
-            "    acc_sum += tl.exp(x - row_max)",
-            "result = row_max + tl.log(tl.sum(acc_sum, axis=0))",
-            "tl.store(out_ptr + pid, result.to(out_ptr.dtype.element_ty))"]
-    kernel = f"@triton.jit\ndef {name}_kernel(x_ptr, out_ptr, R, INNER, BLOCK_R: tl.constexpr):\n" + _indent(body) + "\n"
     a = group.anchor
-    return kernel, _reduce_host(name, a.attrs["dims"], a.attrs["keepdim"])
+    space = _tile_space(a)
+    out_rank = len(node_shape(a.node))
+    index_lines, epi_sig, epi_lines, result = _flat_epilogue(group, space.out_offsets, "p_mask", out_rank,
+                                                             "row_max + tl.log(row_sum)")
+    body = [*space.setup(), *_online_max_sum(space), *index_lines, *(epi_lines or ["acc = row_max + tl.log(row_sum)"]),
+            f"tl.store(out_ptr + {space.out_offsets}, {result if group.chain else 'acc'}.to(out_ptr.dtype.element_ty), "
+            "mask=p_mask)"]
+    kernel = _kernel_sig(name, ["x_ptr", "out_ptr"], ["OUTER", "R", "INNER"], epi_sig, ["BLOCK_P", "BLOCK_R"]) \
+        + _indent(body) + "\n"
+    names = [param_name(p) for p in group.params]
+    dims, keep = a.attrs["dims"], a.attrs["keepdim"]
+    kept = f"[1] * {len(dims)}" if keep else "[]"
+    epi_host, epi_ptrs, trailing = _epilogue_host(group, epi_sig, "out")
+    host = _row_setup(dims, names[0]) + [
+        f"out_shape = list(x.shape[:{dims[0]}]) + {kept} + list(x.shape[{dims[-1] + 1}:])",
+        "out = torch.empty(out_shape, device=x.device, dtype=x.dtype)", *epi_host, *space.host_blocks(),
+        f"{name}_kernel[{space.grid}]({', '.join(['x', 'out', *epi_ptrs, 'outer', 'R', 'inner', *trailing])}, "
+        "BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R)",
+        "return out"]
+    return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
+
+
 
 
 def _three_pass_norm(index: str, channel: str | None, w_name: str | None, b_name: str | None, eps: float) -> list[str]:
@@ -571,39 +718,42 @@ _EMITTED_HELPERS: set[str] = set()
 
 
 def _softmax_group(group: Group, name: str) -> tuple[str, str]:
-    log = group.anchor.op == "log_softmax"
-    write = "y = x - row_max - tl.log(row_sum)" if log else "y = tl.exp(x - row_max) / row_sum"
-    body = ["pid = tl.program_id(0).to(tl.int64)",
-            "base = (pid // INNER) * R * INNER + pid % INNER",
-            "offs = tl.arange(0, BLOCK_R).to(tl.int64)",
-            "# pass 1: the row's maximum",
-            'acc_max = tl.full([BLOCK_R], float("-inf"), dtype=tl.float32)',
-            "for start in range(0, R, BLOCK_R):",
-            "    r = start + offs",
-            '    x = tl.load(x_ptr + base + r * INNER, mask=r < R, other=float("-inf")).to(tl.float32)',
-            "    acc_max = tl.maximum(acc_max, x)",
-            "row_max = tl.max(acc_max, axis=0)",
-            "# pass 2: the sum of exp(x - max)",
-            "acc_sum = tl.zeros([BLOCK_R], dtype=tl.float32)",
-            "for start in range(0, R, BLOCK_R):",
-            "    r = start + offs",
-            '    x = tl.load(x_ptr + base + r * INNER, mask=r < R, other=float("-inf")).to(tl.float32)',
-            "    acc_sum += tl.exp(x - row_max)",
-            "row_sum = tl.sum(acc_sum, axis=0)",
-            "# pass 3: write the normalized row",
-            "for start in range(0, R, BLOCK_R):",
-            "    r = start + offs",
-            "    mask = r < R",
-            "    x = tl.load(x_ptr + base + r * INNER, mask=mask, other=0.0).to(tl.float32)",
-            f"    {write}",
-            "    tl.store(out_ptr + base + r * INNER, y.to(out_ptr.dtype.element_ty), mask=mask)"]
-    kernel = f"@triton.jit\ndef {name}_kernel(x_ptr, out_ptr, R, INNER, BLOCK_R: tl.constexpr):\n" + _indent(body) + "\n"
-    host = _row_setup(group.anchor.attrs["dims"]) + [
-        "out = torch.empty_like(x)",
-        f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
-        f"{name}_kernel[(outer * inner,)](x, out, R, inner, BLOCK_R=BLOCK_R)",
+    """softmax / log_softmax over one dim: one pass when the row fits a tile (kept in registers), else an online
+    max-and-sum pass and a write pass; the pointwise chain after it is applied before the store."""
+    a = group.anchor
+    log = a.op == "log_softmax"
+    space = _tile_space(a)
+    row_max, row_sum = space.per_output("row_max"), space.per_output("row_sum")
+    index_lines, epi_sig, epi_lines, result = _flat_epilogue(group, space.index(), space.mask(), a.attrs["rank"], "y")
+    write = f"y = x - {row_max} - tl.log({row_sum})" if log else f"y = tl.exp(x - {row_max}) / {row_sum}"
+    store = [*index_lines, *epi_lines,
+             f"tl.store(out_ptr + {space.index()}, {result}.to(out_ptr.dtype.element_ty), mask={space.mask()})"]
+    body = [*space.setup(),
+            "if ONE_PASS:  # the whole row is one tile: read once",
+            "    r = lanes",
+            f'    x = tl.load(x_ptr + {space.index()}, mask={space.mask()}, other=float("-inf")).to(tl.float32)',
+            f"    row_max = tl.max(x, axis={space.axis})",
+            f"    e = tl.exp(x - {row_max})",
+            f"    row_sum = tl.sum(e, axis={space.axis})",
+            f"    {write if log else f'y = e / {row_sum}'}",
+            *["    " + line for line in store],
+            "else:  # pass 1: running max and sum; pass 2: write",
+            *["    " + line for line in _online_max_sum(space)],
+            "    for start in range(0, R, BLOCK_R):",
+            "        r = start + lanes",
+            f"        x = tl.load(x_ptr + {space.index()}, mask={space.mask()}, other=0.0).to(tl.float32)",
+            f"        {write}",
+            *["        " + line for line in store]]
+    kernel = _kernel_sig(name, ["x_ptr", "out_ptr"], ["OUTER", "R", "INNER"], epi_sig,
+                         ["BLOCK_P", "BLOCK_R", "ONE_PASS"]) + _indent(body) + "\n"
+    names = [param_name(p) for p in group.params]
+    epi_host, epi_ptrs, trailing = _epilogue_host(group, epi_sig, "out")
+    host = _row_setup(a.attrs["dims"], names[0]) + [
+        "out = torch.empty_like(x)", *epi_host, *space.host_blocks(one_pass=True),
+        f"{name}_kernel[{space.grid}]({', '.join(['x', 'out', *epi_ptrs, 'outer', 'R', 'inner', *trailing])}, "
+        "BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, ONE_PASS=BLOCK_R >= R)",
         "return out"]
-    return kernel, f"def run_{name}(x):\n" + _indent(host) + "\n"
+    return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
 
 def _layer_norm_group(group: Group, name: str) -> tuple[str, str]:
@@ -701,7 +851,37 @@ def _epilogue_args(epi_sig: list[str]) -> list[str]:
 
 
 def _dot(a: str, b: str, fp32: bool) -> str:
-    return f"tl.dot({a}, {b}, input_precision=\"ieee\")" if fp32 else f"tl.dot({a}, {b})"
+    return f"tl.dot({a}, {b}, input_precision=\"{_SETTINGS['fp32_dot']}\")" if fp32 else f"tl.dot({a}, {b})"
+
+
+def _grouped_order() -> list[str]:
+    """pid -> (pid_m, pid_n) in groups of GROUP_M row tiles: consecutive programs share B's columns in L2."""
+    return ["n_m = tl.cdiv(M, BLOCK_M)", "n_n = tl.cdiv(N, BLOCK_N)",
+            "# grouped order: GROUP_M row tiles walk the same column tiles while those sit in L2",
+            "group_size = GROUP_M * n_n", "first_m = (pid // group_size) * GROUP_M",
+            "rows_in_group = tl.minimum(n_m - first_m, GROUP_M)",
+            "pid_m = first_m + (pid % group_size) % rows_in_group", "pid_n = (pid % group_size) // rows_in_group"]
+
+
+def _gemm_tiles_helper() -> str:
+    """The host helper choosing GEMM tiles at run time (once per file: matmuls and convolutions share it)."""
+    if "gemm_tiles" in _EMITTED_HELPERS:
+        return ""
+    _EMITTED_HELPERS.add("gemm_tiles")
+    return f'''def gemm_tiles(M, N, batch=1):
+    """BLOCK_M, BLOCK_N, BLOCK_K, num_warps for an M x N output (times batch): 128x128 while that gives a large
+    GPU's SMs a program each, halved (the longer side first) while it would not."""
+    block_m = min(128, max(16, triton.next_power_of_2(M)))
+    block_n = min(128, max(16, triton.next_power_of_2(N)))
+    while block_m * block_n > 32 * 32 and triton.cdiv(M, block_m) * triton.cdiv(N, block_n) * batch < {GEMM_MIN_PROGRAMS}:
+        if block_m >= block_n:
+            block_m //= 2
+        else:
+            block_n //= 2
+    return block_m, block_n, 32, 8 if block_m * block_n >= 128 * 128 else 4
+
+
+'''
 
 
 def _matmul_group(group: Group, name: str) -> tuple[str, str]:
@@ -709,20 +889,21 @@ def _matmul_group(group: Group, name: str) -> tuple[str, str]:
     fp32 = str(node_dtype(a.node)) == "torch.float32"
     terms = ["pid_b", "offs_m[:, None]", "offs_n[None, :]"]
     epi_sig, epi_lines, result = _epilogue(group, terms, "c_mask", set())
-    body = ["pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)", "pid_b = tl.program_id(2).to(tl.int64)",
+    body = ["pid = tl.program_id(0)", "pid_b = tl.program_id(1).to(tl.int64)",
+            *_grouped_order(),
             "# 64-bit offsets: a row times its stride passes 2**31 on the large problems",
             "offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)",
             "offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)",
-            "a_base = a_ptr + pid_b * stride_ab",
-            "b_base = b_ptr + pid_b * stride_bb",
+            "offs_k = tl.arange(0, BLOCK_K)",
+            "a_ptrs = a_ptr + pid_b * stride_ab + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak",
+            "b_ptrs = b_ptr + pid_b * stride_bb + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn",
             "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
             "for k in range(0, K, BLOCK_K):",
-            "    offs_k = k + tl.arange(0, BLOCK_K)",
-            "    a = tl.load(a_base + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,",
-            "                mask=(offs_m[:, None] < M) & (offs_k[None, :] < K), other=0.0)",
-            "    b = tl.load(b_base + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn,",
-            "                mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)",
+            "    a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k), other=0.0)",
+            "    b = tl.load(b_ptrs, mask=(offs_k[:, None] < K - k) & (offs_n[None, :] < N), other=0.0)",
             f"    acc += {_dot('a', 'b', fp32)}",
+            "    a_ptrs += BLOCK_K * stride_ak",
+            "    b_ptrs += BLOCK_K * stride_bk",
             "c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)",
             *epi_lines,
             "c_ptrs = c_ptr + pid_b * stride_cb + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn",
@@ -731,8 +912,9 @@ def _matmul_group(group: Group, name: str) -> tuple[str, str]:
            "stride_ab", "stride_am", "stride_ak", "stride_bb", "stride_bk", "stride_bn",
            "stride_cb", "stride_cm", "stride_cn"] + [s for s in epi_sig if not s.endswith("_ptr")]
     kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(sig)},\n"
-              f"{' ' * (len(name) + 12)}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):\n"
-              + _indent(body) + "\n")
+              f"{' ' * (len(name) + 12)}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
+              "GROUP_M: tl.constexpr):\n" + _indent(body) + "\n")
+    kernel = _gemm_tiles_helper() + kernel
 
     names = [param_name(p) for p in group.params]
     x, w = names[0], names[1]
@@ -756,10 +938,11 @@ def _matmul_group(group: Group, name: str) -> tuple[str, str]:
         host.append(f"{e} = {e}.expand(out_shape).reshape(B, M, N)")
     args = ["a3", "b3", "c", *epi_names, "M", "N", "K", "*a3.stride()", "*b3.stride()", "*c.stride()",
             *_epilogue_args(epi_sig)]
-    host += [f"BLOCK_M = {DOT_TILE}", f"BLOCK_N = {DOT_TILE}", f"BLOCK_K = {DOT_TILE}",
-             "grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N), B)",
+    host += ["BLOCK_M, BLOCK_N, BLOCK_K, warps = gemm_tiles(M, N, B)",
+             "grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N), B)",
              f"{name}_kernel[grid]({', '.join(args)},",
-             f"{' ' * (len(name) + 14)}BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)",
+             f"{' ' * (len(name) + 14)}BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8, "
+             "num_warps=warps, num_stages=3)",
              "return c.view(out_shape)"]
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
@@ -838,6 +1021,7 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
     kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(sig)},\n"
               f"{' ' * (len(name) + 12)}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):\n"
               + _indent(body) + "\n")
+    kernel = _gemm_tiles_helper() + kernel
     names = [param_name(p) for p in group.params]
     x, w = names[0], names[1]
     epi_names = [s[:-4] for s in epi_sig if s.endswith("_ptr")]
@@ -858,10 +1042,11 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
         host.append(f"{e} = {e}{view}.expand(out.shape)")
     args = [x, w, "out", *epi_names, "NB", "C", "OC", "*I", "*O", "*K", f"*{x}.stride()", "*out.stride()",
             *_epilogue_args(epi_sig)]
-    host += [f"BLOCK_M = {DOT_TILE}", f"BLOCK_N = {DOT_TILE}", f"BLOCK_K = {DOT_TILE}",
+    host += [f"BLOCK_M, BLOCK_N, BLOCK_K, warps = gemm_tiles(NB * math.prod(O), OC // {G}, {G})",
              f"grid = (triton.cdiv(NB * math.prod(O), BLOCK_M), triton.cdiv(OC // {G}, BLOCK_N), {G})",
              f"{name}_kernel[grid]({', '.join(args)},",
-             f"{' ' * (len(name) + 14)}BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)",
+             f"{' ' * (len(name) + 14)}BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=warps, "
+             "num_stages=3)",
              "return out"]
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
@@ -944,8 +1129,13 @@ def _constant_tensor(graph_module, target: str, forward_params: list[str]) -> st
     return f"torch.tensor({data!r}, dtype={value.dtype}{device})"
 
 
-def lower(graph_module) -> Lowering:
-    """Group, generate kernels and host functions, and write the forward body that calls them."""
+def lower(graph_module, fp32_dot: str = "tf32x3") -> Lowering:
+    """Group, generate kernels and host functions, and write the forward body that calls them.
+
+    ``fp32_dot``: the input precision of fp32 ``tl.dot`` ("tf32x3" or "ieee")."""
+    if fp32_dot not in ("tf32x3", "ieee"):
+        raise ValueError(f"fp32_dot must be tf32x3 or ieee, not {fp32_dot!r}")
+    _SETTINGS["fp32_dot"] = fp32_dot
     groups, specs = group_nodes(graph_module)
     _EMITTED_HELPERS.clear()  # combine functions shared by this file's scan kernels
     used: set[str] = set()

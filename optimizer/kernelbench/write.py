@@ -101,10 +101,10 @@ def render(problem: Problem, lowering: Lowering) -> str:
     return "".join(parts)
 
 
-def generate(problem: Problem) -> Generated:
-    """Trace, lower and render one problem."""
+def generate(problem: Problem, fp32_dot: str = "tf32x3") -> Generated:
+    """Trace, lower and render one problem (``fp32_dot``: the precision of fp32 ``tl.dot``, see ``lower``)."""
     traced = trace_problem(problem)
-    lowering = lower(traced.graph_module)
+    lowering = lower(traced.graph_module, fp32_dot)
     text = render(problem, lowering)
     classes = sorted({g.kind for g in lowering.groups})
     return Generated(problem.name, text, [f"{g.name}_kernel" for g in lowering.groups], lowering.fallbacks, classes)
