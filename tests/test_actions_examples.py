@@ -37,4 +37,4 @@ def test_docstring_example(action_name):
     candidate = Candidate(action_name, action.kind, kernel, params, "example", 0, action.changes_numerics)
     edit = apply_candidate(before, candidate, target)
     assert edit.new_text == after
-    assert 0 < edit.changed_lines < 20
+    assert 0 < edit.changed_lines < getattr(action, "max_changed_lines", 20)  # flash_attention: three kernels become one

@@ -1,0 +1,1298 @@
+"""Flash attention: naive attention written as separate kernels becomes one flash-attention kernel.
+
+User code often computes attention as a scores kernel (``S = Q @ K^T * scale``, maybe masked) into a
+buffer, a row-softmax kernel over that buffer, then ``O = P @ V``; or as two kernels, the first one
+storing the softmax itself. Every score is written to and read back from memory, at
+``O(seq^2)`` bytes. The P @ V kernel (one program per block of query rows, a loop over key blocks)
+becomes the flash kernel of Triton's tutorial: in its key loop it computes the scores of the block
+with the scores kernel's own code (its loads, scale and masks, at the rows and keys of that
+block), keeps a running row maximum ``m_i`` and sum ``l_i``, rescales the accumulator by
+``exp(m_old - m_new)`` and divides by ``l_i`` after the loop. The score and probability buffers,
+their allocations and the other launches go. Equal up to rounding (each probability is
+rescaled once per new maximum instead of normalised once).
+
+Offered when the kernels are launched once each, back to back in one host function (only shape
+arithmetic between them), the buffers are fresh allocations the host uses for nothing else, the
+scores are fp32, the softmax is over the key axis (unit stride) and covers the whole row (its
+block is ``triton.next_power_of_2`` of the row length), every index into the buffers agrees
+between the kernels (compared symbolically: rows, keys and batch program ids), the P @ V kernel
+masks keys past that length and uses the probabilities only in its ``tl.dot``, and nothing draws
+random numbers (dropout).
+
+Example: kernel=pv_kernel target=h100 params={"scores": "qk_kernel", "softmax": "softmax_kernel", "pv": "pv_kernel"}
+
+```python before
+@triton.jit
+def qk_kernel(q_ptr, k_ptr, s_ptr, n, scale, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    bh = tl.program_id(2)
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, D)
+    q = tl.load(q_ptr + bh * n * D + offs_m[:, None] * D + offs_d[None, :], mask=offs_m[:, None] < n, other=0.0)
+    k = tl.load(k_ptr + bh * n * D + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < n, other=0.0)
+    s = tl.dot(q, tl.trans(k)) * scale
+    tl.store(s_ptr + bh * n * n + offs_m[:, None] * n + offs_n[None, :], s, mask=(offs_m[:, None] < n) & (offs_n[None, :] < n))
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n_cols + cols, num / tl.sum(num, axis=0), mask=cols < n_cols)
+
+
+@triton.jit
+def pv_kernel(p_ptr, v_ptr, o_ptr, n, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    bh = tl.program_id(1)
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D)
+    acc = tl.zeros((BLOCK_M, D), dtype=tl.float32)
+    for start_n in range(0, n, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        p = tl.load(p_ptr + bh * n * n + offs_m[:, None] * n + offs_n[None, :], mask=offs_n[None, :] < n, other=0.0)
+        v = tl.load(v_ptr + bh * n * D + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < n, other=0.0)
+        acc += tl.dot(p.to(v.dtype), v)
+    tl.store(o_ptr + bh * n * D + offs_m[:, None] * D + offs_d[None, :], acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < n)
+
+
+def attention(q, k, v):
+    bh, n, d = q.shape
+    s = torch.empty((bh, n, n), device=q.device, dtype=torch.float32)
+    p = torch.empty_like(s)
+    o = torch.empty_like(q)
+    qk_kernel[(triton.cdiv(n, 16), triton.cdiv(n, 16), bh)](q, k, s, n, d ** -0.5, D=d, BLOCK_M=16, BLOCK_N=16)
+    softmax_kernel[(bh * n,)](s, p, n, BLOCK=triton.next_power_of_2(n))
+    pv_kernel[(triton.cdiv(n, 16), bh)](p, v, o, n, D=d, BLOCK_M=16, BLOCK_N=16)
+    return o
+```
+
+```python after
+@triton.jit
+def pv_kernel(v_ptr, o_ptr, n, q_ptr, k_ptr, scale, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    bh = tl.program_id(1)
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D)
+    acc = tl.zeros((BLOCK_M, D), dtype=tl.float32)
+    q = tl.load(q_ptr + bh * n * D + offs_m[:, None] * D + offs_d[None, :], mask=offs_m[:, None] < n, other=0.0)
+    m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    for start_n in range(0, n, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + bh * n * D + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < n, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * scale
+        s = tl.where(offs_n[None, :] < n, s.to(tl.float32), float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None]
+        m_i = m_new
+        v = tl.load(v_ptr + bh * n * D + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < n, other=0.0)
+        acc += tl.dot(p.to(v.dtype), v)
+    acc = acc / l_i[:, None]
+    tl.store(o_ptr + bh * n * D + offs_m[:, None] * D + offs_d[None, :], acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < n)
+
+
+def attention(q, k, v):
+    bh, n, d = q.shape
+    o = torch.empty_like(q)
+    pv_kernel[(triton.cdiv(n, 16), bh)](v, o, n, q, k, d ** -0.5, D=d, BLOCK_M=16, BLOCK_N=16)
+    return o
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from ..analysis import FileAnalysis, Kernel
+from ..analysis.model import Value
+from ..hardware import GpuProfile
+from . import _common as c
+from .base import ActionError, Candidate, Edit
+from .fusion import (
+    _call_of,
+    _drop_unreferenced_def,
+    _impure_calls,
+    _is_docstring,
+    _top_statement,
+)
+
+_ALLOCATORS = ("torch.empty", "torch.zeros", "torch.empty_like", "torch.zeros_like")
+_NEG_INF = {'float("-inf")', "float('-inf')", '-float("inf")', "-float('inf')", "-math.inf", "-tl.inf"}
+_RANDOM = ("rand", "randn", "randint", "randint4x", "philox", "dropout")
+_TORCH_TO_TL = {"float32": "tl.float32", "float": "tl.float32", "float16": "tl.float16", "half": "tl.float16",
+                "bfloat16": "tl.bfloat16"}
+# Names a kernel statement may read besides its locals and parameters.
+_GLOBALS = {"tl", "triton", "float", "int", "math", "min", "max", "None", "True", "False"}
+
+
+def _flat(node: cst.CSTNode) -> str:
+    return "".join(c.code(node).split())
+
+
+def _sympy():
+    import sympy  # lazily: only files that launch a matmul-like chain pay for the import
+
+    return sympy
+
+
+# ---- index arithmetic as sympy expressions -------------------------------------------------------
+class _Index:
+    """Index expressions of one kernel as sympy: program ids, aranges and the loop variable are roots."""
+
+    def __init__(self, prefix: str, params: dict):
+        self.sp = _sympy()
+        self.prefix = prefix
+        self.env: dict = dict(params)
+        self.loop_var: str | None = None
+
+    def sym(self, name: str):
+        return self.sp.Symbol(self.prefix + name)
+
+    def of(self, node: cst.BaseExpression):
+        """The node's value as index arithmetic; None when it is not (a load, a float, a dot)."""
+        sp = self.sp
+        if isinstance(node, cst.Name):
+            return self.env.get(node.value)
+        if isinstance(node, cst.Integer):
+            return sp.Integer(int(node.evaluated_value))
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            inner = self.of(node.expression)
+            return None if inner is None else -inner
+        if isinstance(node, cst.BinaryOperation):
+            left, right = self.of(node.left), self.of(node.right)
+            if left is None or right is None:
+                return None
+            op = node.operator
+            if isinstance(op, cst.Add):
+                return left + right
+            if isinstance(op, cst.Subtract):
+                return left - right
+            if isinstance(op, cst.Multiply):
+                return left * right
+            if isinstance(op, cst.FloorDivide):
+                return sp.Function("floordiv")(left, right)
+            if isinstance(op, cst.Modulo):
+                return sp.Function("mod")(left, right)
+            return None
+        if isinstance(node, cst.Call):
+            func = c.code(node.func)
+            args = [a.value for a in node.args]
+            if func == "tl.program_id" and len(args) == 1 and isinstance(args[0], cst.Integer):
+                return self.sym(f"pid{args[0].value}")
+            if func == "tl.arange" and len(args) == 2 and _flat(args[0]) == "0":
+                return self.sym(f"ar:{_flat(args[1])}")
+            if func in ("tl.multiple_of", "tl.max_contiguous") and args:
+                return self.of(args[0])
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":
+                return self.of(node.func.value)
+            return None
+        if isinstance(node, cst.Subscript):
+            axis = _broadcast_axis(node)
+            inner = self.of(node.value)
+            if axis is None or inner is None:
+                return None
+            return inner.xreplace({s: sp.Symbol(f"{s.name}@{axis}") for s in inner.free_symbols
+                                   if ":" in s.name and "@" not in s.name and s.name.startswith(self.prefix + "ar:")})
+        return None
+
+    def assign(self, name: str, value: cst.BaseExpression) -> None:
+        found = self.of(value)
+        if found is None:
+            self.env.pop(name, None)
+        else:
+            self.env[name] = found
+
+
+def _broadcast_axis(node: cst.Subscript) -> int | None:
+    """``x[:, None]`` -> 0, ``x[None, :]`` -> 1 (the axis the vector runs along)."""
+    parts = [_flat(e.slice) for e in node.slice]
+    if parts == [":", "None"]:
+        return 0
+    if parts == ["None", ":"]:
+        return 1
+    return None
+
+
+def _strip_axes(expr):
+    sp = _sympy()
+    return expr.xreplace({s: sp.Symbol(s.name.split("@")[0]) for s in expr.free_symbols if "@" in s.name})
+
+
+def _is_root(s) -> bool:
+    tail = s.name.split(".", 1)[-1]
+    return tail.startswith(("pid", "loop", "ar:"))
+
+
+def _by_monomial(expr) -> dict:
+    """An address offset grouped by the host's sizes and strides: {monomial: index coefficient}."""
+    sp = _sympy()
+    expr = sp.expand(expr)
+    gens = sorted((s for s in expr.free_symbols if s.name.startswith("h:")), key=lambda s: s.name)
+    if not gens:
+        return {sp.Integer(1): expr}
+    try:
+        poly = sp.Poly(expr, *gens)
+    except sp.PolynomialError as exc:
+        raise ActionError("a buffer index is not a sum of strides times indices") from exc
+    out = {}
+    for monom, coeff in poly.terms():
+        key = sp.Integer(1)
+        for g, e in zip(gens, monom):
+            key *= g ** e
+        out[key] = sp.sympify(coeff)
+    return out
+
+
+# ---- host-side values -----------------------------------------------------------------------------
+class _Host:
+    """Host expressions as sympy: fresh allocations' shapes and strides are worked out."""
+
+    def __init__(self, host: cst.FunctionDef):
+        self.sp = _sympy()
+        self.host = host
+
+    def alloc(self, name: str) -> cst.Call | None:
+        assign = c.any_assignment(self.host, name)
+        if assign is None or not isinstance(assign.value, cst.Call) or c.code(assign.value.func) not in _ALLOCATORS:
+            return None
+        return assign.value
+
+    def dims(self, name: str, depth: int = 0) -> list | None:
+        call = self.alloc(name)
+        if call is None or depth > 4:
+            return None
+        positional = [a.value for a in call.args if a.keyword is None]
+        if c.code(call.func).endswith("_like"):
+            return self.dims(c.code(positional[0]), depth + 1) if positional and isinstance(positional[0], cst.Name) else None
+        if len(positional) == 1 and isinstance(positional[0], cst.Tuple | cst.List):
+            positional = [e.value for e in positional[0].elements]
+        dims = [self.of(d) for d in positional]
+        return None if not dims or any(d is None for d in dims) else dims
+
+    def dtype(self, name: str, depth: int = 0) -> str | None:
+        """The element type of a fresh allocation: ``torch.float32`` -> "float32"; a host tensor's "X.dtype"."""
+        call = self.alloc(name)
+        if call is None or depth > 4:
+            return None
+        kw = c.kwarg(call, "dtype")
+        if kw is not None:
+            text = _flat(kw.value)
+            return text.removeprefix("torch.")
+        positional = [a.value for a in call.args if a.keyword is None]
+        if c.code(call.func).endswith("_like") and positional and isinstance(positional[0], cst.Name):
+            inner = self.dtype(positional[0].value, depth + 1)
+            return inner if inner is not None else f"{positional[0].value}.dtype"
+        return None
+
+    def of(self, node: cst.BaseExpression):
+        sp = self.sp
+        if isinstance(node, cst.Integer):
+            return sp.Integer(int(node.evaluated_value))
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add | cst.Subtract | cst.Multiply):
+            left, right = self.of(node.left), self.of(node.right)
+            if isinstance(node.operator, cst.Add):
+                return left + right
+            return left - right if isinstance(node.operator, cst.Subtract) else left * right
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) \
+                and node.func.attr.value in ("stride", "size") and len(node.args) == 1 and isinstance(node.args[0].value, cst.Integer):
+            dims = self.dims(node.func.value.value)
+            i = int(node.args[0].value.evaluated_value)
+            if dims is not None and i < len(dims):
+                if node.func.attr.value == "size":
+                    return dims[i]
+                out = sp.Integer(1)
+                for d in dims[i + 1:]:
+                    out *= d
+                return out
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape" \
+                and isinstance(node.value.value, cst.Name) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
+                and isinstance(node.slice[0].slice.value, cst.Integer):
+            dims = self.dims(node.value.value.value)
+            i = int(node.slice[0].slice.value.evaluated_value)
+            if dims is not None and i < len(dims):
+                return dims[i]
+        return sp.Symbol("h:" + _flat(node))
+
+    def source(self, text: str):
+        return self.of(c.expr(text))
+
+    def covers(self, block_source: str, length) -> bool:
+        """True when a block passed as ``block_source`` is ``triton.next_power_of_2(n)`` of ``length``."""
+        node = c.expr(block_source)
+        if isinstance(node, cst.Name):
+            assign = c.any_assignment(self.host, node.value)
+            node = assign.value if assign is not None else node
+        return isinstance(node, cst.Call) and c.code(node.func) in ("triton.next_power_of_2", "next_power_of_2") \
+            and len(node.args) == 1 and self.sp.expand(self.of(node.args[0].value) - length) == 0
+
+
+# ---- kernel bodies --------------------------------------------------------------------------------
+@dataclass
+class _Stmt:
+    node: cst.SimpleStatementLine
+    target: str | None  # the name assigned (None for a store)
+    value: cst.BaseExpression | None
+    aug: bool
+    in_loop: bool
+    env: dict  # index values of names before this statement
+
+
+@dataclass
+class _Body:
+    stmts: list[_Stmt]
+    loop: cst.For | None
+    loop_var: str | None
+    index: _Index
+    prologue: int  # statements before the loop
+
+
+def _assign_parts(node: cst.CSTNode) -> tuple[str, cst.BaseExpression, bool] | None:
+    if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1):
+        return None
+    small = node.body[0]
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+        return small.targets[0].target.value, small.value, False
+    if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+        op = {cst.AddAssign: "+", cst.MultiplyAssign: "*", cst.SubtractAssign: "-", cst.DivideAssign: "/"}.get(type(small.operator))
+        if op is None:
+            return None
+        name = small.target.value
+        return name, c.expr(f"{name} {op} ({c.code(small.value)})"), True
+    return None
+
+
+def _body(kdef: cst.FunctionDef, kernel: Kernel, prefix: str, params: dict) -> _Body:
+    """Straight-line statements with at most one ``for`` loop over ``range``; anything else is refused."""
+    index = _Index(prefix, params)
+    stmts: list[_Stmt] = []
+    loop, loop_var, prologue = None, None, 0
+
+    def take(node: cst.CSTNode, in_loop: bool) -> None:
+        parts = _assign_parts(node)
+        if parts is not None:
+            name, value, aug = parts
+            stmts.append(_Stmt(node, name, value, aug, in_loop, dict(index.env)))
+            index.assign(name, value)
+            return
+        call = _call_of(node)
+        if call is not None and c.code(call.func) == "tl.store":
+            stmts.append(_Stmt(node, None, None, False, in_loop, dict(index.env)))
+            return
+        raise ActionError(f"{kernel.name} has a statement this action does not read: {c.code(node).strip()[:60]}")
+
+    for node in kdef.body.body:
+        if _is_docstring(node):
+            continue
+        if isinstance(node, cst.For):
+            iter_ = node.iter
+            if loop is not None or node.orelse is not None or not isinstance(node.target, cst.Name) \
+                    or not (isinstance(iter_, cst.Call) and c.code(iter_.func) in ("range", "tl.range")):
+                raise ActionError(f"{kernel.name} has more than one loop, or a loop not over range()")
+            loop, loop_var, prologue = node, node.target.value, len(stmts)
+            index.env[loop_var] = index.sym("loop")
+            for inner in node.body.body:
+                if isinstance(inner, cst.For | cst.If | cst.While):
+                    raise ActionError(f"{kernel.name} nests control flow in its loop")
+                take(inner, True)
+            continue
+        take(node, False)
+    if loop is None:
+        prologue = len(stmts)
+    return _Body(stmts, loop, loop_var, index, prologue)
+
+
+def _params(kernel: Kernel, sources: dict[str, str], host: _Host, prefix: str) -> dict:
+    """Kernel parameter -> sympy: block sizes stay symbolic, the rest is what the host passes."""
+    sp = _sympy()
+    out = {}
+    for p in kernel.params:
+        if p.kind == "pointer":
+            out[p.name] = sp.Symbol(f"{prefix}ptr:{p.name}")
+        elif p.kind == "constexpr" and c.is_block_name(p.name):
+            out[p.name] = sp.Symbol(f"{prefix}blk:{p.name}")
+        elif p.name in sources:
+            out[p.name] = host.source(sources[p.name])
+        elif p.default_value is not None and isinstance(p.default_value, int):
+            out[p.name] = sp.Integer(p.default_value)
+    return out
+
+
+def _mem_call(value: cst.BaseExpression, op: str) -> cst.Call | None:
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
+        value = value.func.value
+    return value if isinstance(value, cst.Call) and c.code(value.func) == op else None
+
+
+def _address(call: cst.Call, index: _Index, env: dict) -> tuple[str, object] | None:
+    """``tl.load/store(P + OFFSET, ...)`` (through local pointer names too) -> (P, OFFSET as sympy)."""
+    ptr = call.args[0].value if call.args and call.args[0].keyword is None else None
+    if ptr is None:
+        return None
+    sp = _sympy()
+    saved, index.env = index.env, env
+    try:
+        value = index.of(ptr)
+    finally:
+        index.env = saved
+    if value is None:
+        return None
+    value = sp.expand(value)
+    pointers = [s for s in value.free_symbols if ".ptr:" in s.name]
+    if len(pointers) != 1 or value.coeff(pointers[0]) != 1:
+        return None
+    offset = sp.expand(value - pointers[0])
+    if pointers[0] in offset.free_symbols:
+        return None
+    return pointers[0].name.split(".ptr:", 1)[1], offset
+
+
+def _mask_of(call: cst.Call, position: int) -> cst.BaseExpression | None:
+    kw = c.kwarg(call, "mask")
+    if kw is not None:
+        return kw.value
+    positional = [a.value for a in call.args if a.keyword is None]
+    return positional[position] if len(positional) > position else None
+
+
+def _conjuncts(mask: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    if mask is None:
+        return []
+    if isinstance(mask, cst.BinaryOperation) and isinstance(mask.operator, cst.BitAnd):
+        return _conjuncts(mask.left) + _conjuncts(mask.right)
+    return [mask.with_changes(lpar=[], rpar=[])]
+
+
+def _bound(conjunct: cst.BaseExpression, index: _Index, env: dict) -> tuple[object, object] | None:
+    """``i < n`` -> (i, n) as sympy."""
+    if not (isinstance(conjunct, cst.Comparison) and len(conjunct.comparisons) == 1
+            and isinstance(conjunct.comparisons[0].operator, cst.LessThan)):
+        return None
+    saved, index.env = index.env, env
+    try:
+        left, right = index.of(conjunct.left), index.of(conjunct.comparisons[0].comparator)
+    finally:
+        index.env = saved
+    return None if left is None or right is None else (left, right)
+
+
+# ---- the softmax of a row --------------------------------------------------------------------------
+def _inline(value: cst.BaseExpression, defs: dict[str, cst.BaseExpression]) -> cst.BaseExpression:
+    class Inline(cst.CSTTransformer):
+        def leave_Name(self, original_node, updated_node):
+            found = defs.get(updated_node.value)
+            return found.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if found is not None else updated_node
+
+        def leave_Arg(self, original_node, updated_node):
+            return updated_node.with_changes(keyword=original_node.keyword)
+
+        def leave_Attribute(self, original_node, updated_node):
+            return updated_node.with_changes(attr=original_node.attr)
+
+    return value.visit(Inline())
+
+
+def _unparen(node: cst.BaseExpression) -> cst.BaseExpression:
+    return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node
+
+
+def _reduction(node: cst.BaseExpression, op: str) -> tuple[cst.BaseExpression, int] | None:
+    """``tl.max(x, axis=1)[:, None]`` (or unbroadcast) -> (x, 1)."""
+    node = _unparen(node)
+    if isinstance(node, cst.Subscript) and _broadcast_axis(node) is not None:
+        node = _unparen(node.value)
+    if not (isinstance(node, cst.Call) and c.code(node.func) == op and node.args):
+        return None
+    axis = c.kwarg(node, "axis")
+    axis_node = axis.value if axis is not None else (node.args[1].value if len(node.args) > 1 and node.args[1].keyword is None else None)
+    if not isinstance(axis_node, cst.Integer):
+        return None
+    return node.args[0].value, int(axis_node.value)
+
+
+def _softmax_input(value: cst.BaseExpression) -> tuple[str, int] | None:
+    """``exp(x - max(x)) / sum(exp(x - max(x)))`` over one axis (casts allowed) -> (x's code, axis)."""
+    value = _unparen(value)
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
+        value = _unparen(value.func.value)
+    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
+        return None
+    num = _unparen(value.left)
+    den = _reduction(value.right, "tl.sum")
+    if den is None or _flat(_unparen(den[0])) != _flat(num):
+        return None
+    if not (isinstance(num, cst.Call) and c.code(num.func) == "tl.exp" and len(num.args) == 1):
+        return None
+    diff = _unparen(num.args[0].value)
+    if not (isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)):
+        return None
+    top = _reduction(diff.right, "tl.max")
+    x = _flat(_unparen(diff.left))
+    if top is None or _flat(_unparen(top[0])) != x or top[1] != den[1]:
+        return None
+    return x, den[1]
+
+
+def _inlined_defs(stmts: list[_Stmt], upto: int) -> tuple[dict[str, cst.BaseExpression], list[dict[str, str]]]:
+    """Each name's value with every local inlined, and after each statement each name's inlined code."""
+    defs: dict[str, cst.BaseExpression] = {}
+    after: list[dict[str, str]] = []
+    for st in stmts[:upto]:
+        if st.target is not None:
+            defs[st.target] = _inline(st.value, defs)
+        after.append({n: _flat(v) for n, v in defs.items()})
+    return defs, after
+
+
+def _has_random(kdef: cst.FunctionDef) -> bool:
+    text = c.code(kdef)
+    return any(f"tl.{name}" in text for name in _RANDOM)
+
+
+# ---- the plan -------------------------------------------------------------------------------------
+@dataclass
+class _Plan:
+    scores: Kernel
+    softmax: Kernel | None
+    pv: Kernel
+    host: cst.FunctionDef
+    launches: list[c.LaunchNode]  # scores, [softmax], pv
+    buffers: list[str]  # host names of the score / probability buffers
+    p_param: str  # the P @ V kernel's probability pointer
+    p_extra: list[str]  # its parameters that only index the probabilities (strides): they go too
+    p_stmt: cst.SimpleStatementLine  # its load of P
+    p_name: str
+    p_dtype: str | None  # tl dtype to cast the probabilities to before the dot (None: fp32)
+    key_mask: str  # the P load's conditions on keys, in the P @ V kernel's names
+    hoisted: list[cst.BaseStatement] = field(default_factory=list)
+    in_loop: list[cst.BaseStatement] = field(default_factory=list)
+    scores_code: str = ""
+    new_params: list[tuple[str, str, bool]] = field(default_factory=list)  # (name, host source, constexpr)
+    rows: str = ""  # the row block size (first dim of the accumulator)
+    acc: str = ""
+    loop: cst.For | None = None
+
+
+class FlashAttention:
+    name = "flash_attention"
+    kind = "Fusion"
+    changes_numerics = False
+    max_changed_lines = 60  # one reviewable step, bigger than the usual: three kernels become one
+
+    def _chains(self, analysis: FileAnalysis, kernel: Kernel) -> list[tuple[str, str, str]]:
+        """(scores, softmax or "", pv) launched back to back in one host function and involving ``kernel``."""
+        out = []
+        for host in analysis.host_functions:
+            sites = [s.kernel for s in analysis.launches if s.host_function == host.name]
+            for i in range(len(sites)):
+                for chain in (sites[i:i + 3], sites[i:i + 2]):
+                    if len(chain) < 2 or len(set(chain)) != len(chain) or kernel.name not in chain:
+                        continue
+                    last = analysis.kernel(chain[-1])
+                    first = analysis.kernel(chain[0])
+                    if last is None or first is None or not last.loops or not last.calls_of("dot") or not first.calls_of("dot"):
+                        continue
+                    found = (chain[0], chain[1] if len(chain) == 3 else "", chain[-1])
+                    if found not in out:
+                        out.append(found)
+        return out
+
+    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        out = []
+        module = c.parse(analysis.text)
+        for scores, softmax, pv in self._chains(analysis, kernel):
+            try:
+                self._plan(module, analysis, scores, softmax, pv)
+            except ActionError:
+                continue
+            names = ", ".join(n for n in (scores, softmax, pv) if n)
+            out.append(Candidate(self.name, self.kind, kernel.name, {"scores": scores, "softmax": softmax, "pv": pv},
+                                 f"Fuse attention into one flash kernel ({names} -> {pv}: scores never leave registers)",
+                                 c.kernel_line(analysis.kernel(pv))))
+        return out
+
+    # -- matching ---------------------------------------------------------------------------------
+    def _plan(self, module: cst.Module, analysis: FileAnalysis, scores_name: str, softmax_name: str, pv_name: str) -> _Plan:
+        sp = _sympy()
+        names = [n for n in (scores_name, softmax_name, pv_name) if n]
+        kernels = [analysis.kernel(n) for n in names]
+        if any(k is None for k in kernels):
+            raise ActionError(f"no kernels {', '.join(names)} in the file")
+        for k in kernels:
+            if k.is_autotuned or k.heuristics or len(analysis.launches_of(k.name)) != 1:
+                raise ActionError(f"{k.name} is autotuned or launched more than once")
+        scores, pv = kernels[0], kernels[-1]
+        softmax = kernels[1] if softmax_name else None
+        located = [c.locate(module, k.name) for k in kernels]
+        defs = [d for d, _ in located]
+        launches = [ls[0] for _, ls in located]
+        for d, k in zip(defs, kernels):
+            if _has_random(d):
+                raise ActionError(f"{k.name} draws random numbers (dropout): the fused kernel could not repeat them")
+        host = launches[0].host
+        if host is None or any(l.host is not host for l in launches):
+            raise ActionError("the kernels are not launched from the same host function")
+        at = [_top_statement(host, l.call) for l in launches]
+        if any(i is None for i in at) or at != sorted(at):
+            raise ActionError("the launches are not top-level statements in order")
+        if any(a.star for l in launches for a in l.call.args):
+            raise ActionError("a launch passes *args")
+        hostv = _Host(host)
+        sources = [c.launch_sources(l, k) for l, k in zip(launches, kernels)]
+        # Between the first and the last launch only shape arithmetic, and nothing the first launch reads changes.
+        first_reads = c.names_in(launches[0].call)
+        launch_lines = {at[0], at[-1], *(at[1:-1])}
+        for st in host.body.body[at[0] + 1:at[-1]]:
+            if host.body.body.index(st) in launch_lines:
+                continue
+            if not (isinstance(st, cst.SimpleStatementLine) and all(isinstance(b, cst.Assign) for b in st.body)) or _impure_calls(st):
+                raise ActionError("something other than shape arithmetic runs between the attention launches")
+            if set().union(*[c.names_in(t.target) for b in st.body for t in b.targets]) & first_reads:
+                raise ActionError(f"a statement between the launches changes what {scores.name} reads")
+
+        # The buffers: what the scores kernel stores, and what the P @ V kernel loads from the host's fresh allocation.
+        s_body = _body(defs[0], scores, "k1.", _params(scores, sources[0], hostv, "k1."))
+        v_body = _body(defs[-1], pv, "k3.", _params(pv, sources[-1], hostv, "k3."))
+        stores = [st for st in s_body.stmts if st.target is None]
+        if len(stores) != 1 or len(scores.calls_of("store")) != 1 or scores.calls_of("atomic_add", "atomic_max", "atomic_min"):
+            raise ActionError(f"{scores.name} does not store one tile")
+        store_stmt = stores[0]
+        store_call = _call_of(store_stmt.node)
+        s_addr = _address(store_call, s_body.index, store_stmt.env)
+        if s_addr is None or s_addr[0] not in sources[0]:
+            raise ActionError(f"{scores.name} does not store at pointer + offset")
+        s_param, s_offset = s_addr
+        s_buffer = sources[0][s_param]
+        if store_stmt is not s_body.stmts[-1] or s_body.stmts.index(store_stmt) < s_body.prologue and s_body.loop is not None:
+            raise ActionError(f"{scores.name} does more after its store")
+        store_value = [a.value for a in store_call.args if a.keyword is None][1]
+
+        # The P @ V kernel: one loop, P loaded once and used only in the tl.dot that accumulates.
+        if v_body.loop is None:
+            raise ActionError(f"{pv.name} has no loop over key blocks")
+        p_loads = [st for st in v_body.stmts if st.target is not None and (call := _mem_call(st.value, "tl.load")) is not None
+                   and (addr := _address(call, v_body.index, st.env)) is not None and sources[-1].get(addr[0]) in (s_buffer, *(
+                       [sources[1].get(p.name) for p in softmax.params] if softmax else []))]
+        if len(p_loads) != 1 or not p_loads[0].in_loop:
+            raise ActionError(f"{pv.name} does not load the probabilities once in its loop, as a statement")
+        p_stmt = p_loads[0]
+        p_call = _mem_call(p_stmt.value, "tl.load")
+        p_cast = c.code(p_stmt.value.args[0].value) if p_stmt.value is not p_call else None
+        other = c.kwarg(p_call, "other")
+        if other is not None and _flat(other.value) not in ("0", "0.0", "0."):
+            raise ActionError(f"{pv.name} pads the probabilities with something other than 0")
+        p_param, p_offset = _address(p_call, v_body.index, p_stmt.env)
+        p_buffer = sources[-1][p_param]
+        p_name = p_stmt.target
+        if c.count_name(defs[-1], p_param) != 2:
+            raise ActionError(f"{pv.name} reads {p_param} elsewhere")
+        # Parameters that carry the probability buffer's strides go with its load.
+        p_extra = []
+        for q in pv.params:
+            source = sources[-1].get(q.name)
+            if q.name == p_param or source is None or not c.names_in(c.expr(source)) & {p_buffer, s_buffer}:
+                continue
+            if c.count_name(defs[-1], q.name) != 1 + c.count_name(p_stmt.node, q.name):
+                raise ActionError(f"{pv.name} uses {q.name} ({source}) besides loading the probabilities")
+            p_extra.append(q.name)
+        acc, rows = self._accumulator(defs[-1], v_body, p_name, pv)
+        if softmax is None and p_buffer != s_buffer:
+            raise ActionError(f"{pv.name} does not read what {scores.name} stores")
+        buffers = [s_buffer] if softmax is None else [s_buffer, p_buffer]
+        if len(set(buffers)) != len(buffers) or not all(b.isidentifier() for b in buffers):
+            raise ActionError("the buffers are not plain host names")
+        for b in buffers:
+            if hostv.alloc(b) is None:
+                raise ActionError(f"{b} is not a fresh torch.empty/zeros allocation in {host.name.value}")
+            uses = c.count_name(host, b)
+            expected = 1 + sum(c.count_name(l.call, b) for l in launches)
+            expected += sum(1 for other in buffers if other != b and b in c.names_in(hostv.alloc(other)))
+            if uses != expected:
+                raise ActionError(f"the host uses {b} for something besides the attention kernels")
+
+        # Indices into the buffers: rows, keys and batch must mean the same in both kernels.
+        o1, o3 = _by_monomial(s_offset), _by_monomial(p_offset)
+        if set(o1) != set(o3):
+            raise ActionError(f"{scores.name} and {pv.name} index the buffer with different strides")
+        roles1, roles3 = _roles(o1, scores), _roles(o3, pv)
+        if roles1.keys() != {"row", "key"} | {k for k in roles1 if k.startswith("batch")} or roles1.keys() != roles3.keys():
+            raise ActionError("the buffer is not indexed by rows, keys and batch program ids alike")
+        sigma, renames = self._solve(roles1, roles3, o1, scores, pv)
+        if s_body.loop is not None:
+            if sp.Symbol("k1.loop") not in sigma:
+                raise ActionError(f"{scores.name}'s loop is not over key blocks")
+            assigned: set[str] = set()
+            in_loop = {st.target for st in s_body.stmts if st.in_loop and st.target}
+            for st in s_body.stmts:
+                if st.in_loop and st.target is not None:
+                    if (c.names_in(st.value) & in_loop) - assigned:
+                        raise ActionError(f"{scores.name}'s loop carries {', '.join(sorted((c.names_in(st.value) & in_loop) - assigned))} across key blocks")
+                    assigned.add(st.target)
+        mapped = sp.expand(_apply(sigma, s_offset))
+        if sp.expand(mapped - p_offset) != 0:
+            raise ActionError(f"{scores.name} and {pv.name} do not index the buffer alike")
+        key_monomial = next(m for m, r in _role_of(o1, scores).items() if r == "key")
+        row_monomial = next(m for m, r in _role_of(o1, scores).items() if r == "row")
+        if key_monomial != 1:
+            raise ActionError("the keys are not the buffer's unit-stride axis")
+
+        loop_args = [a.value for a in v_body.loop.iter.args]
+        if len(loop_args) != 3 or _flat(loop_args[0]) != "0":
+            raise ActionError(f"{pv.name}'s loop is not range(0, n, BLOCK)")
+        v_body.index.env = dict(p_stmt.env)
+        loop_bound = v_body.index.of(loop_args[1])
+        # The key length the softmax normalises over.
+        if softmax is not None:
+            n_cols = self._softmax(defs[1], softmax, sources[1], hostv, s_buffer, p_buffer, row_monomial)
+            dtype = hostv.dtype(s_buffer)
+            if dtype not in ("float32", "float"):
+                raise ActionError(f"the scores buffer {s_buffer} is not fp32 (the softmax would see rounded scores)")
+            x_code, end = store_value, s_body.stmts.index(store_stmt)
+        else:
+            x_code, end, n_cols = self._fused_softmax(s_body, store_stmt, store_value, scores, sources[0], hostv, roles1)
+        if loop_bound is None or sp.expand(loop_bound - n_cols) != 0:
+            raise ActionError(f"{pv.name}'s loop does not cover the softmax's row length")
+        key_mask = self._key_mask(p_call, v_body, p_stmt, n_cols, roles3, defs[-1], pv)
+        p_dtype = hostv.dtype(p_buffer)
+        if p_cast is not None:
+            p_dtype = p_cast  # the P @ V kernel casts what it loads: the probabilities get that type
+        elif p_dtype in ("float32", "float"):
+            p_dtype = None
+        elif p_dtype in _TORCH_TO_TL:
+            p_dtype = _TORCH_TO_TL[p_dtype]
+        else:
+            raise ActionError(f"the element type of {p_buffer} is not a literal torch dtype")
+
+        plan = _Plan(scores, softmax, pv, host, launches, buffers, p_param, p_extra, p_stmt.node, p_name, p_dtype, key_mask,
+                     rows=rows, acc=acc, loop=v_body.loop)
+        self._copy_scores(plan, s_body, v_body, defs, sources, sigma, renames, x_code, end, s_param, p_stmt)
+        return plan
+
+    def _accumulator(self, kdef: cst.FunctionDef, body: _Body, p_name: str, pv: Kernel) -> tuple[str, str]:
+        """The accumulator the loop adds ``tl.dot(p, v)`` to, and its row block (first dim of its tl.zeros)."""
+        dots = [st for st in body.stmts if st.in_loop and st.target is not None and f"{p_name}" in c.names_in(st.value)]
+        if len(dots) != 1:
+            raise ActionError(f"{pv.name} uses the probabilities outside one accumulating tl.dot")
+        st = dots[0]
+        acc = st.target
+        value = st.value
+        dot = None
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) and _flat(value.left) == acc:
+            dot = _unparen(value.right)
+        elif isinstance(value, cst.Call) and c.code(value.func) == "tl.dot" and len(value.args) == 3 and _flat(value.args[2].value) == acc:
+            dot = value
+        if not (isinstance(dot, cst.Call) and c.code(dot.func) == "tl.dot") or len(dot.args) < 2:
+            raise ActionError(f"{pv.name} does not accumulate tl.dot(p, v)")
+        first = _unparen(dot.args[0].value)
+        while isinstance(first, cst.Call) and isinstance(first.func, cst.Attribute) and first.func.attr.value == "to":
+            first = _unparen(first.func.value)
+        if _flat(first) != p_name or p_name in c.names_in(dot.args[1].value):
+            raise ActionError(f"{pv.name}'s tl.dot does not take the probabilities as its left operand")
+        writes = [s for s in body.stmts if s.target == acc]
+        init = [s for s in writes if body.stmts.index(s) < body.prologue]
+        if len(init) != 1 or len([s for s in writes if s.in_loop]) != 1 or init[0] is not writes[0]:
+            raise ActionError(f"{pv.name} does not start {acc} at zero before the loop and only add to it in the loop")
+        zeros = init[0].value
+        if not (isinstance(zeros, cst.Call) and c.code(zeros.func) == "tl.zeros" and zeros.args
+                and isinstance(zeros.args[0].value, cst.Tuple | cst.List) and "float32" in _flat(zeros)):
+            raise ActionError(f"{pv.name}'s {acc} is not tl.zeros((rows, dim), dtype=tl.float32)")
+        rows = c.code(zeros.args[0].value.elements[0].value)
+        return acc, rows
+
+    def _solve(self, roles1: dict, roles3: dict, o1: dict, scores: Kernel, pv: Kernel):
+        """Root substitution sigma (scores kernel's program ids, aranges, loop -> the P @ V kernel's) and block renames."""
+        sp = _sympy()
+        sigma: dict = {}
+        renames: dict[str, str] = {}
+
+        def put(root, value) -> None:
+            if root in sigma and sp.expand(sigma[root] - value) != 0:
+                raise ActionError("a program id or arange of the scores kernel would mean two things")
+            sigma[root] = value
+
+        for role in ("row", "key"):
+            c1, c3 = _strip_axes(roles1[role]), _strip_axes(roles3[role])
+            a1, a3 = _arange(c1, scores), _arange(c3, pv)
+            b1, b3 = a1.name.split("ar:", 1)[1], a3.name.split("ar:", 1)[1]
+            if not (scores.param(b1) and pv.param(b3) and c.is_block_name(b1) and c.is_block_name(b3)):
+                raise ActionError(f"the {role} block sizes are not block parameters")
+            if renames.get(b1, b3) != b3:
+                raise ActionError("the scores kernel uses one block size for rows and keys")
+            renames[b1] = b3
+            blk1, blk3 = sp.Symbol(f"k1.blk:{b1}"), sp.Symbol(f"k3.blk:{b3}")
+            c1 = c1.xreplace({blk1: blk3})
+            t1, t3 = sp.expand(c1 - a1), sp.expand(c3 - a3)
+            if t1 == 0:
+                put(a1, c3)
+                continue
+            put(a1, a3)
+            roots = [s for s in t1.free_symbols if _is_root(s)]
+            if len(roots) != 1:
+                raise ActionError(f"the scores kernel's {role} index is not program id times block plus arange")
+            k = sp.simplify(t1 / roots[0])
+            if any(_is_root(s) for s in k.free_symbols):
+                raise ActionError(f"the scores kernel's {role} index is not linear")
+            put(roots[0], sp.expand(t3 / k))
+        for role, c1 in roles1.items():
+            if role.startswith("batch"):
+                c3 = roles3[role]
+                if not (isinstance(c1, sp.Symbol) and _is_root(c1)):
+                    raise ActionError("the scores kernel's batch index is not a program id")
+                put(c1, c3)
+        return sigma, renames
+
+    def _softmax(self, kdef, softmax: Kernel, sources, hostv: _Host, s_buffer, p_buffer, row_monomial):
+        """Check the middle kernel is a row softmax from S to P over the key axis; the row length it covers."""
+        sp = _sympy()
+        body = _body(kdef, softmax, "k2.", _params(softmax, sources, hostv, "k2."))
+        if body.loop is not None or len(softmax.calls_of("load")) != 1 or len(softmax.calls_of("store")) != 1:
+            raise ActionError(f"{softmax.name} is not a one-block row softmax (one load, one store, no loop)")
+        store = body.stmts[-1]
+        if store.target is not None:
+            raise ActionError(f"{softmax.name} does more after its store")
+        call = _call_of(store.node)
+        defs, after = _inlined_defs(body.stmts, len(body.stmts) - 1)
+        value = _inline([a.value for a in call.args if a.keyword is None][1], defs)
+        found = _softmax_input(value)
+        if found is None or found[1] != 0:
+            raise ActionError(f"{softmax.name} does not store exp(x - max(x)) / sum(exp(x - max(x))) of one row")
+        loads = [st for st in body.stmts if st.target is not None and _mem_call(st.value, "tl.load") is not None]
+        if len(loads) != 1 or after[body.stmts.index(loads[0])][loads[0].target] != found[0]:
+            raise ActionError(f"{softmax.name} does not take the softmax of the row it loads")
+        load = _mem_call(loads[0].value, "tl.load")
+        other = c.kwarg(load, "other")
+        if other is None or _flat(other.value) not in _NEG_INF:
+            raise ActionError(f"{softmax.name} does not pad its row with -inf")
+        l_addr, s_addr = _address(load, body.index, loads[0].env), _address(call, body.index, store.env)
+        if l_addr is None or s_addr is None or sources.get(l_addr[0]) != s_buffer or sources.get(s_addr[0]) != p_buffer:
+            raise ActionError(f"{softmax.name} does not read the scores and write the probabilities")
+        col = None
+        for _ptr, offset in (l_addr, s_addr):
+            terms = _by_monomial(offset)
+            cols = terms.get(sp.Integer(1))
+            if cols is None or not (isinstance(cols, sp.Symbol) and cols.name.startswith("k2.ar:")) or len(terms) != 2:
+                raise ActionError(f"{softmax.name} does not walk a row along its unit-stride axis")
+            (stride, row), = [(m, v) for m, v in terms.items() if m != 1]
+            if not (isinstance(row, sp.Symbol) and row.name.startswith("k2.pid")):
+                raise ActionError(f"{softmax.name} does not take one row per program")
+            if sp.expand(stride - row_monomial) != 0:
+                raise ActionError(f"{softmax.name}'s rows are not the attention's query rows")
+            col = cols
+        block = col.name.split("ar:", 1)[1]
+        bounds = []
+        for st, call_ in ((loads[0], load), (store, call)):
+            conj = _conjuncts(_mask_of(call_, 1 if call_ is load else 2))
+            found_bounds = [b for cj in conj if (b := _bound(cj, body.index, st.env)) is not None and b[0] == col]
+            if len(conj) != 1 or len(found_bounds) != 1:
+                raise ActionError(f"{softmax.name} does not mask its row by the row length alone")
+            bounds.append(found_bounds[0][1])
+        if sp.expand(bounds[0] - bounds[1]) != 0:
+            raise ActionError(f"{softmax.name} loads and stores different lengths")
+        if block not in sources or not hostv.covers(sources[block], bounds[0]):
+            raise ActionError(f"{softmax.name}'s block is not triton.next_power_of_2 of the row length: it may not cover the row")
+        return bounds[0]
+
+    def _fused_softmax(self, body: _Body, store: _Stmt, store_value, scores: Kernel, sources, hostv: _Host, roles1):
+        """The two-kernel form: the scores kernel stores softmax(x, axis=1) of a tile that holds every key."""
+        sp = _sympy()
+        at = body.stmts.index(store)
+        defs, after = _inlined_defs(body.stmts, at)
+        found = _softmax_input(_inline(store_value, defs))
+        if found is None or found[1] != 1:
+            raise ActionError(f"{scores.name} stores neither scores for a softmax kernel nor softmax(x, axis=1)")
+        x_code = found[0]
+        stripped = x_code[1:-1] if x_code.startswith("(") and x_code.endswith(")") else x_code
+        hits = [(j, n) for j in range(at) for n, v in after[j].items() if v in (x_code, stripped, f"({x_code})")]
+        if not hits or body.loop is not None:
+            raise ActionError(f"{scores.name}'s softmax input is not a named tile")
+        j, name = hits[-1]
+        key = _strip_axes(roles1["key"])
+        if any(_is_root(s) and not s.name.startswith("k1.ar:") for s in key.free_symbols):
+            raise ActionError(f"{scores.name}'s softmax covers one block of keys, not the whole row")
+        block = key.name.split("ar:", 1)[1] if isinstance(key, sp.Symbol) else None
+        # The keys past the row length must be -inf in the softmax input: a tl.where on the key index.
+        length = None
+        for st in body.stmts[:j + 1]:
+            call = st.value if st.target == name and isinstance(st.value, cst.Call) else None
+            if call is None or c.code(call.func) != "tl.where" or len(call.args) != 3 or _flat(call.args[2].value) not in _NEG_INF:
+                continue
+            for cj in _conjuncts(call.args[0].value):
+                b = _bound(cj, body.index, st.env)
+                if b is not None and sp.expand(_strip_axes(b[0]) - key) == 0:
+                    length = b[1]
+        if block is None or length is None or block not in sources or not hostv.covers(sources[block], length):
+            raise ActionError(f"{scores.name}'s softmax tile does not hold every key with the rest masked to -inf")
+        return cst.Name(name), j + 1, length
+
+    def _key_mask(self, p_call: cst.Call, body: _Body, p_stmt: _Stmt, n_cols, roles3, kdef, pv: Kernel) -> str:
+        """The P load's conditions on keys (they become -inf scores); row conditions must guard the output store too."""
+        sp = _sympy()
+        key = _strip_axes(roles3["key"])
+        keys, rows = [], []
+        for cj in _conjuncts(_mask_of(p_call, 1)):
+            b = _bound(cj, body.index, p_stmt.env)
+            if b is None:
+                raise ActionError(f"{pv.name} masks the probabilities with a condition this action does not read")
+            left = _strip_axes(b[0])
+            if sp.expand(left - key) == 0:
+                keys.append((cj, b[1]))
+            elif not left.free_symbols & key.free_symbols:
+                rows.append(cj)
+            else:
+                raise ActionError(f"{pv.name} masks the probabilities with a condition this action does not read")
+        if not any(sp.expand(bound - n_cols) == 0 for _cj, bound in keys):
+            raise ActionError(f"{pv.name} does not mask keys past the row length")
+        stores = [st for st in body.stmts if st.target is None]
+        store_masks = {_flat(cj) for st in stores for cj in _conjuncts(_mask_of(_call_of(st.node), 2))}
+        if any(_flat(cj) not in store_masks for cj in rows):
+            raise ActionError(f"{pv.name} masks probabilities by rows that its store does not mask")
+        return " & ".join(c.code(cj) if len(keys) == 1 else f"({c.code(cj)})" for cj, _b in keys)
+
+    def _copy_scores(self, plan: _Plan, s_body: _Body, v_body: _Body, defs, sources, sigma, renames,
+                     x_code, end: int, s_param: str, p_stmt: _Stmt) -> None:
+        """The scores kernel's statements that compute the scores, in the P @ V kernel's names, before or in its loop."""
+        sp = _sympy()
+        scores, pv = plan.scores, plan.pv
+        k3_names = c.names_in(defs[-1])
+        locals1 = {st.target for st in s_body.stmts if st.target is not None} | ({s_body.loop_var} if s_body.loop_var else set())
+        # Parameters: block sizes by role, shared values by what the host passes, the rest new.
+        v_sources = sources[-1]
+        param_map: dict[str, str] = dict(renames)
+        new_params: list[tuple[str, str, bool]] = []
+        call1 = plan.launches[0].call
+        arg_nodes = {c.arg_param(a, call1, scores): a.value for a in call1.args}
+        taken = set(k3_names)
+        for p in scores.params:
+            if p.name in param_map or p.name == s_param:
+                continue
+            twin = next((q.name for q in pv.params if q.name != plan.p_param and v_sources.get(q.name) == sources[0].get(p.name)), None)
+            if twin is not None and sources[0].get(p.name) is not None:
+                param_map[p.name] = twin
+                continue
+            if p.name not in sources[0]:
+                continue  # a default the kernel keeps: refused below if the scores need it
+            fresh = p.name if p.name not in taken else next(n for n in (f"{p.name}_qk", *(f"{p.name}_{i}" for i in range(2, 99))) if n not in taken)
+            taken.add(fresh)
+            param_map[p.name] = fresh
+            new_params.append((fresh, c.code(arg_nodes[p.name]), p.kind == "constexpr"))
+        # Index names the P @ V kernel already has (same value after sigma) are reused, not copied.
+        available: dict = {}
+        for st in v_body.stmts[:v_body.stmts.index(p_stmt)]:
+            if st.target is not None and sum(1 for s in v_body.stmts if s.target == st.target) == 1:
+                value = v_body.stmts[v_body.stmts.index(st) + 1].env.get(st.target) if v_body.stmts.index(st) + 1 < len(v_body.stmts) else None
+                if value is not None:
+                    available.setdefault(sp.srepr(sp.expand(value)), st.target)
+        provided: dict[str, str] = {}
+        for i, st in enumerate(s_body.stmts[:end]):
+            if st.target is None or st.aug or sum(1 for s in s_body.stmts if s.target == st.target) != 1:
+                continue
+            value = s_body.stmts[i + 1].env.get(st.target) if i + 1 < len(s_body.stmts) else None
+            if value is None:
+                continue
+            try:
+                image = sp.expand(_apply(sigma, value, param_map))
+            except ActionError:
+                continue
+            hit = available.get(sp.srepr(image))
+            if hit is not None:
+                provided[st.target] = hit
+        # Backward slice from the scores expression.
+        needed = (c.names_in(x_code) & locals1) - set(provided)
+        keep: list[_Stmt] = []
+        for st in reversed(s_body.stmts[:end]):
+            if st.target is None or st.target not in needed:
+                continue
+            keep.append(st)
+            if not st.aug:
+                needed.discard(st.target)
+            needed |= (c.names_in(st.value) & locals1) - set(provided)
+        keep.reverse()
+        needed -= {s_body.loop_var}
+        if needed:
+            raise ActionError(f"{scores.name}'s scores read {', '.join(sorted(needed))} before it is set")
+        # Local names that clash with the P @ V kernel's names get a suffix.
+        local_map: dict[str, str] = dict(provided)
+        for st in keep:
+            n = st.target
+            if n in local_map:
+                continue
+            fresh = n if n not in taken else next(m for m in (f"{n}_qk", *(f"{n}_qk{i}" for i in range(2, 99))) if m not in taken)
+            taken.add(fresh)
+            local_map[n] = fresh
+        names_map = {**param_map, **local_map}
+        read = set().union(*[c.names_in(st.node) for st in keep], c.names_in(x_code)) - {st.target for st in keep}
+        unknown = {n for n in read if n.isidentifier()} - set(names_map) - _GLOBALS - {s_body.loop_var} - set(provided)
+        if s_param in read:
+            raise ActionError(f"{scores.name} computes its scores from the buffer it stores")
+        if unknown:
+            raise ActionError(f"{scores.name}'s scores read {', '.join(sorted(unknown))}, which the fused kernel would not have")
+        loop_image = None
+        if s_body.loop_var is not None:
+            root = sp.Symbol("k1.loop")
+            if root not in sigma and s_body.loop_var in read:
+                raise ActionError(f"{scores.name}'s loop is not over key blocks")
+            loop_image = _code_of(sigma[root], v_body, pv) if root in sigma else None
+        substitute = _Substitute(names_map, sigma, renames, param_map, v_body, pv, s_body.loop_var, loop_image)
+        # Which copied statements depend on the key block (they go in the loop), which are hoisted.
+        tainted = {v_body.loop_var} | {st.target for st in v_body.stmts if st.in_loop and st.target is not None}
+        multi = {st.target for st in keep if sum(1 for s in keep if s.target == st.target) > 1}
+        hoisted, in_loop = [], []
+        for st in keep:
+            node = st.node.visit(substitute)
+            if substitute.error:
+                raise ActionError(substitute.error)
+            if c.names_in(node) & tainted or st.target in multi or st.in_loop and s_body.loop_var in c.names_in(st.node):
+                in_loop.append(node.with_changes(leading_lines=[]))
+                tainted.add(local_map[st.target])
+            else:
+                hoisted.append(node.with_changes(leading_lines=[]))
+        x_new = x_code.visit(substitute)
+        if substitute.error:
+            raise ActionError(substitute.error)
+        plan.hoisted, plan.in_loop, plan.scores_code, plan.new_params = hoisted, in_loop, c.code(x_new), new_params
+        used = set().union(set(), *[c.names_in(s) for s in hoisted + in_loop], c.names_in(x_new))
+        plan.new_params = [p for p in new_params if p[0] in used]
+
+    # -- applying ---------------------------------------------------------------------------------
+    def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
+        scores, softmax, pv = params.get("scores"), params.get("softmax", ""), params.get("pv")
+        if not isinstance(scores, str) or not isinstance(pv, str) or not isinstance(softmax, str):
+            raise ActionError("flash_attention needs params {'scores', 'softmax', 'pv'} (kernel names; softmax may be '')")
+        if kernel.name not in (scores, softmax, pv):
+            raise ActionError(f"{kernel.name} is not part of the attention chain {scores}, {softmax}, {pv}")
+        module = c.parse(text)
+        plan = self._plan(module, analysis, scores, softmax, pv)
+        kdef, _ = c.locate(module, pv)
+        taken = c.names_in(kdef) | {n for n, _s, _k in plan.new_params} | set().union(set(), *[c.names_in(s) for s in plan.hoisted + plan.in_loop])
+
+        def fresh(base: str) -> str:
+            name = next(n for n in (base, *(f"{base}_{i}" for i in range(2, 99))) if n not in taken)
+            taken.add(name)
+            return name
+
+        m_i, l_i, m_new, alpha = fresh("m_i"), fresh("l_i"), fresh("m_new"), fresh("alpha")
+        loop_targets = {t for st in plan.in_loop for t in c.names_in(st.body[0].targets[0].target if isinstance(st.body[0], cst.Assign)
+                                                                             else st.body[0].target)}
+        qk = plan.scores_code if plan.scores_code in loop_targets else fresh("qk")
+        p, acc, rows = plan.p_name, plan.acc, plan.rows
+        online = [
+            f"{qk} = tl.where({plan.key_mask}, {_wrap(plan.scores_code)}.to(tl.float32), float(\"-inf\"))",
+            f"{m_new} = tl.maximum({m_i}, tl.max({qk}, axis=1))",
+            f"{alpha} = tl.exp({m_i} - {m_new})",
+            f"{p} = tl.exp({qk} - {m_new}[:, None])",
+            f"{l_i} = {l_i} * {alpha} + tl.sum({p}, axis=1)",
+            f"{acc} = {acc} * {alpha}[:, None]",
+            f"{m_i} = {m_new}",
+        ]
+        if plan.p_dtype:
+            online.append(f"{p} = {p}.to({plan.p_dtype})")
+        p_line = plan.p_stmt
+        new_loop_body = []
+        for st in plan.loop.body.body:
+            if st is p_line:
+                inserted = [*plan.in_loop, *(c.stmt(line + "\n") for line in online)]
+                new_loop_body += [inserted[0].with_changes(leading_lines=st.leading_lines), *inserted[1:]]
+            else:
+                new_loop_body.append(st)
+        new_loop = plan.loop.with_changes(body=plan.loop.body.with_changes(body=new_loop_body))
+        body = []
+        for st in kdef.body.body:
+            if st is plan.loop:
+                block = [*plan.hoisted, c.stmt(f"{m_i} = tl.full(({rows},), float(\"-inf\"), dtype=tl.float32)\n"),
+                         c.stmt(f"{l_i} = tl.zeros(({rows},), dtype=tl.float32)\n"), new_loop.with_changes(leading_lines=[])]
+                body += [block[0].with_changes(leading_lines=st.leading_lines), *block[1:]]
+                body.append(c.stmt(f"{acc} = {acc} / {l_i}[:, None]\n"))
+            else:
+                body.append(st)
+        # Signature and launch: the probability pointer goes, the scores' inputs come in.
+        pv_kernel = plan.pv
+        launch = plan.launches[-1]
+        call = launch.call
+        gone = {plan.p_param, *plan.p_extra}
+        params_ = [q for q in kdef.params.params if q.name.value not in gone]
+        args = [a for a in call.args if c.arg_param(a, call, pv_kernel) not in gone]
+        at = next((i for i, q in enumerate(params_) if q.default is not None or
+                   any(a.keyword is not None and a.keyword.value == q.name.value for a in args)), len(params_))
+        if len([a for a in args if a.keyword is None]) < at:
+            raise ActionError(f"{pv}'s launch passes fewer positional arguments than its parameters before the keywords")
+        plain = [(n, s) for n, s, k in plan.new_params if not k]
+        const = [(n, s) for n, s, k in plan.new_params if k]
+        new_params = [cst.Param(cst.Name(n)) for n, _s in plain] + [
+            cst.Param(cst.Name(n), annotation=cst.Annotation(c.expr("tl.constexpr"))) for n, _s in const]
+        params_ = params_[:at] + new_params + params_[at:]
+        eq = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+        args = args[:at] + [cst.Arg(c.expr(s)) for _n, s in plain] + args[at:] + [
+            cst.Arg(c.expr(s), keyword=cst.Name(n), equal=eq) for n, s in const]
+        if args and call.args:
+            comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            args = [a.with_changes(comma=a.comma if isinstance(a.comma, cst.Comma) and a is not call.args[-1] else comma) for a in args[:-1]] + \
+                [args[-1].with_changes(comma=call.args[-1].comma)]
+        param_comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        if params_:
+            last = kdef.params.params[-1].comma
+            params_ = [q.with_changes(comma=q.comma if isinstance(q.comma, cst.Comma) and q is not kdef.params.params[-1] else param_comma)
+                       for q in params_[:-1]] + [params_[-1].with_changes(comma=last)]
+        new_def = kdef.with_changes(params=kdef.params.with_changes(params=params_), body=kdef.body.with_changes(body=body))
+        host = plan.host
+        pairs: list = [(kdef, new_def), (call, call.with_changes(args=args))]
+        for l in plan.launches[:-1]:
+            pairs.append((next(s for s in host.body.body if _call_of(s) is l.call), cst.RemovalSentinel.REMOVE))
+        for b in plan.buffers:
+            line = c.statement_holding(host, c.any_assignment(host, b))
+            if line is None or len(line.body) != 1:
+                raise ActionError(f"{b} is allocated in a statement that does more")
+            pairs.append((line, cst.RemovalSentinel.REMOVE))
+        module = c.replace_all(module, pairs)
+        notes = [f"{', '.join(plan.buffers)} no longer allocated: the scores stay in registers",
+                 "online softmax: the probabilities are rescaled when the row maximum grows, equal up to rounding"]
+        for gone in (plan.scores.name, plan.softmax.name if plan.softmax else None):
+            if gone is None:
+                continue
+            module, kept_because = _drop_unreferenced_def(module, gone)
+            notes.append(f"{gone} stays defined: {kept_because}" if kept_because else f"{gone}'s definition is removed")
+        return c.finish(text, module, f"fused attention into one flash kernel {pv}", notes)
+
+
+def _wrap(code: str) -> str:
+    return code if code.isidentifier() else f"({code})"
+
+
+def _arange(expr, kernel: Kernel):
+    ars = [s for s in expr.free_symbols if ".ar:" in s.name]
+    if len(ars) != 1 or _sympy().expand(expr).coeff(ars[0]) != 1:
+        raise ActionError(f"{kernel.name if kernel else 'a kernel'} indexes the buffer by more than one arange per axis")
+    return ars[0]
+
+
+def _role_of(terms: dict, kernel: Kernel | None) -> dict:
+    """monomial -> "row" (arange on axis 0), "key" (axis 1) or "batchN" (program ids only)."""
+    out = {}
+    batch = 0
+    for monomial, coeff in sorted(terms.items(), key=lambda t: str(t[0])):
+        axes = {s.name.rsplit("@", 1)[1] for s in coeff.free_symbols if ".ar:" in s.name and "@" in s.name}
+        plain = [s for s in coeff.free_symbols if ".ar:" in s.name and "@" not in s.name]
+        if plain or len(axes) > 1:
+            raise ActionError("the buffer index mixes axes")
+        if axes == {"0"}:
+            role = "row"
+        elif axes == {"1"}:
+            role = "key"
+        else:
+            if any(_is_root(s) and ".pid" not in s.name for s in coeff.free_symbols):
+                raise ActionError("a buffer index term depends on the loop without an arange")
+            role = f"batch{batch}"
+            batch += 1
+        if role in out.values():
+            raise ActionError(f"the buffer index has two {role} terms")
+        out[monomial] = role
+    return out
+
+
+def _roles(terms: dict, kernel: Kernel) -> dict:
+    return {role: terms[m] for m, role in _role_of(terms, kernel).items()}
+
+
+def _apply(sigma: dict, expr, param_map: dict[str, str] | None = None):
+    """The scores kernel's index expression in the P @ V kernel's roots: sigma for rows, keys and batch;
+    other aranges and block sizes by the parameter map (a head-dim arange stays an arange)."""
+    sp = _sympy()
+    param_map = param_map or {}
+    replace = {}
+    for s in expr.free_symbols:
+        base, _, axis = s.name.partition("@")
+        root = sp.Symbol(base)
+        if root in sigma:
+            image = sigma[root]
+            if axis:
+                image = image.xreplace({t: sp.Symbol(f"{t.name}@{axis}") for t in image.free_symbols if ".ar:" in t.name and "@" not in t.name})
+            replace[s] = image
+        elif base.startswith(("k1.ar:", "k1.blk:")):
+            kind, name = base[3:].split(":", 1)
+            replace[s] = sp.Symbol(f"k3.{kind}:{param_map.get(name, name)}" + (f"@{axis}" if axis else ""))
+        elif s.name.startswith("k1."):
+            raise ActionError(f"the scores kernel's {base[3:]} has no counterpart in the P @ V kernel")
+    return expr.xreplace(replace)
+
+
+def _code_of(expr, body: _Body, kernel: Kernel) -> str:
+    """A sympy index expression of the P @ V kernel as Triton code."""
+    sp = _sympy()
+    expr = sp.expand(expr)
+    if isinstance(expr, sp.Add):
+        return "(" + " + ".join(_code_of(t, body, kernel) for t in expr.args) + ")"
+    if isinstance(expr, sp.Integer):
+        return str(int(expr))
+    if isinstance(expr, sp.Symbol):
+        tail = expr.name.split(".", 1)[1]
+        if tail.startswith("pid"):
+            return f"tl.program_id({tail[3:]})"
+        if tail == "loop":
+            return body.loop_var
+        if tail.startswith("ar:"):
+            return f"tl.arange(0, {tail[3:].split('@')[0]})"
+        if tail.startswith("blk:"):
+            return tail[4:]
+        raise ActionError("an index needs a host value inside the kernel")
+    if isinstance(expr, sp.Mul):
+        num, den = expr.as_numer_denom()
+        if den != 1:
+            return f"({_code_of(num, body, kernel)} // {_code_of(den, body, kernel)})"
+        return " * ".join(_code_of(t, body, kernel) for t in expr.args)
+    raise ActionError(f"cannot write the index {expr} as Triton code")
+
+
+class _Substitute(cst.CSTTransformer):
+    """The scores kernel's code in the P @ V kernel's names: program ids, aranges and the loop variable by sigma."""
+
+    def __init__(self, names, sigma, renames, param_map, body: _Body, kernel: Kernel, loop_var, loop_image):
+        self.names, self.sigma, self.renames, self.param_map = names, sigma, renames, param_map
+        self.body, self.kernel, self.loop_var, self.loop_image = body, kernel, loop_var, loop_image
+        self.error: str | None = None
+
+    def leave_Name(self, original_node, updated_node):
+        if self.loop_var is not None and updated_node.value == self.loop_var:
+            if self.loop_image is None:
+                self.error = "the scores kernel's loop variable has no counterpart"
+                return updated_node
+            return c.expr(self.loop_image)
+        found = self.names.get(updated_node.value)
+        return updated_node.with_changes(value=found) if found else updated_node
+
+    def leave_Arg(self, original_node, updated_node):
+        return updated_node.with_changes(keyword=original_node.keyword)
+
+    def leave_Attribute(self, original_node, updated_node):
+        return updated_node.with_changes(attr=original_node.attr)
+
+    def leave_Param(self, original_node, updated_node):
+        return updated_node
+
+    def leave_Call(self, original_node, updated_node):
+        sp = _sympy()
+        func = c.code(original_node.func)
+        args = [a.value for a in original_node.args]
+        root = None
+        if func == "tl.program_id" and len(args) == 1 and isinstance(args[0], cst.Integer):
+            root = sp.Symbol(f"k1.pid{args[0].value}")
+        elif func == "tl.arange" and len(args) == 2:
+            root = sp.Symbol(f"k1.ar:{_flat(args[1])}")
+        if root is None:
+            return updated_node
+        if root not in self.sigma:
+            if func == "tl.arange":
+                return updated_node  # a head-dim arange: its size parameter is renamed like any other
+            self.error = f"the scores kernel uses {c.code(original_node)} for something other than rows, keys or batch"
+            return updated_node
+        try:
+            return c.expr(_code_of(self.sigma[root], self.body, self.kernel))
+        except ActionError as exc:
+            self.error = str(exc)
+            return updated_node
+
+
+ACTION = FlashAttention()

@@ -1,0 +1,82 @@
+"""Naive causal attention as three kernels: scores = Q @ K^T * scale (masked) into a buffer, a row softmax, then P @ V."""
+
+import torch
+import triton
+import triton.language as tl
+
+ENTRY = "causal_attention"
+
+
+@triton.jit
+def qk_scores_kernel(q_ptr, k_ptr, s_ptr, seq_len, scale,
+                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    bh = tl.program_id(2)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + bh * seq_len * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+                mask=offs_m[:, None] < seq_len, other=0.0)
+    k = tl.load(k_ptr + bh * seq_len * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
+                mask=offs_n[:, None] < seq_len, other=0.0)
+    s = tl.dot(q, tl.trans(k)) * scale
+    s = tl.where(offs_m[:, None] >= offs_n[None, :], s, float("-inf"))  # causal
+    tl.store(s_ptr + bh * seq_len * seq_len + offs_m[:, None] * seq_len + offs_n[None, :], s,
+             mask=(offs_m[:, None] < seq_len) & (offs_n[None, :] < seq_len))
+
+
+@triton.jit
+def row_softmax_kernel(x_ptr, y_ptr, n_cols, row_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * row_stride + cols, mask=cols < n_cols, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    y = num / tl.sum(num, axis=0)
+    tl.store(y_ptr + row * row_stride + cols, y, mask=cols < n_cols)
+
+
+@triton.jit
+def pv_kernel(p_ptr, v_ptr, o_ptr, seq_len,
+              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+    for start_n in range(0, seq_len, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        p = tl.load(p_ptr + bh * seq_len * seq_len + offs_m[:, None] * seq_len + offs_n[None, :],
+                    mask=(offs_m[:, None] < seq_len) & (offs_n[None, :] < seq_len), other=0.0)
+        v = tl.load(v_ptr + bh * seq_len * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
+                    mask=offs_n[:, None] < seq_len, other=0.0)
+        acc += tl.dot(p.to(v.dtype), v)
+    tl.store(o_ptr + bh * seq_len * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+             acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < seq_len)
+
+
+def causal_attention(q, k, v):
+    batch, heads, seq_len, head_dim = q.shape
+    scores = torch.empty((batch * heads, seq_len, seq_len), device=q.device, dtype=torch.float32)
+    probs = torch.empty_like(scores)
+    out = torch.empty_like(q)
+    BLOCK = 16
+    qk_scores_kernel[(triton.cdiv(seq_len, BLOCK), triton.cdiv(seq_len, BLOCK), batch * heads)](
+        q, k, scores, seq_len, head_dim ** -0.5, HEAD_DIM=head_dim, BLOCK_M=BLOCK, BLOCK_N=BLOCK)
+    row_softmax_kernel[(batch * heads * seq_len,)](scores, probs, seq_len, seq_len,
+                                                   BLOCK=triton.next_power_of_2(seq_len))
+    pv_kernel[(triton.cdiv(seq_len, BLOCK), batch * heads)](probs, v, out, seq_len,
+                                                          HEAD_DIM=head_dim, BLOCK_M=BLOCK, BLOCK_N=BLOCK)
+    return out
+
+
+def get_inputs(device="cpu", batch=2, heads=2, seq_len=40, head_dim=16):
+    return [torch.randn(batch, heads, seq_len, head_dim, device=device, dtype=torch.float16) for _ in range(3)]
+
+
+def reference(q, k, v):
+    n = q.shape[-2]
+    s = (q.float() @ k.float().transpose(-1, -2)) * q.shape[-1] ** -0.5
+    s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return (torch.softmax(s, dim=-1) @ v.float()).to(q.dtype)
