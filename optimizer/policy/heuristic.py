@@ -110,6 +110,10 @@ class HeuristicPolicy(Policy):
             # One short row per program keeps few loads in flight per SM; [BLOCK_M, BLOCK_N] row tiles
             # (Liger, FLA) fill it. After single_pass: a multi-pass kernel first reads its rows once.
             return 0.88, "several rows per program in 2-D tiles"
+        if name == "flash_attention":
+            # An attention chain writes and reads the seq x seq scores (and probabilities) once per
+            # kernel; one flash kernel keeps them in registers and drops two launches: first.
+            return 0.99, "one flash kernel: the seq x seq scores never reach memory"
         kind = c.kind
         if kind == "TensorCore":
             return 0.97, "tensor cores through tl.dot"
