@@ -218,6 +218,8 @@ SOFTMAX = (DEV / "sm_softmax_tutorial.py").read_text()
      "        denominator += 1.0", "mixes a tensor into a scalar context"),
     ("n_rows, n_cols = x.shape", "n_rows, n_cols = x.shape\n    softmax_kernel[(n_rows,)](x, x, 1, 1, n_rows, n_cols, BLOCK_SIZE=8)",
      "exactly one launch"),
+    # Writes through the pointer it reads: a row could read another row's result.
+    ("output_row_start_ptr = output_ptr + row_idx", "output_row_start_ptr = input_ptr + 1 + row_idx", "which it also loads"),
 ])
 def test_refused_when_a_precondition_breaks(old, new, reason):
     assert old in SOFTMAX
@@ -249,6 +251,14 @@ def test_the_softmax_edit_reuses_n_rows_and_keeps_the_launch_warps_for_one_row()
     assert not offered(new, "softmax_kernel")
     with pytest.raises(ActionError):
         applied(new, "softmax_kernel")
+
+
+def test_an_inline_program_id_becomes_one_named_row_vector():
+    new = applied(ARGMAX, "argmax_shift_kernel")
+    assert "    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n    row_mask = rows < n_rows\n" in new
+    assert "tl.program_id(0)" not in new.split("row_mask = ")[1]
+    assert "tl.store(idx_ptr + rows, tl.argmax(x, axis=1), mask=row_mask)" in new
+    assert "argmax_shift_kernel[(triton.cdiv(x.shape[0], BLOCK_M),)](x, idx, y, x.stride(0), x.shape[1], x.shape[0], " in new
 
 
 def test_loop_accumulators_start_as_row_vectors():

@@ -614,6 +614,9 @@ class RowsPerProgram:
                               "no `tl.arange(0, BLOCK)` over the row")
         if not infer.stores:
             raise ActionError("the kernel stores nothing per row")
+        shared = _written_and_read(kdef, kernel, prefix)
+        if shared:
+            raise ActionError(f"stores through {', '.join(sorted(shared))}, which it also loads: rows could read other rows' results")
         if not infer.row_reductions:
             # Without a reduction over the row the kernel is elementwise: a bigger block (tiling) says the same.
             raise ActionError("no reduction over the row (tl.sum/max/min/argmax/argmin)")
@@ -850,6 +853,52 @@ def _insert_param(params: list[cst.Param], index: int, new: cst.Param) -> list[c
         params[-1] = last.with_changes(comma=_plain_comma(params[-2].comma if len(params) > 1 else cst.MaybeSentinel.DEFAULT))
         params.append(new)
     return params
+
+
+def _written_and_read(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, str]) -> set[str]:
+    """Kernel arguments that the kernel both stores through and loads through (their base pointers).
+
+    A base is a bare additive term of the address (``X + row * stride + cols`` -> ``X``), followed
+    through local names to their assignments. Rows that write what other rows read are the one
+    cross-row dependence the kinds cannot see; refusing shared bases rules it out.
+    """
+    params = {p.name for p in kernel.params if p.kind != "constexpr"}
+    assigned: dict[str, list[cst.BaseExpression]] = {}
+
+    class Assigns(cst.CSTVisitor):
+        def visit_Assign(self, n: cst.Assign) -> None:
+            for t in n.targets:
+                if isinstance(t.target, cst.Name):
+                    assigned.setdefault(t.target.value, []).append(n.value)
+
+        def visit_AugAssign(self, n: cst.AugAssign) -> None:
+            if isinstance(n.target, cst.Name) and isinstance(n.operator, cst.AddAssign | cst.SubtractAssign):
+                assigned.setdefault(n.target.value, []).append(n.value)
+
+    kdef.body.visit(Assigns())
+
+    def bases(node: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> set[str]:
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add | cst.Subtract):
+            return bases(node.left, seen) | bases(node.right, seen)
+        if isinstance(node, cst.Name) and node.value not in seen:
+            found = {node.value} & params
+            for value in assigned.get(node.value, []):
+                found |= bases(value, seen | {node.value})
+            return found
+        return set()
+
+    loads: set[str] = set()
+    stores: set[str] = set()
+
+    class Memory(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            op = _tl_name(n.func, prefix)
+            pointer = _arg(n, 0, "pointer") if op in ("load", "store") else None
+            if pointer is not None:
+                (loads if op == "load" else stores).update(bases(pointer.value))
+
+    kdef.body.visit(Memory())
+    return loads & stores
 
 
 def _atomic(source: str) -> bool:
