@@ -24,7 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bootstrap  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "tests" / "corpus" / "kernels"
+sys.path.insert(0, str(ROOT / "tests"))
+from corpus.kernels import kernel_path  # noqa: E402  (each corpus kernel, wherever it lives)
+
 GENERATED = ROOT / "benchmarks" / "generated"
 TARGET = "h200"
 
@@ -87,7 +89,7 @@ def generate() -> int:
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("*.py"):
             old.unlink()
-        base = (CORPUS / f"{name}.py").read_text()
+        base = kernel_path(name).read_text()
         entries = [("00_base", base, None, None)]
         analysis = analyze(base)
         index = 1

@@ -66,7 +66,9 @@ def load_module(path: Path, name: str | None = None) -> types.ModuleType:
 
 def discover(suite: Path, only: list[str] | None) -> list[Path]:
     """The suite files that define the full harness, in a stable order (or the order asked for)."""
-    files = {p.stem: p for p in sorted(suite.glob("*.py")) if not p.name.startswith("_")}
+    from suite import suite_files  # benchmarks/suite: the suite's own files and the ones kept elsewhere
+
+    files = suite_files(suite)
     if only:
         missing = [k for k in only if k not in files]
         if missing:

@@ -18,7 +18,9 @@ fi
 mtmc() { "$python" -c "import sys; sys.path.insert(0, 'benchmarks'); import _bootstrap; from mtmc_lsp.cli import main; sys.exit(main(sys.argv[1:]))" "$@"; }
 for kernel in matmul softmax silu_mul_add; do
   work=$(mktemp -d)
-  cp "benchmarks/suite/$kernel.py" "$work/$kernel.py"
+  # benchmarks/suite lists where each suite kernel lives (the matmul is the bundled example)
+  src=$("$python" -c "import sys; sys.path.insert(0, 'benchmarks'); from suite import suite_files; print(suite_files()[sys.argv[1]])" "$kernel")
+  cp "$src" "$work/$kernel.py"
   mtmc optimize "$work/$kernel.py" --policy "$policy" --target "$target" --steps "$steps" --budget-s "$budget" \
     --record --workspace "$work" --json > "$out/optimize_$kernel.json" 2>> "$out/optimize.log"
   echo "$kernel: rc=$?"

@@ -65,9 +65,12 @@ def timed(fn, *args):
 
 
 def kernel_files() -> list[Path]:
+    """The bundled examples, then the rest of the kernel corpus (each file once)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from corpus.kernels import kernel_files as corpus_files
+
     files = sorted((ROOT / "mtmc_lsp" / "examples").glob("[!_]*.py"))
-    files += sorted(p for p in (ROOT / "tests" / "corpus" / "kernels").glob("*.py") if not p.name.startswith("_"))
-    return files
+    return files + [p for p in corpus_files() if p not in files]
 
 
 def main() -> int:

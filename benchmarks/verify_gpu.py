@@ -46,43 +46,13 @@ ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ROOT / "tests" / "corpus" / "faults"
 EXAMPLES = ROOT / "mtmc_lsp" / "examples"
 KERNELS = ROOT / "tests" / "corpus" / "kernels"
+sys.path.insert(0, str(ROOT / "tests"))
+from corpus.kernels import kernel_files  # noqa: E402  (each corpus kernel, wherever it lives)
+
 WILD_DEV = ROOT / "benchmarks" / "wild" / "dev"
 # The verifier before this change: fixed do_bench windows, nothing kept between jobs.
 LEGACY = dict(adaptive_timing=False, reuse_results=False, parallel_compile=False)
-AUTOGRAD_TEST = '''import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * factor, mask=m)
-
-
-def launch(x, factor):
-    out = torch.empty_like(x)
-    scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), factor, BLOCK=1024)
-    return out
-
-
-class Double(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return launch(x, 2.0)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return launch(grad.contiguous(), 2.0)
-
-
-def test_double_backward(device="cuda"):
-    x = torch.randn(1 << 20, device=device, requires_grad=True)
-    y = Double.apply(x)
-    (y * y).sum().backward()
-    return y.detach(), x.grad
-'''
+AUTOGRAD_TEST = ROOT / "tests" / "corpus" / "styles" / "autograd_double.py"  # sizes by device
 
 FAULT_N = (1 << 22) + 7  # not a multiple of any block size: the partial-write tail is 7 elements
 # fault -> (expected status, what must be named in the report)
@@ -300,7 +270,7 @@ def main() -> int:
 
 def run_steps(results: dict, args, tmp: Path) -> None:
     """Per-step verification time, legacy settings vs current, each in its own worker and Triton cache."""
-    sources = [sorted(EXAMPLES.glob("[!_]*.py")), sorted(KERNELS.glob("[!_]*.py")),
+    sources = [sorted(EXAMPLES.glob("[!_]*.py")), [f for f in kernel_files() if f.parent != EXAMPLES],
                sorted(f for f in WILD_DEV.glob("*.py") if "test" not in f.stem) if WILD_DEV.exists() else []]
     files = [f for group in zip(*[s + [None] * (max(map(len, sources)) - len(s)) for s in sources])
              for f in group if f is not None]  # examples, corpus kernels and wild files taken in turn
@@ -365,8 +335,7 @@ def run_test_style(results: dict, pool: WorkerPool, args) -> None:
 
 def run_autograd_autotune(results: dict, pool: WorkerPool, args) -> None:
     """A test that calls .backward(), and the autotuned corpus matmul, each against itself."""
-    text = AUTOGRAD_TEST.replace('device="cuda"', 'device="cpu"').replace("1 << 20", "300") if args.cpu_dry_run \
-        else AUTOGRAD_TEST
+    text = AUTOGRAD_TEST.read_text()
     opts = dict(pool=pool, timing_rounds=args.rounds, compile_timeout_s=180, run_timeout_s=300)
     for name, new in (("autograd test", text), ("autotuned matmul", (KERNELS / "matmul_autotuned.py").read_text())):
         row = run_one(pool, name, new, new, VerifyOptions(**opts), keep_report=False)

@@ -15,9 +15,10 @@ from mtmc_lsp.optimizer.analysis import analyze
 from mtmc_lsp.optimizer.hardware import get_profile
 from mtmc_lsp.optimizer.policy import HeuristicPolicy, PolicyState
 
+from corpus.kernels import kernel_path
+
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "tests" / "corpus" / "kernels"
-COL_SUM = (ROOT / "benchmarks" / "suite" / "col_sum.py").read_text()
+COL_SUM = kernel_path("col_sum").read_text()  # the benchmark suite's kernel
 H200 = get_profile("h200")
 
 # A second kernel in the same file and other names: a scaled column sum over columns of a
@@ -111,11 +112,11 @@ def test_offered_among_other_kernels_and_other_names():
 
 
 @pytest.mark.parametrize("path,kernel", [
-    ("reduction.py", "row_sum_kernel"), ("matmul.py", "matmul_kernel"), ("elementwise.py", "add_relu_kernel"),
-    ("softmax.py", "softmax_kernel"), ("layernorm.py", None),
+    ("reduction", "row_sum_kernel"), ("matmul", "matmul_kernel"), ("elementwise", "add_relu_kernel"),
+    ("softmax", "softmax_kernel"), ("layernorm", None),
 ])
 def test_not_offered_for_other_kernel_shapes(path, kernel):
-    analysis = analyze((CORPUS / path).read_text())
+    analysis = analyze(kernel_path(path).read_text())
     for k in analysis.kernels if kernel is None else [analysis.kernel(kernel)]:
         assert not [c for c in applicable(analysis, k, H200) if c.action == "column_block"], k.name
 

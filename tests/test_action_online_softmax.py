@@ -13,10 +13,11 @@ from mtmc_lsp.optimizer.hardware import get_profile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_action_single_pass import LOG_SOFTMAX  # noqa: E402
-from test_actions_semantics import CORPUS, TOL_FP32, job, run_jobs  # noqa: E402
+from corpus.kernels import kernel_path  # noqa: E402
+from test_actions_semantics import TOL_FP32, job, run_jobs  # noqa: E402
 
 H100 = get_profile("h100")
-SOFTMAX = (CORPUS / "softmax.py").read_text()
+SOFTMAX = kernel_path("softmax").read_text()
 
 
 def online(text: str, kernel: str):

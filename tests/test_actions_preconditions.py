@@ -13,10 +13,10 @@ from mtmc_lsp.optimizer.analysis import analyze
 from mtmc_lsp.optimizer.hardware import get_profile
 
 sys.path.insert(0, str(Path(__file__).parent))
+from corpus.kernels import kernel_path  # noqa: E402
 from test_actions_semantics import planned_edits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "tests" / "corpus" / "kernels"
 H100 = get_profile("h100")
 
 ADD = '''import torch
@@ -55,22 +55,22 @@ def test_tiling_needs_the_grid_to_follow_the_block():
 
 
 def test_pipelining_only_with_async_copies():
-    text = (CORPUS / "matmul.py").read_text()
+    text = kernel_path("matmul").read_text()
     assert "pipelining" in actions(text, "matmul_kernel", get_profile("a100"))
     assert "pipelining" not in actions(text, "matmul_kernel", get_profile("v100"))
 
 
 def test_reordering_needs_exactly_a_2d_cdiv_grid():
-    assert "reordering" in actions((CORPUS / "matmul.py").read_text(), "matmul_kernel")
-    assert "reordering" not in actions((CORPUS / "bmm.py").read_text(), "bmm_kernel")
-    assert "reordering" not in actions((CORPUS / "attention.py").read_text(), "attention_kernel")
-    reads_programs = (CORPUS / "matmul.py").read_text().replace(
+    assert "reordering" in actions(kernel_path("matmul").read_text(), "matmul_kernel")
+    assert "reordering" not in actions(kernel_path("bmm").read_text(), "bmm_kernel")
+    assert "reordering" not in actions(kernel_path("attention").read_text(), "attention_kernel")
+    reads_programs = kernel_path("matmul").read_text().replace(
         "    offs_k = tl.arange(0, BLOCK_K)\n", "    offs_k = tl.arange(0, BLOCK_K) + 0 * tl.num_programs(0)\n")
     assert "reordering" not in actions(reads_programs, "matmul_kernel")
 
 
 def test_fusion_needs_a_private_intermediate():
-    text = (CORPUS / "gelu_bias.py").read_text()
+    text = kernel_path("gelu_bias").read_text()
     assert "fusion" in actions(text, "scale_bias_kernel")
     returned = text.replace("    return out\n", "    return out, y\n", 1)
     assert "fusion" not in actions(returned, "scale_bias_kernel")
@@ -80,28 +80,28 @@ def test_fusion_needs_a_private_intermediate():
 
 
 def test_single_pass_needs_a_block_free_grid():
-    text = (CORPUS / "softmax.py").read_text()
+    text = kernel_path("softmax").read_text()
     assert "single_pass" in actions(text, "softmax_kernel")
     gridded = text.replace("softmax_kernel[(n_rows,)]", "softmax_kernel[(n_rows + 0 * BLOCK_SIZE,)]")
     assert "single_pass" not in actions(gridded, "softmax_kernel")
-    assert "single_pass" not in actions((CORPUS / "matmul.py").read_text(), "matmul_kernel")
+    assert "single_pass" not in actions(kernel_path("matmul").read_text(), "matmul_kernel")
 
 
 def test_hoist_keeps_loads_under_stores_in_place():
-    text = (CORPUS / "rmsnorm.py").read_text()  # gain = tl.load(scale_ptr) in a loop that stores
+    text = kernel_path("rmsnorm").read_text()  # gain = tl.load(scale_ptr) in a loop that stores
     assert "hoist" not in actions(text, "rms_norm_kernel")
-    assert "hoist" in actions((CORPUS / "reduction.py").read_text(), "row_sum_kernel")
+    assert "hoist" in actions(kernel_path("reduction").read_text(), "row_sum_kernel")
 
 
 def test_precision_only_on_request():
-    text = (CORPUS / "matmul_fp32.py").read_text()
+    text = kernel_path("matmul_fp32").read_text()
     assert "precision" not in actions(text, "matmul_fp32_kernel")
     cands = [c for c in applicable(analyze(text), "matmul_fp32_kernel", H100, allow_precision=True) if c.action == "precision"]
     assert {c.params["mode"] for c in cands} == {"tf32", "fp16"} and all(c.changes_numerics for c in cands)
 
 
 def test_stale_candidates_are_refused():
-    text = (CORPUS / "matmul.py").read_text()
+    text = kernel_path("matmul").read_text()
     cand = next(c for c in applicable(analyze(text), "matmul_kernel", H100) if c.action == "reordering")
     done = apply_candidate(text, cand, H100).new_text
     with pytest.raises(ActionError, match="already has GROUP_M"):
@@ -121,13 +121,13 @@ def _comments(text: str) -> list[str]:
 def test_edits_keep_comments_and_are_deterministic():
     for name, before, after, _ in planned_edits():
         assert set(_comments(before)) <= set(_comments(after)), f"{name} dropped a comment"
-    text = (CORPUS / "softmax.py").read_text()
+    text = kernel_path("softmax").read_text()
     for cand in applicable(analyze(text), "softmax_kernel", H100):
         assert apply_candidate(text, cand, H100).new_text == apply_candidate(text, cand, H100).new_text
 
 
 def test_a_shared_block_constant_must_suit_every_kernel_it_feeds():
-    text = (CORPUS / "gelu_bias.py").read_text()
+    text = kernel_path("gelu_bias").read_text()
     cand = next(c for c in applicable(analyze(text), "gelu_kernel", H100) if c.action == "tiling")
     assert any("scale_bias_kernel" in note for note in apply_candidate(text, cand, H100).notes)
     # scale_bias_kernel loses a mask: BLOCK_SIZE (shared by both launches) may no longer change for either.
@@ -150,7 +150,7 @@ def test_dot_register_estimate_matches_ptxas_spills(tile, warps, arch, spills):
 
 
 def test_tiling_pairs_big_matmul_tiles_with_warps_that_do_not_spill():
-    text = (CORPUS / "matmul.py").read_text()
+    text = kernel_path("matmul").read_text()
     a = analyze(text)
     tiles = [c.params for c in applicable(a, "matmul_kernel", get_profile("h200")) if c.action == "tiling"]
     big = [p for p in tiles if (p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"]) == (128, 128, 64)]
@@ -161,7 +161,7 @@ def test_tiling_pairs_big_matmul_tiles_with_warps_that_do_not_spill():
 
 
 def test_fusion_takes_a_consumers_extra_inputs_only_when_they_line_up():
-    chain = (CORPUS / "silu_mul_add.py").read_text()
+    chain = kernel_path("silu_mul_add").read_text()
     assert "fusion" in actions(chain, "silu_kernel")
     edit = apply_candidate(chain, next(c for c in applicable(analyze(chain), "silu_kernel", H100) if c.action == "fusion"), H100)
     assert "def silu_kernel(x_ptr, y_ptr, n_elements, b_ptr, BLOCK_SIZE: tl.constexpr):" in edit.new_text

@@ -15,6 +15,8 @@ from mtmc_lsp.optimizer.actions import ACTIONS, applicable, apply_candidate
 from mtmc_lsp.optimizer.analysis import analyze
 from mtmc_lsp.optimizer.hardware import get_profile
 
+from corpus.kernels import kernel_files, kernel_path
+
 CORPUS = Path(__file__).parent / "corpus" / "kernels"
 RUNNER = CORPUS / "_equivalence.py"
 TARGET = get_profile("h100")
@@ -24,7 +26,7 @@ TOL_FP16 = (2e-2, 2e-2)
 
 
 def corpus_files() -> list[Path]:
-    return sorted(p for p in CORPUS.glob("*.py") if not p.name.startswith("_"))
+    return kernel_files()
 
 
 def tolerance(text: str, changes_numerics: bool) -> tuple[float, float]:
@@ -89,12 +91,12 @@ def test_actions_preserve_outputs_under_the_interpreter(tmp_path):
         jobs.append(job(tmp_path, name, before, after, tolerance(before, numerics)))
     # A planted wrong transformation: shrink the elementwise block at the launch but not in the
     # grid, so half of every block's elements are never written. The comparison must catch it.
-    text = (CORPUS / "elementwise.py").read_text()
+    text = kernel_path("elementwise").read_text()
     wrong = text.replace("BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=64)")
     assert wrong != text
     jobs.append(job(tmp_path, "planted:wrong-tiling", text, wrong, TOL_FP32, planted=True))
     # A second plant: single pass without the next_power_of_2 block (rows longer than one block).
-    soft = (CORPUS / "softmax.py").read_text()
+    soft = kernel_path("softmax").read_text()
     analysis = analyze(soft)
     single = next(c for c in applicable(analysis, "softmax_kernel", TARGET) if c.action == "single_pass")
     broken = apply_candidate(soft, single, TARGET).new_text.replace("BLOCK_SIZE=triton.next_power_of_2(n_cols)", "BLOCK_SIZE=128")
@@ -102,7 +104,7 @@ def test_actions_preserve_outputs_under_the_interpreter(tmp_path):
 
     # A third: an autotuned kernel whose second config is wrong (K loads lose their mask, and only
     # BLOCK_K=16 divides K=48). Only comparing every config, not just the chosen one, catches it.
-    tuned = (CORPUS / "matmul_autotuned.py").read_text()
+    tuned = kernel_path("matmul_autotuned").read_text()
     unmasked = tuned.replace("mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0", "mask=rm[:, None] < M, other=0.0")
     unmasked = unmasked.replace("mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0", "mask=rn[None, :] < N, other=0.0")
     unmasked = unmasked.replace('"BLOCK_K": 16}, num_warps=4, num_stages=2),\n    ]', '"BLOCK_K": 32}, num_warps=4, num_stages=2),\n    ]')
@@ -110,7 +112,7 @@ def test_actions_preserve_outputs_under_the_interpreter(tmp_path):
     jobs.append(job(tmp_path, "planted:second-autotune-config", tuned, unmasked, TOL_FP16, planted=True))
 
     # Fusion applied twice (each consumer brings another input as a new producer parameter), then tiling.
-    chain = (CORPUS / "silu_mul_add.py").read_text()
+    chain = kernel_path("silu_mul_add").read_text()
     fused = chain
     for action in ("fusion", "fusion", "tiling"):
         step = next(c for c in applicable(analyze(fused), "silu_kernel", TARGET) if c.action == action)

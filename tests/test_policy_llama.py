@@ -17,10 +17,11 @@ from mtmc_lsp.optimizer.policy.grammar import choice_grammar  # noqa: E402
 from mtmc_lsp.optimizer.policy.llama import LlamaCppPolicy  # noqa: E402
 from mtmc_lsp.settings import Settings  # noqa: E402
 
+from corpus.kernels import kernel_files  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-KERNEL_FILES = sorted((ROOT / "mtmc_lsp" / "examples").glob("[!_]*.py")) + sorted(
-    p for p in (ROOT / "tests" / "corpus" / "kernels").glob("*.py") if not p.name.startswith("_")
-)
+EXAMPLE_FILES = sorted((ROOT / "mtmc_lsp" / "examples").glob("[!_]*.py"))
+KERNEL_FILES = EXAMPLE_FILES + [p for p in kernel_files() if p not in EXAMPLE_FILES]  # each file once
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,8 @@ by replaying the recorded launches (the GPU timing path driven on the CPU)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
@@ -69,40 +71,8 @@ def reference(x):
     return (x.half() * 3).float()  # computed in fp16, returned as fp32
 '''
 
-AUTOGRAD_TEST = '''import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * factor, mask=m)
-
-
-def launch(x, factor):
-    out = torch.empty_like(x)
-    scale_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), factor, BLOCK=64)
-    return out
-
-
-class Double(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return launch(x, 2.0)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return launch(grad.contiguous(), 2.0)
-
-
-def test_double_backward(device="cpu"):
-    x = torch.randn(300, device=device, requires_grad=True)
-    y = Double.apply(x)
-    (y * y).sum().backward()
-    return y.detach(), x.grad
-'''
+# One copy, shared with benchmarks/verify_gpu.py.
+AUTOGRAD_TEST = (Path(__file__).resolve().parent / "corpus" / "styles" / "autograd_double.py").read_text()
 
 
 @pytest.fixture(scope="module")

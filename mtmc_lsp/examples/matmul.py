@@ -55,11 +55,31 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return c
 
 
-def get_inputs(device: str = "cuda", size: int = 512):
-    a = torch.randn(size, size, device=device, dtype=torch.float16)
-    b = torch.randn(size, size, device=device, dtype=torch.float16)
+# The harness: the verifier, the corpus tests (ENTRY) and the benchmark suite (OP_CLASS, eager,
+# roofline_cost) all read this one file. Sizes by device: realistic on a GPU, tiny in the interpreter.
+ENTRY = "matmul"
+OP_CLASS = "matmul"  # groups kernels in the benchmark report
+SIZES = {"cuda": {"m": 8192, "n": 8192, "k": 8192}, "cpu": {"m": 72, "n": 80, "k": 48}}
+
+
+def get_inputs(device: str = "cuda", m: int | None = None, n: int | None = None, k: int | None = None,
+               size: int | None = None):
+    """fp16 A (m x k) and B (k x n); ``size`` asks for a square problem (m = n = k = size)."""
+    default = SIZES["cpu" if str(device).startswith("cpu") else "cuda"]
+    m, n, k = m or size or default["m"], n or size or default["n"], k or size or default["k"]
+    a = torch.randn(m, k, device=device, dtype=torch.float16)
+    b = torch.randn(k, n, device=device, dtype=torch.float16)
     return [a, b]
+
+
+def eager(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a @ b
 
 
 def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a.float() @ b.float()).to(a.dtype)
+
+
+def roofline_cost(a: torch.Tensor, b: torch.Tensor) -> dict:
+    (m, k), n = a.shape, b.shape[1]
+    return {"bytes": (m * k + k * n + m * n) * a.element_size(), "flops": 2 * m * n * k}
