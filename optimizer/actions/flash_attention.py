@@ -135,6 +135,55 @@ def _flat(node: cst.CSTNode) -> str:
     return "".join(c.code(node).split())
 
 
+def _dotted(node: cst.BaseExpression) -> str:
+    """``tl.program_id`` for a Name/Attribute chain (what ``c.code`` gives, without generating code)."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return c.code(node)
+
+
+class _Counter(cst.CSTVisitor):
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+
+    def visit_Name(self, n: cst.Name) -> None:
+        self.counts[n.value] = self.counts.get(n.value, 0) + 1
+
+    def visit_Attribute(self, n: cst.Attribute) -> bool:
+        n.value.visit(self)
+        return False
+
+    def visit_Arg(self, n: cst.Arg) -> bool:
+        n.value.visit(self)
+        return False
+
+
+_COUNTS: dict[int, tuple[cst.CSTNode, dict[str, int]]] = {}
+
+
+def _name_counts(node: cst.CSTNode) -> dict[str, int]:
+    """How often each name is read or assigned in ``node`` (keyword names and attributes do not count); memoised."""
+    hit = _COUNTS.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    counter = _Counter()
+    node.visit(counter)
+    if len(_COUNTS) > 4096:  # bounded: entries keep their trees alive
+        _COUNTS.clear()
+    _COUNTS[id(node)] = (node, counter.counts)
+    return counter.counts
+
+
+def _count(node: cst.CSTNode, name: str) -> int:
+    return _name_counts(node).get(name, 0)
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    return set(_name_counts(node))
+
+
 def _sympy():
     import sympy  # lazily: only files that launch a matmul-like chain pay for the import
 
@@ -181,7 +230,7 @@ class _Index:
                 return sp.Function("mod")(left, right)
             return None
         if isinstance(node, cst.Call):
-            func = c.code(node.func)
+            func = _dotted(node.func)
             args = [a.value for a in node.args]
             if func == "tl.program_id" and len(args) == 1 and isinstance(args[0], cst.Integer):
                 return self.sym(f"pid{args[0].value}")
@@ -256,19 +305,21 @@ class _Host:
     def __init__(self, host: cst.FunctionDef):
         self.sp = _sympy()
         self.host = host
+        self.allocs: dict[str, cst.Call | None] = {}
 
     def alloc(self, name: str) -> cst.Call | None:
-        assign = c.any_assignment(self.host, name)
-        if assign is None or not isinstance(assign.value, cst.Call) or c.code(assign.value.func) not in _ALLOCATORS:
-            return None
-        return assign.value
+        if name not in self.allocs:
+            assign = c.any_assignment(self.host, name)
+            ok = assign is not None and isinstance(assign.value, cst.Call) and _dotted(assign.value.func) in _ALLOCATORS
+            self.allocs[name] = assign.value if ok else None
+        return self.allocs[name]
 
     def dims(self, name: str, depth: int = 0) -> list | None:
         call = self.alloc(name)
         if call is None or depth > 4:
             return None
         positional = [a.value for a in call.args if a.keyword is None]
-        if c.code(call.func).endswith("_like"):
+        if _dotted(call.func).endswith("_like"):
             return self.dims(c.code(positional[0]), depth + 1) if positional and isinstance(positional[0], cst.Name) else None
         if len(positional) == 1 and isinstance(positional[0], cst.Tuple | cst.List):
             positional = [e.value for e in positional[0].elements]
@@ -285,7 +336,7 @@ class _Host:
             text = _flat(kw.value)
             return text.removeprefix("torch.")
         positional = [a.value for a in call.args if a.keyword is None]
-        if c.code(call.func).endswith("_like") and positional and isinstance(positional[0], cst.Name):
+        if _dotted(call.func).endswith("_like") and positional and isinstance(positional[0], cst.Name):
             inner = self.dtype(positional[0].value, depth + 1)
             return inner if inner is not None else f"{positional[0].value}.dtype"
         return None
@@ -328,7 +379,7 @@ class _Host:
         if isinstance(node, cst.Name):
             assign = c.any_assignment(self.host, node.value)
             node = assign.value if assign is not None else node
-        return isinstance(node, cst.Call) and c.code(node.func) in ("triton.next_power_of_2", "next_power_of_2") \
+        return isinstance(node, cst.Call) and _dotted(node.func) in ("triton.next_power_of_2", "next_power_of_2") \
             and len(node.args) == 1 and self.sp.expand(self.of(node.args[0].value) - length) == 0
 
 
@@ -381,7 +432,7 @@ def _body(kdef: cst.FunctionDef, kernel: Kernel, prefix: str, params: dict) -> _
             index.assign(name, value)
             return
         call = _call_of(node)
-        if call is not None and c.code(call.func) == "tl.store":
+        if call is not None and _dotted(call.func) == "tl.store":
             stmts.append(_Stmt(node, None, None, False, in_loop, dict(index.env)))
             return
         raise ActionError(f"{kernel.name} has a statement this action does not read: {c.code(node).strip()[:60]}")
@@ -392,7 +443,7 @@ def _body(kdef: cst.FunctionDef, kernel: Kernel, prefix: str, params: dict) -> _
         if isinstance(node, cst.For):
             iter_ = node.iter
             if loop is not None or node.orelse is not None or not isinstance(node.target, cst.Name) \
-                    or not (isinstance(iter_, cst.Call) and c.code(iter_.func) in ("range", "tl.range")):
+                    or not (isinstance(iter_, cst.Call) and _dotted(iter_.func) in ("range", "tl.range")):
                 raise ActionError(f"{kernel.name} has more than one loop, or a loop not over range()")
             loop, loop_var, prologue = node, node.target.value, len(stmts)
             index.env[loop_var] = index.sym("loop")
@@ -426,7 +477,7 @@ def _params(kernel: Kernel, sources: dict[str, str], host: _Host, prefix: str) -
 def _mem_call(value: cst.BaseExpression, op: str) -> cst.Call | None:
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
         value = value.func.value
-    return value if isinstance(value, cst.Call) and c.code(value.func) == op else None
+    return value if isinstance(value, cst.Call) and _dotted(value.func) == op else None
 
 
 def _address(call: cst.Call, index: _Index, env: dict) -> tuple[str, object] | None:
@@ -506,7 +557,7 @@ def _reduction(node: cst.BaseExpression, op: str) -> tuple[cst.BaseExpression, i
     node = _unparen(node)
     if isinstance(node, cst.Subscript) and _broadcast_axis(node) is not None:
         node = _unparen(node.value)
-    if not (isinstance(node, cst.Call) and c.code(node.func) == op and node.args):
+    if not (isinstance(node, cst.Call) and _dotted(node.func) == op and node.args):
         return None
     axis = c.kwarg(node, "axis")
     axis_node = axis.value if axis is not None else (node.args[1].value if len(node.args) > 1 and node.args[1].keyword is None else None)
@@ -526,7 +577,7 @@ def _softmax_input(value: cst.BaseExpression) -> tuple[str, int] | None:
     den = _reduction(value.right, "tl.sum")
     if den is None or _flat(_unparen(den[0])) != _flat(num):
         return None
-    if not (isinstance(num, cst.Call) and c.code(num.func) == "tl.exp" and len(num.args) == 1):
+    if not (isinstance(num, cst.Call) and _dotted(num.func) == "tl.exp" and len(num.args) == 1):
         return None
     diff = _unparen(num.args[0].value)
     if not (isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)):
@@ -578,11 +629,15 @@ class _Plan:
     loop: cst.For | None = None
 
 
+# (id(module), chain) -> (module, plan or the refusal); the module is kept so its id stays unique.
+_PLANS: dict[tuple, tuple[cst.Module, object]] = {}
+
+
 class FlashAttention:
     name = "flash_attention"
     kind = "Fusion"
     changes_numerics = False
-    max_changed_lines = 60  # one reviewable step, bigger than the usual: three kernels become one
+    max_changed_lines = 100  # one reviewable step, bigger than the usual: three kernels become one (most lines are removed ones)
 
     def _chains(self, analysis: FileAnalysis, kernel: Kernel) -> list[tuple[str, str, str]]:
         """(scores, softmax or "", pv) launched back to back in one host function and involving ``kernel``."""
@@ -618,6 +673,26 @@ class FlashAttention:
 
     # -- matching ---------------------------------------------------------------------------------
     def _plan(self, module: cst.Module, analysis: FileAnalysis, scores_name: str, softmax_name: str, pv_name: str) -> _Plan:
+        """The plan for one chain, or ActionError with the reason; memoised per parsed text (each kernel of
+        the chain asks, and apply asks again)."""
+        key = (id(module), scores_name, softmax_name, pv_name)
+        hit = _PLANS.get(key)
+        if hit is None or hit[0] is not module:
+            try:
+                result: _Plan | ActionError = self._match(module, analysis, scores_name, softmax_name, pv_name)
+            except ActionError as exc:
+                result = exc
+            except (ArithmeticError, TypeError, ValueError, AttributeError, IndexError, KeyError, StopIteration) as exc:
+                # An unforeseen spelling must not break the other actions' candidates: a refusal that says so.
+                result = ActionError(f"could not read the attention chain ({type(exc).__name__}: {exc})")
+            if len(_PLANS) >= 32:
+                _PLANS.pop(next(iter(_PLANS)))
+            hit = _PLANS[key] = (module, result)
+        if isinstance(hit[1], ActionError):
+            raise ActionError(str(hit[1]))
+        return hit[1]
+
+    def _match(self, module: cst.Module, analysis: FileAnalysis, scores_name: str, softmax_name: str, pv_name: str) -> _Plan:
         sp = _sympy()
         names = [n for n in (scores_name, softmax_name, pv_name) if n]
         kernels = [analysis.kernel(n) for n in names]
@@ -645,14 +720,14 @@ class FlashAttention:
         hostv = _Host(host)
         sources = [c.launch_sources(l, k) for l, k in zip(launches, kernels)]
         # Between the first and the last launch only shape arithmetic, and nothing the first launch reads changes.
-        first_reads = c.names_in(launches[0].call)
+        first_reads = _names(launches[0].call)
         launch_lines = {at[0], at[-1], *(at[1:-1])}
         for st in host.body.body[at[0] + 1:at[-1]]:
             if host.body.body.index(st) in launch_lines:
                 continue
             if not (isinstance(st, cst.SimpleStatementLine) and all(isinstance(b, cst.Assign) for b in st.body)) or _impure_calls(st):
                 raise ActionError("something other than shape arithmetic runs between the attention launches")
-            if set().union(*[c.names_in(t.target) for b in st.body for t in b.targets]) & first_reads:
+            if set().union(*[_names(t.target) for b in st.body for t in b.targets]) & first_reads:
                 raise ActionError(f"a statement between the launches changes what {scores.name} reads")
 
         # The buffers: what the scores kernel stores, and what the P @ V kernel loads from the host's fresh allocation.
@@ -689,15 +764,15 @@ class FlashAttention:
         p_param, p_offset = _address(p_call, v_body.index, p_stmt.env)
         p_buffer = sources[-1][p_param]
         p_name = p_stmt.target
-        if c.count_name(defs[-1], p_param) != 2:
+        if _count(defs[-1], p_param) != 2:
             raise ActionError(f"{pv.name} reads {p_param} elsewhere")
         # Parameters that carry the probability buffer's strides go with its load.
         p_extra = []
         for q in pv.params:
             source = sources[-1].get(q.name)
-            if q.name == p_param or source is None or not c.names_in(c.expr(source)) & {p_buffer, s_buffer}:
+            if q.name == p_param or source is None or not _names(c.expr(source)) & {p_buffer, s_buffer}:
                 continue
-            if c.count_name(defs[-1], q.name) != 1 + c.count_name(p_stmt.node, q.name):
+            if _count(defs[-1], q.name) != 1 + _count(p_stmt.node, q.name):
                 raise ActionError(f"{pv.name} uses {q.name} ({source}) besides loading the probabilities")
             p_extra.append(q.name)
         acc, rows = self._accumulator(defs[-1], v_body, p_name, pv)
@@ -709,9 +784,9 @@ class FlashAttention:
         for b in buffers:
             if hostv.alloc(b) is None:
                 raise ActionError(f"{b} is not a fresh torch.empty/zeros allocation in {host.name.value}")
-            uses = c.count_name(host, b)
-            expected = 1 + sum(c.count_name(l.call, b) for l in launches)
-            expected += sum(1 for other in buffers if other != b and b in c.names_in(hostv.alloc(other)))
+            uses = _count(host, b)
+            expected = 1 + sum(_count(l.call, b) for l in launches)
+            expected += sum(1 for other in buffers if other != b and b in _names(hostv.alloc(other)))
             if uses != expected:
                 raise ActionError(f"the host uses {b} for something besides the attention kernels")
 
@@ -730,8 +805,8 @@ class FlashAttention:
             in_loop = {st.target for st in s_body.stmts if st.in_loop and st.target}
             for st in s_body.stmts:
                 if st.in_loop and st.target is not None:
-                    if (c.names_in(st.value) & in_loop) - assigned:
-                        raise ActionError(f"{scores.name}'s loop carries {', '.join(sorted((c.names_in(st.value) & in_loop) - assigned))} across key blocks")
+                    if (_names(st.value) & in_loop) - assigned:
+                        raise ActionError(f"{scores.name}'s loop carries {', '.join(sorted((_names(st.value) & in_loop) - assigned))} across key blocks")
                     assigned.add(st.target)
         mapped = sp.expand(_apply(sigma, s_offset))
         if sp.expand(mapped - p_offset) != 0:
@@ -775,7 +850,7 @@ class FlashAttention:
 
     def _accumulator(self, kdef: cst.FunctionDef, body: _Body, p_name: str, pv: Kernel) -> tuple[str, str]:
         """The accumulator the loop adds ``tl.dot(p, v)`` to, and its row block (first dim of its tl.zeros)."""
-        dots = [st for st in body.stmts if st.in_loop and st.target is not None and f"{p_name}" in c.names_in(st.value)]
+        dots = [st for st in body.stmts if st.in_loop and st.target is not None and f"{p_name}" in _names(st.value)]
         if len(dots) != 1:
             raise ActionError(f"{pv.name} uses the probabilities outside one accumulating tl.dot")
         st = dots[0]
@@ -784,21 +859,21 @@ class FlashAttention:
         dot = None
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) and _flat(value.left) == acc:
             dot = _unparen(value.right)
-        elif isinstance(value, cst.Call) and c.code(value.func) == "tl.dot" and len(value.args) == 3 and _flat(value.args[2].value) == acc:
+        elif isinstance(value, cst.Call) and _dotted(value.func) == "tl.dot" and len(value.args) == 3 and _flat(value.args[2].value) == acc:
             dot = value
-        if not (isinstance(dot, cst.Call) and c.code(dot.func) == "tl.dot") or len(dot.args) < 2:
+        if not (isinstance(dot, cst.Call) and _dotted(dot.func) == "tl.dot") or len(dot.args) < 2:
             raise ActionError(f"{pv.name} does not accumulate tl.dot(p, v)")
         first = _unparen(dot.args[0].value)
         while isinstance(first, cst.Call) and isinstance(first.func, cst.Attribute) and first.func.attr.value == "to":
             first = _unparen(first.func.value)
-        if _flat(first) != p_name or p_name in c.names_in(dot.args[1].value):
+        if _flat(first) != p_name or p_name in _names(dot.args[1].value):
             raise ActionError(f"{pv.name}'s tl.dot does not take the probabilities as its left operand")
         writes = [s for s in body.stmts if s.target == acc]
         init = [s for s in writes if body.stmts.index(s) < body.prologue]
         if len(init) != 1 or len([s for s in writes if s.in_loop]) != 1 or init[0] is not writes[0]:
             raise ActionError(f"{pv.name} does not start {acc} at zero before the loop and only add to it in the loop")
         zeros = init[0].value
-        if not (isinstance(zeros, cst.Call) and c.code(zeros.func) == "tl.zeros" and zeros.args
+        if not (isinstance(zeros, cst.Call) and _dotted(zeros.func) == "tl.zeros" and zeros.args
                 and isinstance(zeros.args[0].value, cst.Tuple | cst.List) and "float32" in _flat(zeros)):
             raise ActionError(f"{pv.name}'s {acc} is not tl.zeros((rows, dim), dtype=tl.float32)")
         rows = c.code(zeros.args[0].value.elements[0].value)
@@ -919,7 +994,7 @@ class FlashAttention:
         length = None
         for st in body.stmts[:j + 1]:
             call = st.value if st.target == name and isinstance(st.value, cst.Call) else None
-            if call is None or c.code(call.func) != "tl.where" or len(call.args) != 3 or _flat(call.args[2].value) not in _NEG_INF:
+            if call is None or _dotted(call.func) != "tl.where" or len(call.args) != 3 or _flat(call.args[2].value) not in _NEG_INF:
                 continue
             for cj in _conjuncts(call.args[0].value):
                 b = _bound(cj, body.index, st.env)
@@ -958,7 +1033,7 @@ class FlashAttention:
         """The scores kernel's statements that compute the scores, in the P @ V kernel's names, before or in its loop."""
         sp = _sympy()
         scores, pv = plan.scores, plan.pv
-        k3_names = c.names_in(defs[-1])
+        k3_names = _names(defs[-1])
         locals1 = {st.target for st in s_body.stmts if st.target is not None} | ({s_body.loop_var} if s_body.loop_var else set())
         # Parameters: block sizes by role, shared values by what the host passes, the rest new.
         v_sources = sources[-1]
@@ -1002,7 +1077,7 @@ class FlashAttention:
             if hit is not None:
                 provided[st.target] = hit
         # Backward slice from the scores expression.
-        needed = (c.names_in(x_code) & locals1) - set(provided)
+        needed = (_names(x_code) & locals1) - set(provided)
         keep: list[_Stmt] = []
         for st in reversed(s_body.stmts[:end]):
             if st.target is None or st.target not in needed:
@@ -1010,7 +1085,7 @@ class FlashAttention:
             keep.append(st)
             if not st.aug:
                 needed.discard(st.target)
-            needed |= (c.names_in(st.value) & locals1) - set(provided)
+            needed |= (_names(st.value) & locals1) - set(provided)
         keep.reverse()
         needed -= {s_body.loop_var}
         if needed:
@@ -1025,7 +1100,7 @@ class FlashAttention:
             taken.add(fresh)
             local_map[n] = fresh
         names_map = {**param_map, **local_map}
-        read = set().union(*[c.names_in(st.node) for st in keep], c.names_in(x_code)) - {st.target for st in keep}
+        read = set().union(*[_names(st.node) for st in keep], _names(x_code)) - {st.target for st in keep}
         unknown = {n for n in read if n.isidentifier()} - set(names_map) - _GLOBALS - {s_body.loop_var} - set(provided)
         if s_param in read:
             raise ActionError(f"{scores.name} computes its scores from the buffer it stores")
@@ -1046,7 +1121,7 @@ class FlashAttention:
             node = st.node.visit(substitute)
             if substitute.error:
                 raise ActionError(substitute.error)
-            if c.names_in(node) & tainted or st.target in multi or st.in_loop and s_body.loop_var in c.names_in(st.node):
+            if _names(node) & tainted or st.target in multi or st.in_loop and s_body.loop_var in _names(st.node):
                 in_loop.append(node.with_changes(leading_lines=[]))
                 tainted.add(local_map[st.target])
             else:
@@ -1055,7 +1130,7 @@ class FlashAttention:
         if substitute.error:
             raise ActionError(substitute.error)
         plan.hoisted, plan.in_loop, plan.scores_code, plan.new_params = hoisted, in_loop, c.code(x_new), new_params
-        used = set().union(set(), *[c.names_in(s) for s in hoisted + in_loop], c.names_in(x_new))
+        used = set().union(set(), *[_names(s) for s in hoisted + in_loop], _names(x_new))
         plan.new_params = [p for p in new_params if p[0] in used]
 
     # -- applying ---------------------------------------------------------------------------------
@@ -1068,7 +1143,7 @@ class FlashAttention:
         module = c.parse(text)
         plan = self._plan(module, analysis, scores, softmax, pv)
         kdef, _ = c.locate(module, pv)
-        taken = c.names_in(kdef) | {n for n, _s, _k in plan.new_params} | set().union(set(), *[c.names_in(s) for s in plan.hoisted + plan.in_loop])
+        taken = _names(kdef) | {n for n, _s, _k in plan.new_params} | set().union(set(), *[_names(s) for s in plan.hoisted + plan.in_loop])
 
         def fresh(base: str) -> str:
             name = next(n for n in (base, *(f"{base}_{i}" for i in range(2, 99))) if n not in taken)
@@ -1076,7 +1151,7 @@ class FlashAttention:
             return name
 
         m_i, l_i, m_new, alpha = fresh("m_i"), fresh("l_i"), fresh("m_new"), fresh("alpha")
-        loop_targets = {t for st in plan.in_loop for t in c.names_in(st.body[0].targets[0].target if isinstance(st.body[0], cst.Assign)
+        loop_targets = {t for st in plan.in_loop for t in _names(st.body[0].targets[0].target if isinstance(st.body[0], cst.Assign)
                                                                              else st.body[0].target)}
         qk = plan.scores_code if plan.scores_code in loop_targets else fresh("qk")
         p, acc, rows = plan.p_name, plan.acc, plan.rows
@@ -1274,7 +1349,7 @@ class _Substitute(cst.CSTTransformer):
 
     def leave_Call(self, original_node, updated_node):
         sp = _sympy()
-        func = c.code(original_node.func)
+        func = _dotted(original_node.func)
         args = [a.value for a in original_node.args]
         root = None
         if func == "tl.program_id" and len(args) == 1 and isinstance(args[0], cst.Integer):
