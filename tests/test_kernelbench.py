@@ -221,6 +221,21 @@ OP_PROBLEMS = {
         def get_inputs():
             return [torch.randn(2, 3, 9, 8)]
         """, {"conv"}),
+    "conv_window_outer": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+                # 16+ input channels a group: the kernel-offset-outer path with permuted weights
+                self.conv = nn.Conv2d(32, 6, 3, stride=2, padding=1, dilation=(1, 2), groups=2)
+                self.up = nn.ConvTranspose2d(16, 5, 3, stride=2, padding=1, output_padding=1)
+                self.conv1 = nn.Conv1d(20, 4, 2, bias=False)
+
+            def forward(self, x, y, z):
+                return torch.tanh(self.conv(x)), self.up(y) - 0.5, self.conv1(z)
+
+        def get_inputs():
+            return [torch.randn(2, 32, 7, 9), torch.randn(1, 16, 4, 3), torch.randn(2, 20, 6)]
+        """, {"conv"}),
     "tiled_reductions_with_epilogues": ("""
         class Model(nn.Module):
             def __init__(self):

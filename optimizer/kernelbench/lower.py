@@ -27,6 +27,7 @@ ANCHORS = ("reduce", "scan", "softmax", "log_softmax", "layer_norm", "group_norm
 TAKES_EPILOGUE = ("pointwise", "matmul", "conv", "reduce", "softmax", "log_softmax")
 POINTWISE_BLOCK = 1024
 ROW_BLOCK = 1024
+CONV_WINDOW_OUTER_CHANNELS = 16  # from this many input channels a group, a conv loops kernel offsets outside
 GEMM_MIN_PROGRAMS = 128  # about one program per SM of an H100 / H200 (132)
 # fp32 tl.dot: "tf32x3" (three TF32 tensor-core products, about fp32's error: KernelBench's 1e-4 holds) or "ieee" (FMA)
 _SETTINGS = {"fp32_dot": "tf32x3"}
@@ -272,7 +273,8 @@ OC OH OW KH KW acc a b offs mask pid rest n oh ow kh kw ih iw c_mask k k0 offs_m
 base r start row mean rstd d y torch triton tl math result a_base b_base a_mask c_ptrs out_ptrs acc_max acc_sum
 row_max row_sum self BLOCK_M BLOCK_N BLOCK_K kb I O CG OCG KP KK g oc n_out carry channel group p p_mask lanes o
 tile m_vec s_vec m_new seen e split partial rows R_total R_TOTAL OUTER INNER BLOCK_P FINAL SQUARE ONE_PASS GROUP_M
-warps pid_b n_m n_n group_size first_m rows_in_group a_ptrs b_ptrs gemm_tiles""".split())
+warps pid_b n_m n_n group_size first_m rows_in_group a_ptrs b_ptrs gemm_tiles offs_c kp row_ok row_base c0 c_ok
+wt window_outer WINDOW_OUTER CG OCG""".split())
 
 
 # -- kernels ---------------------------------------------------------------------------------------
@@ -956,6 +958,17 @@ def _affine(o: str, stride: int, offset: int, k: str, dilation: int) -> str:
     return f"{text} + {term}" if dilation > 0 else f"{text} - {term}"
 
 
+def _conv_input_index(j: int, transposed: bool, stride: int, pad: int, dil: int, o: str, k: str, mask: str) -> list[str]:
+    """Lines computing ``i{j}``, the input index that output index ``o`` reads at kernel offset ``k``, and
+    narrowing ``mask`` to the positions inside the input (a transposed conv: only where the stride divides)."""
+    if not transposed:
+        return [f"i{j} = {_affine(o, stride, -pad, k, dil)}", f"{mask} = {mask} & (i{j} >= 0) & (i{j} < I{j})"]
+    if stride == 1:  # out[o] gathers x[i] where o = i * stride - pad + k * dil
+        return [f"i{j} = {_affine(o, 1, pad, k, -dil)}", f"{mask} = {mask} & (i{j} >= 0) & (i{j} < I{j})"]
+    return [f"t{j} = {_affine(o, 1, pad, k, -dil)}", f"i{j} = t{j} // {stride}",
+            f"{mask} = {mask} & (t{j} >= 0) & (t{j} % {stride} == 0) & (i{j} < I{j})"]
+
+
 def _conv_group(group: Group, name: str) -> tuple[str, str]:
     """convNd / conv_transposeNd as an implicit GEMM: rows = output positions, columns = output channels of
     one group (grid axis 2), K = the group's input channels x the kernel window."""
@@ -982,45 +995,56 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
     for j in reversed(sp):
         body += [f"o{j} = rest % O{j}", f"rest = rest // O{j}"]
     body += ["n = rest", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-             "for kb in range(0, KK, BLOCK_K):",
-             "    offs_k = kb + tl.arange(0, BLOCK_K)",
-             "    # each GEMM column of A is one (input channel, kernel offset) pair", "    rest = offs_k"]
+             "if WINDOW_OUTER:  # many channels: per kernel offset, the group's channels in blocks of BLOCK_K",
+             "    offs_c = tl.arange(0, BLOCK_K)",
+             "    for kp in range(0, KP):",
+             "        rest = kp"]
     for j in reversed(sp):
-        body += [f"    k{j} = rest % K{j}", f"    rest = rest // K{j}"]
-    body += ["    c = g * CG + rest", "    a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < KK)"]
+        body += [f"        k{j} = rest % K{j}", f"        rest = rest // K{j}"]
+    body.append("        row_ok = offs_m < M  # the input position each output row reads at this offset")
     for j in sp:
-        if transposed:  # out[o] gathers x[i] where o = i * stride - pad + k * dil
-            if st[j] == 1:
-                body += [f"    i{j} = {_affine(f'o{j}[:, None]', 1, pd[j], f'k{j}[None, :]', -dl[j])}",
-                         f"    a_mask = a_mask & (i{j} >= 0) & (i{j} < I{j})"]
-            else:
-                body += [f"    t{j} = {_affine(f'o{j}[:, None]', 1, pd[j], f'k{j}[None, :]', -dl[j])}",
-                         f"    i{j} = t{j} // {st[j]}",
-                         f"    a_mask = a_mask & (t{j} >= 0) & (t{j} % {st[j]} == 0) & (i{j} < I{j})"]
-        else:
-            body += [f"    i{j} = {_affine(f'o{j}[:, None]', st[j], -pd[j], f'k{j}[None, :]', dl[j])}",
-                     f"    a_mask = a_mask & (i{j} >= 0) & (i{j} < I{j})"]
+        body += [f"        {line}" for line in _conv_input_index(j, transposed, st[j], pd[j], dl[j], f"o{j}", f"k{j}", "row_ok")]
+    row_base = " + ".join(["n * sxn"] + [f"i{j} * sx{j}" for j in sp])
+    body += [f"        row_base = {row_base}",
+             "        for c0 in range(0, CG, BLOCK_K):",
+             "            c_ok = c0 + offs_c < CG",
+             "            a = tl.load(x_ptr + row_base[:, None] + (g * CG + c0 + offs_c)[None, :] * sxc,",
+             "                        mask=row_ok[:, None] & c_ok[None, :], other=0.0)",
+             "            # weights permuted on the host to (group, offset, channel, out channel): rows contiguous",
+             "            b = tl.load(wt_ptr + ((g * KP + kp) * CG + c0 + offs_c)[:, None] * OCG + offs_n[None, :],",
+             "                        mask=c_ok[:, None] & (offs_n[None, :] < OCG), other=0.0)",
+             f"            acc += {_dot('a', 'b', fp32)}",
+             "else:  # few channels: K runs over (channel, kernel offset) pairs together",
+             "    for kb in range(0, KK, BLOCK_K):",
+             "        offs_k = kb + tl.arange(0, BLOCK_K)",
+             "        rest = offs_k"]
+    for j in reversed(sp):
+        body += [f"        k{j} = rest % K{j}", f"        rest = rest // K{j}"]
+    body += ["        c = g * CG + rest", "        a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < KK)"]
+    for j in sp:
+        body += [f"        {line}" for line in _conv_input_index(j, transposed, st[j], pd[j], dl[j], f"o{j}[:, None]",
+                                                             f"k{j}[None, :]", "a_mask")]
     x_offset = " + ".join(["n[:, None] * sxn", "c[None, :] * sxc"] + [f"i{j} * sx{j}" for j in sp])
-    body.append(f"    a = tl.load(x_ptr + {x_offset}, mask=a_mask, other=0.0)")
+    body.append(f"        a = tl.load(x_ptr + {x_offset}, mask=a_mask, other=0.0)")
     b_mask = "(offs_k[:, None] < KK) & (offs_n[None, :] < OCG)"
     if transposed:  # weight (C, OC / G, *K)
-        body += ["    kp = offs_k % KP",
-                 f"    b = tl.load(w_ptr + c[:, None] * (OCG * KP) + offs_n[None, :] * KP + kp[:, None], mask={b_mask}, "
-                 "other=0.0)"]
+        body += ["        kp = offs_k % KP",
+                 f"        b = tl.load(w_ptr + c[:, None] * (OCG * KP) + offs_n[None, :] * KP + kp[:, None], "
+                 f"mask={b_mask}, other=0.0)"]
     else:  # weight (OC, C / G, *K): row oc holds that channel's K = CG x window values
-        body.append(f"    b = tl.load(w_ptr + oc[None, :] * KK + offs_k[:, None], mask={b_mask}, other=0.0)")
-    body += [f"    acc += {_dot('a', 'b', fp32)}",
+        body.append(f"        b = tl.load(w_ptr + oc[None, :] * KK + offs_k[:, None], mask={b_mask}, other=0.0)")
+    body += [f"        acc += {_dot('a', 'b', fp32)}",
              "c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < OCG)", *epi_lines]
     out_offset = " + ".join(["n[:, None] * son", "oc[None, :] * soc"] + [f"o{j}[:, None] * so{j}" for j in sp])
     body += [f"out_ptrs = out_ptr + {out_offset}",
              f"tl.store(out_ptrs, {result}.to(out_ptr.dtype.element_ty), mask=c_mask)"]
     sizes = ["NB", "C", "OC"] + [f"I{j}" for j in sp] + [f"O{j}" for j in sp] + [f"K{j}" for j in sp]
     strides = ["sxn", "sxc"] + [f"sx{j}" for j in sp] + ["son", "soc"] + [f"so{j}" for j in sp]
-    sig = ["x_ptr", "w_ptr", "out_ptr"] + [s for s in epi_sig if s.endswith("_ptr")] + sizes + strides + \
+    sig = ["x_ptr", "w_ptr", "wt_ptr", "out_ptr"] + [s for s in epi_sig if s.endswith("_ptr")] + sizes + strides + \
         [s for s in epi_sig if not s.endswith("_ptr")]
     kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(sig)},\n"
-              f"{' ' * (len(name) + 12)}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):\n"
-              + _indent(body) + "\n")
+              f"{' ' * (len(name) + 12)}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
+              "WINDOW_OUTER: tl.constexpr):\n" + _indent(body) + "\n")
     kernel = _gemm_tiles_helper() + kernel
     names = [param_name(p) for p in group.params]
     x, w = names[0], names[1]
@@ -1036,17 +1060,24 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
         host += [f"OC = {w}.shape[0]",
                  f"O = [(I[j] + 2 * p - d * (K[j] - 1) - 1) // s + 1 for j, (s, p, d) in enumerate(zip({st}, {pd}, {dl}))]"]
     host += [f"{w} = {w}.contiguous()  # read as the GEMM's B operand",
-             f"out = torch.empty((NB, OC, *O), device={x}.device, dtype={x}.dtype)"]
+             f"out = torch.empty((NB, OC, *O), device={x}.device, dtype={x}.dtype)",
+             f"CG, OCG = C // {G}, OC // {G}",
+             f"window_outer = CG >= {CONV_WINDOW_OUTER_CHANNELS}",
+             "# the window-outer path reads the weights as (group, kernel offset, channel, out channel)",
+             (f"wt = {w}.reshape({G}, CG, OCG, -1).permute(0, 3, 1, 2).contiguous() if window_outer else {w}"
+              if transposed else
+              f"wt = {w}.reshape({G}, OCG, CG, -1).permute(0, 3, 2, 1).contiguous() if window_outer else {w}")]
     for e in epi_names:
         view = f".view(1, -1{', 1' * d})" if bias is not None and e == param_name(bias) else ""
         host.append(f"{e} = {e}{view}.expand(out.shape)")
-    args = [x, w, "out", *epi_names, "NB", "C", "OC", "*I", "*O", "*K", f"*{x}.stride()", "*out.stride()",
+    args = [x, w, "wt", "out", *epi_names, "NB", "C", "OC", "*I", "*O", "*K", f"*{x}.stride()", "*out.stride()",
             *_epilogue_args(epi_sig)]
     host += [f"BLOCK_M, BLOCK_N, BLOCK_K, warps = gemm_tiles(NB * math.prod(O), OC // {G}, {G})",
+             "BLOCK_K = min(BLOCK_K, max(16, triton.next_power_of_2(CG))) if window_outer else BLOCK_K",
              f"grid = (triton.cdiv(NB * math.prod(O), BLOCK_M), triton.cdiv(OC // {G}, BLOCK_N), {G})",
              f"{name}_kernel[grid]({', '.join(args)},",
-             f"{' ' * (len(name) + 14)}BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=warps, "
-             "num_stages=3)",
+             f"{' ' * (len(name) + 14)}BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, WINDOW_OUTER=window_outer, "
+             "num_warps=warps, num_stages=3)",
              "return out"]
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
