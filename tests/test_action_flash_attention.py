@@ -1,0 +1,137 @@
+"""flash_attention: scores, softmax and P @ V kernels become one flash kernel; refusals when the chain is not exactly that."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, applicable, apply_candidate
+from mtmc_lsp.optimizer.actions import _common as c
+from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.hardware import get_profile
+from mtmc_lsp.optimizer.policy.base import PolicyState
+from mtmc_lsp.optimizer.policy.heuristic import HeuristicPolicy
+
+sys.path.insert(0, str(Path(__file__).parent))
+from corpus.kernels import kernel_path  # noqa: E402
+from test_actions_semantics import TOL_FP16, TOL_FP32, job, run_jobs  # noqa: E402
+
+H100 = get_profile("h100")
+THREE = kernel_path("attention_three_kernels").read_text()  # causal, fp16, contiguous [B, H, S, D]
+PADDED = kernel_path("attention_padded_strided").read_text()  # fp32, strides, per-batch key lengths, scores loop over keys
+TWO = kernel_path("attention_two_kernels").read_text()  # scores + softmax in one kernel, fp16 probabilities
+CHAINS = {"three": (THREE, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
+          "padded": (PADDED, "attn_scores", "softmax_rows", "attn_pv"),
+          "two": (TWO, "softmax_scores_kernel", "", "probs_v_kernel")}
+
+
+def offered(text: str, kernel: str) -> list:
+    return [cand for cand in applicable(analyze(text), kernel, H100) if cand.action == "flash_attention"]
+
+
+def fused(text: str, kernel: str) -> str:
+    (cand,) = offered(text, kernel)
+    return apply_candidate(text, cand, H100).new_text
+
+
+def refusal(text: str, chain: str = "three") -> str:
+    """Why the chain is not fused (the plan's ActionError message)."""
+    _, scores, softmax, pv = CHAINS[chain]
+    with pytest.raises(ActionError) as info:
+        ACTIONS["flash_attention"]._plan(c.parse(text), analyze(text), scores, softmax, pv)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("chain", sorted(CHAINS))
+def test_offered_on_every_kernel_of_the_chain(chain):
+    text, scores, softmax, pv = CHAINS[chain]
+    for kernel in filter(None, (scores, softmax, pv)):
+        (cand,) = offered(text, kernel)
+        assert cand.kind == "Fusion" and cand.params == {"scores": scores, "softmax": softmax, "pv": pv}
+        assert cand.title.startswith("Fuse attention into one flash kernel")
+
+
+def test_three_kernels_become_one_flash_kernel():
+    new = fused(THREE, "pv_kernel")
+    assert "qk_scores_kernel" not in new and "row_softmax_kernel" not in new  # launches and definitions gone
+    assert "scores = torch.empty" not in new and "probs = torch.empty_like" not in new
+    assert "pv_kernel[(triton.cdiv(seq_len, BLOCK), batch * heads)](v, out, seq_len,\n" in new
+    assert "q, k, head_dim ** -0.5, HEAD_DIM=head_dim, BLOCK_M=BLOCK, BLOCK_N=BLOCK)" in new  # the host's own spelling
+    body = new.split("def pv_kernel", 1)[1].split("\ndef ", 1)[0]
+    loop = body.split("    for start_n", 1)[1]
+    assert "q = tl.load(q_ptr" in body.split("    for start_n", 1)[0]  # the query tile is loaded once, before the loop
+    assert 's = tl.where(offs_m[:, None] >= offs_n[None, :], s, float("-inf"))  # causal' in loop  # the mask, at the loop's keys
+    assert "acc = acc * alpha[:, None]" in loop and "acc = acc / l_i[:, None]" in body
+
+
+def test_strides_and_padding_keep_their_spelling():
+    new = fused(PADDED, "attn_scores")
+    assert "p.stride(" not in new and "s.stride(" not in new and "stride_pb" not in new  # the buffers' strides go with them
+    before_loop, loop = new.split("def attn_pv", 1)[1].split("    for start_n", 1)
+    assert "kv_len = tl.load(kv_lens + off_b)" in before_loop  # per-batch length, hoisted
+    assert "qk = tl.where((start_n + offs_n_qk)[None, :] < kv_len, qk, float(\"-inf\"))" in loop
+    assert "stride_qb, stride_qh, stride_qm, stride_qd" in new and "q.stride(0), q.stride(1)" in new
+
+
+def test_two_kernel_form_casts_probabilities_like_the_buffer():
+    new = fused(TWO, "softmax_scores_kernel")
+    assert "probs = torch.empty" not in new and "softmax_scores_kernel" not in new
+    assert "p = p.to(tl.float16)" in new  # the probabilities were stored as fp16 before P @ V
+    assert "row_max" not in new  # the one-block softmax is not copied, the online one replaces it
+
+
+@pytest.mark.parametrize("chain, change, why", [
+    ("three", ("    y = num / tl.sum(num, axis=0)\n", "    y = num / tl.sum(num, axis=0) * (tl.rand(7, cols) > 0.1)\n"), "random numbers"),
+    ("three", ("mask=(offs_m[:, None] < seq_len) & (offs_n[None, :] < seq_len), other=0.0)\n        v =",
+               "mask=(offs_m[:, None] < seq_len) & (offs_n[None, :] % 2 == 0), other=0.0)\n        v ="), "does not read"),
+    ("three", ("x_ptr + row * row_stride + cols, mask", "x_ptr + row + cols * row_stride, mask"), "unit-stride axis"),
+    ("three", ("    return out\n", "    return out, probs\n"), "for something besides"),
+    ("three", ("BLOCK=triton.next_power_of_2(seq_len))", "BLOCK=64)"), "may not cover the row"),
+    ("three", ("dtype=torch.float32)", "dtype=torch.float16)"), "not fp32"),
+    ("three", ("    pv_kernel[", "    q = q * 2\n    pv_kernel["), "changes what qk_scores_kernel reads"),
+    ("three", ("    pv_kernel[", "    torch.cuda.synchronize()\n    pv_kernel["), "shape arithmetic"),
+    ("three", ("acc += tl.dot(p.to(v.dtype), v)", "acc += tl.dot((p * 2.0).to(v.dtype), v)"), "left operand"),
+    ("three", ("offs_m[:, None] * seq_len + offs_n[None, :], s,", "offs_m[:, None] + offs_n[None, :] * seq_len, s,"), "alike"),
+    ("three", ("    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)\n", "    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32) + 1.0\n"),
+     "tl.zeros((rows, dim), dtype=tl.float32)"),
+    ("padded", ("    for start_n in range(0, seq_k, BLOCK_N):\n        k_ptrs",
+                "    for start_n in range(0, seq_k, BLOCK_N):\n        q = q * 1.0\n        k_ptrs"), "carries q"),
+    ("two", ("BLOCK_N=triton.next_power_of_2(seq_len))", "BLOCK_N=64)"), "every key"),
+    ("two", ("tl.sum(e, axis=1)[:, None]", "tl.sum(e, axis=1)[:, None] * 2.0"), "neither"),
+])
+def test_refused_with_a_reason(chain, change, why):
+    text = CHAINS[chain][0]
+    changed = text.replace(*change)
+    assert changed != text, why
+    assert why in refusal(changed, chain)
+    assert not offered(changed, CHAINS[chain][-1])
+
+
+def test_stale_candidate_is_refused():
+    (cand,) = offered(THREE, "pv_kernel")
+    with pytest.raises(ActionError, match="fp32"):
+        apply_candidate(THREE.replace("dtype=torch.float32)", "dtype=torch.bfloat16)"), cand, H100)
+
+
+def test_heuristic_ranks_it_first():
+    analysis = analyze(THREE)
+    kernel = analysis.kernel("pv_kernel")
+    cands = applicable(analysis, kernel, H100)
+    assert len(cands) > 1
+    state = PolicyState(analysis=analysis, kernel=kernel, target=H100)
+    assert HeuristicPolicy().rank(state, cands)[0].candidate.action == "flash_attention"
+
+
+@pytest.mark.slow
+def test_flash_kernel_stays_equivalent(tmp_path):
+    jobs = []
+    for name, (text, scores, _softmax, pv) in sorted(CHAINS.items()):
+        tol = TOL_FP16 if "float16" in text else TOL_FP32
+        new = fused(text, scores)
+        piped = next(cand for cand in applicable(analyze(new), pv, H100) if cand.action == "pipelining")
+        jobs += [job(tmp_path, f"{name}:reference", text, text, tol, reference=True),
+                 job(tmp_path, f"{name}:flash", text, new, tol),
+                 job(tmp_path, f"{name}:flash+pipelining", text, apply_candidate(new, piped, H100).new_text, tol)]
+    results = run_jobs(jobs, tmp_path)
+    assert all(r["ok"] for r in results), [r for r in results if not r["ok"]]
