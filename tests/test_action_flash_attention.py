@@ -14,8 +14,8 @@ from mtmc_lsp.optimizer.policy.base import PolicyState
 from mtmc_lsp.optimizer.policy.heuristic import HeuristicPolicy
 
 sys.path.insert(0, str(Path(__file__).parent))
-from corpus.kernels import kernel_path  # noqa: E402
-from test_actions_semantics import TOL_FP16, TOL_FP32, job, run_jobs  # noqa: E402
+from corpus.kernels import kernel_path
+from test_actions_semantics import TOL_FP16, TOL_FP32, job, run_jobs
 
 H100 = get_profile("h100")
 THREE = kernel_path("attention_three_kernels").read_text()  # causal, fp16, contiguous [B, H, S, D]
