@@ -16,7 +16,7 @@ from lsprotocol import types
 from ..app import MtmcLanguageServer
 from ..quick_fixes import quick_fixes
 from ..steps import STEP_APPLIED_COMMAND
-from .write_triton import write_triton_actions
+from ..write_triton_offer import write_triton_actions
 
 if TYPE_CHECKING:
     from ...optimizer.policy import Ranked

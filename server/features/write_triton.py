@@ -9,7 +9,6 @@ cannot create files) and asks the client to show it.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import json
 import sys
@@ -20,28 +19,9 @@ from lsprotocol import types
 
 from ..app import MtmcLanguageServer
 from ..trust import refuse_untrusted
+from ..write_triton_offer import TITLE, WRITE_TRITON_COMMAND
 
-WRITE_TRITON_COMMAND = "mtmc.writeTriton"
-TITLE = "MTMC: Write a Triton version"
 GENERATE_TIMEOUT_S = 120.0
-
-
-def is_pytorch_problem(text: str) -> bool:
-    """``class Model(...)`` and ``def get_inputs`` at the top level, and no ``ModelNew`` yet."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return False
-    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
-    return "Model" in names and "get_inputs" in names and "ModelNew" not in names
-
-
-def write_triton_actions(uri: str, text: str, kind: str) -> list[types.CodeAction]:
-    """The code action for a PyTorch module in KernelBench form (none for anything else)."""
-    if not uri.endswith(".py") or not is_pytorch_problem(text):
-        return []
-    command = types.Command(title=TITLE, command=WRITE_TRITON_COMMAND, arguments=[uri])
-    return [types.CodeAction(title=TITLE, kind=kind, command=command)]
 
 
 def triton_uri(uri: str) -> str:
