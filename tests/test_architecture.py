@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from corpus.kernels import ELSEWHERE, HERE as CORPUS, kernel_files
+from corpus.kernels import ELSEWHERE, kernel_files
+from corpus.kernels import HERE as CORPUS
 
 ROOT = Path(__file__).resolve().parents[1]
 FEATURES = ROOT / "server" / "features"
