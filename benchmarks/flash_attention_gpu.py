@@ -1,0 +1,159 @@
+"""Time the flash_attention step on the GPU: naive attention chains before, one flash kernel after.
+
+Two modes, because the GPU machine has no libcst:
+- ``python3 benchmarks/flash_attention_gpu.py --generate`` (any machine with the project installed):
+  apply ``flash_attention`` to the three attention chains of the test corpus and write the results
+  to ``benchmarks/generated/flash_attention/`` (committed), with ``manifest.json``. A second "after"
+  per chain also sets the flash kernel's blocks to 64x64 by hand (not an engine step: what a later
+  tiling step could add).
+- ``python3 benchmarks/flash_attention_gpu.py --out DIR`` (the GPU machine): load before and after,
+  check both against the file's PyTorch reference and each other at GPU sizes, time each with
+  ``triton.testing.do_bench`` (median) and write ``DIR/flash_attention.json`` and ``.md``.
+  ``--dry-run`` does the same at the corpus's tiny sizes in the Triton interpreter (no timing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _bootstrap  # noqa: E402,F401
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from corpus.kernels import kernel_path  # noqa: E402
+
+GENERATED = ROOT / "benchmarks" / "generated" / "flash_attention"
+
+# Corpus file -> GPU sizes (get_inputs keywords), FLOPs per call (two matmuls: 4*B*H*Sq*Sk*D; causal
+# counted in full), tolerance (atol, rtol) against the reference, and the hand-set 64x64 blocks.
+PROBLEMS: dict[str, dict] = {
+    "attention_three_kernels": {
+        "sizes": {"batch": 4, "heads": 16, "seq_len": 2048, "head_dim": 64},
+        "flops": 4 * 4 * 16 * 2048 * 2048 * 64, "tol": (2e-2, 2e-2),
+        "blocks": [("    BLOCK = 16\n", "    BLOCK = 64\n")],
+    },
+    "attention_padded_strided": {  # fp32 inputs: tl.dot runs in tf32 before and after
+        "sizes": {"batch": 4, "heads": 16, "seq_q": 1024, "seq_k": 2048, "head_dim": 64},
+        "flops": 4 * 4 * 16 * 1024 * 2048 * 64, "tol": (2e-2, 2e-2),
+        "blocks": [("    BLOCK_M, BLOCK_N = 16, 16\n", "    BLOCK_M, BLOCK_N = 64, 64\n")],
+    },
+    "attention_two_kernels": {  # the scores kernel holds a whole row of keys: short sequences only
+        "sizes": {"heads": 128, "seq_len": 512, "head_dim": 64},
+        "flops": 4 * 128 * 512 * 512 * 64, "tol": (2e-2, 2e-2),
+        "blocks": [("grid = (triton.cdiv(seq_len, 16), heads)", "grid = (triton.cdiv(seq_len, 64), heads)"),
+                   ("HEAD=head_dim, BLOCK_M=16, BLOCK_N=16)", "HEAD=head_dim, BLOCK_M=64, BLOCK_N=64)")],
+    },
+}
+
+
+def generate() -> int:
+    from mtmc_lsp.optimizer.actions import applicable, apply_candidate
+    from mtmc_lsp.optimizer.analysis import analyze
+    from mtmc_lsp.optimizer.hardware import get_profile
+
+    target = get_profile("h200")
+    GENERATED.mkdir(parents=True, exist_ok=True)
+    manifest = []
+    for name, problem in PROBLEMS.items():
+        text = kernel_path(name).read_text()
+        analysis = analyze(text)
+        cand = next(cd for k in analysis.kernels for cd in applicable(analysis, k, target) if cd.action == "flash_attention")
+        flash = apply_candidate(text, cand, target).new_text
+        tiled = flash
+        for old, new in problem["blocks"]:
+            assert tiled.count(old) == 1, (name, old)
+            tiled = tiled.replace(old, new)
+        (GENERATED / f"{name}_flash.py").write_text(flash)
+        (GENERATED / f"{name}_flash_64x64.py").write_text(tiled)
+        manifest.append({"problem": name, "before": str(kernel_path(name).relative_to(ROOT)),
+                         "after": {"flash": f"benchmarks/generated/flash_attention/{name}_flash.py",
+                                   "flash+64x64 (by hand)": f"benchmarks/generated/flash_attention/{name}_flash_64x64.py"},
+                         "step": cand.title})
+    (GENERATED / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    print(f"wrote {len(manifest)} problems to {GENERATED.relative_to(ROOT)}")
+    return 0
+
+
+def load(path: Path, tag: str):
+    spec = importlib.util.spec_from_file_location(f"flash_bench_{tag}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench(out_dir: Path | None, rep: int, dry_run: bool) -> int:
+    import torch
+    import triton
+
+    device = "cpu" if dry_run else "cuda"
+    manifest = json.loads((GENERATED / "manifest.json").read_text())
+    rows = []
+    for entry in manifest:
+        name = entry["problem"]
+        problem = PROBLEMS[name]
+        sizes = {} if dry_run else problem["sizes"]
+        versions = {"before": ROOT / entry["before"], **{k: ROOT / v for k, v in entry["after"].items()}}
+        modules = {k: load(p, f"{name}_{i}") for i, (k, p) in enumerate(versions.items())}
+        torch.manual_seed(0)
+        inputs = modules["before"].get_inputs(device=device, **sizes)
+        expected = modules["before"].reference(*inputs).float()
+        atol, rtol = problem["tol"]
+        before_out = None
+        for version, module in modules.items():
+            fn = getattr(module, module.ENTRY)
+            out = fn(*inputs).float()
+            before_out = out if version == "before" else before_out
+            row = {"problem": name, "version": version, "sizes": sizes,
+                   "max_abs_err_vs_reference": float((out - expected).abs().max()),
+                   "max_abs_diff_vs_before": float((out - before_out).abs().max()),
+                   "correct": bool(torch.allclose(out, expected, atol=atol, rtol=rtol) and torch.allclose(out, before_out, atol=atol, rtol=rtol))}
+            if not dry_run:
+                from triton.testing import do_bench
+
+                row["ms"] = do_bench(lambda fn=fn: fn(*inputs), warmup=25, rep=rep, return_mode="median")
+                row["tflops"] = problem["flops"] / row["ms"] / 1e9
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        for row in rows:
+            if row["problem"] == name and "ms" in row:
+                base = next(r["ms"] for r in rows if r["problem"] == name and r["version"] == "before")
+                row["speedup_vs_before"] = base / row["ms"]
+    env = {"device": "interpreter" if dry_run else torch.cuda.get_device_name(0), "torch": torch.__version__,
+           "triton": triton.__version__, "python": platform.python_version()}
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "flash_attention.json").write_text(json.dumps({"environment": env, "rows": rows}, indent=1) + "\n")
+        lines = [f"# flash_attention on {env['device']} (torch {env['torch']}, triton {env['triton']})", "",
+                 "| problem | version | ms | TFLOP/s | speedup | max err vs reference | correct |", "|---|---|---:|---:|---:|---:|---|"]
+        for r in rows:
+            ms = f"{r['ms']:.3f}" if "ms" in r else "-"
+            tf = f"{r['tflops']:.1f}" if "tflops" in r else "-"
+            sp = f"{r['speedup_vs_before']:.2f}x" if "speedup_vs_before" in r else "-"
+            lines.append(f"| {r['problem']} | {r['version']} | {ms} | {tf} | {sp} | {r['max_abs_err_vs_reference']:.2e} | {r['correct']} |")
+        (out_dir / "flash_attention.md").write_text("\n".join(lines) + "\n")
+    return 0 if all(r["correct"] for r in rows) else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generate", action="store_true", help="apply the step and write the sources (needs libcst)")
+    parser.add_argument("--out", type=Path, default=None, help="folder for flash_attention.json/.md")
+    parser.add_argument("--rep", type=int, default=200, help="do_bench repetition time in ms")
+    parser.add_argument("--dry-run", action="store_true", help="tiny sizes in the Triton interpreter, no timing")
+    args = parser.parse_args()
+    if args.generate:
+        return generate()
+    if args.dry_run:
+        os.environ["TRITON_INTERPRET"] = "1"
+    return bench(args.out, args.rep, args.dry_run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
