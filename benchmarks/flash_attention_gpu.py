@@ -23,11 +23,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _bootstrap  # noqa: E402,F401
+import _bootstrap  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from corpus.kernels import kernel_path  # noqa: E402
+from corpus.kernels import kernel_path
 
 GENERATED = ROOT / "benchmarks" / "generated" / "flash_attention"
 
@@ -117,7 +117,7 @@ def bench(out_dir: Path | None, rep: int, dry_run: bool) -> int:
             if not dry_run:
                 from triton.testing import do_bench
 
-                row["ms"] = do_bench(lambda fn=fn: fn(*inputs), warmup=25, rep=rep, return_mode="median")
+                row["ms"] = do_bench(lambda fn=fn, inputs=inputs: fn(*inputs), warmup=25, rep=rep, return_mode="median")
                 row["tflops"] = problem["flops"] / row["ms"] / 1e9
             rows.append(row)
             print(json.dumps(row), flush=True)
