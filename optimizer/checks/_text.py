@@ -27,11 +27,7 @@ def keyword_span(text: str, outer: Span, name: str) -> Span | None:
     match = re.search(rf"(?<![\w.]){re.escape(name)}\s*=(?!=)\s*([^,()\[\]{{}}\n]*)", source)
     if match is None:
         return None
-    start = outer.start_offset + match.start()
-    end = outer.start_offset + match.end(1)
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return offset_span(text, outer, start, end)
+    return _trimmed_span(text, outer, outer.start_offset + match.start(), outer.start_offset + match.end(1))
 
 
 def name_span(text: str, outer: Span, name: str) -> Span | None:
@@ -48,8 +44,11 @@ def dict_entry_span(text: str, outer: Span, key: str) -> Span | None:
     match = re.search(rf"""(["']){re.escape(key)}\1\s*:\s*([^,(){{}}\[\]\n]*)""", source)
     if match is None:
         return None
-    start = outer.start_offset + match.start()
-    end = outer.start_offset + match.end(2)
+    return _trimmed_span(text, outer, outer.start_offset + match.start(), outer.start_offset + match.end(2))
+
+
+def _trimmed_span(text: str, outer: Span, start: int, end: int) -> Span:
+    """The span from ``start`` to ``end`` without the white space before ``end`` (a value ends at its last character)."""
     while end > start and text[end - 1].isspace():
         end -= 1
     return offset_span(text, outer, start, end)

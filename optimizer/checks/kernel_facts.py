@@ -309,20 +309,10 @@ class _FactsWalker:
             if isinstance(node.target, ast.Name):
                 self.assignments.setdefault(node.target.id, []).append(node.iter)
             self.expression(node.iter)
-            self.loop_depth += 1
-            self.loop_stages.append(_kwarg(node.iter, "num_stages") if isinstance(node.iter, ast.Call) else None)
-            self.body(node.body)
-            self.body(node.orelse)
-            self.loop_stages.pop()
-            self.loop_depth -= 1
+            self.loop(node, _kwarg(node.iter, "num_stages") if isinstance(node.iter, ast.Call) else None)
         elif isinstance(node, ast.While):
             self.expression(node.test)
-            self.loop_depth += 1
-            self.loop_stages.append(None)
-            self.body(node.body)
-            self.body(node.orelse)
-            self.loop_stages.pop()
-            self.loop_depth -= 1
+            self.loop(node, None)
         elif isinstance(node, ast.If):
             self.expression(node.test)
             # ``if EVEN_K:`` or ``if pid < n:``: the author handles the bounds in this branch
@@ -355,6 +345,15 @@ class _FactsWalker:
                     ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value)
                 )
             self.expression(node)
+
+    def loop(self, node: ast.For | ast.While, num_stages: ast.AST | None) -> None:
+        """A loop's body and ``else``, one level deeper, with the loop's ``num_stages`` (None: not given)."""
+        self.loop_depth += 1
+        self.loop_stages.append(num_stages)
+        self.body(node.body)
+        self.body(node.orelse)
+        self.loop_stages.pop()
+        self.loop_depth -= 1
 
     def expression(self, root: ast.AST) -> None:
         for node in fast_walk(root):
