@@ -1,0 +1,172 @@
+"""Time rows_per_program on the GPU: each dev-corpus row kernel before and after, at its own and at short-row sizes.
+
+Two modes, because the GPU machine has no libcst:
+- ``python benchmarks/rows_per_program_gpu.py --generate`` (any machine with the project installed):
+  apply ``rows_per_program`` (TILE 4096 and 8192, target h200) to the dev kernels it is offered for
+  and write the sources plus ``manifest.json`` to ``benchmarks/generated/rows_per_program/`` (committed).
+- ``python3 benchmarks/rows_per_program_gpu.py --out DIR`` (the GPU machine): run the original dev
+  file and each variant on the same inputs, check the outputs agree, time each with
+  ``triton.testing.do_bench`` (median ms) and write ``rows_per_program.md`` / ``.json`` to DIR.
+Only ``benchmarks/wild/dev`` files are used (the held-out part is never tuned on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEV = ROOT / "benchmarks" / "wild" / "dev"
+GENERATED = ROOT / "benchmarks" / "generated" / "rows_per_program"
+TARGET = "h200"
+TILES = (4096, 8192)
+
+# dev file -> (kernel, host entry called with get_inputs(...)'s list, get_inputs keyword sets: the file's
+# own default first, then short rows, where one row per program leaves the GPU idle).
+CASES: dict[str, tuple[str, str, list[dict]]] = {
+    "norm_rmsnorm_liger.py": ("_rms_norm_forward_kernel", "m.rms_norm_forward", [
+        {}, {"batch": 8, "seq_len": 4096, "hidden": 128}, {"batch": 8, "seq_len": 4096, "hidden": 512},
+        {"batch": 8, "seq_len": 4096, "hidden": 1024}, {"batch": 8, "seq_len": 4096, "hidden": 2048}]),
+    "sm_softmax_tutorial.py": ("softmax_kernel", "m.softmax", [
+        {}, {"rows": 32768, "cols": 128}, {"rows": 32768, "cols": 512}, {"rows": 32768, "cols": 1024}]),
+    "norm_layernorm_residual.py": ("_add_layernorm_fwd", "m.add_layernorm", [
+        {}, {"tokens": 32768, "hidden": 256}, {"tokens": 32768, "hidden": 1024}, {"tokens": 32768, "hidden": 2048}]),
+    "quant_per_token_int8_vllm.py": ("_per_token_quant_int8", "m.per_token_quant_int8", [
+        {}, {"tokens": 32768, "hidden": 512}, {"tokens": 32768, "hidden": 2048}]),
+    "norm_layernorm_tutorial.py": ("_layer_norm_fwd_fused", "m.layer_norm", [{}, {"M": 32768, "N": 1024}]),
+    "red_row_sum_literal.py": ("row_sum_kernel", "m.row_sum", [{}, {"M": 65536, "N": 256}]),
+    "sm_log_softmax_kernelbench.py": ("log_softmax_kernel", "lambda x: m.ModelNew()(x)", [{}, {"batch": 32768, "features": 1024}]),
+    "sm_online_loop.py": ("online_softmax_kernel", "m.softmax", [{}, {"rows": 32768, "cols": 512}]),
+    "red_col_max.py": ("col_max_kernel", "m.col_max", [{}, {"M": 1024, "N": 65536}]),
+}
+
+
+def generate() -> None:
+    """Write every variant and the manifest (needs the project: libcst, the actions)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _bootstrap  # noqa: F401
+
+    from mtmc_lsp.optimizer.actions import Candidate, apply_candidate
+    from mtmc_lsp.optimizer.hardware import get_profile
+
+    target = get_profile(TARGET)
+    GENERATED.mkdir(parents=True, exist_ok=True)
+    manifest = []
+    for name, (kernel, entry, sizes) in CASES.items():
+        text = (DEV / name).read_text()
+        variants = {}
+        for tile in TILES:
+            edit = apply_candidate(text, Candidate("rows_per_program", "Tiling", kernel, {"TILE": tile}, "", 0), target)
+            out = GENERATED / f"{Path(name).stem}_tile{tile}.py"
+            out.write_text(edit.new_text)
+            variants[f"tile{tile}"] = str(out.relative_to(ROOT))
+        manifest.append({"file": str((DEV / name).relative_to(ROOT)), "kernel": kernel, "entry": entry, "sizes": sizes,
+                         "variants": variants})
+    (GENERATED / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    print(f"{len(manifest)} kernels, {len(manifest) * len(TILES)} variants -> {GENERATED.relative_to(ROOT)}")
+
+
+def _load(path: Path, tag: str):
+    spec = importlib.util.spec_from_file_location(tag, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _inputs(module, sizes: dict) -> list:
+    import torch
+
+    takes_device = "device" in inspect.signature(module.get_inputs).parameters
+    inputs = module.get_inputs(device="cuda", **sizes) if takes_device else module.get_inputs(**sizes)
+    return [x.to("cuda") if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _outputs(module, entry: str, inputs: list) -> list:
+    import torch
+
+    out = eval(entry, {"m": module})(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])  # noqa: S307 - our manifest
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _agree(want: list, got: list) -> tuple[bool, float]:
+    import torch
+
+    worst = 0.0
+    for w, g in zip(want, got):
+        if w.shape != g.shape or w.dtype != g.dtype:
+            return False, float("inf")
+        diff = (w.double() - g.double()).abs()
+        worst = max(worst, float(diff.max()) if diff.numel() else 0.0)
+        # int8 quantisation may round a .5 the other way when a scale differs in the last ulp.
+        atol = 1.0 if w.dtype == torch.int8 else 2e-2 if w.dtype in (torch.float16, torch.bfloat16) else 1e-4
+        if not torch.allclose(w.double(), g.double(), atol=atol, rtol=1e-3):
+            return False, worst
+    return True, worst
+
+
+def measure(out: Path) -> None:
+    import torch
+    import triton
+    from triton.testing import do_bench
+
+    manifest = json.loads((GENERATED / "manifest.json").read_text())
+    rows = []
+    for case in manifest:
+        before = _load(ROOT / case["file"], "before")
+        variants = {tag: _load(ROOT / path, tag) for tag, path in case["variants"].items()}
+        for sizes in case["sizes"]:
+            torch.manual_seed(0)
+            inputs = _inputs(before, sizes)
+            want = _outputs(before, case["entry"], inputs)
+            fn = eval(case["entry"], {"m": before})  # noqa: S307
+            row = {"file": Path(case["file"]).name, "sizes": sizes or "default", "shape": [list(x.shape) for x in inputs
+                   if isinstance(x, torch.Tensor)][:1], "before_ms": do_bench(lambda: fn(*inputs), return_mode="median")}
+            for tag, module in variants.items():
+                try:
+                    ok, worst = _agree(want, _outputs(module, case["entry"], inputs))
+                    vfn = eval(case["entry"], {"m": module})  # noqa: S307
+                    ms = do_bench(lambda: vfn(*inputs), return_mode="median")
+                    row[tag] = {"ok": ok, "max_abs_diff": worst, "ms": ms, "speedup": row["before_ms"] / ms}
+                except Exception as exc:  # noqa: BLE001 - a failing variant is a result
+                    row[tag] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    (out / "rows_per_program.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    lines = [f"# rows_per_program on {meta['gpu']}", "", f"torch {meta['torch']}, triton {meta['triton']}, {meta['when']}; "
+             "median ms of the host function (triton.testing.do_bench); speedup = before / after; ok = same outputs.", "",
+             "| file | sizes | before ms | " + " | ".join(f"{t} ms (speedup, ok)" for t in manifest[0]["variants"]) + " |",
+             "|---|---|---:|" + "---:|" * len(manifest[0]["variants"])]
+    for r in rows:
+        cells = []
+        for tag in manifest[0]["variants"]:
+            v = r.get(tag, {})
+            cells.append(f"{v['ms']:.4f} ({v['speedup']:.2f}x, {'ok' if v['ok'] else 'WRONG'})" if "ms" in v else f"ERROR {v.get('error', '')}")
+        lines.append(f"| {r['file']} | {r['sizes']} | {r['before_ms']:.4f} | " + " | ".join(cells) + " |")
+    (out / "rows_per_program.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generate", action="store_true", help="write the variants and manifest (needs the project)")
+    parser.add_argument("--out", help="measure on the GPU and write the tables here")
+    args = parser.parse_args(argv)
+    if args.generate:
+        generate()
+    if args.out:
+        measure(Path(args.out))
+    if not args.generate and not args.out:
+        parser.error("give --generate or --out DIR")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
