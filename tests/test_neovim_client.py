@@ -17,24 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from lsp.editor import PLANTED  # the MTMC105 file the LSP tests open too
+
 REPO = Path(__file__).resolve().parents[1]
 
-# The MTMC105 launch (num_warps=6) is an error the static checks always report.
-PLANTED = '''import triton
-import triton.language as tl
-
-
-@triton.jit
-def scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
-
-
-def scale(x):
-    n = x.numel()
-    scale_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024, num_warps=6)
-'''
 
 # The driver: everything Neovim does, with a hard deadline so a hung server cannot hang the test.
 INIT_LUA = r'''

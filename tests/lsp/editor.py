@@ -16,6 +16,22 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "mtmc_lsp" / "examples"
 SERVER_COMMAND = [sys.executable, "-m", "mtmc_lsp", "serve"]
 CLIENTS = ["visual-studio-code", "neovim"]
+# A file whose launch (num_warps=6) is an MTMC105 error the static checks always report.
+PLANTED = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+def scale(x):
+    n = x.numel()
+    scale_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024, num_warps=6)
+'''
 
 
 class EditorClient(LanguageClient):

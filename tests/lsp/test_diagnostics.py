@@ -11,23 +11,7 @@ from mtmc_lsp.optimizer.analysis import analyze
 from mtmc_lsp.optimizer.checks import run_checks
 from mtmc_lsp.optimizer.hardware import get_profile
 
-from .editor import EXAMPLES, EditorClient
-
-PLANTED = '''import triton
-import triton.language as tl
-
-
-@triton.jit
-def scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
-
-
-def scale(x):
-    n = x.numel()
-    scale_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024, num_warps=6)
-'''
+from .editor import EXAMPLES, PLANTED, EditorClient
 
 
 def codes(diagnostics) -> list[str]:
