@@ -60,6 +60,21 @@ def test_pipelining_only_with_async_copies():
     assert "pipelining" not in actions(text, "matmul_kernel", get_profile("v100"))
 
 
+def test_launch_options_set_at_run_time_are_not_offered():
+    # Seen in public code: ``num_stages=config["num_stages"]`` tuned by the caller. An offered step
+    # must apply, so neither pipelining nor warps offers a value for a launch it cannot change.
+    text = kernel_path("matmul").read_text()
+    tuned = text.replace("    matmul_kernel[grid](", "    config = {'num_stages': 3, 'num_warps': 4}\n"
+                         "    num_stages, warps = config['num_stages'], config['num_warps']\n    matmul_kernel[grid](")
+    tuned = tuned.replace("num_warps=4, num_stages=1,", "num_warps=warps, num_stages=num_stages,")
+    assert analyze(tuned).syntax_error is None
+    assert "num_stages=num_stages" in tuned and "pipelining" in actions(text, "matmul_kernel")
+    offered = actions(tuned, "matmul_kernel")
+    assert "pipelining" not in offered and "warps" not in offered
+    for cand in applicable(analyze(tuned), "matmul_kernel", H100):
+        apply_candidate(tuned, cand, H100)  # what is offered applies
+
+
 def test_reordering_needs_exactly_a_2d_cdiv_grid():
     assert "reordering" in actions(kernel_path("matmul").read_text(), "matmul_kernel")
     assert "reordering" not in actions(kernel_path("bmm").read_text(), "bmm_kernel")

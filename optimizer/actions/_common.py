@@ -632,7 +632,7 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
     plan.num_warps = warps.pop() if len(warps) == 1 else DEFAULT_NUM_WARPS
     stages = {s.num_stages for s in sites}
     plan.num_stages = stages.pop() if len(stages) == 1 else None
-    plan.warps_settable = bool(launches) and all(_option_settable(launch, "num_warps") for launch in launches)
+    plan.warps_settable = bool(launches) and all(option_settable(launch, "num_warps") for launch in launches)
     masked = all_accesses_masked(kernel, analysis.text)
     descriptors = any("TensorDescriptor" in code(launch.host) for launch in launches if launch.host is not None)
     for p in kernel.params:
@@ -696,7 +696,7 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
     return plan
 
 
-def _option_settable(launch: LaunchNode, option: str) -> bool:
+def option_settable(launch: LaunchNode, option: str) -> bool:
     """True when ``set_launch_option`` can set ``option`` at this launch."""
     arg = kwarg(launch.call, option)
     if arg is None or isinstance(arg.value, cst.Integer):

@@ -78,9 +78,10 @@ class Pipelining:
         if launches:
             where, current = "launch", plan.num_stages or c.DEFAULT_NUM_STAGES
             for launch in launches:
-                arg = c.kwarg(launch.call, "num_stages")
-                if arg is not None and not isinstance(arg.value, cst.Integer | cst.Name):
-                    return [], "", "num_stages at a launch is computed"
+                if not c.option_settable(launch, "num_stages"):
+                    # e.g. ``num_stages=config["num_stages"]``: the caller tunes it; offering a value
+                    # here would be a step that cannot apply.
+                    return [], "", "num_stages at a launch comes from a value set at run time"
         else:
             if len(loops) != 1:
                 return [], "", "more than one loop feeds tl.dot"

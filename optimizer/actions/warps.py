@@ -59,7 +59,7 @@ class Warps:
         if not launches:
             return [], 0, "no launch of the kernel in this file"
         for launch in launches:
-            if not c._option_settable(launch, "num_warps"):
+            if not c.option_settable(launch, "num_warps"):
                 return [], 0, "num_warps at a launch is computed"
         plan = c.tile_plan(analysis, kernel, module)
         current = plan.num_warps
