@@ -105,7 +105,7 @@ OP_PROBLEMS = {
 
         def get_inputs():
             return [torch.randn(3, 11, 11)]
-        """, {"softmax", "log_softmax", "pointwise"}),
+        """, {"softmax", "log_softmax"}),  # the add is log_softmax's fused tail (it reads softmax's output)
     "channel_norms": ("""
         class Model(nn.Module):
             def __init__(self):
@@ -236,6 +236,20 @@ OP_PROBLEMS = {
         def get_inputs():
             return [torch.randn(2, 32, 7, 9), torch.randn(1, 16, 4, 3), torch.randn(2, 20, 6)]
         """, {"conv"}),
+    "row_normalizations": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+
+            def forward(self, x, y, z):
+                rms = torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)  # over channels: strided
+                centered = z - torch.mean(z, dim=(2, 3), keepdim=True)  # over the last dims
+                # a row longer than one tile: the statistic pass, then the output pass
+                return x / rms, y / torch.norm(y, p=2, dim=1, keepdim=True), centered, y / torch.max(y.abs(), dim=1, keepdim=True)[0]
+
+        def get_inputs():
+            return [torch.randn(2, 6, 3, 4), torch.randn(2, 9000), torch.randn(2, 3, 4, 5)]
+        """, {"normalize"}),
     "tiled_reductions_with_epilogues": ("""
         class Model(nn.Module):
             def __init__(self):
@@ -316,6 +330,14 @@ def test_reductions_are_tiled_and_fuse_their_tail():
     assert "tile = tl.full([BLOCK_R, BLOCK_P]" in text  # strided: rows of the tile are contiguous in memory
     assert "tile = tl.full([BLOCK_P, BLOCK_R]" in text  # row-wise: a program takes BLOCK_P rows
     assert "FINAL=False" in text  # the two-stage path exists for few outputs over long rows
+
+
+def test_row_normalizations_are_one_kernel_each():
+    body, _ = OP_PROBLEMS["row_normalizations"]
+    generated = generate(load_problem(text=_problem_text(body), name="norms"))
+    # rms: pow -> mean -> add -> sqrt -> div; l2: norm -> div; centering: mean -> sub; abs -> max -> div
+    assert generated.op_classes == ["normalize"] and len(generated.kernels) == 4, generated.kernels
+    assert "ONE_PASS=BLOCK_R >= R" in generated.text
 
 
 def test_matmul_tiles_grouped_order_and_dot_precision():

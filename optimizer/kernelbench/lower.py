@@ -44,6 +44,9 @@ class Group:
     kernel_source: str = ""
     host_source: str = ""
     params: list[Ref] = field(default_factory=list)
+    # a row normalization (x / f(reduce(g(x)))): g before the reduction, the ops on the full shape after it
+    prologue: list[OpSpec] = field(default_factory=list)
+    final: list[OpSpec] = field(default_factory=list)
 
     @property
     def host_name(self) -> str:
@@ -52,18 +55,25 @@ class Group:
 
     @property
     def kind(self) -> str:
+        if self.final:
+            return "normalize"
         return self.anchor.kind if self.anchor is not None else "pointwise"
 
     @property
     def out_node(self):
+        if self.final:
+            return self.final[-1].node
         return self.chain[-1].node if self.chain else self.anchor.node
+
+    def specs(self) -> list[OpSpec]:
+        return self.prologue + ([self.anchor] if self.anchor else []) + self.chain + self.final
 
     @property
     def nodes(self) -> list:
-        return ([self.anchor.node] if self.anchor else []) + [s.node for s in self.chain]
+        return [s.node for s in self.specs()]
 
     def ops(self) -> list[str]:
-        return ([self.anchor.op] if self.anchor else []) + [s.op for s in self.chain]
+        return [s.op for s in self.specs()]
 
     def describe(self) -> str:
         """What the kernel computes, in words, for the comment above it."""
@@ -72,6 +82,11 @@ class Group:
             return f"elementwise {chain} in one pass (operands broadcast to the output)"
         a = self.anchor
         epilogue = f"; epilogue: {chain}" if chain else ""
+        if self.final:
+            before = " -> ".join(s.op for s in self.prologue)
+            return (f"row normalization: {a.op}({before or 'x'}) over dims {tuple(a.attrs['dims'])}"
+                    f"{' -> ' + chain if chain else ''}, then {' -> '.join(s.op for s in self.final)} with x, in one "
+                    "kernel (the row read once when it fits a tile, else twice)")
         if a.kind == "matmul":
             what = {"linear": "x @ W^T + b (nn.Linear)" if a.attrs.get("bias") is not None else "x @ W^T (nn.Linear)",
                     "bmm": "batched A @ B"}.get(a.op, "A @ B")
@@ -116,6 +131,52 @@ class Lowering:
         return not self.fallbacks
 
 
+def _only_from(specs: list[OpSpec], allowed: set) -> bool:
+    """Every tensor operand of ``specs`` is one of ``allowed`` nodes or computed by ``specs`` themselves."""
+    inside = {s.node for s in specs}
+    return all(not isinstance(o, Ref) or (o.node is not None and (o.node in allowed or o.node in inside))
+               for s in specs for o in s.operands)
+
+
+def fuse_row_normalizations(groups: list[Group]) -> list[Group]:
+    """x -> [pointwise g] -> reduce (keepdim) [-> pointwise on the statistic] -> pointwise with x (RMS, L1, L2 norm,
+    x - mean(x)) as one group: the row is read once when it fits a tile instead of by three or four kernels."""
+    by_out = {g.out_node: g for g in groups}
+    merged: dict[int, Group] = {}
+    dropped: set[int] = set()
+    for reduce_group in groups:
+        a = reduce_group.anchor
+        if a is None or a.kind != "reduce" or a.op == "logsumexp" or not a.attrs["keepdim"] \
+                or len(reduce_group.out_node.users) != 1:
+            continue
+        source = a.operands[0].node
+        prologue_group = by_out.get(source) if source is not None else None
+        if prologue_group is not None and (prologue_group.anchor is not None or len(source.users) != 1):
+            prologue_group = None
+        if prologue_group is not None:
+            externals = {o.node for s in prologue_group.chain for o in s.operands
+                         if isinstance(o, Ref) and o.node not in {t.node for t in prologue_group.chain}}
+            if len(externals) != 1:
+                continue
+            x = externals.pop()
+            if x is None or node_shape(x) != node_shape(source):
+                continue
+        else:
+            x = source
+        if x is None or not _only_from(reduce_group.chain, {a.node}):
+            continue
+        user = next(iter(reduce_group.out_node.users))
+        final_group = next((g for g in groups if g.anchor is None and g.chain and g.chain[0].node is user), None)
+        if final_group is None or not _only_from(final_group.chain, {x, reduce_group.out_node}) \
+                or node_shape(final_group.out_node) != node_shape(x) or node_dtype(final_group.out_node) != node_dtype(x):
+            continue
+        fused = Group(reduce_group.index, a, list(reduce_group.chain),
+                      prologue=list(prologue_group.chain) if prologue_group else [], final=list(final_group.chain))
+        merged[id(reduce_group)] = fused
+        dropped.update({id(final_group)} | ({id(prologue_group)} if prologue_group else set()))
+    return [merged.get(id(g), g) for g in groups if id(g) not in dropped]
+
+
 def group_nodes(graph_module) -> tuple[list[Group], dict]:
     """Classify every node and fuse them into groups (graph order)."""
     specs = {node: classify(node, graph_module) for node in graph_module.graph.nodes}
@@ -135,7 +196,7 @@ def group_nodes(graph_module) -> tuple[list[Group], dict]:
             continue
         groups.append(group)
         group_of[node] = group
-    return groups, specs
+    return fuse_row_normalizations(groups), specs
 
 
 def _joinable_group(spec: OpSpec, group_of: dict) -> Group | None:
@@ -217,7 +278,7 @@ def param_name(ref: Ref) -> str:
     return name if name.isidentifier() else f"t_{name}"
 
 
-def _chain_lines(chain: list[OpSpec], env: dict, load) -> tuple[list[str], str]:
+def _chain_lines(chain: list[OpSpec], env: dict, load, prefix: str = "v") -> tuple[list[str], str]:
     """``v0 = ...`` lines for a pointwise chain; ``env`` maps nodes already computed to variables."""
     lines: list[str] = []
     var = next(iter(env.values()), "")
@@ -230,7 +291,7 @@ def _chain_lines(chain: list[OpSpec], env: dict, load) -> tuple[list[str], str]:
                 args.append(env[operand.node])
             else:
                 args.append(load(operand))
-        var = f"v{i}"
+        var = f"{prefix}{i}"
         lines.append(f"{var} = {pointwise_expr(spec.op, args, spec.attrs)}  # {spec.op}")
         env[spec.node] = var
     return lines, var
@@ -241,8 +302,7 @@ def _externals(group: Group) -> list[Ref]:
     inside = set(group.nodes)
     seen: list[Ref] = []
     every: list[Ref] = []
-    specs = ([group.anchor] if group.anchor else []) + group.chain
-    for spec in specs:
+    for spec in group.specs():
         refs = [o for o in spec.operands if isinstance(o, Ref)]
         if spec.kind in ("matmul", "conv") and spec.attrs.get("bias") is not None:
             refs.append(spec.attrs["bias"])
@@ -274,7 +334,7 @@ base r start row mean rstd d y torch triton tl math result a_base b_base a_mask 
 row_max row_sum self BLOCK_M BLOCK_N BLOCK_K kb I O CG OCG KP KK g oc n_out carry channel group p p_mask lanes o
 tile m_vec s_vec m_new seen e split partial rows R_total R_TOTAL OUTER INNER BLOCK_P FINAL SQUARE ONE_PASS GROUP_M
 warps pid_b n_m n_n group_size first_m rows_in_group a_ptrs b_ptrs gemm_tiles offs_c kp row_ok row_base c0 c_ok
-wt window_outer WINDOW_OUTER CG OCG""".split())
+wt window_outer WINDOW_OUTER CG OCG v stat""".split())
 
 
 # -- kernels ---------------------------------------------------------------------------------------
@@ -516,6 +576,48 @@ def _reduce_group(group: Group, name: str) -> tuple[str, str]:
              f"{name}_kernel[{space.grid}]({args}, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, FINAL=True{square})",
              "return out"]
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
+
+
+def _normalize_group(group: Group, name: str) -> tuple[str, str]:
+    """A row normalization in one kernel: the statistic over the row's tile(s), then the output from x and it."""
+    a = group.anchor
+    op = a.op
+    space = _tile_space(a)
+    init = _REDUCE_INIT[op]
+    combine = {"max": "tl.maximum(tile, v)", "min": "tl.minimum(tile, v)"}.get(op, "tile + (v * v if SQUARE else v)")
+    reduce = {"max": "tl.max", "min": "tl.min"}.get(op, "tl.sum")
+    finish = {"mean": "acc / R", "norm": "tl.sqrt(acc)"}.get(op, "acc")
+    x_node = group.params[0].node
+    prologue, value = _chain_lines(group.prologue, {x_node: "x"}, None, "pv")
+    stat_lines, stat = _chain_lines(group.chain, {a.node: "acc"}, None, "sv")
+    final, result = _chain_lines(group.final, {x_node: "x", group.chain[-1].node if group.chain else a.node:
+                                                space.per_output("stat")}, None, "fv")
+    load = [f"x = tl.load(x_ptr + {space.index()}, mask={space.mask()}, other=0.0).to(tl.float32)", *prologue,
+            f"v = tl.where({space.mask()}, {value if group.prologue else 'x'}, {init})"]
+    statistic = [f"acc = {reduce}(tile, axis={space.axis})", f"acc = {finish}", *stat_lines,
+                 f"stat = {stat if group.chain else 'acc'}"]
+    write = [*final, f"tl.store(out_ptr + {space.index()}, {result}.to(out_ptr.dtype.element_ty), mask={space.mask()})"]
+    body = [*space.setup(),
+            "if ONE_PASS:  # the row fits one tile: read once",
+            "    r = lanes", *["    " + line for line in load], f"    tile = {combine.replace('tile + ', '') if op not in ('max', 'min') else 'v'}",
+            *["    " + line for line in statistic + write],
+            "else:  # pass 1: the statistic; pass 2: the output",
+            f"    tile = tl.full({space.shape}, {init}, dtype=tl.float32)",
+            "    for start in range(0, R, BLOCK_R):",
+            "        r = start + lanes", *["        " + line for line in load], f"        tile = {combine}",
+            *["    " + line for line in statistic],
+            "    for start in range(0, R, BLOCK_R):",
+            "        r = start + lanes",
+            f"        x = tl.load(x_ptr + {space.index()}, mask={space.mask()}, other=0.0).to(tl.float32)",
+            *["        " + line for line in write]]
+    kernel = _kernel_sig(name, ["x_ptr", "out_ptr"], ["OUTER", "R", "INNER"], [],
+                         ["BLOCK_P", "BLOCK_R", "ONE_PASS", "SQUARE"]) + _indent(body) + "\n"
+    host = _row_setup(a.attrs["dims"], param_name(group.params[0])) + [
+        "out = torch.empty_like(x)", *space.host_blocks(one_pass=True),
+        f"{name}_kernel[{space.grid}](x, out, outer, R, inner, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, ONE_PASS=BLOCK_R >= R, "
+        f"SQUARE={op == 'norm'})",
+        "return out"]
+    return kernel, f"def run_{name}({param_name(group.params[0])}):\n" + _indent(host) + "\n"
 
 
 def _online_max_sum(space: TileSpace) -> list[str]:
@@ -1082,7 +1184,8 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
 
-_GENERATORS = {"pointwise": _pointwise_group, "reduce": _reduce_group, "softmax": _softmax_group,
+_GENERATORS = {"pointwise": _pointwise_group, "reduce": _reduce_group, "normalize": _normalize_group,
+               "softmax": _softmax_group,
                "log_softmax": _softmax_group, "layer_norm": _layer_norm_group, "group_norm": _group_norm_group,
                "batch_norm": _batch_norm_group, "pool": _pool_group, "scan": _scan_group, "matmul": _matmul_group,
                "conv": _conv_group}
