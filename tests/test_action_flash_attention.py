@@ -21,7 +21,14 @@ H100 = get_profile("h100")
 THREE = kernel_path("attention_three_kernels").read_text()  # causal, fp16, contiguous [B, H, S, D]
 PADDED = kernel_path("attention_padded_strided").read_text()  # fp32, strides, per-batch key lengths, scores loop over keys
 TWO = kernel_path("attention_two_kernels").read_text()  # scores + softmax in one kernel, fp16 probabilities
+# The scale applied by the softmax kernel (softmax(scores * scale)) instead of the scores kernel.
+SCALE_IN_SOFTMAX = THREE.replace("    s = tl.dot(q, tl.trans(k)) * scale\n", "    s = tl.dot(q, tl.trans(k))\n").replace(
+    "def row_softmax_kernel(x_ptr, y_ptr, n_cols, row_stride, BLOCK: tl.constexpr):",
+    "def row_softmax_kernel(x_ptr, y_ptr, n_cols, row_stride, sm_scale, BLOCK: tl.constexpr):").replace(
+    "    x = x - tl.max(x, axis=0)\n", "    x = x * sm_scale\n    x = x - tl.max(x, axis=0)\n").replace(
+    "(scores, probs, seq_len, seq_len,\n", "(scores, probs, seq_len, seq_len, head_dim ** -0.5,\n")
 CHAINS = {"three": (THREE, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
+          "scale_in_softmax": (SCALE_IN_SOFTMAX, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
           "padded": (PADDED, "attn_scores", "softmax_rows", "attn_pv"),
           "two": (TWO, "softmax_scores_kernel", "", "probs_v_kernel")}
 
@@ -74,6 +81,14 @@ def test_strides_and_padding_keep_their_spelling():
     assert "stride_qb, stride_qh, stride_qm, stride_qd" in new and "q.stride(0), q.stride(1)" in new
 
 
+def test_what_the_softmax_kernel_does_first_comes_along():
+    assert SCALE_IN_SOFTMAX.count("sm_scale") == 2
+    new = fused(SCALE_IN_SOFTMAX, "row_softmax_kernel")
+    assert 's = tl.where(offs_n[None, :] < seq_len, s.to(tl.float32) * sm_scale, float("-inf"))' in new
+    assert "q, k, head_dim ** -0.5, HEAD_DIM=head_dim" in new and "q_ptr, k_ptr, sm_scale, HEAD_DIM: tl.constexpr" in new
+    assert "row_softmax_kernel" not in new
+
+
 def test_two_kernel_form_casts_probabilities_like_the_buffer():
     new = fused(TWO, "softmax_scores_kernel")
     assert "probs = torch.empty" not in new and "softmax_scores_kernel" not in new
@@ -88,6 +103,8 @@ def test_two_kernel_form_casts_probabilities_like_the_buffer():
     ("three", ("x_ptr + row * row_stride + cols, mask", "x_ptr + row + cols * row_stride, mask"), "unit-stride axis"),
     ("three", ("    return out\n", "    return out, probs\n"), "for something besides"),
     ("three", ("BLOCK=triton.next_power_of_2(seq_len))", "BLOCK=64)"), "may not cover the row"),
+    ("three", ("    x = x - tl.max(x, axis=0)\n", "    x = tl.where(cols < 8, x, -float('inf'))\n    x = x - tl.max(x, axis=0)\n"),
+     "an elementwise function of its scalar parameters"),
     ("three", ("dtype=torch.float32)", "dtype=torch.float16)"), "not fp32"),
     ("three", ("    pv_kernel[", "    q = q * 2\n    pv_kernel["), "changes what qk_scores_kernel reads"),
     ("three", ("    pv_kernel[", "    torch.cuda.synchronize()\n    pv_kernel["), "shape arithmetic"),

@@ -119,6 +119,7 @@ from .fusion import (
     _drop_unreferenced_def,
     _impure_calls,
     _is_docstring,
+    _rename_all,
     _top_statement,
 )
 
@@ -566,8 +567,8 @@ def _reduction(node: cst.BaseExpression, op: str) -> tuple[cst.BaseExpression, i
     return node.args[0].value, int(axis_node.value)
 
 
-def _softmax_input(value: cst.BaseExpression) -> tuple[str, int] | None:
-    """``exp(x - max(x)) / sum(exp(x - max(x)))`` over one axis (casts allowed) -> (x's code, axis)."""
+def _softmax_input(value: cst.BaseExpression) -> tuple[str, int, cst.BaseExpression] | None:
+    """``exp(x - max(x)) / sum(exp(x - max(x)))`` over one axis (casts allowed) -> (x's code, axis, x)."""
     value = _unparen(value)
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
         value = _unparen(value.func.value)
@@ -586,7 +587,7 @@ def _softmax_input(value: cst.BaseExpression) -> tuple[str, int] | None:
     x = _flat(_unparen(diff.left))
     if top is None or _flat(_unparen(top[0])) != x or top[1] != den[1]:
         return None
-    return x, den[1]
+    return x, den[1], _unparen(diff.left)
 
 
 def _inlined_defs(stmts: list[_Stmt], upto: int) -> tuple[dict[str, cst.BaseExpression], list[dict[str, str]]]:
@@ -625,6 +626,7 @@ class _Plan:
     scores_code: str = ""
     new_params: list[tuple[str, str, bool]] = field(default_factory=list)  # (name, host source, constexpr)
     rows: str = ""  # the row block size (first dim of the accumulator)
+    transform: str | None = None  # the softmax kernel's elementwise pre-step, ``__mtmc_scores__ * scale``
     acc: str = ""
     loop: cst.For | None = None
 
@@ -823,12 +825,13 @@ class FlashAttention:
         loop_bound = v_body.index.of(loop_args[1])
         # The key length the softmax normalises over.
         if softmax is not None:
-            n_cols = self._softmax(defs[1], softmax, sources[1], hostv, s_buffer, p_buffer, row_monomial)
+            n_cols, transform = self._softmax(defs[1], softmax, sources[1], hostv, s_buffer, p_buffer, row_monomial)
             dtype = hostv.dtype(s_buffer)
             if dtype not in ("float32", "float"):
                 raise ActionError(f"the scores buffer {s_buffer} is not fp32 (the softmax would see rounded scores)")
             x_code, end = store_value, s_body.stmts.index(store_stmt)
         else:
+            transform = None
             x_code, end, n_cols = self._fused_softmax(s_body, store_stmt, store_value, scores, sources[0], hostv, roles1)
         if loop_bound is None or sp.expand(loop_bound - n_cols) != 0:
             raise ActionError(f"{pv.name}'s loop does not cover the softmax's row length")
@@ -846,7 +849,30 @@ class FlashAttention:
         plan = _Plan(scores, softmax, pv, host, launches, buffers, p_param, p_extra, p_stmt.node, p_name, p_dtype, key_mask,
                      rows=rows, acc=acc, loop=v_body.loop)
         self._copy_scores(plan, s_body, v_body, defs, sources, sigma, renames, x_code, end, s_param, p_stmt)
+        if transform is not None:
+            plan.transform = self._transform_params(plan, transform, sources, defs[-1])
         return plan
+
+    def _transform_params(self, plan: _Plan, transform: cst.BaseExpression, sources, pv_def: cst.FunctionDef) -> str:
+        """The softmax kernel's pre-step in the fused kernel's names: its parameters shared by host value, or new."""
+        by_source = {sources[-1][q.name]: q.name for q in plan.pv.params if q.name in sources[-1] and q.name != plan.p_param}
+        by_source.update({src: name for name, src, _k in plan.new_params})
+        taken = _names(pv_def) | {n for n, _s, _k in plan.new_params} | set().union(set(), *[_names(st) for st in plan.hoisted + plan.in_loop])
+        call2 = plan.launches[1].call
+        arg_nodes = {c.arg_param(a, call2, plan.softmax): a.value for a in call2.args}
+        mapping: dict[str, str] = {}
+        for name in sorted(_names(transform) - _GLOBALS - {"__mtmc_scores__"}):
+            source = sources[1].get(name)
+            if source is None:
+                raise ActionError(f"{plan.softmax.name}'s {name} is not passed at its launch")
+            if source in by_source:
+                mapping[name] = by_source[source]
+                continue
+            fresh = name if name not in taken else next(n for n in (f"{name}_sm", *(f"{name}_{i}" for i in range(2, 99))) if n not in taken)
+            taken.add(fresh)
+            mapping[name] = by_source[source] = fresh
+            plan.new_params.append((fresh, c.code(arg_nodes[name]), plan.softmax.param(name).kind == "constexpr"))
+        return c.code(_rename_all(transform, mapping))
 
     def _accumulator(self, kdef: cst.FunctionDef, body: _Body, p_name: str, pv: Kernel) -> tuple[str, str]:
         """The accumulator the loop adds ``tl.dot(p, v)`` to, and its row block (first dim of its tl.zeros)."""
@@ -921,8 +947,29 @@ class FlashAttention:
                 put(c1, c3)
         return sigma, renames
 
+    def _elementwise(self, found, load_code: str, softmax: Kernel) -> cst.BaseExpression | None:
+        """What the softmax kernel does to the loaded scores before the softmax (``x * scale``), with the load
+        as the placeholder ``__mtmc_scores__``; None when it takes the softmax of the loaded row itself."""
+        x_code, _axis, x = found
+        if x_code == load_code:
+            return None
+
+        class Hole(cst.CSTTransformer):
+            def on_leave(self, original_node, updated_node):
+                if isinstance(updated_node, cst.BaseExpression) and _flat(_unparen(updated_node)) == load_code:
+                    return cst.Name("__mtmc_scores__")
+                return updated_node
+
+        f = x.visit(Hole())
+        code = _flat(f)
+        params = {p.name for p in softmax.params if p.kind != "pointer" and not c.is_block_name(p.name)}
+        if code.count("__mtmc_scores__") != 1 or any(op in code for op in ("tl.load", "tl.arange", "tl.program_id", "tl.rand")) \
+                or _names(f) - params - _GLOBALS - {"__mtmc_scores__"}:
+            raise ActionError(f"{softmax.name} does more to the row than an elementwise function of its scalar parameters before the softmax")
+        return f
+
     def _softmax(self, kdef, softmax: Kernel, sources, hostv: _Host, s_buffer, p_buffer, row_monomial):
-        """Check the middle kernel is a row softmax from S to P over the key axis; the row length it covers."""
+        """Check the middle kernel is a row softmax from S to P over the key axis: (row length, elementwise pre-step)."""
         sp = _sympy()
         body = _body(kdef, softmax, "k2.", _params(softmax, sources, hostv, "k2."))
         if body.loop is not None or len(softmax.calls_of("load")) != 1 or len(softmax.calls_of("store")) != 1:
@@ -937,8 +984,9 @@ class FlashAttention:
         if found is None or found[1] != 0:
             raise ActionError(f"{softmax.name} does not store exp(x - max(x)) / sum(exp(x - max(x))) of one row")
         loads = [st for st in body.stmts if st.target is not None and _mem_call(st.value, "tl.load") is not None]
-        if len(loads) != 1 or after[body.stmts.index(loads[0])][loads[0].target] != found[0]:
+        if len(loads) != 1:
             raise ActionError(f"{softmax.name} does not take the softmax of the row it loads")
+        transform = self._elementwise(found, after[body.stmts.index(loads[0])][loads[0].target], softmax)
         load = _mem_call(loads[0].value, "tl.load")
         other = c.kwarg(load, "other")
         if other is None or _flat(other.value) not in _NEG_INF:
@@ -970,7 +1018,7 @@ class FlashAttention:
             raise ActionError(f"{softmax.name} loads and stores different lengths")
         if block not in sources or not hostv.covers(sources[block], bounds[0]):
             raise ActionError(f"{softmax.name}'s block is not triton.next_power_of_2 of the row length: it may not cover the row")
-        return bounds[0]
+        return bounds[0], transform
 
     def _fused_softmax(self, body: _Body, store: _Stmt, store_value, scores: Kernel, sources, hostv: _Host, roles1):
         """The two-kernel form: the scores kernel stores softmax(x, axis=1) of a tile that holds every key."""
@@ -1155,8 +1203,11 @@ class FlashAttention:
                                                                              else st.body[0].target)}
         qk = plan.scores_code if plan.scores_code in loop_targets else fresh("qk")
         p, acc, rows = plan.p_name, plan.acc, plan.rows
+        scores_value = f"{_wrap(plan.scores_code)}.to(tl.float32)"
+        if plan.transform is not None:  # what the softmax kernel did to the fp32 scores it loaded
+            scores_value = plan.transform.replace("__mtmc_scores__", scores_value)
         online = [
-            f"{qk} = tl.where({plan.key_mask}, {_wrap(plan.scores_code)}.to(tl.float32), float(\"-inf\"))",
+            f"{qk} = tl.where({plan.key_mask}, {scores_value}, float(\"-inf\"))",
             f"{m_new} = tl.maximum({m_i}, tl.max({qk}, axis=1))",
             f"{alpha} = tl.exp({m_i} - {m_new})",
             f"{p} = tl.exp({qk} - {m_new}[:, None])",
