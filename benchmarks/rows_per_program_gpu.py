@@ -50,7 +50,6 @@ def generate() -> None:
     """Write every variant and the manifest (needs the project: libcst, the actions)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import _bootstrap  # noqa: F401
-
     from mtmc_lsp.optimizer.actions import Candidate, apply_candidate
     from mtmc_lsp.optimizer.hardware import get_profile
 
@@ -89,7 +88,7 @@ def _inputs(module, sizes: dict) -> list:
 def _outputs(module, entry: str, inputs: list) -> list:
     import torch
 
-    out = eval(entry, {"m": module})(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])  # noqa: S307 - our manifest
+    out = eval(entry, {"m": module})(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])  # our own manifest's entry
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
@@ -123,14 +122,14 @@ def measure(out: Path) -> None:
             torch.manual_seed(0)
             inputs = _inputs(before, sizes)
             want = _outputs(before, case["entry"], inputs)
-            fn = eval(case["entry"], {"m": before})  # noqa: S307
+            fn = eval(case["entry"], {"m": before})
             row = {"file": Path(case["file"]).name, "sizes": sizes or "default", "shape": [list(x.shape) for x in inputs
-                   if isinstance(x, torch.Tensor)][:1], "before_ms": do_bench(lambda: fn(*inputs), return_mode="median")}
+                   if isinstance(x, torch.Tensor)][:1], "before_ms": do_bench(lambda fn=fn, inputs=inputs: fn(*inputs), return_mode="median")}
             for tag, module in variants.items():
                 try:
                     ok, worst = _agree(want, _outputs(module, case["entry"], inputs))
-                    vfn = eval(case["entry"], {"m": module})  # noqa: S307
-                    ms = do_bench(lambda: vfn(*inputs), return_mode="median")
+                    vfn = eval(case["entry"], {"m": module})
+                    ms = do_bench(lambda vfn=vfn, inputs=inputs: vfn(*inputs), return_mode="median")
                     row[tag] = {"ok": ok, "max_abs_diff": worst, "ms": ms, "speedup": row["before_ms"] / ms}
                 except Exception as exc:  # noqa: BLE001 - a failing variant is a result
                     row[tag] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
@@ -140,8 +139,8 @@ def measure(out: Path) -> None:
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     (out / "rows_per_program.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-    lines = [f"# rows_per_program on {meta['gpu']}", "", f"torch {meta['torch']}, triton {meta['triton']}, {meta['when']}; "
-             "median ms of the host function (triton.testing.do_bench); speedup = before / after; ok = same outputs.", "",
+    lines = [f"# rows_per_program on {meta['gpu']}", "", (f"torch {meta['torch']}, triton {meta['triton']}, {meta['when']}; "
+             "median ms of the host function (triton.testing.do_bench); speedup = before / after; ok = same outputs."), "",
              "| file | sizes | before ms | " + " | ".join(f"{t} ms (speedup, ok)" for t in manifest[0]["variants"]) + " |",
              "|---|---|---:|" + "---:|" * len(manifest[0]["variants"])]
     for r in rows:

@@ -9,8 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from mtmc_lsp.optimizer.actions import ActionError, Candidate, applicable, apply_candidate
+from mtmc_lsp.optimizer.actions import (
+    ActionError,
+    Candidate,
+    applicable,
+    apply_candidate,
+)
 from mtmc_lsp.optimizer.actions.rows_per_program import ACTION
 from mtmc_lsp.optimizer.analysis import analyze
 from mtmc_lsp.optimizer.hardware import get_profile
@@ -96,9 +100,91 @@ def masked_softmax(x, keep):
     return y
 '''
 
+# Unsloth-style RMS norm: row pointers moved with ``+=``, tl.math.rsqrt, the inverse rms stored per row.
+RMS_UNSLOTH = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rms_layernorm_forward(Y, Y_row_stride, X, X_row_stride, W, r, n_cols, eps, BLOCK_SIZE: tl.constexpr):
+    row_idx = tl.program_id(0)
+    col_offsets = tl.arange(0, BLOCK_SIZE)
+    mask = col_offsets < n_cols
+    Y += row_idx * Y_row_stride
+    X += row_idx * X_row_stride
+    r += row_idx
+    X_row = tl.load(X + col_offsets, mask = mask, other = 0).to(tl.float32)
+    W_row = tl.load(W + col_offsets, mask = mask, other = 0)
+    row_var = tl.sum(X_row * X_row, axis = 0) / n_cols
+    inv_var = tl.math.rsqrt(row_var + eps)
+    tl.store(r, inv_var)
+    normed = (X_row * inv_var).to(W_row.dtype)
+    tl.store(Y + col_offsets, normed * W_row, mask = mask)
+
+
+def rms_layernorm(X, W, eps=1e-6):
+    n_rows, n_cols = X.shape
+    Y = torch.empty_like(X)
+    r = torch.empty(n_rows, dtype=torch.float32, device=X.device)
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    _rms_layernorm_forward[(n_rows,)](Y, Y.stride(0), X, X.stride(0), W, r, n_cols, eps, BLOCK_SIZE = BLOCK_SIZE, num_warps = 4)
+    return Y, r
+'''
+
+# FLA-style L2 norm: autotuned over warps only, the row block from the width, a grid (T,).
+L2_FLA = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({}, num_warps=1), triton.Config({}, num_warps=4)], key=["D"])
+@triton.jit
+def l2norm_fwd_kernel(x, y, eps, D, BD: tl.constexpr):
+    i_t = tl.program_id(0)
+    x += i_t * D
+    y += i_t * D
+    cols = tl.arange(0, BD)
+    mask = cols < D
+    b_x = tl.load(x + cols, mask=mask, other=0.0).to(tl.float32)
+    b_rstd = 1 / tl.sqrt(tl.sum(b_x * b_x, axis=0) + eps)
+    tl.store(y + cols, b_x * b_rstd, mask=mask)
+
+
+def l2norm(x, eps=1e-6):
+    T, D = x.shape
+    y = torch.empty_like(x)
+    l2norm_fwd_kernel[(T,)](x, y, eps, D, BD=triton.next_power_of_2(D))
+    return y
+'''
+
+# An int64 row index bound with ``.to``, positional and missing reduction axes.
+LSE_I64 = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def lse_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    pid = tl.program_id(axis=0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + pid * stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, 0)
+    tl.store(out_ptr + pid, m + tl.log(tl.sum(tl.exp(x - m))))
+
+
+def lse(x):
+    out = torch.empty(x.shape[0], device=x.device, dtype=torch.float32)
+    lse_kernel[(x.shape[0],)](x, out, x.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]), num_warps=2)
+    return out
+'''
+
 # Interpreter runner: each job's host function on the same inputs, before and after, every output compared.
 RUNNER = r'''
 import importlib.util, json, sys, torch
+from triton.runtime import autotuner
+# No GPU timer in the interpreter: every autotune config "takes" the same time (as tests/corpus/kernels/_equivalence.py).
+autotuner.Autotuner.do_bench = property(lambda self: (lambda fn, quantiles: (fn(), [1.0] * len(quantiles))[1]))
 jobs, results = json.load(open(sys.argv[1])), []
 def load(path, tag):
     spec = importlib.util.spec_from_file_location(tag, path)
@@ -155,7 +241,7 @@ def run_interpreted(tmp_path: Path, jobs: list[dict]) -> dict[str, dict]:
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
     (tmp_path / "runner.py").write_text(RUNNER)
     proc = subprocess.run([sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "jobs.json"), str(tmp_path / "out.json")],
-                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=900)
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {r["name"]: r for r in json.loads((tmp_path / "out.json").read_text())}
 
@@ -175,7 +261,8 @@ def test_offered_for_row_reductions_of_the_dev_corpus(name, kernel):
 
 
 @pytest.mark.parametrize("text,kernel", [(ARGMAX, "argmax_shift_kernel"), (L2_LOOP, "l2_norm_kernel"),
-                                         (MASKED_SOFTMAX, "masked_softmax_kernel")])
+                                         (MASKED_SOFTMAX, "masked_softmax_kernel"), (RMS_UNSLOTH, "_rms_layernorm_forward"),
+                                         (L2_FLA, "l2norm_fwd_kernel"), (LSE_I64, "lse_kernel")])
 def test_offered_for_argmax_l2_norm_and_masked_softmax(text, kernel):
     assert offered(text, kernel)
 
@@ -185,7 +272,7 @@ def test_offered_for_argmax_l2_norm_and_masked_softmax(text, kernel):
     ("norm_rmsnorm_kernelbench.py", "rms_norm_channels_kernel", "program id other than axis 0"),
     ("red_mean_kernelbench.py", "mean_dim1_kernel", "more than + - * /"),
     ("norm_groupnorm_test.py", "group_norm_kernel", "more than + - * /"),
-    ("red_var_autotune.py", "var_kernel", "autotuned"),
+    ("red_var_autotune.py", "var_kernel", "autotuned over block sizes"),
     ("sm_logsumexp_heuristics.py", "logsumexp_kernel", "heuristics"),
     ("ew_add_relu_chain.py", "add_kernel", "no reduction over the row"),
     ("red_cumsum_test.py", "cumsum_kernel", "tl.cumsum"),
@@ -206,16 +293,16 @@ SOFTMAX = (DEV / "sm_softmax_tutorial.py").read_text()
     ("denominator = tl.sum(numerator, axis=0)", "denominator = tl.sum(numerator, axis=0)\n    tl.atomic_add(output_ptr, 1.0)",
      "tl.atomic_add"),
     ("tl.store(output_row_start_ptr + col_offsets", "tl.store(output_ptr + col_offsets", "same for every row"),
-    ("row_minus_max = row - tl.max(row, axis=0)", "row_minus_max = row - tl.max(row, axis=0)\n    if row_idx > 3:\n"
-     "        row_minus_max = row_minus_max * 2", "branches on a per-row value"),
+    ("row_minus_max = row - tl.max(row, axis=0)", ("row_minus_max = row - tl.max(row, axis=0)\n    if row_idx > 3:\n"
+                                                   "        row_minus_max = row_minus_max * 2"), "branches on a per-row value"),
     ("softmax_kernel[(n_rows,)]", "softmax_kernel[(n_rows, 1)]", "not a literal"),
     ("numerator = tl.exp(row_minus_max)", "numerator = tl.exp(row_minus_max)\n    numerator = numerator[None, :]",
      "subscript"),
-    ("row_idx = tl.program_id(0)", "row_idx = tl.program_id(0)\n    other_row = tl.load(input_ptr + row_idx * 0 + 5 + col_offsets)\n"
-     "    tl.store(output_ptr + col_offsets, other_row)", "same for every row"),
+    ("row_idx = tl.program_id(0)", ("row_idx = tl.program_id(0)\n    other_row = tl.load(input_ptr + row_idx * 0 + 5 + col_offsets)\n"
+                                    "    tl.store(output_ptr + col_offsets, other_row)"), "same for every row"),
     ("denominator = tl.sum(numerator, axis=0)", "denominator = tl.sum(numerator, axis=0, keep_dims=True)", "plain reduction"),
-    ("denominator = tl.sum(numerator, axis=0)", "denominator = tl.sum(numerator, axis=0)\n    for i in range(row_idx):\n"
-     "        denominator += 1.0", "mixes a tensor into a scalar context"),
+    ("denominator = tl.sum(numerator, axis=0)", ("denominator = tl.sum(numerator, axis=0)\n    for i in range(row_idx):\n"
+                                                 "        denominator += 1.0"), "mixes a tensor into a scalar context"),
     ("n_rows, n_cols = x.shape", "n_rows, n_cols = x.shape\n    softmax_kernel[(n_rows,)](x, x, 1, 1, n_rows, n_cols, BLOCK_SIZE=8)",
      "exactly one launch"),
     # Writes through the pointer it reads: a row could read another row's result.
@@ -259,6 +346,18 @@ def test_an_inline_program_id_becomes_one_named_row_vector():
     assert "tl.program_id(0)" not in new.split("row_mask = ")[1]
     assert "tl.store(idx_ptr + rows, tl.argmax(x, axis=1), mask=row_mask)" in new
     assert "argmax_shift_kernel[(triton.cdiv(x.shape[0], BLOCK_M),)](x, idx, y, x.stride(0), x.shape[1], x.shape[0], " in new
+
+
+def test_an_int64_row_index_and_warps_only_autotune():
+    new = applied(LSE_I64, "lse_kernel")
+    assert "pid = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)" in new
+    assert "m = tl.max(x, 1)" in new and "tl.sum(tl.exp(x - m[:, None]), axis=1)" in new
+    assert "num_warps=8 if BLOCK_M > 1 else 2" in new
+    fla = applied(L2_FLA, "l2norm_fwd_kernel")
+    assert "num_warps" not in fla.split("def l2norm(")[1]  # the configs keep choosing the warps
+    assert "l2norm_fwd_kernel[(triton.cdiv(T, BLOCK_M),)](x, y, eps, D, T, BD=triton.next_power_of_2(D), BLOCK_M=BLOCK_M)" in fla
+    blocks = L2_FLA.replace("triton.Config({}, num_warps=1)", "triton.Config({\"BD\": 64}, num_warps=1)")
+    assert "autotuned over block sizes" in why_not(blocks, "l2norm_fwd_kernel")
 
 
 def test_loop_accumulators_start_as_row_vectors():
@@ -318,6 +417,9 @@ INTERPRETED = [
     ("l2_loop", L2_LOOP, "l2_norm_kernel", "m.l2_norm", "[torch.randn(37, 100)]"),
     ("masked_softmax", MASKED_SOFTMAX, "masked_softmax_kernel", "m.masked_softmax",
      "[torch.randn(3, 7, 100), (torch.rand(3, 7, 100) > 0.3).to(torch.int32)]"),
+    ("rms_unsloth", RMS_UNSLOTH, "_rms_layernorm_forward", "m.rms_layernorm", "[torch.randn(37, 100), torch.randn(100)]"),
+    ("l2_fla", L2_FLA, "l2norm_fwd_kernel", "m.l2norm", "[torch.randn(37, 100)]"),
+    ("lse_i64", LSE_I64, "lse_kernel", "m.lse", "[torch.randn(37, 100)]"),
 ]
 
 

@@ -10,12 +10,16 @@ scalar loop accumulators start as ``[BLOCK_M]`` vectors, and the grid becomes
 ``cdiv(n_rows, BLOCK_M)``. The host picks ``BLOCK_M`` at run time from the row block: a tile of
 about ``TILE`` elements (4096 or 8192; 32 fp32 values a thread with 4 or 8 warps), and never
 fewer than about four programs per SM of the target; a row as wide as the tile keeps one row and
-its own warps. Offered only where every row is provably computed alone: the program id is used only
-as the row index (one grid axis, ``(n_rows,)``), nothing branches, loops or indexes on a per-row
-value, no row reads another row's results (stores and per-row loads are all at the row's own
-addresses, nothing is stored to a row-independent address), no atomics, no ``tl.dot``, no 2-D
-tiles already, and every call is an elementwise ``tl`` function, ``tl.load``/``tl.store`` or a
-``tl.sum``/``max``/``min``/``argmax``/``argmin`` over the row.
+its own warps (an autotuned kernel's configs keep choosing them). A program id named ``col``
+(one column per program, reducing down the rows) gets the same rewrite as ``BLOCK_COLS`` columns.
+
+Offered only where every row is provably computed alone: the program id is used only as the row
+index (one grid axis, ``(n_rows,)``; affine arithmetic only), nothing branches, loops or indexes
+on a per-row value, stores and per-row loads are at the row's own addresses, nothing is stored to
+a row-independent address or through a pointer the kernel also loads from, no atomics, no
+``tl.dot``, no 2-D tiles already, autotune configs (if any) set no blocks, and every call is an
+elementwise ``tl`` function, ``tl.load``/``tl.store`` or a ``tl.sum``/``max``/``min``/``argmax``/
+``argmin``, at least one of them over the row.
 
 Example: kernel=rms_kernel target=h100 params={"TILE": 8192}
 
@@ -589,8 +593,10 @@ class RowsPerProgram:
         kdef, launches = c.locate(module, kernel.name)
         if len(launches) != 1:
             raise ActionError("needs exactly one launch of the kernel in this file")
-        if kernel.is_autotuned:
-            raise ActionError("the kernel is autotuned: its configs would need a row block too")
+        tune = kernel.autotune
+        if tune is not None and (not tune.configs_are_literal or any(config.kwargs for config in tune.configs)):
+            # Configs that only pick warps and stages (FLA's norms) are fine: BLOCK_M is a launch argument.
+            raise ActionError("the kernel is autotuned over block sizes: its configs would need a row block too")
         if kernel.heuristics:
             raise ActionError("@triton.heuristics sets the kernel's blocks")
         prefix = analysis.names.prefix
@@ -769,11 +775,12 @@ class RowsPerProgram:
         if plan.n_rows_param is None:
             new_call = _add_arg(new_call, first_constexpr, n["n_rows"], c.expr(plan.n_rows_src))
         new_call = _kwarg_before_options(new_call, block_m, cst.Name(block_m))
-        old_warps = c.kwarg(call, "num_warps")
-        old_src = c.code(old_warps.value).strip() if old_warps is not None else str(c.DEFAULT_NUM_WARPS)
-        warps = TILES[tile]
-        warps_src = str(warps) if old_src == str(warps) else f"{warps} if {block_m} > 1 else {old_src}"
-        new_call = c.set_kwarg(new_call, "num_warps", c.expr(warps_src))
+        if kernel.autotune is None:  # an autotuned kernel's configs choose the warps
+            old_warps = c.kwarg(call, "num_warps")
+            old_src = c.code(old_warps.value).strip() if old_warps is not None else str(c.DEFAULT_NUM_WARPS)
+            warps = TILES[tile]
+            warps_src = str(warps) if old_src == str(warps) else f"{warps} if {block_m} > 1 else {old_src}"
+            new_call = c.set_kwarg(new_call, "num_warps", c.expr(warps_src))
         col = plan.col_src
         col_value = int(col) if col.isdigit() else None
         per_tile = str(max(tile // col_value, 1)) if col_value else f"{tile} // {col if _atomic(col) else f'({col})'}"
@@ -786,8 +793,8 @@ class RowsPerProgram:
             line.with_changes(leading_lines=[]),
         ])))
         module = c.replace_all(module, pairs)
-        notes = [f"{block_m} rows per program: about {tile} elements a tile, at least ~{PROGRAMS_PER_SM} programs "
-                 f"per SM ({target.sm_count} SMs on {target.name}); rows as wide as the tile keep one row a program"]
+        notes = [(f"{block_m} rows per program: about {tile} elements a tile, at least ~{PROGRAMS_PER_SM} programs "
+                  f"per SM ({target.sm_count} SMs on {target.name}); rows as wide as the tile keep one row a program")]
         if plan.n_rows_param is None:
             notes.append(f"{n['n_rows']} (the grid's {plan.n_rows_src}) is a new kernel argument that masks the last row block")
         return c.finish(text, module, f"{block_m} rows per program in {kernel.name}: [{block_m}, {plan.col_block}] tiles, "
@@ -984,7 +991,7 @@ def _add_arg(call: cst.Call, index: int, keyword: str, value: cst.BaseExpression
     """Pass ``value`` as the kernel's parameter number ``index``: positionally where the launch reaches it, else by keyword."""
     args = list(call.args)
     positional = [i for i, a in enumerate(args) if a.keyword is None]
-    if len(positional) >= index and index > 0:
+    if 0 < index <= len(positional):
         at = positional[index - 1] + 1
         new = cst.Arg(value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         if at == len(args):  # appended last: the previous argument needs a comma, the new one takes its
