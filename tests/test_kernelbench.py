@@ -94,7 +94,7 @@ OP_PROBLEMS = {
 
         def get_init_inputs():
             return [1e-5]
-        """, {"reduce", "pointwise"}),
+        """, {"normalize"}),  # pow -> mean -> add -> sqrt -> div: one kernel
     "softmax_log_softmax": ("""
         class Model(nn.Module):
             def __init__(self):
@@ -250,6 +250,21 @@ OP_PROBLEMS = {
         def get_inputs():
             return [torch.randn(2, 6, 3, 4), torch.randn(2, 9000), torch.randn(2, 3, 4, 5)]
         """, {"normalize"}),
+    "norms_two_pass": ("""
+        class Model(nn.Module):
+            def __init__(self):
+                super(Model, self).__init__()
+                self.ln = nn.LayerNorm(9000)
+                self.gn = nn.GroupNorm(2, 4)
+                self.bn = nn.BatchNorm1d(3)
+
+            def forward(self, x, y, z):
+                # rows longer than one tile: shifted sums, then the write pass; a mean far from 0 must not cancel
+                return self.ln(x + 100.0), self.gn(y), self.bn(z * 3.0 - 50.0)
+
+        def get_inputs():
+            return [torch.randn(2, 9000), torch.randn(2, 4, 70, 70), torch.randn(9000, 3)]
+        """, {"layer_norm", "group_norm", "batch_norm"}),
     "tiled_reductions_with_epilogues": ("""
         class Model(nn.Module):
             def __init__(self):

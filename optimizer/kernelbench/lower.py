@@ -334,7 +334,7 @@ base r start row mean rstd d y torch triton tl math result a_base b_base a_mask 
 row_max row_sum self BLOCK_M BLOCK_N BLOCK_K kb I O CG OCG KP KK g oc n_out carry channel group p p_mask lanes o
 tile m_vec s_vec m_new seen e split partial rows R_total R_TOTAL OUTER INNER BLOCK_P FINAL SQUARE ONE_PASS GROUP_M
 warps pid_b n_m n_n group_size first_m rows_in_group a_ptrs b_ptrs gemm_tiles offs_c kp row_ok row_base c0 c_ok
-wt window_outer WINDOW_OUTER CG OCG v stat""".split())
+wt window_outer WINDOW_OUTER CG OCG v stat x_in shift s1 s2 m S G""".split())
 
 
 # -- kernels ---------------------------------------------------------------------------------------
@@ -724,21 +724,69 @@ def _norm_kernel(name: str, a: OpSpec, prologue: list[str], index: str, channel:
     return kernel, f"def run_{name}({', '.join(params)}):\n" + _indent(host) + "\n"
 
 
+def _tiled_norm(name: str, a: OpSpec, space: TileSpace, channel: str, host_shape: list[str]) -> tuple[str, str]:
+    """Mean / variance normalization of each row of a TileSpace with an optional per-channel affine.
+
+    One pass when the row fits a tile (kept in registers: exact two-step variance); else a statistics pass of
+    sums shifted by the row's first element (no cancellation when the mean is large against the spread) and a
+    write pass. ``channel`` indexes weight and bias for each tile element; ``host_shape`` computes outer, R, inner."""
+    w_name, b_name = _affine_names(a)
+    mean, rstd = space.per_output("mean"), space.per_output("rstd")
+    affine = [f"y = y * tl.load({w_name}_ptr + {channel}, mask={space.mask()}, other=0.0).to(tl.float32)"] if w_name else []
+    affine += [f"y = y + tl.load({b_name}_ptr + {channel}, mask={space.mask()}, other=0.0).to(tl.float32)"] if b_name else []
+    write = [f"y = (x - {mean}) * {rstd}", *affine,
+             f"tl.store(out_ptr + {space.index()}, y.to(out_ptr.dtype.element_ty), mask={space.mask()})"]
+    load = f"x = tl.load(x_ptr + {space.index()}, mask={space.mask()}, other=0.0).to(tl.float32)"
+    eps = _lit(a.attrs["eps"])
+    body = [*space.setup(),
+            "if ONE_PASS:  # the row fits one tile: read once",
+            "    r = lanes", f"    {load}",
+            f"    mean = tl.sum(x, axis={space.axis}) / R",
+            f"    d = tl.where({space.mask()}, x - {mean}, 0.0)",
+            f"    rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis={space.axis}) / R + {eps})",
+            *["    " + line for line in write],
+            "else:  # pass 1: shifted sums; pass 2: normalize, scale and shift",
+            "    shift = tl.load(x_ptr + base, mask=p_mask, other=0.0).to(tl.float32)  # each row's first element",
+            f"    s1 = tl.zeros({space.shape}, dtype=tl.float32)",
+            f"    s2 = tl.zeros({space.shape}, dtype=tl.float32)",
+            "    for start in range(0, R, BLOCK_R):",
+            "        r = start + lanes", f"        {load}",
+            f"        d = tl.where({space.mask()}, x - {space.per_output('shift')}, 0.0)",
+            "        s1 += d", "        s2 += d * d",
+            f"    m = tl.sum(s1, axis={space.axis}) / R",
+            "    mean = shift + m",
+            f"    rstd = 1.0 / tl.sqrt(tl.maximum(tl.sum(s2, axis={space.axis}) / R - m * m, 0.0) + {eps})",
+            "    for start in range(0, R, BLOCK_R):",
+            "        r = start + lanes", f"        {load}",
+            *["        " + line for line in write]]
+    ptrs = ["x_ptr"] + [f"{n}_ptr" for n in (w_name, b_name) if n] + ["out_ptr"]
+    kernel = _kernel_sig(name, ptrs, ["OUTER", "R", "INNER", "S", "G"], [], ["BLOCK_P", "BLOCK_R", "ONE_PASS"]) \
+        + _indent(body) + "\n"
+    params = ["x_in"] + [n for n in (w_name, b_name) if n]
+    args = ["x"] + [n for n in (w_name, b_name) if n] + ["out", "outer", "R", "inner", "S", "G"]
+    host = ["x = x_in.contiguous()", *host_shape, "out = torch.empty_like(x)", *space.host_blocks(one_pass=True),
+            f"{name}_kernel[{space.grid}]({', '.join(args)}, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, ONE_PASS=BLOCK_R >= R)",
+            "return out"]
+    return kernel, f"def run_{name}({', '.join(params)}):\n" + _indent(host) + "\n"
+
+
 def _group_norm_group(group: Group, name: str) -> tuple[str, str]:
+    """Group / instance norm: a row is one (sample, group), C / G channels x S positions, contiguous."""
     a = group.anchor
-    return _norm_kernel(
-        name, a, ["row = tl.program_id(0).to(tl.int64)  # one (sample, group): R contiguous elements",
-                  "base = row * R", "group = row % G"],
-        "base + r", "group * (R // S) + r // S", "G",
-        [f"G = {a.attrs['groups']}", "S = math.prod(x.shape[2:])  # positions per channel", "R = x.shape[1] // G * S"],
-        "(x.shape[0] * G,)")
+    return _tiled_norm(name, a, TileSpace(False), "(p % G)[:, None] * (R // S) + r[None, :] // S",
+                       [f"G = {a.attrs['groups']}", "S = math.prod(x.shape[2:])  # positions per channel",
+                        "outer, R, inner = x.shape[0] * G, x.shape[1] // G * S, 1"])
 
 
 def _batch_norm_group(group: Group, name: str) -> tuple[str, str]:
+    if len(node_shape(group.anchor.node)) == 2:  # (N, C): per channel over the batch, tiles coalesced along C
+        return _tiled_norm(name, group.anchor, TileSpace(True), "p[None, :]",
+                           ["outer, R, inner = 1, x.shape[0], x.shape[1]", "S, G = 1, 1"])
     return _norm_kernel(
         name, group.anchor, ["channel = tl.program_id(0).to(tl.int64)  # R = samples x positions of this channel"],
         "((r // S) * C + channel) * S + r % S", "channel", "C",
         ["C = x.shape[1]", "S = math.prod(x.shape[2:])", "R = x.shape[0] * S"], "(C,)")
+
 
 
 def _pool_group(group: Group, name: str) -> tuple[str, str]:
@@ -861,54 +909,10 @@ def _softmax_group(group: Group, name: str) -> tuple[str, str]:
 
 
 def _layer_norm_group(group: Group, name: str) -> tuple[str, str]:
-    a = group.anchor
-    has_w, has_b = a.attrs["weight"], a.attrs["bias"]
-    w_name = param_name(a.operands[1]) if has_w else None
-    b_name = param_name(a.operands[2 if has_w else 1]) if has_b else None
-    affine = []
-    if has_w:
-        affine.append(f"    y = y * tl.load({w_name}_ptr + r, mask=mask, other=0.0).to(tl.float32)")
-    if has_b:
-        affine.append(f"    y = y + tl.load({b_name}_ptr + r, mask=mask, other=0.0).to(tl.float32)")
-    body = ["row = tl.program_id(0).to(tl.int64)",
-            "base = row * R",
-            "offs = tl.arange(0, BLOCK_R)",
-            "# pass 1: mean",
-            "acc = tl.zeros([BLOCK_R], dtype=tl.float32)",
-            "for start in range(0, R, BLOCK_R):",
-            "    r = start + offs",
-            "    acc += tl.load(x_ptr + base + r, mask=r < R, other=0.0).to(tl.float32)",
-            "mean = tl.sum(acc, axis=0) / R",
-            "# pass 2: variance (biased, as nn.LayerNorm)",
-            "acc = tl.zeros([BLOCK_R], dtype=tl.float32)",
-            "for start in range(0, R, BLOCK_R):",
-            "    r = start + offs",
-            "    mask = r < R",
-            "    x = tl.load(x_ptr + base + r, mask=mask, other=0.0).to(tl.float32)",
-            "    d = tl.where(mask, x - mean, 0.0)",
-            "    acc += d * d",
-            f"rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / R + {_lit(a.attrs['eps'])})",
-            "# pass 3: normalize, scale and shift",
-            "for start in range(0, R, BLOCK_R):",
-            "    r = start + offs",
-            "    mask = r < R",
-            "    x = tl.load(x_ptr + base + r, mask=mask, other=0.0).to(tl.float32)",
-            "    y = (x - mean) * rstd",
-            *affine,
-            "    tl.store(out_ptr + base + r, y.to(out_ptr.dtype.element_ty), mask=mask)"]
-    ptrs = ["x_ptr"] + [f"{n}_ptr" for n in (w_name, b_name) if n]
-    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(ptrs)}, out_ptr, R, BLOCK_R: tl.constexpr):\n"
-              + _indent(body) + "\n")
-    d0 = a.attrs["dims"][0]
-    host = ["x = x.contiguous()",
-            f"R = math.prod(x.shape[{d0}:])",
-            "out = torch.empty_like(x)",
-            f"BLOCK_R = min(triton.next_power_of_2(R), {ROW_BLOCK})",
-            f"{name}_kernel[(x.numel() // R,)]({', '.join(['x'] + [n for n in (w_name, b_name) if n])}, out, R, "
-            "BLOCK_R=BLOCK_R)",
-            "return out"]
-    params = ["x"] + [n for n in (w_name, b_name) if n]  # the group's order: input, weight, bias
-    return kernel, f"def run_{name}({', '.join(params)}):\n" + _indent(host) + "\n"
+    """Layer norm over the last dims: a row per leading index; weight and bias follow the position in the row."""
+    d0 = group.anchor.attrs["dims"][0]
+    return _tiled_norm(name, group.anchor, TileSpace(False), "r[None, :]",
+                       [f"R = math.prod(x.shape[{d0}:])", "outer, inner, S, G = x.numel() // R, 1, 1, 1"])
 
 
 def _epilogue(group: Group, index_terms: list[str], mask: str, skip: set[str]) -> tuple[list[str], list[str], str]:
