@@ -7,7 +7,7 @@ Two modes, because the GPU machine has no libcst:
   per chain also sets the flash kernel's blocks to 64x64 by hand (not an engine step: what a later
   tiling step could add).
 - ``python3 benchmarks/flash_attention_gpu.py --out DIR`` (the GPU machine): load before and after,
-  check both against the file's PyTorch reference and each other at GPU sizes, time each with
+  check both against the file's PyTorch reference and each other at the files' GPU sizes, time each with
   ``triton.testing.do_bench`` (median) and write ``DIR/flash_attention.json`` and ``.md``.
   ``--dry-run`` does the same at the corpus's tiny sizes in the Triton interpreter (no timing).
 """
@@ -31,22 +31,19 @@ from corpus.kernels import kernel_path
 
 GENERATED = ROOT / "benchmarks" / "generated" / "flash_attention"
 
-# Corpus file -> GPU sizes (get_inputs keywords), FLOPs per call (two matmuls: 4*B*H*Sq*Sk*D; causal
-# counted in full), tolerance (atol, rtol) against the reference, and the hand-set 64x64 blocks.
+# Corpus file -> FLOPs per call at its GPU sizes (``SIZES["cuda"]``: two matmuls, 4*B*H*Sq*Sk*D, a causal mask
+# counted in full), tolerance (atol, rtol) against the reference and each other, and the hand-set 64x64 blocks.
 PROBLEMS: dict[str, dict] = {
     "attention_three_kernels": {
-        "sizes": {"batch": 4, "heads": 16, "seq_len": 2048, "head_dim": 64},
-        "flops": 4 * 4 * 16 * 2048 * 2048 * 64, "tol": (2e-2, 2e-2),
+        "flops": lambda s: 4 * s["batch"] * s["heads"] * s["seq_len"] ** 2 * s["head_dim"], "tol": (2e-2, 2e-2),
         "blocks": [("    BLOCK = 16\n", "    BLOCK = 64\n")],
     },
     "attention_padded_strided": {  # fp32 inputs: tl.dot runs in tf32 before and after
-        "sizes": {"batch": 4, "heads": 16, "seq_q": 1024, "seq_k": 2048, "head_dim": 64},
-        "flops": 4 * 4 * 16 * 1024 * 2048 * 64, "tol": (2e-2, 2e-2),
+        "flops": lambda s: 4 * s["batch"] * s["heads"] * s["seq_q"] * s["seq_k"] * s["head_dim"], "tol": (2e-2, 2e-2),
         "blocks": [("    BLOCK_M, BLOCK_N = 16, 16\n", "    BLOCK_M, BLOCK_N = 64, 64\n")],
     },
     "attention_two_kernels": {  # the scores kernel holds a whole row of keys: short sequences only
-        "sizes": {"heads": 128, "seq_len": 512, "head_dim": 64},
-        "flops": 4 * 128 * 512 * 512 * 64, "tol": (2e-2, 2e-2),
+        "flops": lambda s: 4 * s["heads"] * s["seq_len"] ** 2 * s["head_dim"], "tol": (2e-2, 2e-2),
         "blocks": [("grid = (triton.cdiv(seq_len, 16), heads)", "grid = (triton.cdiv(seq_len, 64), heads)"),
                    ("HEAD=head_dim, BLOCK_M=16, BLOCK_N=16)", "HEAD=head_dim, BLOCK_M=64, BLOCK_N=64)")],
     },
@@ -98,11 +95,11 @@ def bench(out_dir: Path | None, rep: int, dry_run: bool) -> int:
     for entry in manifest:
         name = entry["problem"]
         problem = PROBLEMS[name]
-        sizes = {} if dry_run else problem["sizes"]
+        sizes = None if dry_run else load(ROOT / entry["before"], f"{name}_sizes").SIZES["cuda"]
         versions = {"before": ROOT / entry["before"], **{k: ROOT / v for k, v in entry["after"].items()}}
         modules = {k: load(p, f"{name}_{i}") for i, (k, p) in enumerate(versions.items())}
         torch.manual_seed(0)
-        inputs = modules["before"].get_inputs(device=device, **sizes)
+        inputs = modules["before"].get_inputs(device=device)  # its own sizes: tiny on the CPU, GPU-sized on cuda
         expected = modules["before"].reference(*inputs).float()
         atol, rtol = problem["tol"]
         before_out = None
@@ -118,7 +115,7 @@ def bench(out_dir: Path | None, rep: int, dry_run: bool) -> int:
                 from triton.testing import do_bench
 
                 row["ms"] = do_bench(lambda fn=fn, inputs=inputs: fn(*inputs), warmup=25, rep=rep, return_mode="median")
-                row["tflops"] = problem["flops"] / row["ms"] / 1e9
+                row["tflops"] = problem["flops"](sizes) / row["ms"] / 1e9
             rows.append(row)
             print(json.dumps(row), flush=True)
         for row in rows:

@@ -61,7 +61,15 @@ def padded_attention(q, k, v, kv_lens):
     return o
 
 
-def get_inputs(device="cpu", batch=2, heads=2, seq_q=24, seq_k=40, head_dim=16):
+# Tiny in the interpreter, GPU-sized otherwise.
+SIZES = {"cpu": {"batch": 2, "heads": 2, "seq_q": 24, "seq_k": 40, "head_dim": 16},
+         "cuda": {"batch": 4, "heads": 16, "seq_q": 1024, "seq_k": 2048, "head_dim": 64}}
+
+
+def get_inputs(device="cpu", batch=None, heads=None, seq_q=None, seq_k=None, head_dim=None):
+    d = SIZES["cpu" if str(device).startswith("cpu") else "cuda"]
+    batch, heads, head_dim = batch or d["batch"], heads or d["heads"], head_dim or d["head_dim"]
+    seq_q, seq_k = seq_q or d["seq_q"], seq_k or d["seq_k"]
     q = torch.randn(batch, heads, seq_q, head_dim, device=device)
     k = torch.randn(batch, heads, seq_k, head_dim, device=device)
     v = torch.randn(batch, heads, seq_k, head_dim, device=device)

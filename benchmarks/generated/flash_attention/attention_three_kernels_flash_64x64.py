@@ -49,8 +49,15 @@ def causal_attention(q, k, v):
     return out
 
 
-def get_inputs(device="cpu", batch=2, heads=2, seq_len=40, head_dim=16):
-    return [torch.randn(batch, heads, seq_len, head_dim, device=device, dtype=torch.float16) for _ in range(3)]
+# Tiny in the interpreter, a real prefill on a GPU (the naive chain then writes 2 GiB of scores and probabilities).
+SIZES = {"cpu": {"batch": 2, "heads": 2, "seq_len": 40, "head_dim": 16},
+         "cuda": {"batch": 4, "heads": 16, "seq_len": 2048, "head_dim": 64}}
+
+
+def get_inputs(device="cpu", batch=None, heads=None, seq_len=None, head_dim=None):
+    d = SIZES["cpu" if str(device).startswith("cpu") else "cuda"]
+    shape = (batch or d["batch"], heads or d["heads"], seq_len or d["seq_len"], head_dim or d["head_dim"])
+    return [torch.randn(shape, device=device, dtype=torch.float16) for _ in range(3)]
 
 
 def reference(q, k, v):
