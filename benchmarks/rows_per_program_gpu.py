@@ -3,7 +3,7 @@
 Two modes, because the GPU machine has no libcst:
 - ``python benchmarks/rows_per_program_gpu.py --generate`` (any machine with the project installed):
   apply ``rows_per_program`` (TILE 4096 and 8192, target h200) to the dev kernels it is offered for
-  and write the sources plus ``manifest.json`` to ``benchmarks/generated/rows_per_program/`` (committed).
+  (and after ``single_pass`` where that applies, with ``single_pass`` alone for comparison) and write the sources plus ``manifest.json`` to ``benchmarks/generated/rows_per_program/`` (committed).
 - ``python3 benchmarks/rows_per_program_gpu.py --out DIR`` (the GPU machine): run the original dev
   file and each variant on the same inputs, check the outputs agree, time each with
   ``triton.testing.do_bench`` (median ms) and write ``rows_per_program.md`` / ``.json`` to DIR.
@@ -50,7 +50,8 @@ def generate() -> None:
     """Write every variant and the manifest (needs the project: libcst, the actions)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import _bootstrap  # noqa: F401
-    from mtmc_lsp.optimizer.actions import Candidate, apply_candidate
+    from mtmc_lsp.optimizer.actions import Candidate, applicable, apply_candidate
+    from mtmc_lsp.optimizer.analysis import analyze
     from mtmc_lsp.optimizer.hardware import get_profile
 
     target = get_profile(TARGET)
@@ -59,15 +60,26 @@ def generate() -> None:
     for name, (kernel, entry, sizes) in CASES.items():
         text = (DEV / name).read_text()
         variants = {}
-        for tile in TILES:
-            edit = apply_candidate(text, Candidate("rows_per_program", "Tiling", kernel, {"TILE": tile}, "", 0), target)
-            out = GENERATED / f"{Path(name).stem}_tile{tile}.py"
-            out.write_text(edit.new_text)
-            variants[f"tile{tile}"] = str(out.relative_to(ROOT))
+        starts = {"": text}
+        # Where single_pass applies (rows walked in several passes), the policy ranks it first: also
+        # time it alone and followed by rows_per_program.
+        single = [c for c in applicable(analyze(text), kernel, target) if c.action == "single_pass"]
+        if single:
+            starts["single_pass+"] = apply_candidate(text, single[0], target).new_text
+            out = GENERATED / f"{Path(name).stem}_single_pass.py"
+            out.write_text(starts["single_pass+"])
+            variants["single_pass"] = str(out.relative_to(ROOT))
+        for prefix, start in starts.items():
+            for tile in TILES:
+                edit = apply_candidate(start, Candidate("rows_per_program", "Tiling", kernel, {"TILE": tile}, "", 0), target)
+                tag = f"{prefix}tile{tile}"
+                out = GENERATED / f"{Path(name).stem}_{tag.replace('+', '_')}.py"
+                out.write_text(edit.new_text)
+                variants[tag] = str(out.relative_to(ROOT))
         manifest.append({"file": str((DEV / name).relative_to(ROOT)), "kernel": kernel, "entry": entry, "sizes": sizes,
                          "variants": variants})
     (GENERATED / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    print(f"{len(manifest)} kernels, {len(manifest) * len(TILES)} variants -> {GENERATED.relative_to(ROOT)}")
+    print(f"{len(manifest)} kernels, {sum(len(m['variants']) for m in manifest)} variants -> {GENERATED.relative_to(ROOT)}")
 
 
 def _load(path: Path, tag: str):
@@ -140,15 +152,17 @@ def measure(out: Path) -> None:
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     (out / "rows_per_program.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     lines = [f"# rows_per_program on {meta['gpu']}", "", (f"torch {meta['torch']}, triton {meta['triton']}, {meta['when']}; "
-             "median ms of the host function (triton.testing.do_bench); speedup = before / after; ok = same outputs."), "",
-             "| file | sizes | before ms | " + " | ".join(f"{t} ms (speedup, ok)" for t in manifest[0]["variants"]) + " |",
-             "|---|---|---:|" + "---:|" * len(manifest[0]["variants"])]
+             "median ms of the host function (triton.testing.do_bench); speedup = original / variant; ok = same outputs "
+             "as the original."), "", "| file | sizes | original ms | variant | ms | speedup | ok |", "|---|---|---:|---|---:|---:|---|"]
     for r in rows:
-        cells = []
-        for tag in manifest[0]["variants"]:
-            v = r.get(tag, {})
-            cells.append(f"{v['ms']:.4f} ({v['speedup']:.2f}x, {'ok' if v['ok'] else 'WRONG'})" if "ms" in v else f"ERROR {v.get('error', '')}")
-        lines.append(f"| {r['file']} | {r['sizes']} | {r['before_ms']:.4f} | " + " | ".join(cells) + " |")
+        for tag, v in r.items():
+            if not isinstance(v, dict):
+                continue
+            if "ms" in v:
+                lines.append(f"| {r['file']} | {r['sizes']} | {r['before_ms']:.4f} | {tag} | {v['ms']:.4f} | {v['speedup']:.2f}x | "
+                             f"{'ok' if v['ok'] else 'WRONG'} |")
+            else:
+                lines.append(f"| {r['file']} | {r['sizes']} | {r['before_ms']:.4f} | {tag} | - | - | ERROR {v.get('error', '')} |")
     (out / "rows_per_program.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

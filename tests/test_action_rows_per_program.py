@@ -76,6 +76,8 @@ def l2_norm(x):
     return y
 '''
 
+L2_POSITIONAL = L2_LOOP.replace("(x, y, N, BLOCK_N=32)", "(x, y, N, 32)")
+
 # Masked softmax over the last axis of a 3-D tensor viewed as rows.
 MASKED_SOFTMAX = '''import torch
 import triton
@@ -370,6 +372,11 @@ def test_loop_accumulators_start_as_row_vectors():
     assert "num_warps=4, num_ctas=1" in new  # 4096 elements keep the launch's 4 warps
     l2 = applied(L2_LOOP, "l2_norm_kernel")
     assert "ss = tl.zeros([BLOCK_M], dtype=tl.float32)" in l2
+    # A literal column block is named, so retiling it later keeps BLOCK_M * BLOCK_N at the tile.
+    assert "    BLOCK_N = 32\n    BLOCK_M = max(1, min(8192 // BLOCK_N, " in l2
+    assert "l2_norm_kernel[(triton.cdiv(M, BLOCK_M),)](x, y, N, M, BLOCK_N=BLOCK_N, BLOCK_M=BLOCK_M, " in l2
+    positional = applied(L2_POSITIONAL, "l2_norm_kernel")
+    assert "l2_norm_kernel[(triton.cdiv(M, BLOCK_M),)](x, y, N, M, BLOCK_N, BLOCK_M=BLOCK_M, " in positional
 
 
 def test_a_column_program_id_gets_column_names():
@@ -420,6 +427,7 @@ INTERPRETED = [
     ("rms_unsloth", RMS_UNSLOTH, "_rms_layernorm_forward", "m.rms_layernorm", "[torch.randn(37, 100), torch.randn(100)]"),
     ("l2_fla", L2_FLA, "l2norm_fwd_kernel", "m.l2norm", "[torch.randn(37, 100)]"),
     ("lse_i64", LSE_I64, "lse_kernel", "m.lse", "[torch.randn(37, 100)]"),
+    ("l2_positional", L2_POSITIONAL, "l2_norm_kernel", "m.l2_norm", "[torch.randn(37, 100)]"),
 ]
 
 
@@ -431,6 +439,12 @@ def test_rewritten_kernels_match_the_originals_under_the_interpreter(tmp_path):
         jobs.append({"name": name, "before": text, "after": applied(text, kernel, sm_cap=4), "entry": entry, "inputs": inputs})
     jobs.append({"name": "softmax_tutorial_as_offered", "before": SOFTMAX, "after": applied(SOFTMAX, "softmax_kernel"),
                  "entry": "m.softmax", "inputs": "m.get_inputs(device='cpu', rows=37, cols=100)"})
+    # After single_pass (one block of next_power_of_2(n_cols) per row), the rows of that block.
+    log_softmax = _dev("sm_log_softmax_kernelbench.py")
+    single = next(c for c in applicable(analyze(log_softmax), "log_softmax_kernel", H100) if c.action == "single_pass")
+    one_pass = apply_candidate(log_softmax, single, H100).new_text
+    jobs.append({"name": "single_pass_then_rows", "before": log_softmax, "after": applied(one_pass, "log_softmax_kernel", sm_cap=4),
+                 "entry": "lambda x: m.ModelNew()(x)", "inputs": "m.get_inputs(batch=21, features=300)"})
     # A planted mistake the comparison must catch: the grid drops the last, partial row block.
     planted = applied(SOFTMAX, "softmax_kernel", sm_cap=4).replace("triton.cdiv(n_rows, BLOCK_M),)", "n_rows // BLOCK_M,)")
     jobs.append({"name": "planted", "before": SOFTMAX, "after": planted, "entry": "m.softmax",

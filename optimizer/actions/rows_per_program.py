@@ -78,6 +78,7 @@ from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
 from .column_block import _kwarg_before_options
+from .name_block import count_free
 
 # Shape kinds of a kernel value, combined with ``|``: S a row-independent scalar, R one value per
 # row (a [BLOCK_M] vector after the rewrite), C a row-independent column block ([BLOCK_N], kept),
@@ -774,6 +775,23 @@ class RowsPerProgram:
             slice=[call.func.slice[0].with_changes(slice=call.func.slice[0].slice.with_changes(value=new_grid))]))
         if plan.n_rows_param is None:
             new_call = _add_arg(new_call, first_constexpr, n["n_rows"], c.expr(plan.n_rows_src))
+        # A literal (or default) column block gets a host name that BLOCK_M reads too, so a later
+        # retiling step, which rewrites that one constant, keeps BLOCK_M * BLOCK_N at the tile.
+        col, named = plan.col_src, None
+        col_arg = next((a for a in call.args if c.arg_param(a, call, kernel) == plan.col_block), None)
+        if col.isdigit() and (col_arg is None or isinstance(col_arg.value, cst.Integer)):
+            named = next((h for h in (plan.col_block, f"{plan.col_block}_SIZE") if count_free(plan.launch, h)
+                          and h != block_m), None)
+        if named is not None:
+            if col_arg is not None and col_arg.keyword is None:
+                index = list(call.args).index(col_arg)
+                args = list(new_call.args)
+                shift = len(args) - len(call.args) if plan.n_rows_param is None and index >= first_constexpr else 0
+                args[index + shift] = args[index + shift].with_changes(value=cst.Name(named))
+                new_call = new_call.with_changes(args=args)
+            else:
+                new_call = _kwarg_before_options(new_call, plan.col_block, cst.Name(named)) if col_arg is None else \
+                    c.set_kwarg(new_call, plan.col_block, cst.Name(named))
         new_call = _kwarg_before_options(new_call, block_m, cst.Name(block_m))
         if kernel.autotune is None:  # an autotuned kernel's configs choose the warps
             old_warps = c.kwarg(call, "num_warps")
@@ -781,17 +799,19 @@ class RowsPerProgram:
             warps = TILES[tile]
             warps_src = str(warps) if old_src == str(warps) else f"{warps} if {block_m} > 1 else {old_src}"
             new_call = c.set_kwarg(new_call, "num_warps", c.expr(warps_src))
-        col = plan.col_src
-        col_value = int(col) if col.isdigit() else None
-        per_tile = str(max(tile // col_value, 1)) if col_value else f"{tile} // {col if _atomic(col) else f'({col})'}"
+        if named is not None:
+            per_tile = f"{tile} // {named}"
+        elif col.isdigit():
+            per_tile = str(max(tile // int(col), 1))
+        else:
+            per_tile = f"{tile} // {col if _atomic(col) else f'({col})'}"
         cap = PROGRAMS_PER_SM * target.sm_count
-        n_src = plan.n_rows_src if _atomic(plan.n_rows_src) or "," not in plan.n_rows_src else f"({plan.n_rows_src})"
-        constant = c.stmt(f"{block_m} = max(1, min({per_tile}, {plan.triton}.next_power_of_2({plan.triton}.cdiv({n_src}, {cap}))))")
+        host_lines = [c.stmt(f"{named} = {col}")] if named is not None else []
+        host_lines.append(c.stmt(f"{block_m} = max(1, min({per_tile}, {plan.triton}.next_power_of_2("
+                                 f"{plan.triton}.cdiv({plan.n_rows_src}, {cap}))))"))
+        host_lines[0] = host_lines[0].with_changes(leading_lines=plan.launch_line.leading_lines)
         line = c.replace_all(plan.launch_line, [(call, new_call)])
-        pairs.append((plan.launch_line, cst.FlattenSentinel([
-            constant.with_changes(leading_lines=plan.launch_line.leading_lines),
-            line.with_changes(leading_lines=[]),
-        ])))
+        pairs.append((plan.launch_line, cst.FlattenSentinel([*host_lines, line.with_changes(leading_lines=[])])))
         module = c.replace_all(module, pairs)
         notes = [(f"{block_m} rows per program: about {tile} elements a tile, at least ~{PROGRAMS_PER_SM} programs "
                   f"per SM ({target.sm_count} SMs on {target.name}); rows as wide as the tile keep one row a program")]

@@ -20,8 +20,9 @@ def col_max_kernel(x_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_COLS: tl.c
 def col_max(x):
     M, N = x.shape
     out = torch.empty(N, device=x.device, dtype=x.dtype)
-    BLOCK_COLS = max(1, min(32, triton.next_power_of_2(triton.cdiv(N, 528))))
-    col_max_kernel[(triton.cdiv(N, BLOCK_COLS),)](x, out, M, N, BLOCK_M=128, BLOCK_COLS=BLOCK_COLS, num_warps=4)
+    BLOCK_M = 128
+    BLOCK_COLS = max(1, min(4096 // BLOCK_M, triton.next_power_of_2(triton.cdiv(N, 528))))
+    col_max_kernel[(triton.cdiv(N, BLOCK_COLS),)](x, out, M, N, BLOCK_M=BLOCK_M, BLOCK_COLS=BLOCK_COLS, num_warps=4)
     return out
 
 

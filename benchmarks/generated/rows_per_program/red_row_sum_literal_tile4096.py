@@ -20,8 +20,9 @@ def row_sum_kernel(x_ptr, out_ptr, N, stride_m, n_rows, BLOCK_N: tl.constexpr, B
 def row_sum(x):
     M, N = x.shape
     out = torch.empty(M, device=x.device, dtype=torch.float32)
-    BLOCK_M = max(1, min(64, triton.next_power_of_2(triton.cdiv(M, 528))))
-    row_sum_kernel[(triton.cdiv(M, BLOCK_M),)](x, out, N, x.stride(0), M, BLOCK_N=64, BLOCK_M=BLOCK_M, num_warps=4)
+    BLOCK_N = 64
+    BLOCK_M = max(1, min(4096 // BLOCK_N, triton.next_power_of_2(triton.cdiv(M, 528))))
+    row_sum_kernel[(triton.cdiv(M, BLOCK_M),)](x, out, N, x.stride(0), M, BLOCK_N=BLOCK_N, BLOCK_M=BLOCK_M, num_warps=4)
     return out
 
 

@@ -50,8 +50,9 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         n_rows, n_cols = x.shape
         y = torch.empty_like(x)
-        BLOCK_M = max(1, min(16, triton.next_power_of_2(triton.cdiv(n_rows, 528))))
-        log_softmax_kernel[(triton.cdiv(n_rows, BLOCK_M),)](x, y, n_cols, n_rows, BLOCK_SIZE=256, BLOCK_M=BLOCK_M, num_warps=4)
+        BLOCK_SIZE = 256
+        BLOCK_M = max(1, min(4096 // BLOCK_SIZE, triton.next_power_of_2(triton.cdiv(n_rows, 528))))
+        log_softmax_kernel[(triton.cdiv(n_rows, BLOCK_M),)](x, y, n_cols, n_rows, BLOCK_SIZE=BLOCK_SIZE, BLOCK_M=BLOCK_M, num_warps=4)
         return y
 
 

@@ -28,8 +28,9 @@ def online_softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_st
 def softmax(x):
     n_rows, n_cols = x.shape
     y = torch.empty_like(x)
-    BLOCK_M = max(1, min(32, triton.next_power_of_2(triton.cdiv(n_rows, 528))))
-    online_softmax_kernel[(triton.cdiv(n_rows, BLOCK_M),)](y, x, x.stride(0), y.stride(0), n_cols, n_rows, BLOCK_SIZE=128, BLOCK_M=BLOCK_M, num_warps=4)
+    BLOCK_SIZE = 128
+    BLOCK_M = max(1, min(4096 // BLOCK_SIZE, triton.next_power_of_2(triton.cdiv(n_rows, 528))))
+    online_softmax_kernel[(triton.cdiv(n_rows, BLOCK_M),)](y, x, x.stride(0), y.stride(0), n_cols, n_rows, BLOCK_SIZE=BLOCK_SIZE, BLOCK_M=BLOCK_M, num_warps=4)
     return y
 
 
