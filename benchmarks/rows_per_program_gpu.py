@@ -120,12 +120,14 @@ def _agree(want: list, got: list) -> tuple[bool, float]:
     return True, worst
 
 
-def measure(out: Path) -> None:
+def measure(out: Path, files: list[str] | None = None) -> None:
     import torch
     import triton
     from triton.testing import do_bench
 
     manifest = json.loads((GENERATED / "manifest.json").read_text())
+    if files:
+        manifest = [m for m in manifest if any(Path(m["file"]).stem.startswith(Path(f).stem) for f in files)]
     rows = []
     for case in manifest:
         before = _load(ROOT / case["file"], "before")
@@ -171,11 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generate", action="store_true", help="write the variants and manifest (needs the project)")
     parser.add_argument("--out", help="measure on the GPU and write the tables here")
+    parser.add_argument("--files", nargs="+", help="only these dev files (names or stems); default: all in the manifest")
     args = parser.parse_args(argv)
     if args.generate:
         generate()
     if args.out:
-        measure(Path(args.out))
+        measure(Path(args.out), args.files)
     if not args.generate and not args.out:
         parser.error("give --generate or --out DIR")
     return 0
