@@ -106,6 +106,8 @@ def test_two_kernel_form_casts_probabilities_like_the_buffer():
     ("three", ("    x = x - tl.max(x, axis=0)\n", "    x = tl.where(cols < 8, x, -float('inf'))\n    x = x - tl.max(x, axis=0)\n"),
      "an elementwise function of its scalar parameters"),
     ("three", ("dtype=torch.float32)", "dtype=torch.float16)"), "not fp32"),
+    ("three", ("scores = torch.empty(", "scores = torch.zeros("), "starts as zeros"),
+    ("three", ("        acc += tl.dot(p.to(v.dtype), v)\n", "        acc += tl.dot(p.to(v.dtype), v)\n    last_p = p\n"), "besides one tl.dot"),
     ("three", ("    pv_kernel[", "    q = q * 2\n    pv_kernel["), "changes what qk_scores_kernel reads"),
     ("three", ("    pv_kernel[", "    torch.cuda.synchronize()\n    pv_kernel["), "shape arithmetic"),
     ("three", ("acc += tl.dot(p.to(v.dtype), v)", "acc += tl.dot((p * 2.0).to(v.dtype), v)"), "left operand"),
@@ -123,6 +125,13 @@ def test_refused_with_a_reason(chain, change, why):
     assert changed != text, why
     assert why in refusal(changed, chain)
     assert not offered(changed, CHAINS[chain][-1])
+
+
+def test_refused_when_the_softmax_arguments_change_before_the_last_launch():
+    text = SCALE_IN_SOFTMAX.replace("seq_len, seq_len, head_dim ** -0.5,\n", "seq_len, seq_len, sm_scale,\n").replace(
+        "    BLOCK = 16\n", "    BLOCK = 16\n    sm_scale = head_dim ** -0.5\n").replace("    pv_kernel[", "    sm_scale = sm_scale * 2\n    pv_kernel[")
+    assert text.count("sm_scale = ") == 2
+    assert "changes what row_softmax_kernel reads" in refusal(text, "scale_in_softmax")
 
 
 def test_stale_candidate_is_refused():

@@ -12,12 +12,13 @@ their allocations and the other launches go. Equal up to rounding (each probabil
 rescaled once per new maximum instead of normalised once).
 
 Offered when the kernels are launched once each, back to back in one host function (only shape
-arithmetic between them), the buffers are fresh allocations the host uses for nothing else, the
+arithmetic between them), the buffers are fresh allocations the host uses for nothing else (the
+one the scores kernel stores is ``torch.empty``: what its store mask leaves out is never read), the
 scores are fp32, the softmax is over the key axis (unit stride) and covers the whole row (its
-block is ``triton.next_power_of_2`` of the row length), every index into the buffers agrees
-between the kernels (compared symbolically: rows, keys and batch program ids), the P @ V kernel
-masks keys past that length and uses the probabilities only in its ``tl.dot``, and nothing draws
-random numbers (dropout).
+block is ``triton.next_power_of_2`` of the row length; an elementwise pre-step such as
+``x * scale`` comes along), every index into the buffers agrees between the kernels (compared
+symbolically: rows, keys and batch program ids), the P @ V kernel masks keys past that length and
+uses the probabilities only in its ``tl.dot``, and nothing draws random numbers (dropout).
 
 Example: kernel=pv_kernel target=h100 params={"scores": "qk_kernel", "softmax": "softmax_kernel", "pv": "pv_kernel"}
 
@@ -721,16 +722,17 @@ class FlashAttention:
             raise ActionError("a launch passes *args")
         hostv = _Host(host)
         sources = [c.launch_sources(l, k) for l, k in zip(launches, kernels)]
-        # Between the first and the last launch only shape arithmetic, and nothing the first launch reads changes.
-        first_reads = _names(launches[0].call)
-        launch_lines = {at[0], at[-1], *(at[1:-1])}
-        for st in host.body.body[at[0] + 1:at[-1]]:
-            if host.body.body.index(st) in launch_lines:
+        # Between the first and the last launch only shape arithmetic, and nothing an earlier launch reads changes
+        # (their arguments move to the last launch).
+        for i, st in enumerate(host.body.body[at[0] + 1:at[-1]], start=at[0] + 1):
+            if i in at:
                 continue
             if not (isinstance(st, cst.SimpleStatementLine) and all(isinstance(b, cst.Assign) for b in st.body)) or _impure_calls(st):
                 raise ActionError("something other than shape arithmetic runs between the attention launches")
-            if set().union(*[_names(t.target) for b in st.body for t in b.targets]) & first_reads:
-                raise ActionError(f"a statement between the launches changes what {scores.name} reads")
+            written = set().union(*[_names(t.target) for b in st.body for t in b.targets])
+            for launch, k, where in zip(launches[:-1], kernels, at):
+                if where < i and written & _names(launch.call):
+                    raise ActionError(f"a statement between the launches changes what {k.name} reads")
 
         # The buffers: what the scores kernel stores, and what the P @ V kernel loads from the host's fresh allocation.
         s_body = _body(defs[0], scores, "k1.", _params(scores, sources[0], hostv, "k1."))
@@ -777,6 +779,8 @@ class FlashAttention:
             if _count(defs[-1], q.name) != 1 + _count(p_stmt.node, q.name):
                 raise ActionError(f"{pv.name} uses {q.name} ({source}) besides loading the probabilities")
             p_extra.append(q.name)
+        if _count(defs[-1], p_name) != 2:
+            raise ActionError(f"{pv.name} uses {p_name} besides one tl.dot")
         acc, rows = self._accumulator(defs[-1], v_body, p_name, pv)
         if softmax is None and p_buffer != s_buffer:
             raise ActionError(f"{pv.name} does not read what {scores.name} stores")
@@ -786,6 +790,10 @@ class FlashAttention:
         for b in buffers:
             if hostv.alloc(b) is None:
                 raise ActionError(f"{b} is not a fresh torch.empty/zeros allocation in {host.name.value}")
+        if "empty" not in _dotted(hostv.alloc(s_buffer).func):
+            # What the scores kernel's store mask leaves out is then read as zeros, not computed: not the same.
+            raise ActionError(f"{s_buffer} starts as zeros, not empty: the elements {scores.name} does not store would matter")
+        for b in buffers:
             uses = _count(host, b)
             expected = 1 + sum(_count(l.call, b) for l in launches)
             expected += sum(1 for other in buffers if other != b and b in _names(hostv.alloc(other)))
