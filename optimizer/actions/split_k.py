@@ -1,0 +1,379 @@
+"""Split-K: the K loop of a tl.dot kernel shared by SPLIT_K programs that add their partial tiles.
+
+A skinny matmul (few M x N tiles, long K: a decode-time linear layer, a weight gradient) launches
+fewer programs than the GPU has SMs, and each walks the whole K. Split-K adds a grid axis: program
+``pid_k`` takes the K blocks ``pid_k, pid_k + SPLIT_K, ...`` and adds its partial tile into the
+output with ``tl.atomic_add``; the output is allocated zeroed. Offered when the kernel has one K loop
+feeding tl.dot whose only loop-carried state is the accumulator and pointers advanced by
+loop-invariant steps, the accumulator reaches a single ``tl.store`` unchanged except for a dtype
+cast (a bias or an activation would be applied once per split), the output is allocated with
+``torch.empty`` in the launching function and never read by the kernel, and the grid is a tuple
+of one or two axes. The sum's order changes (atomics), so results match within the dtype's
+tolerance, not bit for bit.
+
+Example: kernel=mm_kernel target=h100 params={"SPLIT_K": 4}
+
+```python before
+@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + rm[:, None] * K + rk[None, :]
+    b_ptrs = b_ptr + rk[:, None] * N + rn[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k * BLOCK_K), other=0.0)
+        b = tl.load(b_ptrs, mask=(rk[:, None] < K - k * BLOCK_K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * N
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def mm(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=torch.float16)
+    grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))
+    mm_kernel[grid](a, b, c, M, N, K, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+    return c
+```
+
+```python after
+@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + rm[:, None] * K + rk[None, :]
+    b_ptrs = b_ptr + rk[:, None] * N + rn[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    pid_k = tl.program_id(2)
+    a_ptrs += pid_k * (BLOCK_K)
+    b_ptrs += pid_k * (BLOCK_K * N)
+    for k in range(pid_k, tl.cdiv(K, BLOCK_K), SPLIT_K):
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k * BLOCK_K), other=0.0)
+        b = tl.load(b_ptrs, mask=(rk[:, None] < K - k * BLOCK_K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+        a_ptrs += SPLIT_K * (BLOCK_K)
+        b_ptrs += SPLIT_K * (BLOCK_K * N)
+    tl.atomic_add(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def mm(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.zeros((M, N), device=a.device, dtype=torch.float16)
+    grid = (triton.cdiv(M, 32), triton.cdiv(N, 32), 4)
+    mm_kernel[grid](a, b, c, M, N, K, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, SPLIT_K=4)
+    return c
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ..analysis import FileAnalysis, Kernel
+from ..analysis.model import Value
+from ..hardware import GpuProfile
+from . import _common as c
+from .base import ActionError, Candidate, Edit
+
+SPLITS = (4, 2, 8)  # listed best first: 4 splits fill an SM-starved grid without many atomics
+SPLIT_PARAM = "SPLIT_K"
+PID_NAME = "pid_k"
+_ZEROED = {"torch.empty": "torch.zeros", "torch.empty_like": "torch.zeros_like"}
+_CASTS = ("to",)  # the accumulator may be cast on its way to the store, nothing else
+
+
+@dataclass
+class _Plan:
+    kdef: cst.FunctionDef
+    launch: c.LaunchNode
+    loop: cst.For
+    loop_range: cst.Call  # range(...) or tl.range(...)
+    increments: list[cst.SimpleStatementLine]  # `ptr += step` lines inside the loop
+    store: cst.Call  # the final tl.store of the accumulator
+    grid: cst.BaseExpression  # the grid tuple (or lambda) as written in the launch or its `grid =`
+    grid_axes: int
+    allocation: cst.Call  # torch.empty(...) of the output in the launching function
+
+
+def _is_tl(call: cst.BaseExpression, op: str) -> bool:
+    return isinstance(call, cst.Call) and c.code(call.func) in (f"tl.{op}", f"triton.language.{op}")
+
+
+def _program_id_axes(kdef: cst.FunctionDef) -> set[int | None]:
+    axes: set[int | None] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if _is_tl(node, "program_id"):
+                arg = node.args[0].value if node.args else None
+                axes.add(int(arg.value) if isinstance(arg, cst.Integer) else None)
+
+    kdef.visit(V())
+    return axes
+
+
+def _assigned(node: cst.CSTNode) -> set[str]:
+    """Names bound anywhere in ``node`` (assignments, augmented assignments, loop targets)."""
+    names: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            names.update(c.names_in(node.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            names.update(c.names_in(node.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            names.update(c.names_in(node.target))
+
+        def visit_For(self, node: cst.For) -> None:
+            names.update(c.names_in(node.target))
+
+    node.visit(V())
+    return names
+
+
+def _grid_tuple(grid: cst.BaseExpression) -> tuple[cst.Tuple, bool] | None:
+    body = grid.body if isinstance(grid, cst.Lambda) else grid
+    return (body, isinstance(grid, cst.Lambda)) if isinstance(body, cst.Tuple) else None
+
+
+class SplitK:
+    name = "split_k"
+    kind = "Tiling"
+    changes_numerics = False  # the order of a sum changes, within the dtype's tolerance
+
+    def _plan(self, module: cst.Module, analysis: FileAnalysis, kernel: Kernel) -> _Plan:
+        if kernel.is_autotuned:
+            raise ActionError("the kernel is autotuned: its configs would need SPLIT_K too")
+        if kernel.param(SPLIT_PARAM) is not None:
+            raise ActionError(f"{kernel.name} already has {SPLIT_PARAM}")
+        if kernel.calls_of("num_programs"):
+            raise ActionError("the kernel reads tl.num_programs, which a new grid axis changes")
+        kdef, launches = c.locate(module, kernel.name)
+        if len(launches) != 1:
+            raise ActionError("split-K needs exactly one launch of the kernel in this file")
+        launch = launches[0]
+        if PID_NAME in c.names_in(kdef):
+            raise ActionError(f"the kernel already uses the name {PID_NAME}")
+        body = list(kdef.body.body)
+        loops = [s for s in body if isinstance(s, cst.For) and "dot(" in c.code(s.body)]
+        if len(loops) != 1:
+            raise ActionError("split-K needs exactly one top-level loop feeding tl.dot")
+        loop = loops[0]
+        if not isinstance(loop.target, cst.Name):
+            raise ActionError("the K loop's variable is not a plain name")
+        it = loop.iter
+        if not (isinstance(it, cst.Call) and c.code(it.func) in ("range", "tl.range")
+                and 1 <= len([a for a in it.args if a.keyword is None]) <= 3):
+            raise ActionError("the K loop is not a range(...) loop")
+        accumulators, increments = self._loop_state(loop)
+        if len(accumulators) != 1:
+            raise ActionError("the K loop does not accumulate exactly one tl.dot result")
+        acc = accumulators[0]
+        store = self._final_store(body[body.index(loop) + 1:], acc)
+        grid = c.grid_expression(launch)
+        parsed = _grid_tuple(grid)
+        if parsed is None or not 1 <= len(parsed[0].elements) <= 2:
+            raise ActionError("the grid is not a tuple of one or two axes")
+        axes = len(parsed[0].elements)
+        if not _program_id_axes(kdef) <= set(range(axes)):
+            raise ActionError("the kernel reads a program id that is not a literal axis of its grid")
+        var = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
+        if isinstance(var, cst.Name) and launch.host is not None and c.count_name(launch.host, var.value) != 2:
+            raise ActionError(f"the grid variable {var.value} is used elsewhere too")
+        allocation = self._output_allocation(kernel, kdef, launch, store)
+        return _Plan(kdef, launch, loop, it, increments, store, grid, axes, allocation)
+
+    @staticmethod
+    def _loop_state(loop: cst.For) -> tuple[list[str], list[cst.SimpleStatementLine]]:
+        """(accumulators of tl.dot, `ptr += step` lines): refuses any other loop-carried state."""
+        accumulators: list[str] = []
+        increments: list[cst.SimpleStatementLine] = []
+        assigned_inside = _assigned(loop.body)
+        loop_var = loop.target.value  # type: ignore[union-attr]
+        for statement in loop.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                if _assigned(statement) - {loop_var}:
+                    raise ActionError("the K loop holds nested blocks that assign names")
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+                    value = small.value
+                    if isinstance(small.operator, cst.AddAssign) and "dot(" in c.code(value):
+                        accumulators.append(small.target.value)
+                    elif isinstance(small.operator, cst.AddAssign) and len(statement.body) == 1 \
+                            and not (c.names_in(value) & (assigned_inside | {loop_var})):
+                        increments.append(statement)
+                    else:
+                        raise ActionError(f"{small.target.value} changes across K iterations in a way split-K cannot divide")
+                elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
+                        and _is_tl(small.value, "dot") and small.targets[0].target.value in c.names_in(small.value):
+                    accumulators.append(small.targets[0].target.value)  # acc = tl.dot(a, b, acc)
+        return accumulators, increments
+
+    @staticmethod
+    def _final_store(after: list[cst.BaseStatement], acc: str) -> cst.Call:
+        """The one tl.store the accumulator reaches, through dtype casts only."""
+        carries = {acc}
+        stores: list[cst.Call] = []
+        for statement in after:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                if c.names_in(statement) & carries:
+                    raise ActionError("the accumulator is used inside a block after the K loop")
+                continue
+            for small in statement.body:
+                used = c.names_in(small) & carries
+                if not used:
+                    continue
+                if isinstance(small, cst.Expr) and _is_tl(small.value, "store"):
+                    call = small.value
+                    value = call.args[1].value if len(call.args) > 1 and call.args[1].keyword is None else None
+                    if value is None or c.names_in(call.args[0].value) & carries:
+                        raise ActionError("the accumulator's store is not tl.store(pointer, value, ...)")
+                    SplitK._only_casts(value, carries)
+                    if any(a.keyword is not None and a.keyword.value != "mask" for a in call.args) or len(call.args) > 3:
+                        raise ActionError("the store has options tl.atomic_add does not take")
+                    stores.append(call)
+                elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    SplitK._only_casts(small.value, carries)
+                    carries.add(small.targets[0].target.value)
+                else:
+                    raise ActionError("the accumulator is used after the K loop other than cast and stored")
+        if len(stores) != 1:
+            raise ActionError("the accumulator does not reach exactly one tl.store")
+        return stores[0]
+
+    @staticmethod
+    def _only_casts(value: cst.BaseExpression, carries: set[str]) -> None:
+        node = value
+        while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _CASTS:
+            if any(c.names_in(a.value) & carries for a in node.args):
+                raise ActionError("the accumulator's cast reads the accumulator")
+            node = node.func.value
+        if not (isinstance(node, cst.Name) and node.value in carries):
+            raise ActionError("the accumulator is transformed after the K loop (a bias or an activation would be "
+                              "applied once per split)")
+
+    @staticmethod
+    def _output_allocation(kernel: Kernel, kdef: cst.FunctionDef, launch: c.LaunchNode, store: cst.Call) -> cst.Call:
+        """The ``torch.empty`` call that allocates the stored-to tensor in the launching function."""
+        pointer = c.names_in(store.args[0].value) & {p.name for p in kernel.pointer_params}
+        if len(pointer) != 1:
+            raise ActionError("the store's pointer does not start from one pointer argument")
+        out_param = next(iter(pointer))
+        if any(out_param in c.names_in(load_arg) for load_arg in _load_pointers(kdef)):
+            raise ActionError(f"the kernel reads {out_param}: a zeroed output would change what it reads")
+        source = next((a for a in launch.call.args if c.arg_param(a, launch.call, kernel) == out_param), None)
+        if source is None or not isinstance(source.value, cst.Name) or launch.host is None:
+            raise ActionError(f"{out_param} is not a tensor named in the launching function")
+        assign = c.host_assignment(launch.host, source.value.value)
+        call = assign.value if assign is not None else None
+        if not (isinstance(call, cst.Call) and c.code(call.func) in _ZEROED):
+            raise ActionError(f"{source.value.value} is not allocated with torch.empty in {launch.host.name.value}: "
+                              "split-K adds into a zeroed output")
+        return call
+
+    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        try:
+            plan = self._plan(c.parse(analysis.text), analysis, kernel)
+        except ActionError:
+            return []
+        del plan
+        return [Candidate(self.name, self.kind, kernel.name, {SPLIT_PARAM: s},
+                          f"Split the K loop over {SPLIT_PARAM}={s} programs (atomic adds) for skinny shapes on "
+                          f"{target.key.upper()}", c.kernel_line(kernel))
+                for s in SPLITS]
+
+    def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
+        split = params.get(SPLIT_PARAM)
+        if not c.is_pow2(split) or not 2 <= split <= 64:
+            raise ActionError(f"{SPLIT_PARAM} must be a power of two from 2 to 64, not {split!r}")
+        module = c.parse(text)
+        plan = self._plan(module, analysis, kernel)
+        positional = [a for a in plan.loop_range.args if a.keyword is None]
+        start, stop, step = ("0", c.code(positional[0].value), "1") if len(positional) == 1 else (
+            c.code(positional[0].value), c.code(positional[1].value),
+            c.code(positional[2].value) if len(positional) == 3 else "1")
+        first = f"{PID_NAME}" if start.strip() == "0" else f"{start} + {PID_NAME}"
+        if step.strip() != "1":
+            first = f"{PID_NAME} * {step}" if start.strip() == "0" else f"{start} + {PID_NAME} * {step}"
+        new_step = SPLIT_PARAM if step.strip() == "1" else f"{SPLIT_PARAM} * {step}"
+        new_args = [cst.Arg(c.expr(first)), cst.Arg(c.expr(stop)), cst.Arg(c.expr(new_step))]
+        new_args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in new_args[:-1]] + [new_args[-1]]
+        keywords = [a for a in plan.loop_range.args if a.keyword is not None]
+        if keywords:
+            new_args[-1] = new_args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new_range = plan.loop_range.with_changes(args=new_args + keywords)
+        # Inside the loop each pointer step covers SPLIT_K blocks; before it, pid_k blocks.
+        loop_pairs, before = [], [c.stmt(f"{PID_NAME} = tl.program_id({plan.grid_axes})")]
+        for line in plan.increments:
+            inc = line.body[0]
+            step_code = c.code(inc.value)  # type: ignore[union-attr]
+            target_code = c.code(inc.target)  # type: ignore[union-attr]
+            before.append(c.stmt(f"{target_code} += {PID_NAME} * ({step_code})"))
+            loop_pairs.append((inc, inc.with_changes(value=c.expr(f"{SPLIT_PARAM} * ({step_code})"))))
+        new_loop = c.replace_all(cst.Module(body=[plan.loop]), loop_pairs).body[0]
+        new_loop = new_loop.with_changes(iter=new_range)
+        new_loop_stmt = new_loop
+        before[0] = before[0].with_changes(leading_lines=plan.loop.leading_lines)
+        new_loop_stmt = new_loop_stmt.with_changes(leading_lines=[])
+        atomic = plan.store.with_changes(func=c.expr("tl.atomic_add"))
+        new_body = []
+        for statement in plan.kdef.body.body:
+            if statement is plan.loop:
+                new_body += before + [new_loop_stmt]
+            else:
+                new_body.append(statement)
+        new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=new_body))
+        new_kdef = c.replace_all(cst.Module(body=[new_kdef]), [(plan.store, atomic)]).body[0]
+        params_list = list(new_kdef.params.params)
+        last = params_list[-1]
+        new_param = cst.Param(cst.Name(SPLIT_PARAM), annotation=cst.Annotation(c.expr("tl.constexpr"))).with_changes(comma=last.comma)
+        params_list[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new_kdef = new_kdef.with_changes(params=new_kdef.params.with_changes(params=params_list + [new_param]))
+        # The host: a zeroed output, one more grid axis, the new constexpr at the launch.
+        tuple_node, is_lambda = _grid_tuple(plan.grid)  # type: ignore[misc]
+        extra = c.expr(f"META['{SPLIT_PARAM}']") if is_lambda else cst.Integer(str(split))
+        elements = [e.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for e in tuple_node.elements]
+        new_tuple = tuple_node.with_changes(elements=elements + [cst.Element(extra)])
+        zeroed = plan.allocation.with_changes(func=c.expr(_ZEROED[c.code(plan.allocation.func)]))
+        new_call = c.set_kwarg(plan.launch.call, SPLIT_PARAM, cst.Integer(str(split)))
+        pairs = [(plan.kdef, new_kdef), (plan.allocation, zeroed)]
+        if plan.grid is plan.launch.call.func.slice[0].slice.value or tuple_node is plan.launch.call.func.slice[0].slice.value:  # type: ignore[union-attr]
+            new_call = c.replace_all(cst.Module(body=[cst.SimpleStatementLine([cst.Expr(new_call)])]),
+                                     [(tuple_node, new_tuple)]).body[0].body[0].value
+        else:
+            pairs.append((tuple_node, new_tuple))
+        pairs.append((plan.launch.call, new_call))
+        module = c.replace_all(module, pairs)
+        return c.finish(text, module, f"split-K for {kernel.name} ({SPLIT_PARAM}={split})",
+                        ["the output is accumulated with atomic adds: the summation order varies from run to run"])
+
+
+def _load_pointers(kdef: cst.FunctionDef) -> list[cst.BaseExpression]:
+    """The pointer argument of every tl.load in the kernel."""
+    found: list[cst.BaseExpression] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if _is_tl(node, "load") and node.args:
+                found.append(node.args[0].value)
+
+    kdef.visit(V())
+    return found
+
+
+ACTION = SplitK()
