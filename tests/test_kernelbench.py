@@ -631,6 +631,18 @@ def test_timing_times_eager_compile_and_model_new_on_the_same_inputs(monkeypatch
     assert calls == ["eager", "eager", "new", "new", "compiled", "eager", "compiled", "eager"]
 
 
+def test_prewarm_job_calls_the_model_once_and_scores_nothing(tmp_path):
+    solution = generate(load_problem(PROBLEMS / "level2" / "1_Linear_BiasAdd_ReLU.py")).text
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps([{"key": "p", "problem_text": solution, "solution_text": solution, "cpu": True,
+                                 "prewarm": True, "compile_baseline": False}]))
+    subprocess.run([sys.executable, str(ROOT / "optimizer" / "kernelbench" / "runner.py"), str(jobs),
+                    str(tmp_path / "out.jsonl")], env=env, check=True, timeout=240)
+    result = json.loads((tmp_path / "out.jsonl").read_text())
+    assert result["status"] == "prewarmed" and "correctness" not in result, result
+
+
 def test_budget_stops_between_problems_and_leaves_the_rest_for_resume(tmp_path):
     from mtmc_lsp.optimizer.kernelbench.evaluate import run_jobs
 

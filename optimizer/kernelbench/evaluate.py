@@ -244,12 +244,14 @@ def summarize(results: list[ProblemResult]) -> dict:
 # -- running ---------------------------------------------------------------------------------------
 
 def run_jobs(jobs: list[dict], cpu: bool, timeout_s: float, on_result: Callable[[dict], None],
-             python: str | None = None, budget_left: Callable[[], float] | None = None, workers: int = 1) -> list[str]:
+             python: str | None = None, budget_left: Callable[[], float] | None = None, workers: int = 1,
+             share_gpu: bool = False) -> list[str]:
     """Run every job through ``runner.py``; ``on_result`` gets each result dict as it lands.
 
     A worker that exits early or goes ``timeout_s`` without finishing a job is killed; that job gets a
     ``crash`` / ``timeout`` result and a fresh worker takes the rest. ``workers`` > 1 runs that many
-    workers side by side, worker i on GPU i (``CUDA_VISIBLE_DEVICES``), the jobs dealt round-robin.
+    workers side by side, worker i on GPU i (``CUDA_VISIBLE_DEVICES``), the jobs dealt round-robin; with
+    ``share_gpu`` all of them on the visible GPUs (the compile prewarm: compiling is host work).
     Returns the keys not run (budget).
     """
     if workers <= 1:
@@ -264,7 +266,8 @@ def run_jobs(jobs: list[dict], cpu: bool, timeout_s: float, on_result: Callable[
             on_result(result)
 
     def one(index: int) -> None:
-        rest = _run_queue(jobs[index::workers], cpu, timeout_s, locked, python, budget_left, index)
+        rest = _run_queue(jobs[index::workers], cpu, timeout_s, locked, python, budget_left,
+                          None if share_gpu else index)
         with lock:
             left.extend(rest)
 
