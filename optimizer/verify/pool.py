@@ -9,6 +9,8 @@ timeout, a crash, a cancellation or a superseded job, and starts a fresh worker 
 from __future__ import annotations
 
 import atexit
+import hashlib
+import hmac
 import json
 import os
 import queue
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Union
@@ -75,17 +78,28 @@ class JobOutcome:
 
 
 class Worker:
-    """One worker subprocess bound to one device (a GPU index, or None for the CPU interpreter)."""
+    """One worker subprocess bound to one device (a GPU index, or None for the CPU interpreter).
 
-    def __init__(self, gpu: str | None):
+    ``role`` "candidate" runs jobs (the new version's code); "checker" only judges an isolated job's
+    trials (``runtime/checker.py``): it never receives the new version, and signs what it answers.
+    """
+
+    def __init__(self, gpu: str | None, role: str = "candidate"):
         self.gpu = gpu  # a CUDA_VISIBLE_DEVICES value (index or UUID), None for the CPU interpreter
-        self.name = "cpu" if gpu is None else f"cuda:{gpu}"
+        self.role = role
+        self.name = ("cpu" if gpu is None else f"cuda:{gpu}") + (" checker" if role == "checker" else "")
+        self._key = b""  # the checker's signing key, new for every process
+        self.checker: Worker | None = None  # a candidate worker's partner for isolated jobs
         self.proc: subprocess.Popen | None = None
         self._job_w: int | None = None
         self._res_r: int | None = None
         self._buffer = b""
-        self.log_path = Path(tempfile.mkstemp(prefix=f"mtmc-worker-{self.name.replace(':', '')}-", suffix=".log")[1])
+        self.log_path = Path(tempfile.mkstemp(prefix=f"mtmc-worker-{self._file_tag}-", suffix=".log")[1])
         self.jobs_run = 0
+
+    @property
+    def _file_tag(self) -> str:
+        return self.name.replace(":", "").replace(" ", "-")
 
     @property
     def alive(self) -> bool:
@@ -93,7 +107,16 @@ class Worker:
 
     def start(self, cancelled: Callable[[], bool]) -> str | None:
         """Start the process and wait for its "ready"; an error message on failure."""
+        return self.spawn() or self.await_ready(cancelled)
+
+    def spawn(self) -> str | None:
+        """Start the process (not waiting for it); an error message on failure."""
         env = dict(os.environ)
+        env.pop("MTMC_VERIFY_KEY", None)
+        env["MTMC_VERIFY_ROLE"] = self.role
+        if self.role == "checker":
+            self._key = os.urandom(32)
+            env["MTMC_VERIFY_KEY"] = self._key.hex()
         if self.gpu is None:
             env["TRITON_INTERPRET"] = "1"
             env["MTMC_VERIFY_MODE"] = "interpreter"
@@ -105,7 +128,7 @@ class Worker:
         job_r, job_w = os.pipe()
         res_r, res_w = os.pipe()
         if not self.log_path.parent.is_dir():  # its temporary folder went away (a server's scratch space)
-            self.log_path = Path(tempfile.mkstemp(prefix=f"mtmc-worker-{self.name.replace(':', '')}-", suffix=".log")[1])
+            self.log_path = Path(tempfile.mkstemp(prefix=f"mtmc-worker-{self._file_tag}-", suffix=".log")[1])
         log = open(self.log_path, "ab")  # O_APPEND: the pool may truncate it between jobs
         try:
             self.proc = subprocess.Popen(
@@ -122,6 +145,10 @@ class Worker:
         os.close(job_r)
         os.close(res_w)
         self._job_w, self._res_r, self._buffer = job_w, res_r, b""
+        return None
+
+    def await_ready(self, cancelled: Callable[[], bool]) -> str | None:
+        """Wait for a spawned process's "ready"; an error message on failure."""
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while True:
             msg, status = self._next_message(deadline, cancelled)
@@ -131,22 +158,32 @@ class Worker:
                 self.kill()
                 return f"worker did not start ({status}): {self.log_tail()}"
 
-    def run(self, job: dict, compile_timeout_s: float, run_timeout_s: float,
-            progress: Progress | None, cancelled: Callable[[], bool]) -> JobOutcome:
-        """Send one job and wait for its result under per-phase deadlines."""
-        started = time.monotonic()
-        outcome = JobOutcome(result=None, worker=self.name)
+    def send(self, message: dict) -> str | None:
+        """Write one JSON line to the worker's job pipe; an error message on failure."""
+        try:
+            payload = memoryview((json.dumps(message) + "\n").encode())
+            while payload:  # a large file does not fit the pipe in one write
+                payload = payload[os.write(self._job_w, payload):]
+        except (OSError, TypeError) as exc:
+            return str(exc)
+        return None
+
+    def truncate_log(self) -> None:
         try:
             os.truncate(self.log_path, 0)
         except OSError:
             pass
-        try:
-            payload = memoryview((json.dumps(job) + "\n").encode())
-            while payload:  # a large file does not fit the pipe in one write
-                payload = payload[os.write(self._job_w, payload):]
-        except OSError as exc:
+
+    def run(self, job: dict, compile_timeout_s: float, run_timeout_s: float,
+            progress: Progress | None, cancelled: Callable[[], bool], relay: "_Relay | None" = None) -> JobOutcome:
+        """Send one job and wait for its result under per-phase deadlines (``relay``: an isolated job's checker)."""
+        started = time.monotonic()
+        outcome = JobOutcome(result=None, worker=self.name)
+        self.truncate_log()
+        error = self.send(job)
+        if error is not None:
             self.kill()
-            outcome.failure, outcome.detail = "crash", f"could not send the job: {exc}"
+            outcome.failure, outcome.detail = "crash", f"could not send the job: {error}"
             return outcome
         self.jobs_run += 1
         phase = "compile"
@@ -164,10 +201,21 @@ class Worker:
                         progress(PHASE_TEXT.get(phase, phase), {"phase": phase})
                 elif event == "progress" and progress:
                     progress(msg.get("message", ""), {"phase": phase})
+                elif event == "judge" and relay is not None:
+                    # The checker's time counts against the phase, as the reference's did in one process.
+                    reply, failure = relay(msg.get("request") or {}, deadline, cancelled)
+                    if failure is None and self.send(reply) is not None:
+                        failure = ("crash", "the worker stopped reading its verdicts")
+                    if failure is not None:
+                        outcome.phase, outcome.seconds = phase, time.monotonic() - started
+                        outcome.failure, outcome.detail = failure
+                        self.kill()
+                        outcome.log_tail = relay.log_tail() + self.log_tail()
+                        return outcome
                 elif event == "result":
                     outcome.result = msg["result"]
                     outcome.seconds = time.monotonic() - started
-                    if not msg["result"].get("worker_healthy", True):
+                    if not msg["result"].get("worker_healthy", True) or msg.get("recycle"):
                         outcome.log_tail = self.log_tail()
                         self.kill()
                     return outcome
@@ -203,9 +251,18 @@ class Worker:
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
-            return json.loads(line), None
+            message = json.loads(line)
         except json.JSONDecodeError:
             return None, f"garbled message from the worker: {line[:200]!r}"
+        if self.role != "checker":
+            return message, None
+        # Another process of the user (the candidate's) can open our end of the pipe through /proc:
+        # only lines signed with this checker's key are its own.
+        body = message.get("body") if isinstance(message, dict) else None
+        mac = hmac.new(self._key, str(body).encode(), hashlib.sha256).hexdigest()
+        if not isinstance(body, str) or not hmac.compare_digest(mac, str(message.get("mac"))):
+            return None, "a message on the checker's pipe that the checker did not sign"
+        return json.loads(body), None
 
     def _exit_description(self) -> str:
         try:
@@ -275,10 +332,134 @@ class Worker:
 
     def close(self) -> None:
         self.kill()
+        if self.checker is not None:
+            self.checker.close()
         try:
             self.log_path.unlink()
         except OSError:
             pass
+
+
+class _Relay:
+    """Passes an isolated job's judge requests to the checker process and keeps every verdict it gives.
+
+    The candidate's process builds the job's result, but its correctness comes from these verdicts
+    (``judged_result``): what the candidate says about its own trials is not believed.
+    """
+
+    def __init__(self, checker: Worker, job: dict):
+        self.checker = checker
+        # The checker's copy of the job: never the new version's text.
+        self.job = {k: v for k, v in job.items() if k != "new_text"}
+        self.opened = False
+        self.verdicts: dict[str, dict] = {}  # judge id -> {"request", "trial"}
+        self.self_judged: str | None = None
+
+    def __call__(self, request: dict, deadline: float, cancelled: Callable[[], bool]) -> tuple[dict | None, tuple | None]:
+        rid = uuid.uuid4().hex
+        message = {"rid": rid, "request": request}
+        if not self.opened:
+            message["job"] = self.job
+        if self.checker.send(message) is not None:
+            self.checker.kill()
+            return None, ("crash", "the checker process is gone")
+        self.opened = True
+        while True:
+            msg, status = self.checker._next_message(deadline, cancelled)
+            if msg is None:
+                self.checker._dump_stacks() if status == "timeout" else None
+                self.checker.kill()
+                if status == "timeout":
+                    return None, ("timeout", "the checker (reference and previous version) did not answer in time")
+                if status == "cancelled":
+                    return None, ("cancelled", "cancelled before it finished")
+                return None, ("crash", f"the checker process failed: {status}")
+            if msg.get("event") == "verdict" and msg.get("rid") == rid:
+                break
+        if "self_judged" in msg:
+            self.self_judged = msg["self_judged"]
+            return {"self_judged": msg["self_judged"]}, None
+        trial = msg.get("trial") or {"ok": False}
+        error = trial.get("error") or {}
+        if error.get("type") == "CheckerError":  # the verifier failed, not the candidate: no verdict
+            self.checker.kill()  # it exited after answering: the next job starts a fresh one
+            return None, ("crash", f"{error.get('message')}\n{error.get('traceback', '')}".strip())
+        self.verdicts[rid] = {"request": request, "trial": trial}
+        return {"trial": trial, "findings": msg.get("findings") or {}, "judge_id": rid}, None
+
+    def log_tail(self) -> str:
+        tail = self.checker.log_tail()
+        return f"[checker]\n{tail}\n[candidate]\n" if tail else ""
+
+
+def judged_result(result: dict, relay: _Relay, job: dict) -> dict:
+    """The candidate's result with correctness as the checker judged it.
+
+    Each trial's checks come from the verdict it names (each verdict used once); a trial that names
+    none fails unless it already failed by its own account; a failing verdict the candidate left out
+    of its result is added back; and when everything passed, every seed (every test per seed) must
+    have been judged. Speed, compile and launch figures stay the candidate's (timing runs there).
+    A candidate's process caught claiming more than the checker said is marked ``candidate_misreported``:
+    its code changed the worker's, and the pool replaces that worker.
+    """
+    runtime = result.setdefault("runtime", {})
+    if relay.self_judged is not None:
+        runtime["isolation"] = f"none: {relay.self_judged}"
+        return result
+    if "internal_error" in result:
+        return result
+    used: set[str] = set()
+    misreported = False
+
+    def settle(trial: dict) -> None:
+        nonlocal misreported
+        if trial.get("skipped"):
+            return
+        claimed = bool(trial.get("ok"))
+        verdict_id = trial.get("judge_id")
+        verdict = relay.verdicts.get(verdict_id) if verdict_id not in used else None
+        for key in ("checks", "nonfinite", "mutated", "expected_errors", "expected_reused"):
+            trial.pop(key, None)
+        if verdict is None:
+            trial["checks"] = {}
+            if not trial.get("error"):
+                trial.update(ok=False, error={"stage": "run", "type": "NotJudged", "line": None,
+                                              "message": "this trial's outputs never reached the checker"})
+            trial["ok"] = False
+            misreported = misreported or claimed
+            return
+        used.add(verdict_id)
+        trial.update(verdict["trial"], seed=verdict["request"].get("seed"))
+        trial["ok"] = bool(verdict["trial"].get("ok")) and not trial.get("error")
+        misreported = misreported or (claimed and not trial["ok"])
+
+    trials = result.setdefault("trials", [])
+    recheck = result.get("recheck") or {}
+    for trial in trials + list(recheck.get("trials") or []):
+        settle(trial)
+    for verdict_id, verdict in relay.verdicts.items():
+        if verdict_id not in used and not verdict["trial"].get("ok"):
+            misreported = True
+            trials.append({**verdict["trial"], "seed": verdict["request"].get("seed"),
+                           "kind": verdict["request"].get("kind"), "test": verdict["request"].get("test"),
+                           "ok": False})
+    compiled = (result.get("compile", {}).get("new") or {}).get("ok")
+    if compiled and trials and all(t.get("ok") or t.get("skipped") for t in trials):
+        tests = job["harness"].get("tests") if job["harness"].get("style") == "test" else [None]
+        judged = {(v["request"].get("seed"), v["request"].get("test")) for v in relay.verdicts.values()
+                  if v["request"].get("kind") in ("fresh", "test")}
+        missing = [(seed, test) for seed in job["seeds"] for test in tests or [None] if (seed, test) not in judged]
+        if missing:
+            misreported = True
+            seed, test = missing[0]
+            trials.append({"seed": seed, "kind": "fresh", "test": test, "ok": False, "checks": {}, "error": {
+                "stage": "run", "type": "NotJudged", "line": None,
+                "message": f"{len(missing)} trial(s) were never judged by the checker (first: seed {seed}"
+                           + (f", {test}" if test else "") + ")"}})
+    runtime["isolation"] = "checker process"
+    if misreported:
+        runtime["candidate_misreported"] = True
+    return result
 
 
 def detect_gpus() -> list[str]:
@@ -335,6 +516,8 @@ class WorkerPool:
             raise RuntimeError("mode 'gpu' asked for, but no NVIDIA GPU is visible")
         self.mode = "gpu" if gpus else "interpreter"
         self._workers = [Worker(str(g)) for g in gpus] if gpus else [Worker(None)]
+        for worker in self._workers:  # an isolated job's expected outputs and comparisons run there
+            worker.checker = Worker(worker.gpu, role="checker")
         self._idle: queue.Queue[Worker] = queue.Queue()
         for w in self._workers:
             self._idle.put(w)
@@ -387,16 +570,36 @@ class WorkerPool:
             if worker is None:
                 return JobOutcome(result=None, failure=token.reason, detail="cancelled while waiting for a worker")
             try:
-                if not worker.alive:
+                # With a previous version or a problem file to judge by, the candidate runs isolated: its
+                # outputs are judged in the checker process, which never runs the candidate's code.
+                isolated = job.get("old_text") is not None or job.get("problem_text") is not None
+                needed = [w for w in ([worker, worker.checker] if isolated else [worker]) if not w.alive]
+                if needed:
                     if progress:
                         progress(f"starting a verification worker on {worker.name}", {"phase": "start"})
-                    error = worker.start(cancelled)
+                    error = next((e for e in (w.spawn() for w in needed) if e), None)  # both start at once
+                    for w in needed:
+                        error = error or w.await_ready(cancelled)
                     if error is not None:
+                        for w in needed:
+                            w.kill()
                         failure = token.reason if cancelled() else "start_failed"
                         return JobOutcome(result=None, failure=failure, detail=error, worker=worker.name)
-                outcome = worker.run(job, compile_timeout_s, run_timeout_s, progress, cancelled)
+                relay = None
+                if isolated:
+                    job = {**job, "side": "candidate"}
+                    relay = _Relay(worker.checker, job)
+                    worker.checker.truncate_log()
+                outcome = worker.run(job, compile_timeout_s, run_timeout_s, progress, cancelled, relay)
                 if outcome.failure == "cancelled":
                     outcome.failure = token.reason
+                if relay is None and outcome.result is not None:
+                    outcome.result.setdefault("runtime", {}).setdefault(
+                        "isolation", "none: no previous version or problem file to judge it by")
+                if relay is not None and outcome.result is not None:
+                    outcome.result = judged_result(outcome.result, relay, job)
+                    if outcome.result.get("runtime", {}).get("candidate_misreported"):
+                        worker.kill()  # its verifier code was changed: a fresh worker for the next job
                 return outcome
             finally:
                 self._idle.put(worker)

@@ -39,6 +39,9 @@ from .versions import (
 )
 
 Emit = Callable[[dict], None]
+# Sends one trial's request (the file holding the candidate's outputs) to the checker process and
+# returns its verdict (see ``checker.py``); only in the candidate's process of an isolated job.
+Judge = Callable[[dict], dict]
 
 # Messages of errors after which the CUDA context (or the process) cannot be trusted any more.
 FATAL_MARKERS = ("CUDA error", "illegal memory access", "out of memory", "CUBLAS_STATUS", "device-side assert",
@@ -101,6 +104,21 @@ def _to_host(value: Any) -> Any:
     return value
 
 
+def portable(value: Any) -> Any:
+    """A result as plain containers of host tensors and scalars: what ``torch.load(weights_only=True)``
+    reads back in the checker without running any code of the candidate's (no pickled classes)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True).as_subclass(torch.Tensor)
+    if isinstance(value, (list, tuple)):
+        items = [portable(v) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        return {k if isinstance(k, (str, int)) else str(k): portable(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
 def _to_device(value: Any, device: str) -> Any:
     if isinstance(value, torch.Tensor):
         return value.to(device)
@@ -139,9 +157,16 @@ class Impl:
 class Job:
     """Runs one job dictionary (see ``pool.py`` for its fields) and builds the result dictionary."""
 
-    def __init__(self, job: dict, emit: Emit):
+    def __init__(self, job: dict, emit: Emit, judge: Judge | None = None):
         self.job = job
         self.emit = emit
+        # "whole": the candidate and its judging in this process (nothing to judge it by but its own file);
+        # "candidate": the new version runs here and ``judge`` sends its outputs to the checker process;
+        # "checker": only the accepted version and the problem file run here (``checker.py``).
+        self.side = job.get("side", "whole")
+        self.judge = judge if self.side == "candidate" else None
+        self.impls: dict[str, Impl | None] = {}
+        self.recordings: dict[str, tuple[Recorder | None, Recorder | None]] = {}  # test style: launches per test
         self.mode = job["mode"]
         self.device = "cuda" if self.mode == "gpu" else "cpu"
         self.harness = job["harness"]
@@ -271,7 +296,7 @@ class Job:
             return problem.attr(name), "problem"
         if old is not None and callable(old.attr(name)):
             return old.attr(name), "old"
-        if callable(new.attr(name)):
+        if new is not None and callable(new.attr(name)):
             return new.attr(name), "new"
         return None, None
 
@@ -292,6 +317,7 @@ class Job:
             return
         if impls.get("new") is None:
             return
+        self.impls = impls
         make_inputs = self._input_maker(gen)
         self.expected_key = _digest(self.job.get("old_text"), self.job.get("problem_text"), h,
                                     self.job["new_text"] if "new" in (inputs_from, self._source_of("reference")) else "")
@@ -352,7 +378,7 @@ class Job:
         self.result["runtime"]["autotune_configs"] = dict(AUTOTUNE.counts)
         return list(range(1, max(AUTOTUNE.counts.values())))
 
-    def _build_impls(self, new: Version, old: Version | None) -> dict[str, Impl | None]:
+    def _build_impls(self, new: Version | None, old: Version | None) -> dict[str, Impl | None]:
         h = self.harness
         impls: dict[str, Impl | None] = {"reference": None, "old": None, "new": None}
         if h["style"] == "kernelbench":
@@ -368,10 +394,11 @@ class Job:
             if ref_cls is not None:
                 impls["reference"] = Impl("reference", self._model(ref_cls, init, self.versions[ref_from]),
                                           self.versions[ref_from])
-            new_cls = new.attr(h["entry"])
-            if not callable(new_cls):
-                raise UserCodeError("harness", LookupError(f"class {h['entry']} not found after import"), new)
-            impls["new"] = Impl("new", self._model(new_cls, init, new), new)
+            if new is not None:
+                new_cls = new.attr(h["entry"])
+                if not callable(new_cls):
+                    raise UserCodeError("harness", LookupError(f"class {h['entry']} not found after import"), new)
+                impls["new"] = Impl("new", self._model(new_cls, init, new), new)
             if old is not None:
                 old_cls = old.attr(h.get("old_entry") or h["entry"])
                 if callable(old_cls):
@@ -380,10 +407,11 @@ class Job:
                     except UserCodeError as err:
                         self.result["compile"]["old"] = {"ok": False, "stage": err.stage, **err.info}
             return impls
-        entry = new.attr(h["entry"])
-        if not callable(entry):
-            raise UserCodeError("harness", LookupError(f"function {h['entry']}() not found after import"), new)
-        impls["new"] = Impl("new", lambda args, f=entry: f(*args), new)
+        if new is not None:
+            entry = new.attr(h["entry"])
+            if not callable(entry):
+                raise UserCodeError("harness", LookupError(f"function {h['entry']}() not found after import"), new)
+            impls["new"] = Impl("new", lambda args, f=entry: f(*args), new)
         ref, ref_from = self._pick(h.get("reference"), new, old)
         if ref is not None:
             impls["reference"] = Impl("reference", lambda args, f=ref: f(*args), self.versions[ref_from])
@@ -487,6 +515,55 @@ class Job:
             if first:
                 trial["compile_error"] = {"stage": "launch", **err.info}
             return trial, args
+        self._check_tampering(trial)
+        trial["poisoned_buffers"] = poisoned
+        trial["outputs"] = shapes(got)
+        if first:
+            self.result["runtime"]["output_bytes"] = cmp.nbytes(got)
+            self.result["runtime"]["input_bytes"] = cmp.nbytes(fresh)
+        request = {"seed": seed, "kind": kind, "kwargs": kwargs, "first": first}
+        if self.judge is not None and self._judged_elsewhere(trial, request, got, args):
+            return trial, args
+        self._judge_trial(trial, impls, fresh, args, got, seed, kind, kwargs, first)
+        return trial, args
+
+    def _judged_elsewhere(self, trial: dict, request: dict, got: Any, args: Any) -> bool:
+        """Isolated job: the candidate's outputs (and its inputs after the call) go to the checker process as
+        a file, and its verdict fills the trial. False when the checker cannot judge (the harness exists only
+        in the candidate's own file): the trial, and the rest of the job, is judged here as before."""
+        try:
+            cmp.flatten(got)
+        except TypeError as exc:  # a result nothing can compare: wrong here as in the checker
+            trial.update(ok=False, checks={"output": {"ok": False, "mismatch": {"reason": str(exc)}}})
+            return True
+        path = self.folder / f"outputs-{len(self.result['trials'])}-{time.monotonic_ns()}.pt"
+        torch.save({"got": portable(got), "args": portable(args)}, path)
+        try:
+            reply = self.judge({**request, "outputs": str(path)})
+        finally:
+            path.unlink(missing_ok=True)
+        if "self_judged" in reply:
+            self.judge = None
+            self.result["runtime"]["isolation"] = f"none: {reply['self_judged']}"
+            return False
+        trial.update(reply.get("trial") or {"ok": False})
+        trial["judge_id"] = reply.get("judge_id")
+        findings = reply.get("findings") or {}
+        if findings.get("old_error") and self.result["compile"].get("old", {}).get("ok", True):
+            self.result["compile"]["old"] = {"ok": False, "stage": "launch", **findings["old_error"]}
+            self.impls["old"] = None  # nothing to time against either
+        if findings.get("reference_error") and "reference_error" not in self.result["runtime"]:
+            self.result["runtime"]["reference_error"] = findings["reference_error"]
+            self.impls["reference"] = None
+        if "precision" in findings:
+            self.result["runtime"]["precision"] = findings["precision"]
+        self.result["runtime"]["isolation"] = "checker process"
+        return True
+
+    def _judge_trial(self, trial: dict, impls: dict, fresh: Any, args: Any, got: Any, seed: int, kind: str,
+                     kwargs: dict, first: bool) -> None:
+        """The expected outputs of this seed (reference, previous version), compared with the candidate's;
+        also whether the candidate changed its inputs (``args`` after the call against ``fresh``)."""
         expected: dict[str, Any] = {}
         for role in ("reference", "old"):
             impl = impls.get(role)
@@ -517,9 +594,6 @@ class Job:
         if self.floor is None or first:
             self.floor = self._precision_floor(fresh, expected)
             self.result["runtime"]["precision"] = str(self.floor).replace("torch.", "") if self.floor else None
-        self._check_tampering(trial)
-        trial["poisoned_buffers"] = poisoned
-        trial["outputs"] = shapes(got)
         mutated = cmp.tensors_equal(args, fresh)
         if mutated is not None:
             trial.update(ok=False, mutated=mutated)
@@ -538,10 +612,6 @@ class Job:
             trial["checks"][role] = result
             if not result["ok"]:
                 trial["ok"] = False
-        if first:
-            self.result["runtime"]["output_bytes"] = cmp.nbytes(got)
-            self.result["runtime"]["input_bytes"] = cmp.nbytes(fresh)
-        return trial, args
 
     def _precision_floor(self, inputs: Any, expected: dict[str, Any]) -> torch.dtype | None:
         """The lowest precision among the inputs and the reference (its dtype, or what its values show it
@@ -655,7 +725,6 @@ class Job:
     def _run_tests(self, new: Version, old: Version | None, started: float) -> None:
         tests = self.harness["tests"]
         first = True
-        self.recordings: dict[str, tuple[Recorder | None, Recorder | None]] = {}
         for i, seed in enumerate(self.job["seeds"]):
             if i == 1:
                 self.phase("correctness")
@@ -702,6 +771,19 @@ class Job:
                 trial["compile_error"] = {"stage": "launch", **err.info}
             return trial
         self._check_tampering(trial)
+        trial["poisoned_buffers"] = poisoned
+        if record:
+            self.recordings[name] = (None, new_recorder)
+            for kernel, launch in new_recorder.kernels().items():
+                self.result.setdefault("launches", {}).setdefault(kernel, launch)
+        request = {"test": name, "seed": seed, "kind": "test", "first": record}
+        if self.judge is not None and self._judged_elsewhere(trial, request, got, None):
+            return trial
+        self._judge_test(trial, name, old, seed, got, record)
+        return trial
+
+    def _judge_test(self, trial: dict, name: str, old: Version | None, seed: int, got: Any, record: bool) -> None:
+        """The previous version's result of test ``name`` for this seed, compared with the candidate's."""
         expected = None
         old_fn = old.attr(name) if old is not None else None
         old_recorder = Recorder({old.module_name}, keep_args=True) if record and callable(old_fn) else None
@@ -716,9 +798,7 @@ class Job:
                 trial.setdefault("expected_errors", {})["old"] = err.info
                 old_recorder = None
         if record:
-            self.recordings[name] = (old_recorder, new_recorder)
-            for kernel, launch in new_recorder.kernels().items():
-                self.result.setdefault("launches", {}).setdefault(kernel, launch)
+            self.recordings[name] = (old_recorder, self.recordings.get(name, (None, None))[1])
             # The tolerance follows the lowest precision the accepted version computes in: its kernels'
             # tensors and its result (the candidate's own choice of precision loosens nothing).
             dtypes = [_DTYPE_OF.get(t) for launch in (old_recorder.launches if old_recorder else [])
@@ -726,7 +806,6 @@ class Job:
             dtypes += [t.dtype for _, t in _tensors(expected)]
             self.floor = cmp.lowest_precision(d for d in dtypes if d is not None)
             self.result["runtime"]["precision"] = str(self.floor).replace("torch.", "") if self.floor else None
-        trial["poisoned_buffers"] = poisoned
         bad = cmp.nonfinite(got)
         if bad is not None and (expected is None or cmp.nonfinite(expected) is None):
             trial.update(ok=False, nonfinite=bad)
@@ -737,7 +816,18 @@ class Job:
                 result = {"ok": False, "mismatch": {"reason": str(exc)}}
             trial["checks"]["old"] = result
             trial["ok"] = trial["ok"] and result["ok"]
-        return trial
+
+    def _record_old_test(self, name: str, old: Version) -> Recorder | None:
+        """The previous version's launches inside test ``name``, for replay timing (an isolated job judged the
+        test in the checker process, so they were not recorded during correctness)."""
+        recorder = Recorder({old.module_name}, keep_args=True)
+        try:
+            seed_everything(self.job["seeds"][0])
+            with recorder:
+                self._call(Impl("old", self._test_call(old.attr(name)), old), None, poison=False)
+        except UserCodeError:
+            return None
+        return recorder
 
     def _test_call(self, fn: Callable) -> Callable[[Any], Any]:
         kwargs = {"device": self.device} if accepts(fn, "device") else {}
@@ -755,6 +845,8 @@ class Job:
         with self.timed("speed"):
             for name in tests:
                 old_rec, new_rec = self.recordings.get(name, (None, None))
+                if old_rec is None and not whole and new_rec and new_rec.launches and callable(old.attr(name)):
+                    old_rec = self._record_old_test(name, old)
                 if not whole and old_rec and new_rec and old_rec.launches and new_rec.launches:
                     impls = {"old": lambda _a, r=old_rec: r.replay(), "new": lambda _a, r=new_rec: r.replay()}
                     kernels = sorted({launch.kernel for launch in new_rec.launches})
@@ -794,9 +886,9 @@ def alternate_shapes(kwargs: dict, gen: Callable) -> list[dict]:
     ]
 
 
-def run_job(job: dict, emit: Emit) -> dict:
+def run_job(job: dict, emit: Emit, judge: Judge | None = None) -> dict:
     """Run one job; exceptions of our own become ``{"internal_error": ...}`` in the result."""
     try:
-        return Job(job, emit).run()
+        return Job(job, emit, judge).run()
     except BaseException as exc:  # noqa: BLE001 - the worker must answer, whatever happened
         return {"internal_error": describe_exception(exc, None), "worker_healthy": False}

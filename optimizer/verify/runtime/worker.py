@@ -35,40 +35,61 @@ def main(job_fd: int, result_fd: int) -> int:
     # The pool sends SIGUSR1 before killing a job that timed out: the dump shows where it hung.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     _exit_with_parent(os.getppid())
-    import torch  # noqa: F401  - imported once, before any job, so jobs measure only their own work
+    import torch  # imported once, before any job, so jobs measure only their own work
+
+    jobs = os.fdopen(job_fd, "r", encoding="utf-8")
+    results = os.fdopen(result_fd, "w", encoding="utf-8")
+    mode = os.environ.get("MTMC_VERIFY_MODE", "interpreter")
+    if mode == "gpu":
+        torch.cuda.init()
+
+    if os.environ.get("MTMC_VERIFY_ROLE") == "checker":
+        from . import checker
+
+        checker.forbid_inspection()
+        key = bytes.fromhex(os.environ.pop("MTMC_VERIFY_KEY"))
+        emit = checker.signer(key, results)
+        emit({"event": "ready", "pid": os.getpid(), "mode": mode, "role": "checker"})
+        return checker.serve(jobs, emit)
 
     from . import tamper
     from .job import run_job
 
     tamper.take_snapshot()  # before any user code: what the checker's tools are
-
-    jobs = os.fdopen(job_fd, "r", encoding="utf-8")
-    results = os.fdopen(result_fd, "w", encoding="utf-8")
+    tamper.snapshot_runtime()
+    intact = tamper.runtime_intact  # bound now: user code rebinding tamper's name does not reach it
 
     def emit(message: dict) -> None:
         results.write(json.dumps(message, default=repr) + "\n")  # odd objects in user results: their repr
         results.flush()
 
-    mode = os.environ.get("MTMC_VERIFY_MODE", "interpreter")
-    if mode == "gpu":
-        import torch
+    def judge(request: dict) -> dict:
+        """An isolated job's trial: the pool passes the request to the checker process and its verdict back."""
+        emit({"event": "judge", "request": request})
+        line = jobs.readline()
+        if not line:
+            os._exit(0)  # the pool went away
+        return json.loads(line)
 
-        torch.cuda.init()
     emit({"event": "ready", "pid": os.getpid(), "mode": mode})
-    for line in jobs:
+    while True:
+        line = jobs.readline()
+        if not line:
+            return 0
         if not line.strip():
             continue
         job = json.loads(line)
-        result = run_job(job, emit)
-        emit({"event": "result", "id": job.get("id"), "result": result})
+        result = run_job(job, emit, judge)
+        # User code that changed the verifier's own code here must not meet another job: a fresh worker.
+        recycle = not intact()
+        emit({"event": "result", "id": job.get("id"), "result": result, "recycle": recycle})
         if not result.get("worker_healthy", True):
             return 3  # the device may be poisoned: the pool starts a fresh worker for the next job
+        if recycle:
+            return 4
         gc.collect()
         if mode == "gpu":
-            import torch
-
             torch.cuda.empty_cache()
-    return 0
 
 
 if __name__ == "__main__":
