@@ -75,6 +75,10 @@ FAULT_EXPECTATIONS = {
     "patch_tensor_ops": ("incorrect", "replaced torch"),
     "lower_precision": ("incorrect", "incorrect"),
     "imported_empty": ("incorrect", "incorrect"),
+    # Attacks that only a separate checker process stops (the candidate patches or forges in its own).
+    "patch_checker_module": ("incorrect", "from the reference"),
+    "sealed_kept": ("incorrect", "incorrect"),
+    "forge_verdict": ("incorrect", "never reached the checker"),
     "side_stream": ("verified", "verified"),
     "print_flood": ("verified", "verified"),
     "memory_leak": ("verified", "verified"),
