@@ -27,7 +27,11 @@ SCALE_IN_SOFTMAX = THREE.replace("    s = tl.dot(q, tl.trans(k)) * scale\n", "  
     "def row_softmax_kernel(x_ptr, y_ptr, n_cols, row_stride, sm_scale, BLOCK: tl.constexpr):").replace(
     "    x = x - tl.max(x, axis=0)\n", "    x = x * sm_scale\n    x = x - tl.max(x, axis=0)\n").replace(
     "(scores, probs, seq_len, seq_len,\n", "(scores, probs, seq_len, seq_len, head_dim ** -0.5,\n")
+# The softmax written over the scores in place; P @ V reads the same buffer.
+IN_PLACE = THREE.replace("    probs = torch.empty_like(scores)\n", "").replace(
+    "(scores, probs, seq_len, seq_len,", "(scores, scores, seq_len, seq_len,").replace("](probs, v, out, seq_len,", "](scores, v, out, seq_len,")
 CHAINS = {"three": (THREE, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
+          "in_place": (IN_PLACE, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
           "scale_in_softmax": (SCALE_IN_SOFTMAX, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
           "padded": (PADDED, "attn_scores", "softmax_rows", "attn_pv"),
           "two": (TWO, "softmax_scores_kernel", "", "probs_v_kernel")}
@@ -132,6 +136,21 @@ def test_refused_when_the_softmax_arguments_change_before_the_last_launch():
         "    BLOCK = 16\n", "    BLOCK = 16\n    sm_scale = head_dim ** -0.5\n").replace("    pv_kernel[", "    sm_scale = sm_scale * 2\n    pv_kernel[")
     assert text.count("sm_scale = ") == 2
     assert "changes what row_softmax_kernel reads" in refusal(text, "scale_in_softmax")
+
+
+def test_accumulating_by_keyword_is_the_same_dot():
+    text = TWO.replace("acc = tl.dot(p, v, acc)", "acc = tl.dot(p, v, acc=acc)")
+    assert text != TWO and "acc = tl.dot(p, v, acc=acc)" in fused(text, "probs_v_kernel")
+
+
+def test_refused_when_the_pv_kernel_moves_its_pointers_by_hand():
+    text = THREE.replace("    for start_n in range(0, seq_len, BLOCK_N):\n        offs_n = start_n + tl.arange(0, BLOCK_N)\n        p = tl.load(p_ptr + ",
+                         "    p_ptrs = p_ptr + tl.arange(0, BLOCK_N)[None, :]\n"
+                         "    for start_n in range(0, seq_len, BLOCK_N):\n        offs_n = start_n + tl.arange(0, BLOCK_N)\n        p = tl.load(p_ptrs + ").replace(
+        "offs_m[:, None] * seq_len + offs_n[None, :],\n                    mask=", "offs_m[:, None] * seq_len,\n                    mask=").replace(
+        "        acc += tl.dot(p.to(v.dtype), v)\n", "        acc += tl.dot(p.to(v.dtype), v)\n        p_ptrs += BLOCK_N\n")
+    assert text.count("p_ptrs += BLOCK_N") == 1 and "p = tl.load(p_ptrs + bh" in text and "offs_m[:, None] * seq_len,\n" in text
+    assert "does not advance with its loop" in refusal(text)
 
 
 def test_stale_candidate_is_refused():

@@ -784,8 +784,8 @@ class FlashAttention:
         acc, rows = self._accumulator(defs[-1], v_body, p_name, pv)
         if softmax is None and p_buffer != s_buffer:
             raise ActionError(f"{pv.name} does not read what {scores.name} stores")
-        buffers = [s_buffer] if softmax is None else [s_buffer, p_buffer]
-        if len(set(buffers)) != len(buffers) or not all(b.isidentifier() for b in buffers):
+        buffers = [s_buffer] if softmax is None or p_buffer == s_buffer else [s_buffer, p_buffer]  # an in-place softmax: one
+        if not all(b.isidentifier() for b in buffers):
             raise ActionError("the buffers are not plain host names")
         for b in buffers:
             if hostv.alloc(b) is None:
@@ -807,6 +807,16 @@ class FlashAttention:
         roles1, roles3 = _roles(o1, scores), _roles(o3, pv)
         if roles1.keys() != {"row", "key"} | {k for k in roles1 if k.startswith("batch")} or roles1.keys() != roles3.keys():
             raise ActionError("the buffer is not indexed by rows, keys and batch program ids alike")
+        if not any(sym.name == "k3.loop" for sym in roles3["key"].free_symbols):
+            raise ActionError(f"{pv.name}'s probability index does not advance with its loop (pointers moved by hand?)")
+        in_loop3 = {st.target for st in v_body.stmts if st.in_loop and st.target}
+        assigned3: set[str] = set()
+        for st in v_body.stmts:
+            if st.in_loop and st.target is not None:
+                carried = (_names(st.value) & in_loop3) - assigned3 - {st.target if st.target == acc else ""}
+                if carried:
+                    raise ActionError(f"{pv.name}'s loop carries {', '.join(sorted(carried))} across key blocks besides {acc}")
+                assigned3.add(st.target)
         sigma, renames = self._solve(roles1, roles3, o1, scores, pv)
         if s_body.loop is not None:
             if sp.Symbol("k1.loop") not in sigma:
@@ -893,8 +903,9 @@ class FlashAttention:
         dot = None
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) and _flat(value.left) == acc:
             dot = _unparen(value.right)
-        elif isinstance(value, cst.Call) and _dotted(value.func) == "tl.dot" and len(value.args) == 3 and _flat(value.args[2].value) == acc:
-            dot = value
+        elif isinstance(value, cst.Call) and _dotted(value.func) == "tl.dot" and len(value.args) >= 3 and \
+                [_flat(a.value) for a in value.args[2:] if a.keyword is None or a.keyword.value == "acc"] == [acc]:
+            dot = value  # tl.dot(p, v, acc) or tl.dot(p, v, acc=acc)
         if not (isinstance(dot, cst.Call) and _dotted(dot.func) == "tl.dot") or len(dot.args) < 2:
             raise ActionError(f"{pv.name} does not accumulate tl.dot(p, v)")
         first = _unparen(dot.args[0].value)
