@@ -337,7 +337,7 @@ base r start row mean rstd d y torch triton tl math result a_base b_base a_mask 
 row_max row_sum self BLOCK_M BLOCK_N BLOCK_K kb I O CG OCG KP KK g oc n_out carry channel group p p_mask lanes o
 tile m_vec s_vec m_new seen e split partial rows R_total R_TOTAL OUTER INNER BLOCK_P FINAL SQUARE ONE_PASS GROUP_M
 warps pid_b n_m n_n group_size first_m rows_in_group a_ptrs b_ptrs gemm_tiles offs_c kp row_ok row_base c0 c_ok
-wt window_outer WINDOW_OUTER CG OCG v stat x_in shift s1 s2 m S G""".split())
+wt window_outer WINDOW_OUTER CG OCG v stat x_in shift s1 s2 m S G kr""".split())
 
 
 # -- kernels ---------------------------------------------------------------------------------------
@@ -466,11 +466,12 @@ class TileSpace:
     def host_blocks(self, one_pass: bool = False) -> list[str]:
         """BLOCK_P and BLOCK_R for the sizes at run time (one_pass: the whole row in one tile when it fits)."""
         tile = ONE_PASS_TILE if one_pass else ROW_TILE
+        warps = "warps = 8 if BLOCK_P * BLOCK_R >= 4096 else 4  # 16-32 fp32 values a thread per tile"
         if self.strided:
             return [f"BLOCK_P = min(triton.next_power_of_2(inner), 64, max(16, {tile} // triton.next_power_of_2(R)))",
-                    f"BLOCK_R = min(triton.next_power_of_2(R), max(1, {tile} // BLOCK_P))"]
+                    f"BLOCK_R = min(triton.next_power_of_2(R), max(1, {tile} // BLOCK_P))", warps]
         return [f"BLOCK_R = min(triton.next_power_of_2(R), {tile})",
-                f"BLOCK_P = max(1, min(triton.next_power_of_2(outer), {tile} // BLOCK_R))"]
+                f"BLOCK_P = max(1, min(triton.next_power_of_2(outer), {tile} // BLOCK_R))", warps]
 
     @property
     def grid(self) -> str:
@@ -570,13 +571,15 @@ def _reduce_group(group: Group, name: str) -> tuple[str, str]:
                  "    rows, R = outer * split, R // split",
                  f"    BLOCK_R = min(triton.next_power_of_2(R), {ROW_TILE})",
                  f"    BLOCK_P = max(1, min(triton.next_power_of_2(rows), {ROW_TILE} // BLOCK_R))",
+                 "    warps = 8",
                  f"    {name}_kernel[(triton.cdiv(rows, BLOCK_P),)]({stage1}, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, "
-                 f"FINAL=False{square})",
+                 f"num_warps=warps, FINAL=False{square})",
                  "    x, R = partial, split"]
         args = ", ".join(["x", "out", *epi_ptrs, "outer", "R", "inner", "R_total", *trailing])
         square = ", SQUARE=split == 1" if op == "norm" else ""
     host += [*space.host_blocks(),
-             f"{name}_kernel[{space.grid}]({args}, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, FINAL=True{square})",
+             f"{name}_kernel[{space.grid}]({args}, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, num_warps=warps, "
+             f"FINAL=True{square})",
              "return out"]
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
@@ -617,8 +620,8 @@ def _normalize_group(group: Group, name: str) -> tuple[str, str]:
                          ["BLOCK_P", "BLOCK_R", "ONE_PASS", "SQUARE"]) + _indent(body) + "\n"
     host = _row_setup(a.attrs["dims"], param_name(group.params[0])) + [
         "out = torch.empty_like(x)", *space.host_blocks(one_pass=True),
-        f"{name}_kernel[{space.grid}](x, out, outer, R, inner, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, ONE_PASS=BLOCK_R >= R, "
-        f"SQUARE={op == 'norm'})",
+        f"{name}_kernel[{space.grid}](x, out, outer, R, inner, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, num_warps=warps, "
+        f"ONE_PASS=BLOCK_R >= R, SQUARE={op == 'norm'})",
         "return out"]
     return kernel, f"def run_{name}({param_name(group.params[0])}):\n" + _indent(host) + "\n"
 
@@ -659,7 +662,7 @@ def _logsumexp_group(group: Group, name: str) -> tuple[str, str]:
         f"out_shape = list(x.shape[:{dims[0]}]) + {kept} + list(x.shape[{dims[-1] + 1}:])",
         "out = torch.empty(out_shape, device=x.device, dtype=x.dtype)", *epi_host, *space.host_blocks(),
         f"{name}_kernel[{space.grid}]({', '.join(['x', 'out', *epi_ptrs, 'outer', 'R', 'inner', *trailing])}, "
-        "BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R)",
+        "BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, num_warps=warps)",
         "return out"]
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
@@ -768,7 +771,8 @@ def _tiled_norm(name: str, a: OpSpec, space: TileSpace, channel: str, host_shape
     params = ["x_in"] + [n for n in (w_name, b_name) if n]
     args = ["x"] + [n for n in (w_name, b_name) if n] + ["out", "outer", "R", "inner", "S", "G"]
     host = ["x = x_in.contiguous()", *host_shape, "out = torch.empty_like(x)", *space.host_blocks(one_pass=True),
-            f"{name}_kernel[{space.grid}]({', '.join(args)}, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, ONE_PASS=BLOCK_R >= R)",
+            f"{name}_kernel[{space.grid}]({', '.join(args)}, BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, num_warps=warps, "
+            "ONE_PASS=BLOCK_R >= R)",
             "return out"]
     return kernel, f"def run_{name}({', '.join(params)}):\n" + _indent(host) + "\n"
 
@@ -906,7 +910,7 @@ def _softmax_group(group: Group, name: str) -> tuple[str, str]:
     host = _row_setup(a.attrs["dims"], names[0]) + [
         "out = torch.empty_like(x)", *epi_host, *space.host_blocks(one_pass=True),
         f"{name}_kernel[{space.grid}]({', '.join(['x', 'out', *epi_ptrs, 'outer', 'R', 'inner', *trailing])}, "
-        "BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, ONE_PASS=BLOCK_R >= R)",
+        "BLOCK_P=BLOCK_P, BLOCK_R=BLOCK_R, num_warps=warps, ONE_PASS=BLOCK_R >= R)",
         "return out"]
     return kernel, f"def run_{name}({', '.join(names)}):\n" + _indent(host) + "\n"
 
@@ -979,17 +983,23 @@ def _gemm_tiles_helper() -> str:
     if "gemm_tiles" in _EMITTED_HELPERS:
         return ""
     _EMITTED_HELPERS.add("gemm_tiles")
-    return f'''def gemm_tiles(M, N, batch=1):
-    """BLOCK_M, BLOCK_N, BLOCK_K, num_warps for an M x N output (times batch): 128x128 while that gives a large
-    GPU's SMs a program each, halved (the longer side first) while it would not."""
+    return f'''def gemm_tiles(M, N, batch=1, largest=128 * 128):
+    """BLOCK_M, BLOCK_N, BLOCK_K, num_warps for an M x N output (times batch): the largest tile up to 128x128
+    (convolutions: 128x64, their index math needs the registers) while that gives a large GPU's SMs a program
+    each, halved (the longer side first) while it would not."""
     block_m = min(128, max(16, triton.next_power_of_2(M)))
     block_n = min(128, max(16, triton.next_power_of_2(N)))
+    while block_m * block_n > largest:
+        if block_n >= block_m:
+            block_n //= 2
+        else:
+            block_m //= 2
     while block_m * block_n > 32 * 32 and triton.cdiv(M, block_m) * triton.cdiv(N, block_n) * batch < {GEMM_MIN_PROGRAMS}:
         if block_m >= block_n:
             block_m //= 2
         else:
             block_n //= 2
-    return block_m, block_n, 32, 8 if block_m * block_n >= 128 * 128 else 4
+    return block_m, block_n, 32, 8 if block_m * block_n >= 128 * 64 else 4
 
 
 '''
@@ -1104,9 +1114,9 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
              "if WINDOW_OUTER:  # many channels: per kernel offset, the group's channels in blocks of BLOCK_K",
              "    offs_c = tl.arange(0, BLOCK_K)",
              "    for kp in range(0, KP):",
-             "        rest = kp"]
+             "        kr = kp  # (a name of its own: a loop may not retype rest, the row decomposition's)"]
     for j in reversed(sp):
-        body += [f"        k{j} = rest % K{j}", f"        rest = rest // K{j}"]
+        body += [f"        k{j} = kr % K{j}", f"        kr = kr // K{j}"]
     body.append("        row_ok = offs_m < M  # the input position each output row reads at this offset")
     for j in sp:
         body += [f"        {line}" for line in _conv_input_index(j, transposed, st[j], pd[j], dl[j], f"o{j}", f"k{j}", "row_ok")]
@@ -1123,10 +1133,10 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
              "else:  # few channels: K runs over (channel, kernel offset) pairs together",
              "    for kb in range(0, KK, BLOCK_K):",
              "        offs_k = kb + tl.arange(0, BLOCK_K)",
-             "        rest = offs_k"]
+             "        kr = offs_k"]
     for j in reversed(sp):
-        body += [f"        k{j} = rest % K{j}", f"        rest = rest // K{j}"]
-    body += ["        c = g * CG + rest", "        a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < KK)"]
+        body += [f"        k{j} = kr % K{j}", f"        kr = kr // K{j}"]
+    body += ["        c = g * CG + kr", "        a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < KK)"]
     for j in sp:
         body += [f"        {line}" for line in _conv_input_index(j, transposed, st[j], pd[j], dl[j], f"o{j}[:, None]",
                                                              f"k{j}[None, :]", "a_mask")]
@@ -1174,7 +1184,7 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
         host.append(f"{e} = {e}{view}.expand(out.shape)")
     args = [x, w, "wt", "out", *epi_names, "NB", "C", "OC", "*I", "*O", "*K", f"*{x}.stride()", "*out.stride()",
             *_epilogue_args(epi_sig)]
-    host += [f"BLOCK_M, BLOCK_N, BLOCK_K, warps = gemm_tiles(NB * math.prod(O), OC // {G}, {G})",
+    host += [f"BLOCK_M, BLOCK_N, BLOCK_K, warps = gemm_tiles(NB * math.prod(O), OC // {G}, {G}, largest=128 * 64)",
              "BLOCK_K = min(BLOCK_K, max(16, triton.next_power_of_2(CG))) if window_outer else BLOCK_K",
              f"grid = (triton.cdiv(NB * math.prod(O), BLOCK_M), triton.cdiv(OC // {G}, BLOCK_N), {G})",
              f"{name}_kernel[grid]({', '.join(args)},",
