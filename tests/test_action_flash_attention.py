@@ -68,7 +68,8 @@ def test_three_kernels_become_one_flash_kernel():
     assert "qk_scores_kernel" not in new and "row_softmax_kernel" not in new  # launches and definitions gone
     assert "scores = torch.empty" not in new and "probs = torch.empty_like" not in new
     assert "pv_kernel[(triton.cdiv(seq_len, BLOCK), batch * heads)](v, out, seq_len,\n" in new
-    assert "q, k, head_dim ** -0.5, HEAD_DIM=head_dim, BLOCK_M=BLOCK, BLOCK_N=BLOCK)" in new  # the host's own spelling
+    assert "q, k, head_dim ** -0.5,\n" in new  # the host's own spelling, on a line of its own like the launch's groups
+    assert "def pv_kernel(v_ptr, o_ptr, seq_len,\n              q_ptr, k_ptr, scale,\n              HEAD_DIM: tl.constexpr," in new
     body = new.split("def pv_kernel", 1)[1].split("\ndef ", 1)[0]
     loop = body.split("    for start_n", 1)[1]
     assert "q = tl.load(q_ptr" in body.split("    for start_n", 1)[0]  # the query tile is loaded once, before the loop
@@ -89,7 +90,7 @@ def test_what_the_softmax_kernel_does_first_comes_along():
     assert SCALE_IN_SOFTMAX.count("sm_scale") == 2
     new = fused(SCALE_IN_SOFTMAX, "row_softmax_kernel")
     assert 's = tl.where(offs_n[None, :] < seq_len, s.to(tl.float32) * sm_scale, float("-inf"))' in new
-    assert "q, k, head_dim ** -0.5, HEAD_DIM=head_dim" in new and "q_ptr, k_ptr, sm_scale, HEAD_DIM: tl.constexpr" in new
+    assert "q, k, head_dim ** -0.5,\n" in new and "q_ptr, k_ptr, sm_scale,\n" in new
     assert "row_softmax_kernel" not in new
 
 

@@ -1269,10 +1269,16 @@ class FlashAttention:
         const = [(n, s) for n, s, k in plan.new_params if k]
         new_params = [cst.Param(cst.Name(n)) for n, _s in plain] + [
             cst.Param(cst.Name(n), annotation=cst.Annotation(c.expr("tl.constexpr"))) for n, _s in const]
+        new_args = [cst.Arg(c.expr(s)) for _n, s in plain]
+        # The inserted names end like the line before them: a signature or launch written one group per
+        # line gets the new group on a line of its own.
+        if new_params and at > 0 and isinstance(params_[at - 1].comma, cst.Comma):
+            new_params[-1] = new_params[-1].with_changes(comma=params_[at - 1].comma)
+        if new_args and at > 0 and isinstance(args[at - 1].comma, cst.Comma):
+            new_args[-1] = new_args[-1].with_changes(comma=args[at - 1].comma)
         params_ = params_[:at] + new_params + params_[at:]
         eq = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-        args = args[:at] + [cst.Arg(c.expr(s)) for _n, s in plain] + args[at:] + [
-            cst.Arg(c.expr(s), keyword=cst.Name(n), equal=eq) for n, s in const]
+        args = args[:at] + new_args + args[at:] + [cst.Arg(c.expr(s), keyword=cst.Name(n), equal=eq) for n, s in const]
         if args and call.args:
             comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
             args = [a.with_changes(comma=a.comma if isinstance(a.comma, cst.Comma) and a is not call.args[-1] else comma) for a in args[:-1]] + \

@@ -11,7 +11,8 @@ ENTRY = "padded_attention"
 def attn_pv(V, Out, seq_q, seq_k,
             stride_vb, stride_vh, stride_vn, stride_vd,
             stride_ob, stride_oh, stride_om, stride_od,
-            Q, K, kv_lens, sm_scale, stride_qb, stride_qh, stride_qm, stride_qd, stride_kb, stride_kh, stride_kn, stride_kd, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+            Q, K, kv_lens, sm_scale, stride_qb, stride_qh, stride_qm, stride_qd, stride_kb, stride_kh, stride_kn, stride_kd,
+            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
     start_m = tl.program_id(0)
     off_b = tl.program_id(1)
     off_h = tl.program_id(2)
@@ -57,7 +58,8 @@ def padded_attention(q, k, v, kv_lens):
     attn_pv[grid](v, o, seq_q, seq_k,
                   v.stride(0), v.stride(1), v.stride(2), v.stride(3),
                   o.stride(0), o.stride(1), o.stride(2), o.stride(3),
-                  q, k, kv_lens, sm_scale, q.stride(0), q.stride(1), q.stride(2), q.stride(3), k.stride(0), k.stride(1), k.stride(2), k.stride(3), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_dim)
+                  q, k, kv_lens, sm_scale, q.stride(0), q.stride(1), q.stride(2), q.stride(3), k.stride(0), k.stride(1), k.stride(2), k.stride(3),
+                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_dim)
     return o
 
 

@@ -9,7 +9,8 @@ ENTRY = "causal_attention"
 
 @triton.jit
 def pv_kernel(v_ptr, o_ptr, seq_len,
-              q_ptr, k_ptr, scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+              q_ptr, k_ptr, scale,
+              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -45,7 +46,8 @@ def causal_attention(q, k, v):
     out = torch.empty_like(q)
     BLOCK = 16
     pv_kernel[(triton.cdiv(seq_len, BLOCK), batch * heads)](v, out, seq_len,
-                                                          q, k, head_dim ** -0.5, HEAD_DIM=head_dim, BLOCK_M=BLOCK, BLOCK_N=BLOCK)
+                                                          q, k, head_dim ** -0.5,
+                                                          HEAD_DIM=head_dim, BLOCK_M=BLOCK, BLOCK_N=BLOCK)
     return out
 
 

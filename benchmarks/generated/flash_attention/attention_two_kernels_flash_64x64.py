@@ -10,7 +10,8 @@ ENTRY = "attention"
 
 @triton.jit
 def probs_v_kernel(v_ptr, o_ptr, seq_len, stride_vh, stride_vs, stride_oh, stride_os,
-                   q_ptr, k_ptr, stride_qh, stride_qs, stride_kh, stride_ks, sm_scale, HEAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                   q_ptr, k_ptr, stride_qh, stride_qs, stride_kh, stride_ks, sm_scale,
+                   HEAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     head = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD)
