@@ -83,6 +83,7 @@ def test_edits_are_small():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # one interpreter process runs every action's edit of every corpus kernel
 def test_actions_preserve_outputs_under_the_interpreter(tmp_path):
     jobs = []
     for path in corpus_files():  # the corpus itself is right

@@ -183,6 +183,15 @@ class SplitK:
         if len(accumulators) != 1:
             raise ActionError("the K loop does not accumulate exactly one tl.dot result")
         acc = accumulators[0]
+        stepped = {c.code(line.body[0].target) for line in increments}  # type: ignore[union-attr]
+        temporaries = _assigned(loop.body) - {loop.target.value, acc} - stepped
+        before = {p.name for p in kernel.params} | set().union(*(_assigned(s) for s in body[:body.index(loop)]))
+        carried = sorted(temporaries & before)
+        if carried:
+            raise ActionError(f"{', '.join(carried)} is carried across K iterations: split-K cannot divide it")
+        after = set().union(*(c.names_in(s) for s in body[body.index(loop) + 1:]))
+        if (temporaries | {loop.target.value}) & after:
+            raise ActionError("a value from the last K iteration is used after the loop")
         store = self._final_store(body[body.index(loop) + 1:], acc)
         grid = c.grid_expression(launch)
         parsed = _grid_tuple(grid)

@@ -110,6 +110,10 @@ class HeuristicPolicy(Policy):
             # One short row per program keeps few loads in flight per SM; [BLOCK_M, BLOCK_N] row tiles
             # (Liger, FLA) fill it. After single_pass: a multi-pass kernel first reads its rows once.
             return 0.88, "several rows per program in 2-D tiles"
+        if name == "split_k":
+            # Pays only when the M x N tiles are fewer than the SMs (a skinny or decode-time GEMM),
+            # which the file's text does not say: below tiling and pipelining, above launch knobs.
+            return 0.5, "split the K loop when M x N tiles cannot fill the SMs"
         if name == "flash_attention":
             # An attention chain writes and reads the seq x seq scores (and probabilities) once per
             # kernel; one flash kernel keeps them in registers and drops two launches: first.
@@ -182,6 +186,8 @@ class HeuristicPolicy(Policy):
             wanted = 8 if tile >= 128 * 128 else 4
             distance = abs(math.log2(max(params["num_warps"], 1)) - math.log2(wanted))
             return 1.0 / (1.0 + 0.5 * distance), f"{wanted} warps for this tile"
+        if c.action == "split_k":
+            return (1.0 if c.params.get("SPLIT_K") == 4 else 0.9), "4 splits"
         if c.kind == "Reordering" and "GROUP_M" in params:
             distance = abs(math.log2(max(params["GROUP_M"], 1)) - 3)
             return 1.0 / (1.0 + 0.3 * distance), "group of 8"

@@ -1,0 +1,94 @@
+"""split_k: offered on plain tl.dot K loops, refused with a reason elsewhere, and equivalent in the interpreter."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, applicable, apply_candidate
+from mtmc_lsp.optimizer.actions import _common as c
+from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.hardware import get_profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from corpus.kernels import kernel_path  # noqa: E402
+from test_actions_semantics import job, run_jobs  # noqa: E402
+
+H100 = get_profile("h100")
+SPLIT = ACTIONS["split_k"]
+DOC = SPLIT.__module__ and sys.modules[type(SPLIT).__module__].__doc__
+BEFORE = re.search(r"```python before\n(.*?)```", DOC, re.S).group(1)
+HARNESS = '''
+
+ENTRY = "mm"
+
+
+def get_inputs(device: str = "cuda", m: int = 40, n: int = 48, k: int = 200):
+    return [torch.randn(m, k, device=device, dtype=torch.float16), torch.randn(k, n, device=device, dtype=torch.float16)]
+
+
+def reference(a, b):
+    return (a.float() @ b.float()).to(torch.float16)
+'''
+SKINNY = "import torch\nimport triton\nimport triton.language as tl\n\n\n" + BEFORE + HARNESS
+
+
+def why_refused(text: str, kernel: str = "mm_kernel") -> str:
+    analysis = analyze(text)
+    with pytest.raises(ActionError) as caught:
+        SPLIT._plan(c.parse(text), analysis, analysis.kernel(kernel))
+    return str(caught.value)
+
+
+def test_offered_on_the_pointer_stepping_and_the_k_indexed_loops():
+    assert {cand.params["SPLIT_K"] for cand in applicable(analyze(SKINNY), "mm_kernel", H100)
+            if cand.action == "split_k"} == {2, 4, 8}
+    matmul = kernel_path("matmul").read_text()  # `for k in range(0, K, BLOCK_K)`, k in the masks
+    cand = next(cand for cand in applicable(analyze(matmul), "matmul_kernel", H100) if cand.action == "split_k")
+    new = apply_candidate(matmul, cand, H100).new_text
+    assert "for k in range(pid_k * BLOCK_K, K, SPLIT_K * BLOCK_K):" in new
+    assert "torch.zeros((M, N)" in new and "(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N), 4)" in new
+    assert "tl.atomic_add(" in new and "tl.store(" not in new.split("def matmul(")[0]
+
+
+@pytest.mark.parametrize("change, why", [
+    (("acc.to(tl.float16)", "tl.maximum(acc, 0.0).to(tl.float16)"), "transformed after the K loop"),
+    (("torch.empty((M, N)", "torch.randn((M, N)"), "not allocated with torch.empty"),
+    (("        acc += tl.dot(a, b)\n", "        acc += tl.dot(a, b)\n        rm = rm + 0 * k\n"), "carried across K"),
+    (("        acc += tl.dot(a, b)\n", "        acc += tl.dot(a, b) * k\n"), None),
+    (("    tl.store(", "    acc += a.to(tl.float32)\n    tl.store("), "last K iteration"),
+    (("mm_kernel[grid](a, b, c,", "mm_kernel[grid](a, b, c,"), None),
+    (("    pid_n = tl.program_id(1)\n", "    pid_n = tl.program_id(1)\n    first = tl.load(c_ptr)\n"), "reads c_ptr"),
+    (("grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))", "grid = (triton.cdiv(M, 32), triton.cdiv(N, 32), 1)"),
+     "one or two axes"),
+])
+def test_refused_with_a_reason(change, why):
+    text = SKINNY.replace(*change)
+    assert text != SKINNY or why is None
+    if why is None:
+        assert any(cand.action == "split_k" for cand in applicable(analyze(text), "mm_kernel", H100))
+    else:
+        assert why in why_refused(text)
+
+
+def test_a_caller_allocated_output_is_refused():
+    text = SKINNY.replace("def mm(a, b):", "def mm(a, b, c=None):").replace(
+        "    c = torch.empty((M, N), device=a.device, dtype=torch.float16)\n", "")
+    assert "not allocated with torch.empty" in why_refused(text)
+
+
+@pytest.mark.slow
+def test_split_k_stays_equivalent(tmp_path):
+    tol = (1e-2, 1e-2)
+    matmul = kernel_path("matmul").read_text()
+    jobs = []
+    for name, text, kernel in (("skinny", SKINNY, "mm_kernel"), ("matmul", matmul, "matmul_kernel")):
+        for cand in applicable(analyze(text), kernel, H100):
+            if cand.action == "split_k" and cand.params["SPLIT_K"] in (2, 8):
+                jobs.append(job(tmp_path, f"{name}:{cand.key()}", text, apply_candidate(text, cand, H100).new_text, tol))
+    assert len(jobs) == 4
+    results = run_jobs(jobs, tmp_path)
+    assert all(r["ok"] for r in results), [r for r in results if not r["ok"]]
