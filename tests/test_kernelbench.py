@@ -372,6 +372,30 @@ def test_matmul_tiles_grouped_order_and_dot_precision():
     assert gemm_tiles(2048, 1)[1] == 16  # tl.dot needs 16 columns at least
 
 
+@pytest.mark.slow
+def test_generated_kernels_compile_for_h200_without_spills():
+    """The interpreter does not check Triton's typing rules (a loop-carried variable may not change type): compile
+    the GEMM, both convolution paths and the tile kernels for sm_90 as the GPU would."""
+    from mtmc_lsp.optimizer.compile.compiler import CompileJob, compile_jobs
+    from mtmc_lsp.optimizer.hardware import resolve_target
+
+    cases = [("conv_window_outer", "conv2d_tanh_kernel", {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}, 8),
+             ("matmul_flatten_transposed", "linear_kernel", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32,
+                                                             "GROUP_M": 8}, 8),
+             ("softmax_online_and_strided", "log_softmax_mul_add_kernel", {"BLOCK_P": 16, "BLOCK_R": 256}, 4),
+             ("row_normalizations", "pow_mean_add_chain_kernel", {"BLOCK_P": 16, "BLOCK_R": 256, "SQUARE": False}, 4),
+             ("norms_two_pass", "group_norm_kernel", {"BLOCK_P": 1, "BLOCK_R": 4096}, 8),
+             ("tiled_reductions_with_epilogues", "logsumexp_add_kernel", {"BLOCK_P": 16, "BLOCK_R": 256}, 4)]
+    for case, kernel, constexprs, warps in cases:
+        text = generate(load_problem(text=_problem_text(OP_PROBLEMS[case][0]), name=case)).text
+        flags = [f for f in ("WINDOW_OUTER", "ONE_PASS", "FINAL") if f"{f}: tl.constexpr" in text]
+        jobs = [CompileJob(kernel, {**constexprs, **{f: value for f in flags}}, warps, 3, None, str(value))
+                for value in (True, False)]
+        for report in compile_jobs(solution_part(text), jobs, resolve_target("h200"), timeout_s=600, cache_dir=None):
+            assert report.status == "ok", (case, report.label, report.error)
+            assert not report.spill_stores, (case, report.label, report.spill_stores)
+
+
 def test_sample_is_stratified_by_op_class_and_reproducible():
     from mtmc_lsp.optimizer.kernelbench.evaluate import problem_class, sample_problems
 
