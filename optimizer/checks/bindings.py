@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..analysis import FileAnalysis, Kernel, SourceMap, Span, const_eval
 from ..hardware import GpuProfile
 from ._text import dict_entry_span, keyword_span, name_span
-from .kernel_facts import KernelFacts, kernel_facts
+from .kernel_facts import KernelFacts, cached_source, kernel_facts
 
 
 @dataclass
@@ -59,8 +59,7 @@ class CheckContext:
         key = (kernel.name, kernel.def_span.start_offset)  # two factories may define kernels of one name
         if key not in self._facts:
             span = kernel.def_span
-            line_start = self.text.rfind("\n", 0, span.start_offset) + 1
-            source = self.text[line_start:span.end_offset]
+            source = cached_source(self.text, kernel)
             self._facts[key] = kernel_facts(source, span.start.character > 0, self.analysis.names, kernel.node,
                                             span.start.line)
         return self._facts[key]

@@ -439,10 +439,20 @@ def _program_id_names(assignments: dict[str, list[ast.AST]], tl_op) -> set[str]:
 
 # Facts per (kernel source, indented, the file's import spellings): while a user types in one kernel,
 # the other kernels of the file are not walked again. Hover reads facts on the event loop while the
-# analysis thread runs the checks, hence the lock.
+# analysis thread runs the checks, hence the lock. Bounded by entries and by the kernel source they
+# hold: an entry keeps its kernel's syntax tree, roughly proportional to the source, so a few big
+# kernels cannot hold as much as 512 small ones; the server drops a closed document's entries.
 FACTS_CACHE_SIZE = 512
+FACTS_CACHE_CHARS = 256 * 1024
 _facts_cache: OrderedDict[tuple[str, bool, TritonNames], KernelFacts | None] = OrderedDict()
+_facts_chars = 0
 _facts_lock = threading.Lock()
+
+
+def cached_source(text: str, kernel) -> str:
+    """The text a kernel's facts are cached under: from the start of its ``def`` line through its body."""
+    span = kernel.def_span
+    return text[text.rfind("\n", 0, span.start_offset) + 1:span.end_offset]
 
 
 def kernel_facts(source: str, indented: bool, names: TritonNames, fn: ast.FunctionDef | None = None,
@@ -462,16 +472,39 @@ def kernel_facts(source: str, indented: bool, names: TritonNames, fn: ast.Functi
         facts = _facts(fn, -def_line, names)
     else:
         facts = _parsed_facts(source, indented, names)
+    global _facts_chars
     with _facts_lock:
+        if key not in _facts_cache:
+            _facts_chars += len(source)
         _facts_cache[key] = facts
-        while len(_facts_cache) > FACTS_CACHE_SIZE:
-            _facts_cache.popitem(last=False)
+        while len(_facts_cache) > 1 and (len(_facts_cache) > FACTS_CACHE_SIZE or _facts_chars > FACTS_CACHE_CHARS):
+            dropped, _ = _facts_cache.popitem(last=False)
+            _facts_chars -= len(dropped[0])
     return facts
 
 
+def forget_facts(source_hashes: set[int]) -> int:
+    """Drop the entries whose kernel source has one of these ``hash()`` values (a closed document's); how many."""
+    global _facts_chars
+    with _facts_lock:
+        keys = [key for key in _facts_cache if hash(key[0]) in source_hashes]
+        for key in keys:
+            del _facts_cache[key]
+            _facts_chars -= len(key[0])
+    return len(keys)
+
+
+def facts_cache_usage() -> tuple[int, int]:
+    """(entries, characters of kernel source) held by the facts cache."""
+    with _facts_lock:
+        return len(_facts_cache), _facts_chars
+
+
 def clear_facts_cache() -> None:
+    global _facts_chars
     with _facts_lock:
         _facts_cache.clear()
+        _facts_chars = 0
 
 
 def _parsed_facts(source: str, indented: bool, names: TritonNames) -> KernelFacts | None:
