@@ -12,6 +12,7 @@ from typing import Any
 from ..optimizer.analysis import FileAnalysis
 from ..optimizer.checks import Finding
 from ..optimizer.checks.bindings import CheckContext
+from ..optimizer.checks.kernel_facts import cached_source
 from ..optimizer.hardware import GpuProfile
 
 
@@ -44,6 +45,15 @@ class DocumentState:
     # Ranked candidates per (version, kernel, target, precision setting, policy) for code actions.
     candidates: dict = field(default_factory=dict)
     _context: CheckContext | None = None
+    # hash() of the source of every kernel any analysis of this document had (each edit of a kernel is
+    # a new source): the entries it may have added to the checks' facts cache, dropped when it closes.
+    kernel_sources: set[int] = field(default_factory=set, repr=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if (name in ("analysis", "last_good") and value is not None and "kernel_sources" in self.__dict__
+                and not (name == "last_good" and value is self.__dict__.get("analysis"))):  # recorded already
+            self.kernel_sources.update(hash(cached_source(value.text, kernel)) for kernel in value.kernels)
 
     def check_context(self, target: GpuProfile) -> CheckContext | None:
         """The checks' view of the current analysis (kernel facts, bindings), cached per target."""
@@ -92,6 +102,16 @@ class DocumentStore:
 
     def __iter__(self):
         return iter(list(self._docs.values()))
+
+
+def forget_closed(closed: DocumentState, store: DocumentStore) -> int:
+    """Drop what the checks' facts cache holds for a closed document (kernels no open document still has)."""
+    from ..optimizer.checks.kernel_facts import forget_facts
+
+    still_open: set[int] = set()
+    for state in store:
+        still_open |= state.kernel_sources
+    return forget_facts(closed.kernel_sources - still_open)
 
 
 # Closing a document this large gives its memory back to the system (see release_memory).

@@ -6,7 +6,7 @@ from lsprotocol import types
 
 from .. import diagnostics
 from ..app import MtmcLanguageServer
-from ..state import RELEASE_AFTER_CHARS, release_memory
+from ..state import RELEASE_AFTER_CHARS, forget_closed, release_memory
 from ..step_edits import record_changed
 
 
@@ -40,6 +40,7 @@ def register(server) -> None:
             return
         texts = [state.text] + [a.text for a in (state.analysis, state.last_good) if a is not None]
         ls.forget_indexes(texts)
+        forget_closed(state, ls.documents)  # its kernels' syntax trees in the checks' facts cache
         if max(len(t) for t in texts) > RELEASE_AFTER_CHARS:
             # After the analysis running now (if any) lets go of its tree: in the analysis thread.
             ls.analysis_executor.submit(release_memory)
