@@ -337,10 +337,19 @@ base r start row mean rstd d y torch triton tl math result a_base b_base a_mask 
 row_max row_sum self BLOCK_M BLOCK_N BLOCK_K kb I O CG OCG KP KK g oc n_out carry channel group p p_mask lanes o
 tile m_vec s_vec m_new seen e split partial rows R_total R_TOTAL OUTER INNER BLOCK_P FINAL SQUARE ONE_PASS GROUP_M
 warps pid_b n_m n_n group_size first_m rows_in_group a_ptrs b_ptrs gemm_tiles offs_c kp row_ok row_base c0 c_ok
-wt window_outer WINDOW_OUTER CG OCG v stat x_in shift s1 s2 m S G kr""".split())
+wt window_outer WINDOW_OUTER CG OCG v stat x_in shift s1 s2 m S G kr c_local""".split())
 
 
 # -- kernels ---------------------------------------------------------------------------------------
+
+def _unravel(flat: str, digits: list[tuple[str, str]], leading: str, var: str = "rest") -> list[str]:
+    """Lines splitting a row-major offset into indices: ``digits`` are (index, extent) pairs, innermost first;
+    what is left over is ``leading``, the outermost index."""
+    lines = [f"{var} = {flat}"]
+    for index, extent in digits:
+        lines += [f"{index} = {var} % {extent}", f"{var} = {var} // {extent}"]
+    return lines + [f"{leading} = {var}"]
+
 
 def _indent(lines: list[str], n: int = 4) -> str:
     return "\n".join((" " * n + line) if line else "" for line in lines)
@@ -364,10 +373,7 @@ def _pointwise_group(group: Group, name: str) -> tuple[str, str]:
             "mask = offs < n_elements"]
     if broadcast and rank:
         body.append("# the output index in each dim, for operands broadcast along some dims")
-        body.append("rest = offs")
-        for d in range(rank - 1, 0, -1):
-            body += [f"i{d} = rest % D{d}", f"rest = rest // D{d}"]
-        body.append("i0 = rest")
+        body += _unravel("offs", [(f"i{d}", f"D{d}") for d in range(rank - 1, 0, -1)], "i0")
     loaded: dict[str, str] = {}
 
     def load(ref: Ref) -> str:
@@ -490,11 +496,8 @@ def _flat_epilogue(group: Group, flat: str, mask: str, out_rank: int, anchor_val
     output's shape (the host expands them to it), from each element's index per dim."""
     if not group.chain:
         return [], [], [], anchor_value
-    index_lines = ["rest = " + flat]
+    index_lines = _unravel(flat, [(f"i{d}", f"D{d}") for d in range(out_rank - 1, 0, -1)], "i0")
     terms = [f"i{d}" for d in range(out_rank)]
-    for d in range(out_rank - 1, 0, -1):
-        index_lines += [f"i{d} = rest % D{d}", f"rest = rest // D{d}"]
-    index_lines.append("i0 = rest")
     sig, lines, result = _epilogue(group, terms, mask, set())
     sig += [f"D{d}" for d in range(1, out_rank)]
     return index_lines, sig, [f"acc = {anchor_value}"] + lines, result
@@ -807,10 +810,8 @@ def _pool_group(group: Group, name: str) -> tuple[str, str]:
             "offs = pid * BLOCK + tl.arange(0, BLOCK)",
             "mask = offs < n_out",
             "# this lane's output element (n, c, o0, ...)",
-            "rest = offs"]
-    for j in reversed(sp):
-        body += [f"o{j} = rest % O{j}", f"rest = rest // O{j}"]
-    body += ["c = rest % C", "n = rest // C", f"acc = tl.full([BLOCK], {other}, dtype=tl.float32)"]
+            *_unravel("offs", [(f"o{j}", f"O{j}") for j in reversed(sp)] + [("c", "C")], "n"),
+            f"acc = tl.full([BLOCK], {other}, dtype=tl.float32)"]
     valid = ["mask"]
     for j in sp:
         indent = "    " * j
@@ -1107,16 +1108,15 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
             "offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)",
             "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
             "oc = (g * OCG + offs_n).to(tl.int64)",
-            "# each GEMM row is one output position (n, o0, ...)", "rest = offs_m"]
-    for j in reversed(sp):
-        body += [f"o{j} = rest % O{j}", f"rest = rest // O{j}"]
-    body += ["n = rest", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "# each GEMM row is one output position (n, o0, ...)",
+            *_unravel("offs_m", [(f"o{j}", f"O{j}") for j in reversed(sp)], "n")]
+    # the kernel offsets get a name of their own (kr): a loop may not retype rest, the rows' decomposition
+    window = [(f"k{j}", f"K{j}") for j in reversed(sp)]
+    body += ["acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
              "if WINDOW_OUTER:  # many channels: per kernel offset, the group's channels in blocks of BLOCK_K",
              "    offs_c = tl.arange(0, BLOCK_K)",
              "    for kp in range(0, KP):",
-             "        kr = kp  # (a name of its own: a loop may not retype rest, the row decomposition's)"]
-    for j in reversed(sp):
-        body += [f"        k{j} = kr % K{j}", f"        kr = kr // K{j}"]
+             *["        " + line for line in _unravel("kp", window, "_", "kr")[:-1]]]
     body.append("        row_ok = offs_m < M  # the input position each output row reads at this offset")
     for j in sp:
         body += [f"        {line}" for line in _conv_input_index(j, transposed, st[j], pd[j], dl[j], f"o{j}", f"k{j}", "row_ok")]
@@ -1133,10 +1133,8 @@ def _conv_group(group: Group, name: str) -> tuple[str, str]:
              "else:  # few channels: K runs over (channel, kernel offset) pairs together",
              "    for kb in range(0, KK, BLOCK_K):",
              "        offs_k = kb + tl.arange(0, BLOCK_K)",
-             "        kr = offs_k"]
-    for j in reversed(sp):
-        body += [f"        k{j} = kr % K{j}", f"        kr = kr // K{j}"]
-    body += ["        c = g * CG + kr", "        a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < KK)"]
+             *["        " + line for line in _unravel("offs_k", window, "c_local", "kr")]]
+    body += ["        c = g * CG + c_local", "        a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < KK)"]
     for j in sp:
         body += [f"        {line}" for line in _conv_input_index(j, transposed, st[j], pd[j], dl[j], f"o{j}[:, None]",
                                                              f"k{j}[None, :]", "a_mask")]
