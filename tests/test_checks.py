@@ -305,6 +305,14 @@ def test_small_constant_grid_fires_with_sm_counts():
     assert findings(text, get_profile("v100"), "MTMC106")[0].data["sm_count"] == 80
 
 
+def test_a_single_program_grid_is_a_note_not_a_warning():
+    # The combine stage of a two-stage reduction launches one program on purpose.
+    text = ARANGE_KERNEL + "\ndef run(x, n):\n    k[(1,)](x, n, BLOCK=128)\n    k[(2,)](x, n, BLOCK=128)\n"
+    one, two = findings(text, code="MTMC106")
+    assert one.severity == "information" and "one program" in one.message and spanned(text, one) == "(1,)"
+    assert two.severity == "warning" and "2 programs" in two.message
+
+
 def test_grid_from_lambda_and_constants_and_quiet_for_runtime_grids():
     text = ARANGE_KERNEL + '''
 N = 4096
