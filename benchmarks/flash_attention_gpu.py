@@ -42,6 +42,10 @@ PROBLEMS: dict[str, dict] = {
         "flops": lambda s: 4 * s["batch"] * s["heads"] * s["seq_q"] * s["seq_k"] * s["head_dim"], "tol": (2e-2, 2e-2),
         "blocks": [("    BLOCK_M, BLOCK_N = 16, 16\n", "    BLOCK_M, BLOCK_N = 64, 64\n")],
     },
+    "attention_matmul_style": {  # Q @ K^T tiled over the head dim: its loop stays, nested in the key loop
+        "flops": lambda s: 4 * s["bh"] * s["seq"] ** 2 * s["dim"], "tol": (2e-2, 2e-2),
+        "blocks": [("(triton.cdiv(seq, 32), bh)](", "(triton.cdiv(seq, 64), bh)]("), ("BLOCK_M=32, BLOCK_N=32, BLOCK_D", "BLOCK_M=64, BLOCK_N=64, BLOCK_D")],
+    },
     "attention_two_kernels": {  # the scores kernel holds a whole row of keys: short sequences only
         "flops": lambda s: 4 * s["heads"] * s["seq_len"] ** 2 * s["head_dim"], "tol": (2e-2, 2e-2),
         "blocks": [("grid = (triton.cdiv(seq_len, 16), heads)", "grid = (triton.cdiv(seq_len, 64), heads)"),

@@ -21,6 +21,7 @@ H100 = get_profile("h100")
 THREE = kernel_path("attention_three_kernels").read_text()  # causal, fp16, contiguous [B, H, S, D]
 PADDED = kernel_path("attention_padded_strided").read_text()  # fp32, strides, per-batch key lengths, scores loop over keys
 TWO = kernel_path("attention_two_kernels").read_text()  # scores + softmax in one kernel, fp16 probabilities
+MATMUL_STYLE = kernel_path("attention_matmul_style").read_text()  # Q @ K^T looping over the head dim, probabilities in q.dtype
 # The scale applied by the softmax kernel (softmax(scores * scale)) instead of the scores kernel.
 SCALE_IN_SOFTMAX = THREE.replace("    s = tl.dot(q, tl.trans(k)) * scale\n", "    s = tl.dot(q, tl.trans(k))\n").replace(
     "def row_softmax_kernel(x_ptr, y_ptr, n_cols, row_stride, BLOCK: tl.constexpr):",
@@ -34,7 +35,8 @@ CHAINS = {"three": (THREE, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"
           "in_place": (IN_PLACE, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
           "scale_in_softmax": (SCALE_IN_SOFTMAX, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
           "padded": (PADDED, "attn_scores", "softmax_rows", "attn_pv"),
-          "two": (TWO, "softmax_scores_kernel", "", "probs_v_kernel")}
+          "two": (TWO, "softmax_scores_kernel", "", "probs_v_kernel"),
+          "matmul_style": (MATMUL_STYLE, "scores_matmul_kernel", "softmax_kernel", "pv_matmul_kernel")}
 
 
 def offered(text: str, kernel: str) -> list:
@@ -137,6 +139,14 @@ def test_refused_when_the_softmax_arguments_change_before_the_last_launch():
         "    BLOCK = 16\n", "    BLOCK = 16\n    sm_scale = head_dim ** -0.5\n").replace("    pv_kernel[", "    sm_scale = sm_scale * 2\n    pv_kernel[")
     assert text.count("sm_scale = ") == 2
     assert "changes what row_softmax_kernel reads" in refusal(text, "scale_in_softmax")
+
+
+def test_a_head_dim_loop_is_nested_in_the_key_loop():
+    new = fused(MATMUL_STYLE, "scores_matmul_kernel")
+    loop = new.split("def pv_matmul_kernel", 1)[1].split("    for n in range(0, N, BLOCK_N):\n", 1)[1]
+    assert "        acc_qk = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n        for k in range(0, D, BLOCK_K):\n" in loop
+    assert "p = p.to(a_ptr.dtype.element_ty)" in loop  # probs had q's dtype: the fused kernel's pointer to q says which
+    assert "BLOCK_K=16" in new and "kt.stride(1)" in new and "scores.stride(" not in new and "probs" not in new
 
 
 def test_accumulating_by_keyword_is_the_same_dot():

@@ -18,7 +18,9 @@ scores are fp32, the softmax is over the key axis (unit stride) and covers the w
 block is ``triton.next_power_of_2`` of the row length; an elementwise pre-step such as
 ``x * scale`` comes along), every index into the buffers agrees between the kernels (compared
 symbolically: rows, keys and batch program ids), the P @ V kernel masks keys past that length and
-uses the probabilities only in its ``tl.dot``, and nothing draws random numbers (dropout).
+uses the probabilities only in its ``tl.dot``, and nothing draws random numbers (dropout). A scores
+kernel that tiles the head dimension (``for k in range(0, D, BLOCK_K): acc += tl.dot(a, b)``) keeps
+that loop, nested in the key loop.
 
 Example: kernel=pv_kernel target=h100 params={"scores": "qk_kernel", "softmax": "softmax_kernel", "pv": "pv_kernel"}
 
@@ -130,7 +132,7 @@ _RANDOM = ("rand", "randn", "randint", "randint4x", "philox", "dropout")
 _TORCH_TO_TL = {"float32": "tl.float32", "float": "tl.float32", "float16": "tl.float16", "half": "tl.float16",
                 "bfloat16": "tl.bfloat16"}
 # Names a kernel statement may read besides its locals and parameters.
-_GLOBALS = {"tl", "triton", "float", "int", "math", "min", "max", "None", "True", "False"}
+_GLOBALS = {"tl", "triton", "float", "int", "math", "min", "max", "range", "None", "True", "False"}
 
 
 def _flat(node: cst.CSTNode) -> str:
@@ -818,9 +820,10 @@ class FlashAttention:
                     raise ActionError(f"{pv.name}'s loop carries {', '.join(sorted(carried))} across key blocks besides {acc}")
                 assigned3.add(st.target)
         sigma, renames = self._solve(roles1, roles3, o1, scores, pv)
-        if s_body.loop is not None:
-            if sp.Symbol("k1.loop") not in sigma:
-                raise ActionError(f"{scores.name}'s loop is not over key blocks")
+        inner = s_body.loop is not None and sp.Symbol("k1.loop") not in sigma
+        if inner and (store_stmt.in_loop or sp.Symbol("k1.loop") in s_offset.free_symbols):
+            raise ActionError(f"{scores.name} stores inside a loop that is not over key blocks")
+        if s_body.loop is not None and not inner:
             assigned: set[str] = set()
             in_loop = {st.target for st in s_body.stmts if st.in_loop and st.target}
             for st in s_body.stmts:
@@ -861,14 +864,21 @@ class FlashAttention:
             p_dtype = None
         elif p_dtype in _TORCH_TO_TL:
             p_dtype = _TORCH_TO_TL[p_dtype]
-        else:
-            raise ActionError(f"the element type of {p_buffer} is not a literal torch dtype")
+        elif p_dtype is None or not (p_dtype.endswith(".dtype") and p_dtype[:-6].isidentifier()):
+            raise ActionError(f"the element type of {p_buffer} is neither a torch dtype nor a tensor's .dtype")
 
         plan = _Plan(scores, softmax, pv, host, launches, buffers, p_param, p_extra, p_stmt.node, p_name, p_dtype, key_mask,
                      rows=rows, acc=acc, loop=v_body.loop)
-        self._copy_scores(plan, s_body, v_body, defs, sources, sigma, renames, x_code, end, s_param, p_stmt)
+        self._copy_scores(plan, s_body, v_body, defs, sources, sigma, renames, x_code, end, s_param, p_stmt, inner)
         if transform is not None:
             plan.transform = self._transform_params(plan, transform, sources, defs[-1])
+        if p_dtype is not None and p_dtype.endswith(".dtype"):  # ``dtype=q.dtype``: the fused kernel's pointer to q
+            tensor = p_dtype[:-6]
+            holder = next((q.name for q in pv.params if sources[-1].get(q.name) == tensor and q.name not in (p_param, *p_extra)), None)
+            holder = holder or next((n for n, src, _k in plan.new_params if src == tensor), None)
+            if holder is None:
+                raise ActionError(f"the probabilities have {tensor}'s dtype, and the fused kernel does not take {tensor}")
+            plan.p_dtype = f"{holder}.dtype.element_ty"
         return plan
 
     def _transform_params(self, plan: _Plan, transform: cst.BaseExpression, sources, pv_def: cst.FunctionDef) -> str:
@@ -1096,9 +1106,32 @@ class FlashAttention:
         return " & ".join(c.code(cj) if len(keys) == 1 else f"({c.code(cj)})" for cj, _b in keys)
 
     def _copy_scores(self, plan: _Plan, s_body: _Body, v_body: _Body, defs, sources, sigma, renames,
-                     x_code, end: int, s_param: str, p_stmt: _Stmt) -> None:
-        """The scores kernel's statements that compute the scores, in the P @ V kernel's names, before or in its loop."""
+                     x_code, end: int, s_param: str, p_stmt: _Stmt, inner: bool = False) -> None:
+        """The scores kernel's statements that compute the scores, in the P @ V kernel's names, before or in its loop.
+
+        With ``inner`` the scores kernel's loop (over the head dimension, accumulating ``tl.dot``) is one unit,
+        copied whole as a loop nested in the key loop."""
         sp = _sympy()
+        units = list(s_body.stmts[:end])
+        info: dict[int, tuple[set[str], set[str]]] = {}  # id(unit) -> (names it assigns, names it reads from outside)
+        if inner:
+            body = [st for st in units if st.in_loop]
+            loop_unit = _Stmt(s_body.loop, None, None, False, False, {})
+            first = units.index(body[0])
+            units = units[:first] + [loop_unit] + [st for st in units[first:] if not st.in_loop]
+            assigned_in = {st.target for st in body if st.target}
+            outside, seen = _names(s_body.loop.iter), set()
+            for st in body:
+                outside |= (_names(st.value) | ({st.target} if st.aug else set())) - (seen - ({st.target} if st.aug else set()))
+                seen.add(st.target)
+            info[id(loop_unit)] = (assigned_in | {s_body.loop_var}, outside - {s_body.loop_var} | (outside & assigned_in))
+
+        def targets(st: _Stmt) -> set[str]:
+            return info[id(st)][0] if id(st) in info else ({st.target} if st.target else set())
+
+        def reads(st: _Stmt) -> set[str]:
+            return info[id(st)][1] if id(st) in info else _names(st.value) | ({st.target} if st.aug else set())
+
         scores, pv = plan.scores, plan.pv
         k3_names = _names(defs[-1])
         locals1 = {st.target for st in s_body.stmts if st.target is not None} | ({s_body.loop_var} if s_body.loop_var else set())
@@ -1131,7 +1164,7 @@ class FlashAttention:
                     available.setdefault(sp.srepr(sp.expand(value)), st.target)
         provided: dict[str, str] = {}
         for i, st in enumerate(s_body.stmts[:end]):
-            if st.target is None or st.aug or sum(1 for s in s_body.stmts if s.target == st.target) != 1:
+            if st.target is None or st.aug or st.in_loop and inner or sum(1 for s in s_body.stmts if s.target == st.target) != 1:
                 continue
             value = s_body.stmts[i + 1].env.get(st.target) if i + 1 < len(s_body.stmts) else None
             if value is None:
@@ -1146,51 +1179,50 @@ class FlashAttention:
         # Backward slice from the scores expression.
         needed = (_names(x_code) & locals1) - set(provided)
         keep: list[_Stmt] = []
-        for st in reversed(s_body.stmts[:end]):
-            if st.target is None or st.target not in needed:
+        for st in reversed(units):
+            if not targets(st) & needed:
                 continue
             keep.append(st)
-            if not st.aug:
+            if st.target is not None and not st.aug:
                 needed.discard(st.target)
-            needed |= (_names(st.value) & locals1) - set(provided)
+            needed |= (reads(st) & locals1) - set(provided)
         keep.reverse()
-        needed -= {s_body.loop_var}
+        needed -= set() if inner else {s_body.loop_var}
         if needed:
             raise ActionError(f"{scores.name}'s scores read {', '.join(sorted(needed))} before it is set")
         # Local names that clash with the P @ V kernel's names get a suffix.
         local_map: dict[str, str] = dict(provided)
-        for st in keep:
-            n = st.target
+        for n in sorted(set().union(set(), *[targets(st) for st in keep]), key=str):
             if n in local_map:
                 continue
             fresh = n if n not in taken else next(m for m in (f"{n}_qk", *(f"{n}_qk{i}" for i in range(2, 99))) if m not in taken)
             taken.add(fresh)
             local_map[n] = fresh
         names_map = {**param_map, **local_map}
-        read = set().union(*[_names(st.node) for st in keep], _names(x_code)) - {st.target for st in keep}
+        read = set().union(*[_names(st.node) for st in keep], _names(x_code)) - set().union(set(), *[targets(st) for st in keep])
         unknown = {n for n in read if n.isidentifier()} - set(names_map) - _GLOBALS - {s_body.loop_var} - set(provided)
         if s_param in read:
             raise ActionError(f"{scores.name} computes its scores from the buffer it stores")
         if unknown:
             raise ActionError(f"{scores.name}'s scores read {', '.join(sorted(unknown))}, which the fused kernel would not have")
         loop_image = None
-        if s_body.loop_var is not None:
+        if s_body.loop_var is not None and not inner:
             root = sp.Symbol("k1.loop")
             if root not in sigma and s_body.loop_var in read:
                 raise ActionError(f"{scores.name}'s loop is not over key blocks")
             loop_image = _code_of(sigma[root], v_body, pv) if root in sigma else None
-        substitute = _Substitute(names_map, sigma, renames, param_map, v_body, pv, s_body.loop_var, loop_image)
+        substitute = _Substitute(names_map, sigma, renames, param_map, v_body, pv, None if inner else s_body.loop_var, loop_image)
         # Which copied statements depend on the key block (they go in the loop), which are hoisted.
         tainted = {v_body.loop_var} | {st.target for st in v_body.stmts if st.in_loop and st.target is not None}
-        multi = {st.target for st in keep if sum(1 for s in keep if s.target == st.target) > 1}
+        multi = {n for st in keep for n in targets(st) if sum(1 for s in keep if n in targets(s)) > 1}
         hoisted, in_loop = [], []
         for st in keep:
             node = st.node.visit(substitute)
             if substitute.error:
                 raise ActionError(substitute.error)
-            if _names(node) & tainted or st.target in multi or st.in_loop and s_body.loop_var in _names(st.node):
+            if _names(node) & tainted or targets(st) & multi or st.in_loop and not inner and s_body.loop_var in _names(st.node):
                 in_loop.append(node.with_changes(leading_lines=[]))
-                tainted.add(local_map[st.target])
+                tainted |= {local_map[n] for n in targets(st)}
             else:
                 hoisted.append(node.with_changes(leading_lines=[]))
         x_new = x_code.visit(substitute)
@@ -1218,8 +1250,7 @@ class FlashAttention:
             return name
 
         m_i, l_i, m_new, alpha = fresh("m_i"), fresh("l_i"), fresh("m_new"), fresh("alpha")
-        loop_targets = {t for st in plan.in_loop for t in _names(st.body[0].targets[0].target if isinstance(st.body[0], cst.Assign)
-                                                                             else st.body[0].target)}
+        loop_targets = {parts[0] for st in plan.in_loop if (parts := _assign_parts(st)) is not None}
         qk = plan.scores_code if plan.scores_code in loop_targets else fresh("qk")
         p, acc, rows = plan.p_name, plan.acc, plan.rows
         scores_value = f"{_wrap(plan.scores_code)}.to(tl.float32)"
