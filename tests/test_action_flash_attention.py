@@ -164,6 +164,14 @@ def test_refused_when_the_pv_kernel_moves_its_pointers_by_hand():
     assert "does not advance with its loop" in refusal(text)
 
 
+def test_not_offered_on_kernels_that_are_already_one_kernel():
+    dev = Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev"
+    for path in [*sorted(dev.glob("attn_*.py")), kernel_path("attention")]:  # flash, decode, SDPA, recurrent
+        analysis = analyze(path.read_text(), str(path))
+        for kernel in analysis.kernels:
+            assert not [cd for cd in applicable(analysis, kernel, H100) if cd.action == "flash_attention"], path.name
+
+
 def test_stale_candidate_is_refused():
     (cand,) = offered(THREE, "pv_kernel")
     with pytest.raises(ActionError, match="fp32"):
