@@ -77,6 +77,17 @@ def test_three_kernels_become_one_flash_kernel():
     assert "q = tl.load(q_ptr" in body.split("    for start_n", 1)[0]  # the query tile is loaded once, before the loop
     assert 's = tl.where(offs_m[:, None] >= offs_n[None, :], s, float("-inf"))  # causal' in loop  # the mask, at the loop's keys
     assert "acc = acc * alpha[:, None]" in loop and "acc = acc / l_i[:, None]" in body
+    # Causal: the key loop stops after the row block's last row (later blocks are all masked).
+    assert "    for start_n in range(0, tl.minimum(seq_len, (pid_m + 1) * BLOCK_M), BLOCK_N):\n" in body
+
+
+def test_the_key_loop_stops_early_only_for_a_causal_mask_it_can_read():
+    assert "tl.minimum" not in fused(PADDED, "attn_pv") and "tl.minimum" not in fused(TWO, "probs_v_kernel")
+    strict = THREE.replace("offs_m[:, None] >= offs_n[None, :], s,", "offs_m[:, None] > offs_n[None, :], s,")
+    assert strict != THREE and "tl.minimum" not in fused(strict, "pv_kernel")
+    assert "tl.minimum" not in fused(SCALE_IN_SOFTMAX, "pv_kernel")  # the softmax kernel's pre-step comes after the mask
+    flipped = THREE.replace("offs_m[:, None] >= offs_n[None, :], s,", "offs_n[None, :] <= offs_m[:, None], s,")
+    assert "(pid_m + 1) * BLOCK_M" in fused(flipped, "pv_kernel")
 
 
 def test_strides_and_padding_keep_their_spelling():

@@ -20,7 +20,9 @@ block is ``triton.next_power_of_2`` of the row length; an elementwise pre-step s
 symbolically: rows, keys and batch program ids), the P @ V kernel masks keys past that length and
 uses the probabilities only in its ``tl.dot``, and nothing draws random numbers (dropout). A scores
 kernel that tiles the head dimension (``for k in range(0, D, BLOCK_K): acc += tl.dot(a, b)``) keeps
-that loop, nested in the key loop.
+that loop, nested in the key loop. When the scores' last step is a causal mask
+(``s = tl.where(rows >= keys, s, -inf)`` on the P @ V kernel's rows and keys), the key loop stops at
+the row block's last row: the blocks past it are all masked (they would add p = 0 at alpha = 1).
 
 Example: kernel=pv_kernel target=h100 params={"scores": "qk_kernel", "softmax": "softmax_kernel", "pv": "pv_kernel"}
 
@@ -630,6 +632,7 @@ class _Plan:
     new_params: list[tuple[str, str, bool]] = field(default_factory=list)  # (name, host source, constexpr)
     rows: str = ""  # the row block size (first dim of the accumulator)
     transform: str | None = None  # the softmax kernel's elementwise pre-step, ``__mtmc_scores__ * scale``
+    loop_end: str | None = None  # a causal mask's last key of the row block: the key loop stops there
     acc: str = ""
     loop: cst.For | None = None
 
@@ -870,6 +873,8 @@ class FlashAttention:
         plan = _Plan(scores, softmax, pv, host, launches, buffers, p_param, p_extra, p_stmt.node, p_name, p_dtype, key_mask,
                      rows=rows, acc=acc, loop=v_body.loop)
         self._copy_scores(plan, s_body, v_body, defs, sources, sigma, renames, x_code, end, s_param, p_stmt, inner)
+        if transform is None:
+            plan.loop_end = self._causal_end(plan, v_body, p_stmt, roles3, pv)
         if transform is not None:
             plan.transform = self._transform_params(plan, transform, sources, defs[-1])
         if p_dtype is not None and p_dtype.endswith(".dtype"):  # ``dtype=q.dtype``: the fused kernel's pointer to q
@@ -901,6 +906,44 @@ class FlashAttention:
             mapping[name] = by_source[source] = fresh
             plan.new_params.append((fresh, c.code(arg_nodes[name]), plan.softmax.param(name).kind == "constexpr"))
         return c.code(_rename_all(transform, mapping))
+
+    def _causal_end(self, plan: _Plan, body: _Body, p_stmt: _Stmt, roles3: dict, pv: Kernel) -> str | None:
+        """Where the key loop may stop: a causal mask ``s = tl.where(row >= key, s, -inf)`` as the scores' last
+        step masks every key past the block's last row, so blocks there add nothing (p = 0, alpha = 1)."""
+        sp = _sympy()
+        name = plan.scores_code
+        defs = [st for st in plan.in_loop if (parts := _assign_parts(st)) is not None and parts[0] == name]
+        if not name.isidentifier() or not defs:
+            return None
+        value = _assign_parts(defs[-1])[1]
+        if not (isinstance(value, cst.Call) and _dotted(value.func) == "tl.where" and len(value.args) == 3
+                and _flat(value.args[1].value) == name and _flat(value.args[2].value) in _NEG_INF):
+            return None
+        cond = _unparen(value.args[0].value)
+        if not (isinstance(cond, cst.Comparison) and len(cond.comparisons) == 1):
+            return None
+        op = cond.comparisons[0].operator
+        saved, body.index.env = body.index.env, p_stmt.env
+        try:
+            left, right = body.index.of(cond.left), body.index.of(cond.comparisons[0].comparator)
+        finally:
+            body.index.env = saved
+        if left is None or right is None:
+            return None
+        row, key = (left, right) if isinstance(op, cst.GreaterThanEqual) else (right, left) if isinstance(op, cst.LessThanEqual) else (None, None)
+        if row is None or sp.expand(row - roles3["row"]) != 0 or sp.expand(key - roles3["key"]) != 0:
+            return None
+        start = sp.expand(_strip_axes(roles3["row"]) - _arange(_strip_axes(roles3["row"]), pv))
+        block = _arange(_strip_axes(roles3["row"]), pv).name.split("ar:", 1)[1]
+        pid = start / sp.Symbol(f"k3.blk:{block}")
+        if isinstance(pid, sp.Symbol) and pid.name.startswith("k3.pid"):  # the tutorial's (start_m + 1) * BLOCK_M
+            named = next((st.target for st in body.stmts[:body.prologue] if st.target and not st.aug and st.value is not None
+                          and _flat(st.value) == f"tl.program_id({pid.name[6:]})"), None)
+            return f"({named or _code_of(pid, body, pv)} + 1) * {block}"
+        try:
+            return _code_of(start + sp.Symbol(f"k3.blk:{block}"), body, pv)
+        except ActionError:
+            return None
 
     def _accumulator(self, kdef: cst.FunctionDef, body: _Body, p_name: str, pv: Kernel) -> tuple[str, str]:
         """The accumulator the loop adds ``tl.dot(p, v)`` to, and its row block (first dim of its tl.zeros)."""
@@ -1276,6 +1319,11 @@ class FlashAttention:
             else:
                 new_loop_body.append(st)
         new_loop = plan.loop.with_changes(body=plan.loop.body.with_changes(body=new_loop_body))
+        if plan.loop_end is not None:  # causal: the blocks past the row block's last row are all masked
+            bound = new_loop.iter.args[1]
+            new_loop = new_loop.with_changes(iter=new_loop.iter.with_changes(args=[
+                new_loop.iter.args[0], bound.with_changes(value=c.expr(f"tl.minimum({c.code(bound.value)}, {plan.loop_end})")),
+                *new_loop.iter.args[2:]]))
         body = []
         for st in kdef.body.body:
             if st is plan.loop:

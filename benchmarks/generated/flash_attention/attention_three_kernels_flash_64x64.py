@@ -20,7 +20,7 @@ def pv_kernel(v_ptr, o_ptr, seq_len,
                 mask=offs_m[:, None] < seq_len, other=0.0)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    for start_n in range(0, seq_len, BLOCK_N):
+    for start_n in range(0, tl.minimum(seq_len, (pid_m + 1) * BLOCK_M), BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         k = tl.load(k_ptr + bh * seq_len * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
                     mask=offs_n[:, None] < seq_len, other=0.0)
