@@ -1,6 +1,6 @@
 """``mtmc kernelbench --problems DIR --level N``: KernelBench problems -> generated Triton -> the field's protocol.
 
-For each problem: trace ``Model`` and write ``ModelNew`` with naive Triton kernels
+For each problem: trace ``Model`` and write ``ModelNew`` with Triton kernels (tiled by shape)
 (``optimizer.kernelbench``), optionally let the MTMC loop optimize each kernel (``--optimize-steps``),
 check it statically, then run KernelBench's protocol in a worker: 5 correctness trials, and on a GPU
 eager / torch.compile / ModelNew timed in the same run. Rows go to ``OUT/results.jsonl`` as they land
