@@ -14,11 +14,18 @@ import hashlib
 import hmac
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-
-from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
+from mtmc_lsp.optimizer.verify import (
+    VerifyOptions,
+    WorkerPool,
+    build_job,
+    discover_harness,
+    verify_file,
+)
 from mtmc_lsp.optimizer.verify.pool import Worker, _Relay, judged_result
 
 FAULTS = Path(__file__).resolve().parent / "corpus" / "faults"
@@ -57,6 +64,95 @@ def test_without_anything_to_judge_by_the_job_says_it_judged_itself(pool):
     report = verify(pool, "base", old_text=None)  # its own reference(): nothing outside its file
     assert report.status == "verified"
     assert report.raw["runtime"]["isolation"].startswith("none")
+
+
+# The GPU path of an isolated job (timing after the checker's verdicts, the recheck, replaying a test's
+# launches) on the CPU: both halves in one subprocess, do_bench replaced by a wall clock.
+GPU_DRIVER = r"""
+import json, os, statistics, sys, time
+os.environ["TRITON_INTERPRET"] = "1"
+from mtmc_lsp.optimizer.verify.runtime import checker, job as jobmod, timing
+
+def wall_clock_bench(fn, warmup_ms, rep_ms, sync_all_streams):
+    fn()
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter(); fn(); times.append((time.perf_counter() - t0) * 1e3)
+    return {"median_ms": statistics.median(times), "p20_ms": min(times), "p80_ms": max(times)}
+
+timing.bench_ms = wall_clock_bench
+jobmod.environment = lambda mode: {"mode": mode, "device_name": "fake GPU (CPU interpreter)"}
+job = json.loads(sys.stdin.read())
+session = checker.CheckerSession({k: v for k, v in job.items() if k != "new_text"}, lambda message: None)
+session.device = "cpu"
+session.open()
+judged = []
+
+def judge(request):
+    reply = session.verdict_on(request)
+    judged.append(request.get("kind"))
+    return {**reply, "judge_id": str(len(judged))}
+
+runner = jobmod.Job({**job, "side": "candidate"}, lambda message: None, judge)
+runner.device = "cpu"
+result = runner.run()
+result["judged_kinds"] = judged
+print(json.dumps(result))
+"""
+
+TEST_STYLE = '''import time
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 64),)](x, y, out, x.numel(), BLOCK=64)
+    return out
+
+
+def test_add(device="cpu"):
+    x, y = torch.randn(200, device=device), torch.randn(200, device=device)
+    out = add(x, y)
+    return out
+'''
+
+
+def _isolated_gpu_job(new: str, old: str, **opts) -> dict:
+    job = build_job(discover_harness(new), new, old, "gpu", VerifyOptions(timing_rounds=3, **opts))
+    out = subprocess.run([sys.executable, "-c", GPU_DRIVER], input=json.dumps(job), capture_output=True, text=True,
+                         timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_an_isolated_job_is_timed_after_the_checkers_verdicts_and_rechecked_through_it():
+    slow = BASE.replace("import torch\n", "import time\n\nimport torch\n", 1).replace(
+        "    return out\n", "    time.sleep(0.1)\n    return out\n", 1)
+    result = _isolated_gpu_job(BASE, slow, input_kwargs={"n": 40}, recheck_speedup_above=3, adaptive_timing=False)
+    assert all(t["ok"] and t.get("judge_id") for t in result["trials"])
+    assert result["speed"]["rounds"] and all(set(r) == {"old", "new", "reference"} for r in result["speed"]["rounds"])
+    recheck = result["recheck"]
+    assert recheck["rounds"] and all(t["ok"] and t.get("judge_id") for t in recheck["trials"])
+    assert result["judged_kinds"].count("shape") == 2  # the recheck's other shapes, judged by the checker too
+
+
+@pytest.mark.slow
+def test_an_isolated_test_style_job_replays_the_previous_versions_launches():
+    old = TEST_STYLE.replace("    out = add(x, y)\n", "    out = add(x, y)\n    time.sleep(0.1)\n")
+    result = _isolated_gpu_job(TEST_STYLE, old, adaptive_timing=False)
+    assert all(t["ok"] and t.get("judge_id") and "old" in t["checks"] for t in result["trials"])
+    assert result["speed"]["method"] == "test_add: 1 -> 1 launches of add_kernel replayed"
 
 
 # -- the pool's rules, without workers -------------------------------------------------------------
