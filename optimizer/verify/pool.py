@@ -367,12 +367,15 @@ class _Relay:
         while True:
             msg, status = self.checker._next_message(deadline, cancelled)
             if msg is None:
-                self.checker._dump_stacks() if status == "timeout" else None
+                if status == "cancelled":
+                    # The checker runs only accepted code: it stays (a superseded job is the common case),
+                    # and the next job skips this request's late verdict by its id.
+                    return None, ("cancelled", "cancelled before it finished")
+                if status == "timeout":
+                    self.checker._dump_stacks()
                 self.checker.kill()
                 if status == "timeout":
                     return None, ("timeout", "the checker (reference and previous version) did not answer in time")
-                if status == "cancelled":
-                    return None, ("cancelled", "cancelled before it finished")
                 return None, ("crash", f"the checker process failed: {status}")
             if msg.get("event") == "verdict" and msg.get("rid") == rid:
                 break
