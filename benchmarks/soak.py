@@ -13,6 +13,13 @@ got an answer, the last diagnostics carry the last version, the server still ans
 
     python benchmarks/soak.py --edits 10000 --out benchmarks/results/reliability
     python benchmarks/soak.py --edits 300 --verify-every 100   # the CI size (tests/lsp/test_soak.py)
+
+``--close-rounds N`` measures instead what closing a big file gives back: a server in its own process
+(RSS of the server alone), a small file opened and closed first (the lazily imported checks and
+actions: the warm idle), then N rounds of opening a ~1 MB file, editing inside one of its kernels,
+waiting for the last diagnostics and closing it; RSS after each close (``close.json``, ``close.md``).
+
+    python benchmarks/soak.py --close-rounds 3 --out benchmarks/results/reliability
 """
 
 from __future__ import annotations
@@ -146,6 +153,75 @@ def run(edits: int, verify_every: int, probe_every: int, sample_every: int, garb
     return result
 
 
+def _server_rss_mb(client: RawClient) -> float:
+    with open(f"/proc/{client.process.pid}/status") as handle:
+        return next(int(line.split()[1]) / 1024 for line in handle if line.startswith("VmRSS:"))
+
+
+def _settle(client: RawClient, seconds: float = 20.0) -> float:
+    """RSS once it stops falling (the close's gc and malloc_trim run in the analysis thread)."""
+    deadline, last = time.monotonic() + seconds, _server_rss_mb(client)
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = _server_rss_mb(client)
+        if now >= last - 0.5:
+            return now
+        last = now
+    return last
+
+
+def close_rounds(rounds: int, size_bytes: int = 1_000_000, edits: int = 3) -> dict:
+    """RSS of a server process: idle, warm idle, and after each close of a big, edited file."""
+    root = Path(tempfile.mkdtemp(prefix="mtmc-close-"))
+    client = RawClient.subprocess(cwd=root, settings={"targetGpu": "h100", "compileDiagnostics": False,
+                                                      "policy": "heuristic", "diagnosticsDebounceMs": 50})
+    client.initialize(root)
+    time.sleep(1.0)
+    idle = _server_rss_mb(client)
+    small = (root / "small.py").as_uri()
+    client.open(small, MATMUL)
+    client.wait_for(lambda: any(n["method"] == "textDocument/publishDiagnostics" and n["params"]["uri"] == small
+                                for n in client.notifications), 60)
+    client.close_document(small)
+    warm = _settle(client)
+    text = (MATMUL + "\n") * (size_bytes // len(MATMUL))
+    body_line = next(i for i, line in enumerate(MATMUL.splitlines()) if line.startswith("def matmul_kernel")) + 2
+    rows = []
+    for round_index in range(rounds):
+        uri = (root / f"big{round_index}.py").as_uri()
+        client.open(uri, text)
+        version = 1
+        for i in range(edits):  # a different kernel source each time: new entries in the checks' caches
+            version = client.change(uri, (body_line, 0), (body_line, 0), f"    # edit {round_index}.{i}\n")
+            client.wait_for(lambda v=version: any(n["method"] == "textDocument/publishDiagnostics"
+                                                  and n["params"].get("uri") == uri
+                                                  and n["params"].get("version") == v for n in client.notifications), 120)
+        peak = _server_rss_mb(client)
+        client.close_document(uri)
+        rows.append({"round": round_index + 1, "peak_mb": round(peak, 1), "after_close_mb": round(_settle(client), 1)})
+    result = {"idle_mb": round(idle, 1), "warm_idle_mb": round(warm, 1), "file_bytes": len(text), "edits": edits,
+              "rounds": rows, "alive": client.alive(), "python": sys.version.split()[0], "cpus": os.cpu_count(),
+              "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    client.close()
+    return result
+
+
+def close_report(result: dict) -> str:
+    rows = "\n".join(f"| {r['round']} | {r['peak_mb']} | {r['after_close_mb']} |" for r in result["rounds"])
+    return f"""## Closing a big file: RSS of the server process
+
+A {result['file_bytes']:,}-byte file (the matmul example repeated), {result['edits']} edits inside one kernel
+(each analysed), then closed; allocator {result.get('pythonmalloc', 'pymalloc (default)')}; load average
+{result['load_avg']} on {result['cpus']} CPUs. Idle after initialize:
+{result['idle_mb']} MB; warm idle (a small file opened and closed: the checks and actions imported):
+{result['warm_idle_mb']} MB.
+
+| round | peak MB | after close MB |
+|---:|---:|---:|
+{rows}
+"""
+
+
 def report(result: dict) -> str:
     lat = result["latency_ms"]
     rows = "\n".join(f"| {m} | {v['p50']} | {v['p95']} | {v['p99']} | {v['max']} |" for m, v in lat.items())
@@ -190,7 +266,20 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=20, help="edits between pauses")
     parser.add_argument("--pause-ms", type=float, default=400.0, help="pause after each burst (diagnostics run)")
     parser.add_argument("--out", type=Path, default=None, help="folder for soak.json and soak.md")
+    parser.add_argument("--close-rounds", type=int, default=0,
+                        help="measure RSS after closing a ~1 MB file this many times instead of the soak")
+    parser.add_argument("--close-edits", type=int, default=3, help="edits inside a kernel before each close")
     args = parser.parse_args()
+    if args.close_rounds:
+        result = close_rounds(args.close_rounds, edits=args.close_edits)
+        result["pythonmalloc"] = os.environ.get("PYTHONMALLOC", "pymalloc (default)")
+        text = close_report(result)
+        print(text)
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "close.json").write_text(json.dumps(result, indent=1) + "\n")
+            (args.out / "close.md").write_text(text)
+        sys.exit(0 if result["alive"] else 1)
     result = run(args.edits, args.verify_every, args.probe_every, args.sample_every, args.garbage_every,
                  args.debounce_ms, args.seed, args.rate, args.burst, args.pause_ms)
     text = report(result)
