@@ -50,6 +50,15 @@ class TrainLog:
         path.write_text(json.dumps(asdict(self), indent=1) + "\n")
         return path
 
+    def finish(self, model, started: float, out: str | Path | None) -> "TrainLog":
+        """Close a run: its time, the model back in eval mode, and the adapter plus this log in ``out``."""
+        self.seconds = round(time.monotonic() - started, 3)
+        model.eval()
+        if out is not None:
+            model.save_pretrained(str(Path(out)))
+            self.write(Path(out) / "train_log.json")
+        return self
+
 
 def bc_examples(decisions: list[Decision], chains_only: bool = True) -> list[tuple[Decision, int]]:
     """(decision, index of the chosen action among the offered) for every usable decision."""
@@ -76,7 +85,7 @@ def train_bc(model, decisions: list[Decision], config: BCConfig | None = None, o
     started = time.monotonic()
     model.train()
     for step in range(1, config.steps + 1):
-        batch = [examples[rng.randrange(len(examples))] for _ in range(min(config.batch_size, len(examples)))]
+        batch = rng.sample(examples, min(config.batch_size, len(examples)))  # distinct states per step
         loss_sum, nll_sum, correct = 0.0, 0.0, 0
         optimizer.zero_grad()
         for decision, chosen in batch:
@@ -91,13 +100,7 @@ def train_bc(model, decisions: list[Decision], config: BCConfig | None = None, o
         if step % config.log_every == 0 or step == config.steps:
             log.rows.append({"step": step, "loss": loss_sum / len(batch), "chosen_nll": nll_sum / len(batch),
                              "chosen_majority": correct / len(batch)})
-    log.seconds = round(time.monotonic() - started, 3)
-    model.eval()
-    if out is not None:
-        out = Path(out)
-        model.save_pretrained(str(out))
-        log.write(out / "train_log.json")
-    return log
+    return log.finish(model, started, out)
 
 
 def chosen_probability(model, decisions: list[Decision], chains_only: bool = True) -> float:

@@ -69,7 +69,7 @@ def train_rl(model, decisions: list[Decision], config: RLConfig | None = None, o
     started = time.monotonic()
     model.train()
     for step in range(1, config.steps + 1):
-        batch = [examples[rng.randrange(len(examples))] for _ in range(min(config.batch_size, len(examples)))]
+        batch = rng.sample(examples, min(config.batch_size, len(examples)))  # distinct states per step
         optimizer.zero_grad()
         totals = {"loss": 0.0, "kl": 0.0, "expected_reward": 0.0, "best_first": 0.0}
         for decision, indices, rewards in batch:
@@ -89,13 +89,7 @@ def train_rl(model, decisions: list[Decision], config: RLConfig | None = None, o
         optimizer.step()
         if step % config.log_every == 0 or step == config.steps:
             log.rows.append({"step": step, **{k: v / len(batch) for k, v in totals.items()}})
-    log.seconds = round(time.monotonic() - started, 3)
-    model.eval()
-    if out is not None:
-        out = Path(out)
-        model.save_pretrained(str(out))
-        log.write(out / "train_log.json")
-    return log
+    return log.finish(model, started, out)
 
 
 def policy_quality(model, decisions: list[Decision]) -> dict[str, float]:
