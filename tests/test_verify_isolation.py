@@ -60,6 +60,20 @@ def test_an_attack_from_the_candidates_process_cannot_change_the_verdict(pool, n
 
 
 @pytest.mark.slow
+def test_inputs_that_are_not_tensors_cross_to_the_checker_unchanged(pool):
+    text = BASE.replace("def scale_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:",
+                        "def scale_add(x, y, dtype, device, shape, label):").replace(
+        "    return [torch.randn(n, device=device, dtype=torch.float32), torch.randn(n, device=device, dtype=torch.float32)]",
+        "    return [torch.randn(n, device=device), torch.randn(n, device=device), torch.float32, torch.device(device),"
+        " torch.Size([n]), 'label']").replace(
+        "def reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:", "def reference(x, y, *rest):")
+    options = VerifyOptions(pool=pool, compile_for_target=False, compile_timeout_s=60, run_timeout_s=60)
+    report = verify_file(text, text, "odd_inputs.py", "h100", options)
+    assert report.status == "verified", report.summary  # a dtype, a device, a Size and a str are not "mutated"
+    assert report.raw["runtime"]["isolation"] == "checker process"
+
+
+@pytest.mark.slow
 def test_without_anything_to_judge_by_the_job_says_it_judged_itself(pool):
     report = verify(pool, "base", old_text=None)  # its own reference(): nothing outside its file
     assert report.status == "verified"

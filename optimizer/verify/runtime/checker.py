@@ -20,7 +20,7 @@ from typing import IO, Any, Callable
 
 import torch
 
-from .job import FatalDeviceError, Job, _digest, alternate_shapes
+from .job import FatalDeviceError, Job, _digest, alternate_shapes, portable
 from .versions import UserCodeError, describe_exception, to_device
 
 Emit = Callable[[dict], None]
@@ -102,7 +102,9 @@ class CheckerSession(Job):
                 trial.update(ok=False, error={"stage": "get_inputs", **err.info})
                 return {"trial": trial}
             first = not self.floor_known
-            self._judge_trial(trial, self.impls, fresh, args, got, seed, str(request.get("kind")), kwargs, first)
+            pristine = to_device(portable(fresh), self.device)  # what the candidate's file would hold unchanged
+            self._judge_trial(trial, self.impls, fresh, args, got, seed, str(request.get("kind")), kwargs, first,
+                              pristine)
             self.floor_known = True
         findings = {"precision": self.result["runtime"].get("precision")}
         if not self.result["compile"].get("old", {}).get("ok", True):

@@ -114,7 +114,7 @@ def portable(value: Any) -> Any:
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
         return {k if isinstance(k, (str, int)) else str(k): portable(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
         return value
     return repr(value)
 
@@ -127,6 +127,25 @@ def _to_device(value: Any, device: str) -> Any:
     if isinstance(value, dict):
         return {k: _to_device(v, device) for k, v in value.items()}
     return value
+
+
+def _mutation(args: Any, pristine: Any) -> dict | None:
+    """The first difference between the inputs after a call and before it; objects among them that the
+    comparison cannot walk (a dtype, a device, a str) are compared by their repr."""
+    try:
+        return cmp.tensors_equal(args, pristine)
+    except TypeError:
+        return cmp.tensors_equal(_by_repr(args), _by_repr(pristine))
+
+
+def _by_repr(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) or value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_by_repr(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _by_repr(v) for k, v in value.items()}
+    return hash(repr(value))
 
 
 class FatalDeviceError(Exception):
@@ -561,9 +580,10 @@ class Job:
         return True
 
     def _judge_trial(self, trial: dict, impls: dict, fresh: Any, args: Any, got: Any, seed: int, kind: str,
-                     kwargs: dict, first: bool) -> None:
+                     kwargs: dict, first: bool, pristine: Any = None) -> None:
         """The expected outputs of this seed (reference, previous version), compared with the candidate's;
-        also whether the candidate changed its inputs (``args`` after the call against ``fresh``)."""
+        also whether the candidate changed its inputs (``args`` after the call against ``pristine``, by
+        default ``fresh``; the checker passes ``fresh`` as the candidate's file carried it)."""
         expected: dict[str, Any] = {}
         for role in ("reference", "old"):
             impl = impls.get(role)
@@ -594,7 +614,7 @@ class Job:
         if self.floor is None or first:
             self.floor = self._precision_floor(fresh, expected)
             self.result["runtime"]["precision"] = str(self.floor).replace("torch.", "") if self.floor else None
-        mutated = cmp.tensors_equal(args, fresh)
+        mutated = _mutation(args, fresh if pristine is None else pristine)
         if mutated is not None:
             trial.update(ok=False, mutated=mutated)
         bad = cmp.nonfinite(got)
