@@ -211,7 +211,7 @@ def close_report(result: dict) -> str:
     return f"""## Closing a big file: RSS of the server process
 
 A {result['file_bytes']:,}-byte file (the matmul example repeated), {result['edits']} edits inside one kernel
-(each analysed), then closed; allocator {result.get('pythonmalloc', 'pymalloc (default)')}; load average
+(each analysed), then closed; allocator {result.get('pythonmalloc', 'malloc')}; load average
 {result['load_avg']} on {result['cpus']} CPUs. Idle after initialize:
 {result['idle_mb']} MB; warm idle (a small file opened and closed: the checks and actions imported):
 {result['warm_idle_mb']} MB.
@@ -272,7 +272,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.close_rounds:
         result = close_rounds(args.close_rounds, edits=args.close_edits)
-        result["pythonmalloc"] = os.environ.get("PYTHONMALLOC", "pymalloc (default)")
+        # `mtmc serve` restarts itself under PYTHONMALLOC=malloc unless the environment names an allocator.
+        result["pythonmalloc"] = os.environ.get("PYTHONMALLOC", "malloc (mtmc serve's default)")
         text = close_report(result)
         print(text)
         if args.out:
