@@ -23,9 +23,11 @@ SOFTMAX = (EXAMPLES / "softmax.py").read_text()
 GOAL = "retile with a smaller block and one warp"
 RETILED = SOFTMAX.replace("BLOCK_SIZE = 128", "BLOCK_SIZE = 32").replace("num_warps=4", "num_warps=1")
 # Changes the example's get_inputs(), outside the kernel and its launch code: the gate refuses it.
-OUTSIDE = fenced("@@\n def get_inputs(device: str = \"cuda\", rows: int = 256, cols: int = 1000):\n"
-                 "-    return [torch.randn(rows, cols, device=device, dtype=torch.float32)]\n"
-                 "+    return [torch.rand(rows, cols, device=device, dtype=torch.float32)]\n")
+# The hunk is built from the example's own lines, so it keeps matching when the example's sizes change.
+_HARNESS = SOFTMAX.split("\ndef get_inputs", 1)[1].splitlines()
+_INPUTS = next(line for line in _HARNESS if "torch.randn(" in line)
+OUTSIDE = fenced("@@\n" + f" def get_inputs{_HARNESS[0]}\n" + "".join(f" {line}\n" for line in _HARNESS[1:_HARNESS.index(_INPUTS)])
+                 + f"-{_INPUTS}\n+{_INPUTS.replace('torch.randn(', 'torch.rand(')}\n")
 # Verification off: a step's verification settles at once ("skipped") and runs no kernels.
 QUIET = {**TEST_SETTINGS, "verification": {"enabled": False}}
 
