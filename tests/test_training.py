@@ -447,3 +447,18 @@ def test_variants_of_heldout_files_are_refused_and_the_cli_writes_dev_variants(t
     written = sorted(p.name for p in (tmp_path / "variants").iterdir())
     assert written == ["k__dtype_swap.py", "k__shape_x0.25.py"]
     assert (tmp_path / "variants" / "k__shape_x0.25.py").read_text().startswith("# Synthetic variant (shape_x0.25) of ")
+
+
+def test_every_dev_variant_keeps_its_kernels_unchanged():
+    from mtmc_lsp.optimizer.training.variants import variants_of
+
+    count = 0
+    for path in sorted((ROOT / "benchmarks" / "wild" / "dev").glob("*.py")):
+        original = path.read_text()
+        kernels = {k.name: original[k.span.start_offset:k.span.end_offset] for k in analyze(original).kernels}
+        for variant in variants_of(path):
+            count += 1
+            changed = analyze(variant.text)
+            assert {k.name: variant.text[k.span.start_offset:k.span.end_offset] for k in changed.kernels} == kernels, \
+                f"{path.name} {variant.tag}"
+    assert count >= 50  # 56 on 2026-12-01: most dev files have a harness with sizes or half inputs
