@@ -80,6 +80,17 @@ def test_a_caller_allocated_output_is_refused():
     assert "not allocated with torch.empty" in why_refused(text)
 
 
+def test_an_autotuned_kernel_gets_split_k_in_every_config_and_a_zeroing_autotuner():
+    tuned = kernel_path("matmul_autotuned").read_text()
+    cand = next(cand for cand in applicable(analyze(tuned), "mm_autotuned_kernel", H100) if cand.action == "split_k")
+    new = apply_candidate(tuned, cand, H100).new_text
+    assert new.count('"SPLIT_K": 4}') == 2 and 'reset_to_zero=["c_ptr"]' in new  # timed runs add into c too
+    assert 'META["SPLIT_K"])' in new and "SPLIT_K=" not in new.split("def matmul_autotuned", 1)[1]
+    fixed_grid = tuned.replace('grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]), triton.cdiv(N, META["BLOCK_N"]))',
+                               "grid = (triton.cdiv(M, 16), triton.cdiv(N, 16))")
+    assert "grid must be a lambda" in why_refused(fixed_grid, "mm_autotuned_kernel")
+
+
 @pytest.mark.slow
 def test_split_k_stays_equivalent(tmp_path):
     tol = (1e-2, 1e-2)
@@ -90,5 +101,11 @@ def test_split_k_stays_equivalent(tmp_path):
             if cand.action == "split_k" and cand.params["SPLIT_K"] in (2, 8):
                 jobs.append(job(tmp_path, f"{name}:{cand.key()}", text, apply_candidate(text, cand, H100).new_text, tol))
     assert len(jobs) == 4
+    tuned = kernel_path("matmul_autotuned").read_text()
+    cand = next(cand for cand in applicable(analyze(tuned), "mm_autotuned_kernel", H100) if cand.action == "split_k")
+    split = apply_candidate(tuned, cand, H100).new_text
+    # Each config runs alone here (the interpreter has no timer), so this checks the split, not
+    # reset_to_zero: without it only a GPU's autotuner adds its timed runs into the output.
+    jobs.append(job(tmp_path, "autotuned:split_k", tuned, split, tol))
     results = run_jobs(jobs, tmp_path)
     assert all(r["ok"] for r in results), [r for r in results if not r["ok"]]

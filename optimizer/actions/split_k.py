@@ -8,7 +8,9 @@ feeding tl.dot whose only loop-carried state is the accumulator and pointers adv
 loop-invariant steps, the accumulator reaches a single ``tl.store`` unchanged except for a dtype
 cast (a bias or an activation would be applied once per split), the output is allocated with
 ``torch.empty`` in the launching function and never read by the kernel, and the grid is a tuple
-of one or two axes. The sum's order changes (atomics), so results match within the dtype's
+of one or two axes. An autotuned kernel gets ``SPLIT_K`` in every config (its grid must read it
+through ``META``) and ``reset_to_zero=[output]`` on ``@triton.autotune``: the autotuner's timed runs
+add into the output too. The sum's order changes (atomics), so results match within the dtype's
 tolerance, not bit for bit.
 
 Example: kernel=mm_kernel target=h100 params={"SPLIT_K": 4}
@@ -156,8 +158,6 @@ class SplitK:
     changes_numerics = False  # the order of a sum changes, within the dtype's tolerance
 
     def _plan(self, module: cst.Module, analysis: FileAnalysis, kernel: Kernel) -> _Plan:
-        if kernel.is_autotuned:
-            raise ActionError("the kernel is autotuned: its configs would need SPLIT_K too")
         if kernel.param(SPLIT_PARAM) is not None:
             raise ActionError(f"{kernel.name} already has {SPLIT_PARAM}")
         if kernel.calls_of("num_programs"):
@@ -204,6 +204,17 @@ class SplitK:
         if isinstance(var, cst.Name) and launch.host is not None and c.count_name(launch.host, var.value) != 2:
             raise ActionError(f"the grid variable {var.value} is used elsewhere too")
         allocation = self._output_allocation(kernel, kdef, launch, store)
+        if kernel.is_autotuned:
+            # Every config gets SPLIT_K, the grid reads it through META, and the autotuner zeroes the
+            # output before each timed run and once after (reset_to_zero): atomics add into it.
+            if c.autotune_configs(kdef) is None or _autotune_call(kdef) is None:
+                raise ActionError("the autotune configs are not a literal list of triton.Config")
+            if not parsed[1]:
+                raise ActionError("an autotuned kernel's grid must be a lambda over META to read SPLIT_K")
+            if any(not (cfg.args and isinstance(cfg.args[0].value, cst.Dict)) for cfg in c.autotune_configs(kdef)[1]):
+                raise ActionError("an autotune config's parameters are not a literal dict")
+            if c.kwarg(_autotune_call(kdef), "reset_to_zero") is not None:
+                raise ActionError("the autotuner already resets arguments (reset_to_zero)")
         return _Plan(kdef, launch, loop, it, increments, store, grid, axes, allocation)
 
     @staticmethod
@@ -355,11 +366,15 @@ class SplitK:
         new_kdef = new_kdef.with_changes(params=new_kdef.params.with_changes(params=params_list + [new_param]))
         # The host: a zeroed output, one more grid axis, the new constexpr at the launch.
         tuple_node, is_lambda = _grid_tuple(plan.grid)  # type: ignore[misc]
-        extra = c.expr(f"META['{SPLIT_PARAM}']") if is_lambda else cst.Integer(str(split))
+        quote = '"' if '"' in c.code(plan.grid) else "'"
+        extra = c.expr(f"META[{quote}{SPLIT_PARAM}{quote}]") if is_lambda else cst.Integer(str(split))
         elements = [e.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for e in tuple_node.elements]
         new_tuple = tuple_node.with_changes(elements=elements + [cst.Element(extra)])
         zeroed = plan.allocation.with_changes(func=c.expr(_ZEROED[c.code(plan.allocation.func)]))
-        new_call = c.set_kwarg(plan.launch.call, SPLIT_PARAM, cst.Integer(str(split)))
+        tuned = kernel.is_autotuned
+        new_call = plan.launch.call if tuned else c.set_kwarg(plan.launch.call, SPLIT_PARAM, cst.Integer(str(split)))
+        if tuned:
+            new_kdef = _split_configs(new_kdef, split, _stored_pointer(kernel, plan.store))
         pairs = [(plan.kdef, new_kdef), (plan.allocation, zeroed)]
         if plan.grid is plan.launch.call.func.slice[0].slice.value or tuple_node is plan.launch.call.func.slice[0].slice.value:  # type: ignore[union-attr]
             new_call = c.replace_all(cst.Module(body=[cst.SimpleStatementLine([cst.Expr(new_call)])]),
@@ -370,6 +385,33 @@ class SplitK:
         module = c.replace_all(module, pairs)
         return c.finish(text, module, f"split-K for {kernel.name} ({SPLIT_PARAM}={split})",
                         ["the output is accumulated with atomic adds: the summation order varies from run to run"])
+
+
+def _autotune_call(kdef: cst.FunctionDef) -> cst.Call | None:
+    return next((d.decorator for d in kdef.decorators
+                 if isinstance(d.decorator, cst.Call) and c.code(d.decorator.func).endswith("autotune")), None)
+
+
+def _stored_pointer(kernel: Kernel, store: cst.Call) -> str:
+    return next(iter(c.names_in(store.args[0].value) & {p.name for p in kernel.pointer_params}))
+
+
+def _split_configs(kdef: cst.FunctionDef, split: int, out_param: str) -> cst.FunctionDef:
+    """Every autotune config with ``"SPLIT_K": split``, and ``reset_to_zero=[out_param]`` on the decorator."""
+    _lst, configs = c.autotune_configs(kdef)  # type: ignore[misc]
+    pairs = []
+    for cfg in configs:
+        params = cfg.args[0].value
+        elements = list(params.elements)
+        last = elements[-1]
+        quote = '"' if '"' in c.code(params) else "'"
+        elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        elements.append(cst.DictElement(c.expr(f"{quote}{SPLIT_PARAM}{quote}"), cst.Integer(str(split)), comma=last.comma))
+        pairs.append((params, params.with_changes(elements=elements)))
+    kdef = c.replace_all(cst.Module(body=[kdef]), pairs).body[0]
+    call = _autotune_call(kdef)
+    reset = c.set_kwarg(call, "reset_to_zero", c.expr(f'["{out_param}"]'))
+    return c.replace_all(cst.Module(body=[kdef]), [(call, reset)]).body[0]
 
 
 def _load_pointers(kdef: cst.FunctionDef) -> list[cst.BaseExpression]:
