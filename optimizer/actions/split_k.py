@@ -207,11 +207,12 @@ class SplitK:
         if kernel.is_autotuned:
             # Every config gets SPLIT_K, the grid reads it through META, and the autotuner zeroes the
             # output before each timed run and once after (reset_to_zero): atomics add into it.
-            if c.autotune_configs(kdef) is None or _autotune_call(kdef) is None:
+            tuned = c.autotune_configs(kdef)
+            if tuned is None or _autotune_call(kdef) is None:
                 raise ActionError("the autotune configs are not a literal list of triton.Config")
             if not parsed[1]:
                 raise ActionError("an autotuned kernel's grid must be a lambda over META to read SPLIT_K")
-            if any(not (cfg.args and isinstance(cfg.args[0].value, cst.Dict)) for cfg in c.autotune_configs(kdef)[1]):
+            if any(not (cfg.args and isinstance(cfg.args[0].value, cst.Dict)) for cfg in tuned[1]):
                 raise ActionError("an autotune config's parameters are not a literal dict")
             if c.kwarg(_autotune_call(kdef), "reset_to_zero") is not None:
                 raise ActionError("the autotuner already resets arguments (reset_to_zero)")
@@ -308,10 +309,9 @@ class SplitK:
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         try:
-            plan = self._plan(c.parse(analysis.text), analysis, kernel)
+            self._plan(c.parse(analysis.text), analysis, kernel)
         except ActionError:
             return []
-        del plan
         return [Candidate(self.name, self.kind, kernel.name, {SPLIT_PARAM: s},
                           f"Split the K loop over {SPLIT_PARAM}={s} programs (atomic adds) for skinny shapes on "
                           f"{target.key.upper()}", c.kernel_line(kernel))
@@ -327,10 +327,10 @@ class SplitK:
         start, stop, step = ("0", c.code(positional[0].value), "1") if len(positional) == 1 else (
             c.code(positional[0].value), c.code(positional[1].value),
             c.code(positional[2].value) if len(positional) == 3 else "1")
-        first = f"{PID_NAME}" if start.strip() == "0" else f"{start} + {PID_NAME}"
-        if step.strip() != "1":
-            first = f"{PID_NAME} * {step}" if start.strip() == "0" else f"{start} + {PID_NAME} * {step}"
-        new_step = SPLIT_PARAM if step.strip() == "1" else f"{SPLIT_PARAM} * {step}"
+        unit_step = step.strip() == "1"
+        offset = PID_NAME if unit_step else f"{PID_NAME} * {step}"
+        first = offset if start.strip() == "0" else f"{start} + {offset}"
+        new_step = SPLIT_PARAM if unit_step else f"{SPLIT_PARAM} * {step}"
         new_args = [cst.Arg(c.expr(first)), cst.Arg(c.expr(stop)), cst.Arg(c.expr(new_step))]
         new_args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in new_args[:-1]] + [new_args[-1]]
         keywords = [a for a in plan.loop_range.args if a.keyword is not None]
@@ -346,15 +346,13 @@ class SplitK:
             before.append(c.stmt(f"{target_code} += {PID_NAME} * ({step_code})"))
             loop_pairs.append((inc, inc.with_changes(value=c.expr(f"{SPLIT_PARAM} * ({step_code})"))))
         new_loop = c.replace_all(cst.Module(body=[plan.loop]), loop_pairs).body[0]
-        new_loop = new_loop.with_changes(iter=new_range)
-        new_loop_stmt = new_loop
-        before[0] = before[0].with_changes(leading_lines=plan.loop.leading_lines)
-        new_loop_stmt = new_loop_stmt.with_changes(leading_lines=[])
+        new_loop = new_loop.with_changes(iter=new_range, leading_lines=[])
+        before[0] = before[0].with_changes(leading_lines=plan.loop.leading_lines)  # the loop's blank lines move up
         atomic = plan.store.with_changes(func=c.expr("tl.atomic_add"))
         new_body = []
         for statement in plan.kdef.body.body:
             if statement is plan.loop:
-                new_body += before + [new_loop_stmt]
+                new_body += before + [new_loop]
             else:
                 new_body.append(statement)
         new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=new_body))
