@@ -19,7 +19,6 @@ part and per repository, per-action coverage, and the commit of each repository)
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import random
 import subprocess
@@ -30,10 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bootstrap  # noqa: E402,F401
-from wild_actions import NOT_STRUCTURAL, engine_version, pct  # noqa: E402
+from wild_actions import NOT_STRUCTURAL, engine_version, pct, survey_text  # noqa: E402
 
-from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, applicable, apply_candidate  # noqa: E402
-from mtmc_lsp.optimizer.analysis import analyze  # noqa: E402
+from mtmc_lsp.optimizer.actions import ACTIONS  # noqa: E402
 from mtmc_lsp.optimizer.hardware import get_profile  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,40 +66,8 @@ def extract(git_dir: str, name: str, dest: Path = PUBLIC) -> int:
 
 
 def survey_file(path: Path, repo: str, part: str, target) -> list[dict]:
-    """One row per kernel of ``path``."""
-    rel = str(path.relative_to(PUBLIC))
-    text = path.read_text(errors="replace")
-    try:
-        analysis = analyze(text, rel)
-    except Exception as exc:  # noqa: BLE001 - a crash of the analysis is a finding
-        return [{"file": rel, "repo": repo, "part": part, "kernel": None, "error": f"analyze: {type(exc).__name__}: {exc}"}]
-    if analysis.syntax_error is not None:
-        return [{"file": rel, "repo": repo, "part": part, "kernel": None, "error": f"syntax: {analysis.syntax_error.message}"}]
-    rows = []
-    for kernel in analysis.kernels:
-        row = {"file": rel, "repo": repo, "part": part, "kernel": kernel.name, "error": None,
-               "launched_here": bool(analysis.launches_of(kernel.name)), "candidates": []}
-        try:
-            candidates = applicable(analysis, kernel, target)
-        except Exception as exc:  # noqa: BLE001
-            row["error"] = f"applicable: {type(exc).__name__}: {exc}"
-            rows.append(row)
-            continue
-        for cand in candidates:
-            entry = {"action": cand.action, "key": cand.key(), "applies": True, "keeps_kernel": None, "apply_error": None}
-            try:
-                new_text = apply_candidate(text, cand, target).new_text
-                ast.parse(new_text)
-                entry["keeps_kernel"] = any(k.name == kernel.name for k in analyze(new_text, rel).kernels)
-            except ActionError as exc:
-                entry.update(applies=False, apply_error=f"ActionError: {exc}")
-            except SyntaxError as exc:
-                entry.update(applies=False, apply_error=f"edit does not parse: {exc}")
-            except Exception as exc:  # noqa: BLE001 - an action crashing is an engine bug to report
-                entry.update(applies=False, apply_error=f"{type(exc).__name__}: {exc}")
-            row["candidates"].append(entry)
-        rows.append(row)
-    return rows
+    """One row per kernel of ``path`` (``wild_actions.survey_text``), named relative to .public/."""
+    return survey_text(path.read_text(errors="replace"), str(path.relative_to(PUBLIC)), target, repo=repo, part=part)
 
 
 def summarize(rows: list[dict], key: str) -> dict:

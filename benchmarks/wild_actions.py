@@ -13,6 +13,7 @@ machine without a GPU) and writes ``verify.md`` / ``verify.json``: which files t
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import subprocess
 import sys
@@ -43,42 +44,53 @@ def corpus_files(realworld: bool) -> list[tuple[str, Path]]:
     return files
 
 
-def survey(files: list[tuple[str, Path]], target_key: str, allow_precision: bool) -> list[dict]:
-    """One row per kernel: the candidates offered and whether each one applies."""
-    target = get_profile(target_key)
+def survey_text(text: str, rel: str, target, allow_precision: bool = False, **fields) -> list[dict]:
+    """One row per kernel of one file (``fields`` added to each): the candidates offered, whether each
+    applies, and whether its edit still parses and keeps the kernel (a fusion: some kernel); one row
+    with ``error`` when the file cannot be analysed, one without a kernel when it has none."""
+    try:
+        analysis = analyze(text, rel)
+    except Exception as exc:  # noqa: BLE001 - a crash of the analysis is a finding, not the end of the survey
+        return [{"file": rel, **fields, "kernel": None, "error": f"analyze: {type(exc).__name__}: {exc}"}]
+    if analysis.syntax_error is not None:
+        return [{"file": rel, **fields, "kernel": None, "error": f"syntax: {analysis.syntax_error.message}"}]
+    if not analysis.kernels:
+        return [{"file": rel, **fields, "kernel": None, "error": None, "candidates": []}]
     rows = []
-    for part, path in files:
-        text = path.read_text()
-        rel = str(path.relative_to(ROOT))
+    for kernel in analysis.kernels:
+        row = {"file": rel, **fields, "kernel": kernel.name, "error": None,
+               "launched_here": bool(analysis.launches_of(kernel.name)), "candidates": []}
         try:
-            analysis = analyze(text, rel)
-        except Exception as exc:  # noqa: BLE001 - a crash of the analysis is a finding, not the end of the survey
-            rows.append({"file": rel, "part": part, "kernel": None, "error": f"analyze: {type(exc).__name__}: {exc}"})
-            continue
-        if analysis.syntax_error is not None:
-            rows.append({"file": rel, "part": part, "kernel": None, "error": f"syntax: {analysis.syntax_error.message}"})
-            continue
-        if not analysis.kernels:
-            rows.append({"file": rel, "part": part, "kernel": None, "error": None, "candidates": []})
-        for kernel in analysis.kernels:
-            row = {"file": rel, "part": part, "kernel": kernel.name, "error": None, "candidates": []}
-            try:
-                candidates = applicable(analysis, kernel, target, allow_precision=allow_precision)
-            except Exception as exc:  # noqa: BLE001
-                row["error"] = f"applicable: {type(exc).__name__}: {exc}"
-                rows.append(row)
-                continue
-            for cand in candidates:
-                entry = {**cand.to_json(), "key": cand.key(), "applies": True, "apply_error": None}
-                try:
-                    apply_candidate(text, cand, target)
-                except ActionError as exc:
-                    entry.update(applies=False, apply_error=f"ActionError: {exc}")
-                except Exception as exc:  # noqa: BLE001 - an action crashing is an engine bug to report
-                    entry.update(applies=False, apply_error=f"{type(exc).__name__}: {exc}")
-                row["candidates"].append(entry)
+            candidates = applicable(analysis, kernel, target, allow_precision=allow_precision)
+        except Exception as exc:  # noqa: BLE001
+            row["error"] = f"applicable: {type(exc).__name__}: {exc}"
             rows.append(row)
+            continue
+        for cand in candidates:
+            entry = {**cand.to_json(), "key": cand.key(), "applies": True, "keeps_kernel": None, "apply_error": None}
+            try:
+                new_text = apply_candidate(text, cand, target).new_text
+                ast.parse(new_text)
+                left = {k.name for k in analyze(new_text, rel).kernels}
+                # A fusion removes the kernels it fuses away (the consumer, a flash chain's first two):
+                # then some kernel must remain; any other step keeps this one.
+                entry["keeps_kernel"] = bool(left) if cand.kind == "Fusion" else kernel.name in left
+            except ActionError as exc:
+                entry.update(applies=False, apply_error=f"ActionError: {exc}")
+            except SyntaxError as exc:
+                entry.update(applies=False, apply_error=f"edit does not parse: {exc}")
+            except Exception as exc:  # noqa: BLE001 - an action crashing is an engine bug to report
+                entry.update(applies=False, apply_error=f"{type(exc).__name__}: {exc}")
+            row["candidates"].append(entry)
+        rows.append(row)
     return rows
+
+
+def survey(files: list[tuple[str, Path]], target_key: str, allow_precision: bool) -> list[dict]:
+    """One row per kernel of every file: ``survey_text`` over the corpus."""
+    target = get_profile(target_key)
+    return [row for part, path in files
+            for row in survey_text(path.read_text(), str(path.relative_to(ROOT)), target, allow_precision, part=part)]
 
 
 def summarize(rows: list[dict]) -> dict:
