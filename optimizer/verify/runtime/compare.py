@@ -34,6 +34,21 @@ def tolerance_for(dtype: torch.dtype, floor: torch.dtype | None = None) -> float
     return max(own, tolerance_for(floor)) if floor is not None and floor.is_floating_point else own
 
 
+def dots_in_tf32(expected: dict[str, Any], floor: torch.dtype | None, atol: float | None = None,
+                 rtol: float | None = None) -> bool:
+    """Whether the accepted version computes an fp32 job in TF32: its result misses the reference at fp32's
+    tolerance but meets it at fp16's (both keep 10 mantissa bits), as an fp32 ``tl.dot`` does on the GPU by
+    default. Then candidates are judged at fp16's tolerance too. Both results come from the accepted side
+    (its own file or the problem's), never from the candidate; explicit tolerances are kept."""
+    old, reference = expected.get("old"), expected.get("reference")
+    if floor != torch.float32 or old is None or reference is None or atol is not None or rtol is not None:
+        return False
+    try:
+        return not compare(old, reference, floor=floor)["ok"] and compare(old, reference, floor=torch.float16)["ok"]
+    except TypeError:  # results that cannot be compared judge nothing here
+        return False
+
+
 def lowest_precision(dtypes) -> torch.dtype | None:
     """The floating dtype with the loosest tolerance among ``dtypes`` (None without floating ones)."""
     floats = [d for d in dtypes if isinstance(d, torch.dtype) and d.is_floating_point]
