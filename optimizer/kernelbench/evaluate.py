@@ -9,6 +9,7 @@
 - ``fast_p`` / ``summarize``: KernelBench's fast_p is the fraction of *all* problems that are correct
   and more than p times faster than the baseline (an incorrect problem is never fast); fast_0 is the
   correct fraction. Mean speedups are over the correct, timed problems: arithmetic and geometric.
+  ``all_fp32_reference`` scores the same rows against ``Model`` run with TF32 off (see runner.py).
 """
 
 from __future__ import annotations
@@ -158,6 +159,11 @@ class ProblemResult:
     trials: int = 0
     max_abs_diff: float | None = None
     precision: str | None = None
+    # against Model run with TF32 off (a GPU's cuDNN convolutions use TF32 by default, KernelBench keeps the default)
+    correct_fp32_reference: bool = False
+    trials_passed_fp32_reference: int = 0
+    max_abs_diff_fp32_reference: float | None = None
+    reference_tf32_max_diff: float | None = None  # max |default reference - TF32-off reference|
     eager_ms: float | None = None
     compile_ms: float | None = None
     triton_ms: float | None = None
@@ -179,10 +185,14 @@ class ProblemResult:
     def fully_triton(self) -> bool:
         return not self.fallbacks and not self.torch_ops
 
-    def speedup(self, baseline: str) -> float | None:
+    def is_correct(self, reference: str = "kernelbench") -> bool:
+        """Correct against KernelBench's reference (torch's defaults) or the ``fp32`` one (TF32 off)."""
+        return self.correct if reference == "kernelbench" else self.correct_fp32_reference
+
+    def speedup(self, baseline: str, reference: str = "kernelbench") -> float | None:
         """Baseline time over ours (``eager`` or ``compile``); None when either was not measured."""
         base = self.eager_ms if baseline == "eager" else self.compile_ms
-        if not self.correct or base is None or not self.triton_ms:
+        if not self.is_correct(reference) or base is None or not self.triton_ms:
             return None
         return base / self.triton_ms
 
@@ -195,24 +205,26 @@ class ProblemResult:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def fast_p(results: list[ProblemResult], p: float, baseline: str = "eager") -> float | None:
+def fast_p(results: list[ProblemResult], p: float, baseline: str = "eager",
+           reference: str = "kernelbench") -> float | None:
     """Fraction of all problems that are correct and faster than ``p`` x the baseline (p=0: correct)."""
     if not results:
         return None
     if p == 0:
-        return sum(r.correct for r in results) / len(results)
+        return sum(r.is_correct(reference) for r in results) / len(results)
     if all(r.triton_ms is None for r in results):
         return None  # nothing was timed (a CPU run): speed is unknown, not zero
     fast = 0
     for r in results:
-        s = r.speedup(baseline)
-        fast += int(r.correct and s is not None and s > p)
+        s = r.speedup(baseline, reference)
+        fast += int(s is not None and s > p)
     return fast / len(results)
 
 
-def mean_speedups(results: list[ProblemResult], baseline: str = "eager") -> tuple[float | None, float | None, int]:
+def mean_speedups(results: list[ProblemResult], baseline: str = "eager",
+                  reference: str = "kernelbench") -> tuple[float | None, float | None, int]:
     """(arithmetic mean, geometric mean, count) of the speedups of correct, timed problems."""
-    values = [s for s in (r.speedup(baseline) for r in results) if s is not None and s > 0]
+    values = [s for s in (r.speedup(baseline, reference) for r in results) if s is not None and s > 0]
     if not values:
         return None, None, 0
     return sum(values) / len(values), math.exp(sum(math.log(v) for v in values) / len(values)), len(values)
@@ -226,15 +238,19 @@ def summarize(results: list[ProblemResult]) -> dict:
     out = {}
     for level, rows in sorted(levels.items()):
         entry = {"problems": len(rows), "correct": sum(r.correct for r in rows),
+                 "correct_fp32_reference": sum(r.correct_fp32_reference for r in rows),
                  "fully_triton": sum(r.fully_triton for r in rows),
                  "with_pytorch_ops": sum(not r.fully_triton for r in rows),
                  "errors": sum(r.status != "ok" for r in rows)}
-        for subset_name, subset in (("all", rows), ("fully_triton_only", [r for r in rows if r.fully_triton])):
+        subsets = (("all", rows, "kernelbench"), ("fully_triton_only", [r for r in rows if r.fully_triton], "kernelbench"),
+                   ("all_fp32_reference", rows, "fp32"))
+        for subset_name, subset, reference in subsets:
             scores = {}
             for baseline in ("eager", "compile"):
-                mean, geo, n = mean_speedups(subset, baseline)
-                scores[baseline] = {"fast_0": fast_p(subset, 0, baseline), "fast_1": fast_p(subset, 1.0, baseline),
-                                    "fast_2": fast_p(subset, 2.0, baseline), "mean_speedup": mean,
+                mean, geo, n = mean_speedups(subset, baseline, reference)
+                scores[baseline] = {"fast_0": fast_p(subset, 0, baseline, reference),
+                                    "fast_1": fast_p(subset, 1.0, baseline, reference),
+                                    "fast_2": fast_p(subset, 2.0, baseline, reference), "mean_speedup": mean,
                                     "geomean_speedup": geo, "timed": n}
             entry[subset_name] = scores
         out[f"level{level}"] = entry
@@ -363,6 +379,11 @@ def apply_result(row: ProblemResult, result: dict) -> ProblemResult:
     if correctness.get("issue") and not row.error:
         row.error = correctness["issue"]
     row.correct = bool(result.get("correct")) and row.status == "ok" and not row.static_errors
+    row.trials_passed_fp32_reference = correctness.get("passed_fp32_reference", 0)
+    row.max_abs_diff_fp32_reference = correctness.get("max_abs_diff_fp32_reference")
+    row.reference_tf32_max_diff = correctness.get("reference_tf32_max_diff")
+    row.correct_fp32_reference = (bool(result.get("correct_fp32_reference")) and row.status == "ok"
+                                  and not row.static_errors)
     timing = result.get("timing") or {}
     row.eager_ms, row.compile_ms, row.triton_ms = (timing.get("eager_ms"), timing.get("compile_ms"),
                                                    timing.get("triton_ms"))
