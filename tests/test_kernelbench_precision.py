@@ -127,3 +127,18 @@ def test_rows_right_only_against_the_fp32_reference_are_scored_apart():
     assert level["all"]["eager"]["fast_1"] == 0.0 and level["all_fp32_reference"]["eager"]["fast_1"] == 0.5
     text = render_markdown([conv, exact], {})
     assert "| level1/56_conv | ok | 0/5 | 5/5 (refs differ 5.0e-04) |" in text and "2.00x*" in text
+
+
+def test_rows_of_an_earlier_runner_leave_the_fp32_reference_unscored():
+    """Rows written before the TF32-off check (the first H200 sample) must not read as 0 correct against it."""
+    old = apply_result(ProblemResult(1, "56_conv", "pending"), {
+        "status": "ok", "correct": False, "correctness": {"trials": 5, "passed": 0, "max_abs_diff": 5e-4}})
+    crashed = apply_result(ProblemResult(1, "87_conv", "pending"), {"status": "error", "error": "OutOfMemoryError"})
+    assert old.correct_fp32_reference is None and crashed.correct_fp32_reference is None
+    level = summarize([old, crashed])["level1"]
+    assert level["correct_fp32_reference"] is None and "all_fp32_reference" not in level
+    assert "0 correct (- against the TF32-off reference)" in render_markdown([old, crashed], {})
+    new = apply_result(ProblemResult(1, "62_conv", "pending"), {
+        "status": "ok", "correct": False, "correct_fp32_reference": True,
+        "correctness": {"trials": 5, "passed": 0, "passed_fp32_reference": 5}})
+    assert summarize([new, crashed])["level1"]["correct_fp32_reference"] == 1

@@ -160,7 +160,7 @@ class ProblemResult:
     max_abs_diff: float | None = None
     precision: str | None = None
     # against Model run with TF32 off (a GPU's cuDNN convolutions use TF32 by default, KernelBench keeps the default)
-    correct_fp32_reference: bool = False
+    correct_fp32_reference: bool | None = None  # None: not checked (rows of an earlier runner)
     trials_passed_fp32_reference: int = 0
     max_abs_diff_fp32_reference: float | None = None
     reference_tf32_max_diff: float | None = None  # max |default reference - TF32-off reference|
@@ -187,7 +187,7 @@ class ProblemResult:
 
     def is_correct(self, reference: str = "kernelbench") -> bool:
         """Correct against KernelBench's reference (torch's defaults) or the ``fp32`` one (TF32 off)."""
-        return self.correct if reference == "kernelbench" else self.correct_fp32_reference
+        return self.correct if reference == "kernelbench" else bool(self.correct_fp32_reference)
 
     def speedup(self, baseline: str, reference: str = "kernelbench") -> float | None:
         """Baseline time over ours (``eager`` or ``compile``); None when either was not measured."""
@@ -237,13 +237,15 @@ def summarize(results: list[ProblemResult]) -> dict:
         levels.setdefault(r.level, []).append(r)
     out = {}
     for level, rows in sorted(levels.items()):
+        # a row that failed before correctness (crash, timeout, generation) is wrong against either reference
+        checked = all(r.correct_fp32_reference is not None or r.status != "ok" for r in rows)
         entry = {"problems": len(rows), "correct": sum(r.correct for r in rows),
-                 "correct_fp32_reference": sum(r.correct_fp32_reference for r in rows),
+                 "correct_fp32_reference": sum(bool(r.correct_fp32_reference) for r in rows) if checked else None,
                  "fully_triton": sum(r.fully_triton for r in rows),
                  "with_pytorch_ops": sum(not r.fully_triton for r in rows),
                  "errors": sum(r.status != "ok" for r in rows)}
-        subsets = (("all", rows, "kernelbench"), ("fully_triton_only", [r for r in rows if r.fully_triton], "kernelbench"),
-                   ("all_fp32_reference", rows, "fp32"))
+        subsets = [("all", rows, "kernelbench"), ("fully_triton_only", [r for r in rows if r.fully_triton], "kernelbench")]
+        subsets += [("all_fp32_reference", rows, "fp32")] if checked else []
         for subset_name, subset, reference in subsets:
             scores = {}
             for baseline in ("eager", "compile"):
@@ -382,8 +384,8 @@ def apply_result(row: ProblemResult, result: dict) -> ProblemResult:
     row.trials_passed_fp32_reference = correctness.get("passed_fp32_reference", 0)
     row.max_abs_diff_fp32_reference = correctness.get("max_abs_diff_fp32_reference")
     row.reference_tf32_max_diff = correctness.get("reference_tf32_max_diff")
-    row.correct_fp32_reference = (bool(result.get("correct_fp32_reference")) and row.status == "ok"
-                                  and not row.static_errors)
+    row.correct_fp32_reference = (None if "correct_fp32_reference" not in result else
+                                  bool(result["correct_fp32_reference"]) and row.status == "ok" and not row.static_errors)
     timing = result.get("timing") or {}
     row.eager_ms, row.compile_ms, row.triton_ms = (timing.get("eager_ms"), timing.get("compile_ms"),
                                                    timing.get("triton_ms"))

@@ -35,7 +35,8 @@ def render_markdown(rows: list[ProblemResult], meta: dict) -> str:
     for level, entry in summary.items():
         lines += [f"## {level}", "",
                   f"{entry['problems']} problems: {entry['correct']} correct "
-                  f"({entry.get('correct_fp32_reference', '-')} against the TF32-off reference), "
+                  f"({'-' if entry.get('correct_fp32_reference') is None else entry['correct_fp32_reference']} "
+                  "against the TF32-off reference), "
                   f"{entry['fully_triton']} fully Triton, "
                   f"{entry['with_pytorch_ops']} with PyTorch ops left, {entry['errors']} errors.", "",
                   "| subset | baseline | correct | fast_1 | fast_2 | mean speedup | geomean | timed |",
