@@ -191,3 +191,19 @@ def test_fusion_takes_a_consumers_extra_inputs_only_when_they_line_up():
         assert text != chain
         assert not any(c.action == "fusion" and c.params == {"consumer": "mul_kernel"}
                        for c in applicable(analyze(text), "silu_kernel", H100))
+
+
+def test_tiling_changes_only_m_and_n_of_a_dot_kernel_without_a_k_block():
+    """Flash-style attention: the dot's inner size is the head dimension, so only BLOCK_M/BLOCK_N are tiles."""
+    text = kernel_path("attention").read_text()
+    tiles = [c.params for c in applicable(analyze(text), "attention_kernel", get_profile("h200")) if c.action == "tiling"]
+    assert {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8} in tiles
+    assert {"BLOCK_M": 64, "BLOCK_N": 64} in tiles
+    assert all(p["BLOCK_M"] % p["BLOCK_N"] == 0 and "HEAD_DIM" not in p for p in tiles)  # causal kernels split by it
+    edit = apply_candidate(text, Candidate("tiling", "Tiling", "attention_kernel", tiles[0], "", 0), get_profile("h200"))
+    assert "grid = (triton.cdiv(seq_len, 128), heads)" in edit.new_text
+    assert "BLOCK_M=128, BLOCK_N=64, HEAD_DIM=head_dim, num_warps=8" in edit.new_text
+    # A matmul whose K has a block keeps the three-role tiles.
+    mm = [c.params for c in applicable(analyze(kernel_path("matmul").read_text()), "matmul_kernel", get_profile("h200"))
+          if c.action == "tiling"]
+    assert all("BLOCK_K" in p for p in mm)

@@ -58,6 +58,11 @@ MATMUL_TILES: dict[int, list[tuple[int, int, int]]] = {
     80: [(128, 256, 32), (128, 128, 32), (64, 128, 32)],
     70: [(128, 128, 32), (64, 128, 32), (64, 64, 32)],
 }
+# (BLOCK_M, BLOCK_N) of a tl.dot kernel without a K block, e.g. flash attention (the tutorial's
+# Hopper configs use 128 x 64 and 128 x 128; 64 x 64 suits smaller GPUs). H200, session 5:
+# the 16 x 16 flash kernel of benchmarks/flash_attention_gpu.py ran 2.9-12.9x faster at 64 x 64.
+MN_TILES = ((128, 64), (128, 128), (64, 64))
+MN_INNER_GUESS = 128
 # Elements per program for 1-D and row kernels: wide enough to keep every load 128-bit and the
 # memory system busy (docs/measurements.md: BLOCK 128 -> 4096 moved gelu from 1,690 to 4,388 GB/s).
 ROW_BLOCKS = (1024, 2048, 4096)
@@ -99,6 +104,8 @@ class Tiling:
     def _options(self, plan: c.TilePlan, analysis: FileAnalysis, target: GpuProfile) -> list[dict[str, Value]]:
         tunable = {p.role: p for p in plan.params.values() if p.tunable}
         if plan.has_dot:
+            if all(r in tunable for r in "mn") and "k" not in {p.role for p in plan.params.values()}:
+                return self._mn_options(plan, tunable, analysis, target)
             if not all(r in tunable for r in "mnk"):
                 return []
             names = (tunable["m"].name, tunable["n"].name, tunable["k"].name)
@@ -127,6 +134,24 @@ class Tiling:
         # orientation): square and both elongated tiles of 4096 elements.
         first, second = tunable_params
         return [{first.name: a, second.name: b} for a, b in TILES_2D if (a, b) != (first.value, second.value)]
+
+    def _mn_options(self, plan: c.TilePlan, tunable: dict, analysis: FileAnalysis,
+                    target: GpuProfile) -> list[dict[str, Value]]:
+        """Tiles of a tl.dot kernel with no K block (the dot's inner size is fixed: flash-style attention's
+        head dimension, a K small enough to load whole): only BLOCK_M and BLOCK_N change, BLOCK_M a
+        multiple of BLOCK_N, which causal attention kernels assume when they split their key loop."""
+        m, n = tunable["m"], tunable["n"]
+        inner = MN_INNER_GUESS  # unknown here; the fit is checked as if it were the common largest head dim
+        options: list[dict[str, Value]] = []
+        for bm, bn in MN_TILES:
+            if (bm, bn) == (m.value, n.value) or bm % bn:
+                continue
+            warps = 8 if bm * bn >= 128 * 64 else 4
+            warps_param = {"num_warps": warps} if warps > plan.num_warps and plan.warps_settable else {}
+            fitted = replace(plan, num_warps=max(plan.num_warps, warps)) if warps_param else plan
+            if self._fits((bm, bn, inner), fitted, analysis, target) is None:
+                options.append({m.name: bm, n.name: bn, **warps_param})
+        return options
 
     def _autotune_options(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[tuple[dict, str]]:
         """(block sizes, new ``triton.Config(...)`` source) for tiles the configs do not hold yet."""
