@@ -142,3 +142,12 @@ def test_rows_of_an_earlier_runner_leave_the_fp32_reference_unscored():
         "status": "ok", "correct": False, "correct_fp32_reference": True,
         "correctness": {"trials": 5, "passed": 0, "passed_fp32_reference": 5}})
     assert summarize([new, crashed])["level1"]["correct_fp32_reference"] == 1
+
+
+def test_the_command_line_of_a_row_right_only_against_the_fp32_reference_shows_its_speed():
+    from mtmc_lsp.commands.kernelbench import _line
+
+    row = ProblemResult(1, "56_conv", "ok", trials=5, correct_fp32_reference=True, trials_passed_fp32_reference=5,
+                        eager_ms=1.0, compile_ms=2.0, triton_ms=2.0)
+    assert _line(row) == ("level1/56_conv: INCORRECT 0/5 (against the TF32-off reference 5/5), 2.000 ms: "
+                          "0.50x eager, 1.00x compile")

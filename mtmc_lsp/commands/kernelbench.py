@@ -132,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{level}: {entry['correct']}/{entry['problems']} correct, fast_1 {_pct(eager['fast_1'])} eager / "
               f"{_pct(comp['fast_1'])} compile, fast_2 {_pct(eager['fast_2'])} / {_pct(comp['fast_2'])}, "
               f"mean speedup {_x(eager['mean_speedup'])} / {_x(comp['mean_speedup'])}")
+        if "all_fp32_reference" in entry:
+            strict = entry["all_fp32_reference"]["eager"]
+            print(f"{level} against the TF32-off reference: {entry['correct_fp32_reference']}/{entry['problems']} "
+                  f"correct, fast_1 {_pct(strict['fast_1'])} eager, geomean {_x(strict['geomean_speedup'])}")
     print(f"report: {out / 'report.md'}")
     if left:
         print(f"budget spent: {len(left)} problems not run; run again with --resume to go on")
@@ -208,11 +212,15 @@ def _line(row) -> str:
     verdict = "correct" if row.correct else "INCORRECT"
     if row.static_errors:
         verdict += f" (static: {'; '.join(row.static_errors)})"
+    reference, strict = "kernelbench", ""
+    if not row.correct and row.correct_fp32_reference:  # right against Model run with TF32 off (runner.py)
+        reference, strict = "fp32", f" (against the TF32-off reference {row.trials_passed_fp32_reference}/{row.trials})"
     timing = ""
     if row.triton_ms is not None:
-        timing = f", {row.triton_ms:.3f} ms: {_x(row.speedup('eager'))} eager, {_x(row.speedup('compile'))} compile"
+        timing = (f", {row.triton_ms:.3f} ms: {_x(row.speedup('eager', reference))} eager, "
+                  f"{_x(row.speedup('compile', reference))} compile")
     left = f", PyTorch ops left: {', '.join(sorted(set(row.torch_ops)))}" if row.torch_ops else ""
-    return f"{row.key}: {verdict} {row.trials_passed}/{row.trials}{timing}{left}"
+    return f"{row.key}: {verdict} {row.trials_passed}/{row.trials}{strict}{timing}{left}"
 
 
 def _meta(args, root: Path) -> dict:
