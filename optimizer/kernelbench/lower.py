@@ -13,7 +13,9 @@ and a grouped program order for L2; reductions, softmax and norms view their inp
 reduce 2-D tiles whose loads are coalesced along the contiguous axis (``TileSpace``), one pass when a row
 fits a tile; a row normalization (RMS / L1 / L2 norm, x - mean) is one kernel. Math is done in fp32; fp32
 ``tl.dot`` uses ``input_precision="tf32x3"`` (three TF32 tensor-core products: about fp32's error, which
-KernelBench's 1e-4 needs and plain TF32 does not meet) or "ieee" (``lower(..., fp32_dot="ieee")``).
+KernelBench's 1e-4 needs and plain TF32 does not meet) or "ieee" (``lower(..., fp32_dot="ieee")``). PyTorch's own
+fp32 convolution may be the TF32 one: cuDNN convolutions allow TF32 by default, so on a GPU the runner also checks
+against ``Model`` with TF32 off (runner.py).
 """
 
 from __future__ import annotations
