@@ -16,14 +16,50 @@ import hmac
 import json
 import os
 import shutil
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import IO, Any, Callable
 
 import torch
 
-from .job import FatalDeviceError, Job, _digest, alternate_shapes, portable
+from . import compare as cmp
+from .job import FatalDeviceError, Job, alternate_shapes, expectation_key, portable
 from .versions import UserCodeError, describe_exception, to_device
 
 Emit = Callable[[dict], None]
+
+# Kept between jobs (the optimize loop judges many candidates against one previous version): per
+# (expectation key, seed, sizes) the inputs this process made and the reference's and the previous
+# version's outputs on them, so a later candidate's trial costs a load and a comparison. The key holds
+# the previous version's and the problem file's text: a changed previous version never finds them.
+# Kept live, not sealed as in the candidate's process: no code of the candidate's runs here, and the
+# process is not readable from outside (``forbid_inspection``). Bounded; a fresh checker starts empty.
+KEPT_JUDGING_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
+# Device memory this process may hold unused between trials (the candidate's process shares the GPU).
+IDLE_DEVICE_BYTES = 1 << 30
+
+
+@dataclass
+class _Judging:
+    inputs: Any
+    expected: dict[str, Any]
+    size: int
+
+
+_kept_judging: "OrderedDict[tuple, _Judging]" = OrderedDict()
+
+
+def _keep_judging(key: tuple, inputs: Any, expected: dict[str, Any], device: str) -> None:
+    """Keep one seed's inputs and expected outputs for later candidates, oldest dropped past the budget."""
+    size = cmp.nbytes(inputs) + sum(cmp.nbytes(value) for value in expected.values())
+    budget = KEPT_JUDGING_BYTES.get(device, 0)
+    if size > budget // 4:
+        return
+    _kept_judging[key] = _Judging(inputs, dict(expected), size)
+    _kept_judging.move_to_end(key)
+    while sum(entry.size for entry in _kept_judging.values()) > budget:
+        _kept_judging.popitem(last=False)
 
 
 class CheckerSession(Job):
@@ -35,9 +71,17 @@ class CheckerSession(Job):
         self.allowed_kwargs: list[dict] = []
         self.make_inputs = None
         self.floor_known = False
+        self.open_s: float | None = None  # how long ``open`` took, reported with the first verdict
 
     def open(self) -> None:
         """Load what judges the candidate: the problem file and the previous version, never the new one."""
+        started = time.perf_counter()
+        try:
+            self._open()
+        finally:
+            self.open_s = time.perf_counter() - started
+
+    def _open(self) -> None:
         old = None
         for role in ("old", "problem"):
             text = self.job.get(f"{role}_text")
@@ -71,20 +115,26 @@ class CheckerSession(Job):
             return
         self.make_inputs = self._input_maker(gen)
         self.allowed_kwargs = [kwargs] + alternate_shapes(kwargs, gen)
-        self.expected_key = _digest(self.job.get("old_text"), self.job.get("problem_text"), h, "")
+        self.expected_key = expectation_key(self.job, "")
 
     def verdict_on(self, request: dict) -> dict:
         """The verdict on one trial: ``{"trial": {...}, "findings": {...}}``, or ``{"self_judged": why}``."""
         if self.cannot_judge is not None:
             return {"self_judged": self.cannot_judge}
         trial: dict[str, Any] = {"ok": True, "checks": {}}
+        timings: dict[str, float] = {}
+        if self.open_s is not None:
+            timings["open"], self.open_s = self.open_s, None
+        mark = time.perf_counter()
         try:
-            sent = torch.load(request["outputs"], weights_only=True, map_location="cpu")
+            # On a GPU the tensors are copied to the device at once: read them straight from the file's pages.
+            sent = torch.load(request["outputs"], weights_only=True, map_location="cpu", mmap=self.device != "cpu")
             got, args = to_device(sent["got"], self.device), to_device(sent["args"], self.device)
         except Exception as exc:  # noqa: BLE001 - whatever the file holds, it is the candidate's failure
             trial.update(ok=False, error={"stage": "run", "type": "UnreadableOutputs", "line": None,
                                           "message": f"the candidate's outputs could not be read: {exc}"[:500]})
             return {"trial": trial}
+        mark = self._lap(timings, "load", mark)
         seed = int(request["seed"])
         if "test" in request:
             self._judge_test(trial, str(request["test"]), self.versions.get("old"), seed, got,
@@ -96,22 +146,47 @@ class CheckerSession(Job):
                 trial.update(ok=False, error={"stage": "run", "type": "Inputs", "line": None,
                                               "message": "the candidate ran on inputs the checker did not choose"})
                 return {"trial": trial}
-            try:
-                fresh = self.make_inputs(seed, kwargs)
-            except UserCodeError as err:
-                trial.update(ok=False, error={"stage": "get_inputs", **err.info})
-                return {"trial": trial}
             first = not self.floor_known
-            pristine = to_device(portable(fresh), self.device)  # what the candidate's file would hold unchanged
-            self._judge_trial(trial, self.impls, fresh, args, got, seed, str(request.get("kind")), kwargs, first,
-                              pristine)
+            key = (self.expected_key, seed, json.dumps(kwargs, sort_keys=True, default=str))
+            kept = _kept_judging.get(key) if self.reuse else None
+            if kept is not None and set(kept.expected) == self._judging_roles():
+                _kept_judging.move_to_end(key)
+                fresh, expected = kept.inputs, dict(kept.expected)
+                trial["expected_reused"] = sorted(expected)
+                timings["reused"] = 1
+            else:
+                try:
+                    fresh = self.make_inputs(seed, kwargs)
+                except UserCodeError as err:
+                    trial.update(ok=False, error={"stage": "get_inputs", **err.info})
+                    return {"trial": trial}
+                mark = self._lap(timings, "inputs", mark)
+                expected = self._expected_outputs(trial, self.impls, fresh, seed, str(request.get("kind")), kwargs,
+                                                  first, sealed_kept=False)
+                mark = self._lap(timings, "expected", mark)
+                if self.reuse and not trial.get("expected_errors") and set(expected) == self._judging_roles():
+                    _keep_judging(key, fresh, expected, self.device)
+            # What the candidate's file would hold had it left its inputs alone: the same containers around
+            # the same tensors (no copy: nothing writes to them).
+            pristine = portable(fresh, host_copy=False)
+            self._compare_trial(trial, fresh, args, got, expected, first, pristine)
             self.floor_known = True
-        findings = {"precision": self.result["runtime"].get("precision")}
+        self._lap(timings, "compare" if "test" not in request else "test", mark)
+        findings = {"precision": self.result["runtime"].get("precision"), "timings": timings}
         if not self.result["compile"].get("old", {}).get("ok", True):
             findings["old_error"] = {k: v for k, v in self.result["compile"]["old"].items() if k not in ("ok", "stage")}
         if self.result["runtime"].get("reference_error"):
             findings["reference_error"] = self.result["runtime"]["reference_error"]
         return {"trial": trial, "findings": findings}
+
+    def _judging_roles(self) -> set[str]:
+        return {role for role in ("reference", "old") if self.impls.get(role) is not None}
+
+    @staticmethod
+    def _lap(timings: dict[str, float], name: str, since: float) -> float:
+        now = time.perf_counter()
+        timings[name] = round(timings.get(name, 0.0) + now - since, 5)
+        return now
 
     def _allowed(self, kwargs: Any) -> dict | None:
         """The checker's own keyword arguments for get_inputs that equal the ones the candidate says it used."""
@@ -184,5 +259,6 @@ def serve(jobs: IO[str], emit: Emit) -> int:
         emit({"event": "verdict", "rid": message.get("rid"), **reply})
         if not healthy:
             return 3  # the pool starts a fresh checker for the next request
-        if os.environ.get("MTMC_VERIFY_MODE") == "gpu":
-            torch.cuda.empty_cache()
+        if os.environ.get("MTMC_VERIFY_MODE") == "gpu" and (
+                torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > IDLE_DEVICE_BYTES):
+            torch.cuda.empty_cache()  # only past a bound: freeing and allocating again each trial costs time

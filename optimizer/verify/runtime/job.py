@@ -38,6 +38,11 @@ from .versions import (
     to_device,
 )
 
+try:  # torch >= 2.6: the serialization switches (the archive's CRC32)
+    from torch.utils.serialization import config as _serialization_config
+except ImportError:  # pragma: no cover - an older torch computes the CRC, as before
+    _serialization_config = None
+
 Emit = Callable[[dict], None]
 # Sends one trial's request (the file holding the candidate's outputs) to the checker process and
 # returns its verdict (see ``checker.py``); only in the candidate's process of an isolated job.
@@ -56,10 +61,24 @@ KEPT_EXPECTED_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}
 _kept_versions: "OrderedDict[str, Version]" = OrderedDict()
 _kept_expected: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
 _kept_folder: Path | None = None
+# A tmpfs on Linux: the outputs an isolated job's candidate sends to the checker never touch a disk.
+SHARED_MEMORY = Path("/dev/shm")
 
 
 def _digest(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+# The harness fields that decide what the reference and the previous version compute (not, e.g., the
+# line of the entry in the new file, which most edits move).
+EXPECTATION_FIELDS = ("style", "entry", "old_entry", "reference", "inputs", "init_inputs", "tests")
+
+
+def expectation_key(job: dict, new_text: str) -> str:
+    """What the expected outputs of a job depend on: the previous version, the problem file, the harness's
+    choice of functions, and the new text only where the inputs or the reference come from it."""
+    harness = {name: job["harness"].get(name) for name in EXPECTATION_FIELDS}
+    return _digest(job.get("old_text"), job.get("problem_text"), harness, job.get("mode"), new_text)
 
 
 def _tensors(value: Any) -> list[tuple[str, torch.Tensor]]:
@@ -67,6 +86,20 @@ def _tensors(value: Any) -> list[tuple[str, torch.Tensor]]:
         return [(name, t) for name, t in cmp.flatten(value) if isinstance(t, torch.Tensor)]
     except TypeError:
         return []
+
+
+def save_outputs(value: Any, path: Path) -> None:
+    """``torch.save`` without the archive's CRC32 (a third of the time for large outputs): the file goes
+    from one process to the other through memory and is deleted once judged; nothing checks the CRC."""
+    config = getattr(_serialization_config, "save", None)
+    crc = getattr(config, "compute_crc32", None)
+    if crc is not None:
+        config.compute_crc32 = False
+    try:
+        torch.save(value, path)
+    finally:
+        if crc is not None:
+            config.compute_crc32 = crc
 
 
 def _keep_expected(key: tuple, value: Any, device: str) -> None:
@@ -104,16 +137,20 @@ def _to_host(value: Any) -> Any:
     return value
 
 
-def portable(value: Any) -> Any:
+def portable(value: Any, host_copy: bool = True) -> Any:
     """A result as plain containers of host tensors and scalars: what ``torch.load(weights_only=True)``
-    reads back in the checker without running any code of the candidate's (no pickled classes)."""
+    reads back in the checker without running any code of the candidate's (no pickled classes).
+    ``host_copy=False``: the same containers around the tensors where they are (no copy), for the checker's
+    own inputs, to compare with what the candidate's file carried."""
     if isinstance(value, torch.Tensor):
+        if not host_copy:
+            return value.detach().as_subclass(torch.Tensor)
         return value.detach().to("cpu", copy=True).as_subclass(torch.Tensor)
     if isinstance(value, (list, tuple)):
-        items = [portable(v) for v in value]
+        items = [portable(v, host_copy) for v in value]
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
-        return {k if isinstance(k, (str, int)) else str(k): portable(v) for k, v in value.items()}
+        return {k if isinstance(k, (str, int)) else str(k): portable(v, host_copy) for k, v in value.items()}
     if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
         return value
     return repr(value)
@@ -208,6 +245,7 @@ class Job:
         self.grad = self.harness.get("style") != "kernelbench"
         self.floor: torch.dtype | None = None  # the job's lowest precision, for the tolerances
         self.expected_key: str | None = None
+        self.transfer: Path | None = None  # the folder of the outputs sent to the checker (``_transfer_folder``)
         launches.install(self.mode == "interpreter" or os.environ.get("TRITON_INTERPRET") == "1")
         launches.PARALLEL_COMPILE.enabled = self.mode == "gpu" and bool(job.get("parallel_compile", True))
         launches.PARALLEL_COMPILE.log.clear()
@@ -246,6 +284,8 @@ class Job:
                 if role not in self.kept:
                     version.unload()
             shutil.rmtree(self.folder, ignore_errors=True)
+            if self.transfer is not None:
+                shutil.rmtree(self.transfer, ignore_errors=True)
         return self.result
 
     def _load_kept(self, role: str, text: str) -> Version:
@@ -338,8 +378,8 @@ class Job:
             return
         self.impls = impls
         make_inputs = self._input_maker(gen)
-        self.expected_key = _digest(self.job.get("old_text"), self.job.get("problem_text"), h,
-                                    self.job["new_text"] if "new" in (inputs_from, self._source_of("reference")) else "")
+        self.expected_key = expectation_key(self.job, self.job["new_text"] if "new" in (
+            inputs_from, self._source_of("reference")) else "")
 
         # Trial 0 doubles as the compile check: the first launch JIT-compiles every kernel. It also
         # records the candidate's launches: their real argument types go to the compile for the target.
@@ -555,12 +595,25 @@ class Job:
         except TypeError as exc:  # a result nothing can compare: wrong here as in the checker
             trial.update(ok=False, checks={"output": {"ok": False, "mismatch": {"reason": str(exc)}}})
             return True
-        path = self.folder / f"outputs-{len(self.result['trials'])}-{time.monotonic_ns()}.pt"
-        torch.save({"got": portable(got), "args": portable(args)}, path)
+        started = time.perf_counter()
+        payload = {"got": portable(got), "args": portable(args)}
+        name = f"outputs-{len(self.result['trials'])}-{time.monotonic_ns()}.pt"
+        path = self._transfer_folder(cmp.nbytes(payload)) / name
+        try:
+            save_outputs(payload, path)
+        except (OSError, RuntimeError):  # shared memory full (a container's is often 64 MB): the disk
+            path.unlink(missing_ok=True)
+            if path.parent == self.folder:
+                raise
+            path = self.folder / name
+            save_outputs(payload, path)
+        del payload
+        saved = time.perf_counter()
         try:
             reply = self.judge({**request, "outputs": str(path)})
         finally:
             path.unlink(missing_ok=True)
+        self._note_judge_time(saved - started, time.perf_counter() - saved, reply)
         if "self_judged" in reply:
             self.judge = None
             self.result["runtime"]["isolation"] = f"none: {reply['self_judged']}"
@@ -579,18 +632,54 @@ class Job:
         self.result["runtime"]["isolation"] = "checker process"
         return True
 
+    def _transfer_folder(self, size: int) -> Path:
+        """Where this job's outputs (``size`` bytes of tensors) go to the checker: a private folder in shared
+        memory when there is one with room to spare (a file there never touches a disk), else the job's
+        own temporary folder."""
+        if self.transfer is None:
+            self.transfer = self.folder
+            if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK):
+                try:
+                    self.transfer = Path(tempfile.mkdtemp(prefix="mtmc-verify-", dir=SHARED_MEMORY))
+                except OSError:
+                    pass
+        if self.transfer != self.folder:
+            try:
+                if shutil.disk_usage(self.transfer).free >= 2 * size + (16 << 20):
+                    return self.transfer
+            except OSError:
+                pass
+        return self.folder
+
+    def _note_judge_time(self, save_s: float, wait_s: float, reply: dict) -> None:
+        """Where an isolated trial's time goes (``runtime["judge_s"]``): the candidate's save, its wait
+        for the verdict, and within that wait the checker's own steps (its ``findings["timings"]``)."""
+        spent = self.result["runtime"].setdefault("judge_s", {"trials": 0})
+        spent["trials"] += 1
+        timings = {"save": save_s, "wait": wait_s,
+                   **{f"checker_{k}": v for k, v in ((reply.get("findings") or {}).get("timings") or {}).items()
+                      if isinstance(v, (int, float))}}
+        for name, seconds in timings.items():
+            spent[name] = round(spent.get(name, 0.0) + seconds, 4)
+
     def _judge_trial(self, trial: dict, impls: dict, fresh: Any, args: Any, got: Any, seed: int, kind: str,
-                     kwargs: dict, first: bool, pristine: Any = None) -> None:
-        """The expected outputs of this seed (reference, previous version), compared with the candidate's;
-        also whether the candidate changed its inputs (``args`` after the call against ``pristine``, by
-        default ``fresh``; the checker passes ``fresh`` as the candidate's file carried it)."""
+                     kwargs: dict, first: bool) -> None:
+        """The expected outputs of this seed (reference, previous version), compared with the candidate's."""
+        expected = self._expected_outputs(trial, impls, fresh, seed, kind, kwargs, first)
+        self._compare_trial(trial, fresh, args, got, expected, first)
+
+    def _expected_outputs(self, trial: dict, impls: dict, fresh: Any, seed: int, kind: str, kwargs: dict,
+                          first: bool, sealed_kept: bool = True) -> dict[str, Any]:
+        """The reference's and the previous version's outputs on ``fresh`` (kept sealed between jobs when
+        ``sealed_kept``); a role that fails on the first trial is dropped from ``impls`` and reported."""
         expected: dict[str, Any] = {}
         for role in ("reference", "old"):
             impl = impls.get(role)
             if impl is None:
                 continue
             key = (self.expected_key, role, seed, json.dumps(kwargs, sort_keys=True, default=str))
-            kept = _kept_expected.get(key) if self.reuse and kind in ("fresh", "same_storage") else None
+            keep = sealed_kept and self.reuse and kind in ("fresh", "same_storage")
+            kept = _kept_expected.get(key) if keep else None
             if kept is not None:
                 _kept_expected.move_to_end(key)
                 expected[role] = _unseal(kept[0], self.device)
@@ -599,7 +688,7 @@ class Job:
             try:
                 expected[role], _ = self._call(impl, clone_inputs(fresh), poison=True)
                 expected[role] = clone(expected[role])  # hold a private copy the candidate cannot reach
-                if self.reuse and kind in ("fresh", "same_storage"):
+                if keep:
                     _keep_expected(key, expected[role], self.device)
             except UserCodeError as err:
                 self._check_fatal(err, trial)
@@ -611,6 +700,13 @@ class Job:
                     impls["reference"] = None
                 else:
                     trial.setdefault("expected_errors", {})[role] = err.info
+        return expected
+
+    def _compare_trial(self, trial: dict, fresh: Any, args: Any, got: Any, expected: dict[str, Any], first: bool,
+                       pristine: Any = None) -> None:
+        """The candidate's outputs against each expected one; also whether it changed its inputs (``args``
+        after the call against ``pristine``, by default ``fresh``; the checker passes ``fresh`` as the
+        candidate's file carried it)."""
         if self.floor is None or first:
             self.floor = self._precision_floor(fresh, expected)
             self.result["runtime"]["precision"] = str(self.floor).replace("torch.", "") if self.floor else None
