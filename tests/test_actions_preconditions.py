@@ -207,3 +207,38 @@ def test_tiling_changes_only_m_and_n_of_a_dot_kernel_without_a_k_block():
     mm = [c.params for c in applicable(analyze(kernel_path("matmul").read_text()), "matmul_kernel", get_profile("h200"))
           if c.action == "tiling"]
     assert all("BLOCK_K" in p for p in mm)
+
+
+@pytest.mark.parametrize("host, changed", [
+    # A grid function defined beside the launch, reading the block from its meta argument.
+    ('''    def grid(meta):
+        return (triton.cdiv(x.numel(), meta["BLOCK"]),)
+    add_kernel[grid](x, out, x.numel(), BLOCK=128)''', "BLOCK=1024)"),
+    # The number of programs computed first, then the grid names it.
+    ('''    BLOCK_SIZE = 128
+    num_blocks = triton.cdiv(x.numel(), BLOCK_SIZE)
+    add_kernel[(num_blocks,)](x, out, x.numel(), BLOCK=BLOCK_SIZE)''', "BLOCK_SIZE = 1024"),
+])
+def test_tiling_follows_grids_written_as_functions_and_intermediate_counts(host, changed):
+    text = ADD.replace("    add_kernel[GRID](x, out, x.numel(), BLOCK=128)", host)
+    tiles = [c for c in applicable(analyze(text), "add_kernel", H100) if c.action == "tiling"]
+    assert [c.params for c in tiles][0] == {"BLOCK": 1024}
+    assert changed in apply_candidate(text, tiles[0], H100).new_text
+    # Reassigning the count (or the grid function doing more than return) loses the link: refused.
+    reassigned = text.replace("add_kernel[(num_blocks,)]", "num_blocks = 4\n    add_kernel[(num_blocks,)]")
+    if reassigned != text:
+        assert "tiling" not in actions(reassigned, "add_kernel")
+
+
+def test_tiling_changes_a_module_constant_that_the_kernel_parameter_shadows():
+    """``BLOCK_SIZE = 1024`` at module level and a kernel parameter ``BLOCK_SIZE``: the kernel's uses are its own."""
+    text = ADD.replace("BLOCK: tl.constexpr", "BLOCK_SIZE: tl.constexpr").replace("* BLOCK +", "* BLOCK_SIZE +") \
+        .replace("tl.arange(0, BLOCK)", "tl.arange(0, BLOCK_SIZE)") \
+        .replace("\n\ndef add(x):", "\n\nBLOCK_SIZE = 128\n\n\ndef add(x):") \
+        .replace("add_kernel[GRID](x, out, x.numel(), BLOCK=128)",
+                 "add_kernel[(triton.cdiv(x.numel(), BLOCK_SIZE),)](x, out, x.numel(), BLOCK_SIZE=BLOCK_SIZE)")
+    tiles = [c for c in applicable(analyze(text), "add_kernel", H100) if c.action == "tiling"]
+    assert tiles and "BLOCK_SIZE = 1024" in apply_candidate(text, tiles[0], H100).new_text
+    # Another host function reading the constant for something else keeps it fixed.
+    other = text + "\n\ndef chunk(x):\n    return x[:BLOCK_SIZE]\n"
+    assert "tiling" not in actions(other, "add_kernel")

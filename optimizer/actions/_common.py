@@ -318,13 +318,60 @@ def count_name(node: cst.CSTNode, name: str) -> int:
 
 
 def grid_expression(launch: LaunchNode) -> cst.BaseExpression:
-    """The grid of a launch, following ``grid = ...`` in the host function (or the module)."""
+    """The grid of a launch, following ``grid = ...`` in the host function (or the module), and a grid
+    function ``def grid(meta): return (...)`` defined there to the tuple it returns."""
     grid = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
     if isinstance(grid, cst.Name):
         assign = host_assignment(launch.host, grid.value) or launch_assignment(launch, grid.value)[0]
         if assign is not None:
             return assign.value
+        returned = _grid_function_return(launch, grid.value)
+        if returned is not None:
+            return returned
     return grid
+
+
+def _grid_function_return(launch: LaunchNode, name: str) -> cst.BaseExpression | None:
+    """What ``def name(meta): return EXPR`` returns, for a one-statement function defined in the host
+    function (or at module level); None otherwise."""
+    for scope in (launch.host, launch.module):
+        if scope is None:
+            continue
+        body = scope.body.body if isinstance(scope, cst.FunctionDef) else scope.body
+        defs = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+        if len(defs) != 1:
+            continue
+        fn = defs[0]
+        statements = [s for s in fn.body.body if not _is_docstring(s)]
+        if (len(fn.params.params) == 1 and len(statements) == 1 and isinstance(statements[0], cst.SimpleStatementLine)
+                and len(statements[0].body) == 1 and isinstance(statements[0].body[0], cst.Return)
+                and statements[0].body[0].value is not None):
+            return statements[0].body[0].value
+        return None
+    return None
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
+
+
+def grid_source_names(launch: LaunchNode, depth: int = 3) -> set[str]:
+    """The names a launch's grid is computed from, through the host's single assignments:
+    ``num_blocks = triton.cdiv(n, BLOCK)`` then ``kernel[(num_blocks,)]`` reads ``BLOCK``."""
+    names = names_in(grid_expression(launch))
+    frontier = set(names)
+    for _ in range(depth):
+        following: set[str] = set()
+        for name in frontier:
+            assign = host_assignment(launch.host, name)
+            if assign is not None:
+                following |= names_in(assign.value) - names
+        if not following:
+            break
+        names |= following
+        frontier = following
+    return names
 
 
 def grid_shared(launch: LaunchNode, kernel_name: str) -> bool:
@@ -664,7 +711,7 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
         ok = True
         for launch in launches:
             how, node = binding_of(launch, kernel, p.name)
-            grid_names = names_in(grid_expression(launch))
+            grid_names = grid_source_names(launch)
             if how in ("host", "param"):
                 host_var = node.targets[0].target.value if how == "host" else node.name.value  # type: ignore[union-attr]
                 via_grid = host_var in grid_names or p.name in grid_names  # the constant, or META["BLOCK"]
@@ -749,7 +796,9 @@ def _shared_constant_problem(analysis: FileAnalysis, module: cst.Module, kernel:
 
 def _module_constant_problem(analysis: FileAnalysis, module: cst.Module, name: str) -> str | None:
     """Why a module-level block constant is not only launch arguments and grids (None when it is)."""
-    total = count_name(module, name)
+    # A function whose parameter has the same name (a kernel's ``BLOCK_SIZE: tl.constexpr``) reads its
+    # own binding, not the constant.
+    total = count_name(module, name) - sum(count_name(fn, name) for fn in _functions_binding(module, name))
     seen: dict[int, cst.CSTNode] = {}
     for k in analysis.kernels:
         try:
@@ -765,6 +814,24 @@ def _module_constant_problem(analysis: FileAnalysis, module: cst.Module, name: s
     if total != 1 + inside:
         return f"the module constant {name} is also used outside kernel launches"
     return None
+
+
+def _functions_binding(module: cst.Module, name: str) -> list[cst.FunctionDef]:
+    """The outermost functions of ``module`` that take a parameter called ``name``."""
+    found: list[cst.FunctionDef] = []
+
+    class V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            params = node.params
+            every = [*params.posonly_params, *params.params, *params.kwonly_params]
+            every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+            if any(p.name.value == name for p in every):
+                found.append(node)
+                return False
+            return True
+
+    module.visit(V())
+    return found
 
 
 def _ints_in(node: cst.CSTNode) -> set[int]:
@@ -887,6 +954,6 @@ def autotuned_blocks_tunable(analysis: FileAnalysis, kernel: Kernel, names: list
         return "no launch of the kernel in this file"
     for name in names:
         for launch in launches:
-            if name not in names_in(grid_expression(launch)) and not loop_tiled(kernel, name):
+            if name not in grid_source_names(launch) and not loop_tiled(kernel, name):
                 return f"neither the grid nor a loop is derived from {name}"
     return None
