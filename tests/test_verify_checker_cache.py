@@ -1,0 +1,140 @@
+"""The checker process stays up between jobs and keeps what it computed for later candidates of one file.
+
+The optimize loop judges many candidates against one previous version: the checker keeps, per seed and
+sizes, the inputs it made and the reference's and the previous version's outputs, keyed by the texts
+that decide them (the previous version, the problem file) and the harness's choice of functions, so a
+later candidate's trial is a load and a comparison. A changed previous version must never be served
+from that cache; the candidate's process holds none of it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
+from mtmc_lsp.optimizer.verify.runtime import checker, job as jobmod
+
+FAULTS = Path(__file__).resolve().parent / "corpus" / "faults"
+BASE = (FAULTS / "base.py").read_text()
+# The same function with its entry two lines further down (most edits move it): the same expectations.
+MOVED = BASE.replace('"""The correct kernel', '# a candidate\n# of the same file\n"""The correct kernel', 1)
+# Another previous version (and its reference): out = 3 * x + y.
+THRICE = BASE.replace("2.0 * x", "3.0 * x")
+
+
+def _job(harness: dict, old_text: str | None = BASE, problem_text: str | None = None) -> dict:
+    return {"harness": harness, "old_text": old_text, "problem_text": problem_text, "mode": "interpreter"}
+
+
+HARNESS = {"style": "function", "entry": "scale_add", "reference": "reference", "inputs": "get_inputs",
+           "init_inputs": None, "tests": [], "line": 17, "notes": [], "input_count": 2}
+
+
+def test_the_expectation_key_follows_what_decides_the_expected_outputs():
+    key = jobmod.expectation_key(_job(HARNESS), "")
+    assert jobmod.expectation_key(_job({**HARNESS, "line": 19, "notes": ["moved"], "input_count": 3}), "") == key
+    assert jobmod.expectation_key(_job(HARNESS, THRICE), "") != key
+    assert jobmod.expectation_key(_job(HARNESS, problem_text="class Model: ..."), "") != key
+    assert jobmod.expectation_key(_job({**HARNESS, "reference": "other_reference"}), "") != key
+    assert jobmod.expectation_key(_job({**HARNESS, "inputs": "get_other_inputs"}), "") != key
+    assert jobmod.expectation_key(_job({**HARNESS, "old_entry": "scale_add_v0"}), "") != key
+    assert jobmod.expectation_key(_job(HARNESS), "the new text, where the inputs come from it") != key
+
+
+def test_kept_judging_stays_within_its_byte_budget(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(checker, "_kept_judging", type(checker._kept_judging)())
+    monkeypatch.setitem(checker.KEPT_JUDGING_BYTES, "cpu", 8000)
+    for seed in range(5):  # 1000 bytes of inputs and 1000 of outputs each: four entries fit, the oldest goes
+        checker._keep_judging(("key", seed, "{}"), [torch.zeros(250)], {"reference": torch.zeros(250)}, "cpu")
+    assert list(checker._kept_judging) == [("key", seed, "{}") for seed in (1, 2, 3, 4)]
+    checker._keep_judging(("key", "big", "{}"), [torch.zeros(500)], {"reference": torch.zeros(250)}, "cpu")
+    assert ("key", "big", "{}") not in checker._kept_judging  # over a quarter of the budget: not kept
+    assert len(checker._kept_judging) == 4
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = WorkerPool("interpreter")
+    yield p
+    p.close()
+
+
+def verify(pool, new_text: str, old_text: str):
+    options = VerifyOptions(pool=pool, compile_for_target=False, compile_timeout_s=60, run_timeout_s=60)
+    return verify_file(new_text, old_text, "scale_add.py", "h100", options)
+
+
+def _checker_pid(pool) -> int:
+    return pool._workers[0].checker.proc.pid
+
+
+@pytest.mark.slow
+def test_a_second_candidate_reuses_the_checker_and_its_kept_inputs_and_outputs(pool):
+    first = verify(pool, BASE, BASE)
+    assert first.status == "verified", first.summary
+    assert first.raw["runtime"]["isolation"] == "checker process"
+    pid = _checker_pid(pool)
+    second = verify(pool, MOVED, BASE)
+    assert second.status == "verified", second.summary
+    assert _checker_pid(pool) == pid  # the same checker process, not a fresh one
+    judged = second.raw["runtime"]["judge_s"]
+    # Every trial was judged from what the checker kept: no inputs made, no reference or previous version run.
+    assert judged["checker_reused"] == judged["trials"] == len(second.raw["trials"])
+    assert "checker_inputs" not in judged and "checker_expected" not in judged
+    assert all(t.get("expected_reused") == ["old", "reference"] for t in second.raw["trials"])
+
+
+@pytest.mark.slow
+def test_a_changed_previous_version_is_not_served_from_the_cache(pool):
+    assert verify(pool, BASE, BASE).status == "verified"
+    report = verify(pool, BASE, THRICE)  # 2x + y judged against a previous version computing 3x + y
+    assert report.status == "incorrect", report.summary
+    judged, trials = report.raw["runtime"]["judge_s"], report.raw["trials"]
+    assert judged["checker_expected"] > 0
+    # Only a same-storage trial reuses what this job's own fresh trial of its seed computed.
+    assert judged.get("checker_reused", 0) == len([t for t in trials if t.get("kind") == "same_storage"])
+    assert not any(t.get("expected_reused") for t in trials if t.get("kind") == "fresh")
+    assert verify(pool, THRICE, THRICE).status == "verified"
+    again = verify(pool, BASE, BASE)  # the first previous version's outputs are still kept, and still right
+    assert again.status == "verified" and again.raw["runtime"]["judge_s"].get("checker_reused")
+
+
+@pytest.mark.slow
+def test_legacy_settings_keep_nothing_between_jobs(pool):
+    options = VerifyOptions(pool=pool, compile_for_target=False, compile_timeout_s=60, run_timeout_s=60,
+                            reuse_results=False)
+    verify(pool, BASE, BASE)
+    report = verify_file(MOVED, BASE, "scale_add.py", "h100", options)
+    assert report.status == "verified", report.summary
+    assert "checker_reused" not in report.raw["runtime"]["judge_s"]
+
+
+def test_the_candidates_outputs_cross_through_a_private_folder_that_goes_with_the_job(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(jobmod, "SHARED_MEMORY", tmp_path)
+    seen = []
+
+    def judge(request):
+        path = Path(request["outputs"])
+        seen.append((path.parent, oct(path.parent.stat().st_mode & 0o777)))
+        sent = torch.load(path, weights_only=True)
+        assert torch.equal(sent["got"], 2.0 * sent["args"][0] + sent["args"][1])
+        return {"trial": {"ok": True, "checks": {}}, "findings": {}, "judge_id": str(len(seen))}
+
+    options = VerifyOptions(seeds=2, compile_for_target=False)
+    from mtmc_lsp.optimizer.verify import build_job, discover_harness
+
+    job = build_job(discover_harness(BASE), BASE, BASE, "interpreter", options)
+    runner = jobmod.Job({**job, "side": "candidate"}, lambda message: None, judge)
+    runner.device = "cpu"
+    result = runner.run()
+    assert all(t["ok"] for t in result["trials"]) and len(seen) == 3
+    folders = {folder for folder, _ in seen}
+    assert len(folders) == 1 and next(iter(folders)).parent == tmp_path  # in shared memory, one per job
+    assert {mode for _, mode in seen} == {"0o700"}  # only this user's processes can open it
+    assert not any(tmp_path.iterdir())  # gone with the job
