@@ -2,14 +2,20 @@
 
 Two modes, because the GPU machine has no libcst:
 - ``python3 benchmarks/flash_attention_gpu.py --generate`` (any machine with the project installed):
-  apply ``flash_attention`` to the three attention chains of the test corpus and write the results
-  to ``benchmarks/generated/flash_attention/`` (committed), with ``manifest.json``. A second "after"
-  per chain also sets the flash kernel's blocks to 64x64 by hand (not an engine step: what a later
-  tiling step could add).
+  apply ``flash_attention`` for the H200 to the four attention chains of the test corpus and write the
+  results to ``benchmarks/generated/flash_attention/`` (committed), with ``manifest.json``. Per chain:
+  ``flash`` is the engine's step (the fused kernel with the tiles ``gpu_tiles`` chooses for the target),
+  ``flash, chain's tiles`` the same fusion keeping the naive chain's tiles (the step before it chose
+  tiles), and ``flash BMxBN wW (by hand)`` other tiles through the same ``gpu_tiles`` (not engine steps:
+  what the next run compares the engine's choice with; a variant equal to another one is left out).
 - ``python3 benchmarks/flash_attention_gpu.py --out DIR`` (the GPU machine): load before and after,
   check both against the file's PyTorch reference and each other at the files' GPU sizes, time each with
   ``triton.testing.do_bench`` (median) and write ``DIR/flash_attention.json`` and ``.md``.
   ``--dry-run`` does the same at the corpus's tiny sizes in the Triton interpreter (no timing).
+
+What the next H200 run checks (session 5 measured 16x16 flash at 1.1-2.8x, 64x64 by hand at 2.9-12.9x):
+``flash`` should be about as fast as the best by-hand row of its problem; if a by-hand tile wins clearly
+everywhere, ``FLASH_TILES`` in optimizer/actions/flash_attention.py should lead with it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import sys
 from pathlib import Path
 
@@ -32,51 +39,56 @@ from corpus.kernels import kernel_path
 GENERATED = ROOT / "benchmarks" / "generated" / "flash_attention"
 
 # Corpus file -> FLOPs per call at its GPU sizes (``SIZES["cuda"]``: two matmuls, 4*B*H*Sq*Sk*D, a causal mask
-# counted in full), tolerance (atol, rtol) against the reference and each other, and the hand-set 64x64 blocks.
+# counted in full) and tolerance (atol, rtol) against the reference and each other.
 PROBLEMS: dict[str, dict] = {
-    "attention_three_kernels": {
+    "attention_three_kernels": {  # causal, fp16; one BLOCK constant sets both blocks: square tiles only
         "flops": lambda s: 4 * s["batch"] * s["heads"] * s["seq_len"] ** 2 * s["head_dim"], "tol": (2e-2, 2e-2),
-        "blocks": [("    BLOCK = 16\n", "    BLOCK = 64\n")],
     },
     "attention_padded_strided": {  # fp32 inputs: tl.dot runs in tf32 before and after
         "flops": lambda s: 4 * s["batch"] * s["heads"] * s["seq_q"] * s["seq_k"] * s["head_dim"], "tol": (2e-2, 2e-2),
-        "blocks": [("    BLOCK_M, BLOCK_N = 16, 16\n", "    BLOCK_M, BLOCK_N = 64, 64\n")],
     },
     "attention_matmul_style": {  # Q @ K^T tiled over the head dim: its loop stays, nested in the key loop
         "flops": lambda s: 4 * s["bh"] * s["seq"] ** 2 * s["dim"], "tol": (2e-2, 2e-2),
-        "blocks": [("(triton.cdiv(seq, 32), bh)](", "(triton.cdiv(seq, 64), bh)]("), ("BLOCK_M=32, BLOCK_N=32, BLOCK_D", "BLOCK_M=64, BLOCK_N=64, BLOCK_D")],
     },
     "attention_two_kernels": {  # the scores kernel holds a whole row of keys: short sequences only
         "flops": lambda s: 4 * s["heads"] * s["seq_len"] ** 2 * s["head_dim"], "tol": (2e-2, 2e-2),
-        "blocks": [("grid = (triton.cdiv(seq_len, 16), heads)", "grid = (triton.cdiv(seq_len, 64), heads)"),
-                   ("HEAD=head_dim, BLOCK_M=16, BLOCK_N=16)", "HEAD=head_dim, BLOCK_M=64, BLOCK_N=64)")],
     },
 }
+# Tiles set by hand through gpu_tiles, to compare with the engine's choice: label -> ((BLOCK_M, BLOCK_N, num_warps),).
+BY_HAND = {"64x64 w4": ((64, 64, 4),), "128x64 w4": ((128, 64, 4),), "128x128 w8": ((128, 128, 8),)}
 
 
 def generate() -> int:
     from mtmc_lsp.optimizer.actions import applicable, apply_candidate
+    from mtmc_lsp.optimizer.actions import flash_attention as fa
     from mtmc_lsp.optimizer.analysis import analyze
     from mtmc_lsp.optimizer.hardware import get_profile
 
     target = get_profile("h200")
     GENERATED.mkdir(parents=True, exist_ok=True)
+    for old in GENERATED.glob("*.py"):
+        old.unlink()
+    chain_tiles = fa.FlashAttention()
+    chain_tiles.tiles = ()  # the fusion alone, as the step was before it chose tiles
     manifest = []
-    for name, problem in PROBLEMS.items():
+    for name in PROBLEMS:
         text = kernel_path(name).read_text()
         analysis = analyze(text)
         cand = next(cd for k in analysis.kernels for cd in applicable(analysis, k, target) if cd.action == "flash_attention")
-        flash = apply_candidate(text, cand, target).new_text
-        tiled = flash
-        for old, new in problem["blocks"]:
-            assert tiled.count(old) == 1, (name, old)
-            tiled = tiled.replace(old, new)
-        (GENERATED / f"{name}_flash.py").write_text(flash)
-        (GENERATED / f"{name}_flash_64x64.py").write_text(tiled)
-        manifest.append({"problem": name, "before": str(kernel_path(name).relative_to(ROOT)),
-                         "after": {"flash": f"benchmarks/generated/flash_attention/{name}_flash.py",
-                                   "flash+64x64 (by hand)": f"benchmarks/generated/flash_attention/{name}_flash_64x64.py"},
-                         "step": cand.title})
+        edit = apply_candidate(text, cand, target)
+        untiled = chain_tiles.apply(text, analysis, analysis.kernel(cand.kernel), cand.params, target).new_text
+        variants = {"flash": edit.new_text, "flash, chain's tiles": untiled}
+        for label, tiles in BY_HAND.items():
+            tiled, _note = fa.gpu_tiles(untiled, cand.params["pv"], target, tiles)
+            if tiled not in variants.values():
+                variants[f"flash {label} (by hand)"] = tiled
+        after = {}
+        for label, source in variants.items():
+            slug = re.sub(r"[^0-9A-Za-z]+", "_", label.replace(" (by hand)", "").replace("'s", "")).strip("_")
+            (GENERATED / f"{name}_{slug}.py").write_text(source)
+            after[label] = f"benchmarks/generated/flash_attention/{name}_{slug}.py"
+        manifest.append({"problem": name, "before": str(kernel_path(name).relative_to(ROOT)), "after": after,
+                         "step": cand.title, "tiles": edit.notes[-1]})
     (GENERATED / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"wrote {len(manifest)} problems to {GENERATED.relative_to(ROOT)}")
     return 0

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, applicable, apply_candidate
 from mtmc_lsp.optimizer.actions import _common as c
+from mtmc_lsp.optimizer.actions import flash_attention as fa
 from mtmc_lsp.optimizer.analysis import analyze
 from mtmc_lsp.optimizer.hardware import get_profile
 from mtmc_lsp.optimizer.policy.base import PolicyState
@@ -210,3 +211,42 @@ def test_flash_kernel_stays_equivalent(tmp_path):
                  job(tmp_path, f"{name}:flash+pipelining", text, apply_candidate(new, piped, H100).new_text, tol)]
     results = run_jobs(jobs, tmp_path)
     assert all(r["ok"] for r in results), [r for r in results if not r["ok"]]
+
+
+def fused_edit(text: str, kernel: str, target=H100):
+    (cand,) = [cd for cd in applicable(analyze(text), kernel, target) if cd.action == "flash_attention"]
+    return apply_candidate(text, cand, target)
+
+
+def test_the_flash_kernel_gets_tiles_for_the_target():
+    h200 = get_profile("h200")
+    three = fused_edit(THREE, "pv_kernel", h200)
+    assert "    BLOCK = 64\n" in three.new_text  # one constant sets both blocks: square tiles
+    assert "num_warps" not in three.new_text and "num_stages" not in three.new_text
+    padded = fused_edit(PADDED, "attn_scores", h200).new_text
+    assert "    BLOCK_M, BLOCK_N = 128, 64\n    grid = (triton.cdiv(seq_q, BLOCK_M), batch, heads)\n" in padded  # the tuple stays a tuple
+    assert "BLOCK_D=head_dim, num_warps=8, num_stages=2)" in padded  # fp32 K/V tiles: two stages fit 227 KiB
+    two = fused_edit(TWO, "probs_v_kernel", h200)
+    assert "grid = (triton.cdiv(seq_len, 128), heads)" in two.new_text  # the grid follows BLOCK_M
+    assert "BLOCK_M=128, BLOCK_N=64, num_warps=8)" in two.new_text  # fp16: the default three stages fit
+    assert two.notes[-1].startswith("probs_v_kernel tiled for H200: BLOCK_M=128, BLOCK_N=64, num_warps=8 (was 16x16")
+
+
+def test_tiles_follow_the_targets_shared_memory():
+    small = fused_edit(TWO, "probs_v_kernel", get_profile("rtx4090")).new_text  # 99 KiB per block
+    assert "BLOCK_M=64, BLOCK_N=64, num_stages=2)" in small and "grid = (triton.cdiv(seq_len, 64), heads)" in small
+    volta = fused_edit(TWO, "probs_v_kernel", get_profile("v100")).new_text  # no async copies: nothing staged
+    assert "BLOCK_M=128, BLOCK_N=64, num_warps=8)" in volta
+    for bm, bn, warps, stages in [fa.choose_flash_tile(t, 2, 4, True, False) for t in (H100, get_profile("a100"))]:
+        assert (bm, bn, warps, stages) == (128, 64, 8, 3)
+        assert fa.flash_shared_bytes(bm, bn, fa.HEAD_DIM_GUESS, 2, stages) <= get_profile("a100").max_shared_per_block
+    assert fa.choose_flash_tile(H100, 2, 4, True, square=True) == (64, 64, 4, 3)
+    assert fa.choose_flash_tile(H100, 2, 4, False, False) == (64, 64, 4, 3)  # num_warps cannot change: no 8-warp tile
+
+
+def test_tiles_already_large_or_not_constants_are_kept():
+    big = fused_edit(THREE.replace("    BLOCK = 16\n", "    BLOCK = 128\n"), "pv_kernel")
+    assert "    BLOCK = 128\n" in big.new_text and "kept at 128x128" in big.notes[-1]
+    computed = TWO.replace("HEAD=head_dim, BLOCK_M=16, BLOCK_N=16)", "HEAD=head_dim, BLOCK_M=16, BLOCK_N=max(16, head_dim // 4))")
+    kept = fused_edit(computed, "probs_v_kernel")
+    assert "BLOCK_M=16, BLOCK_N=max(16, head_dim // 4))" in kept.new_text and "tiles kept" in kept.notes[-1]

@@ -23,6 +23,11 @@ kernel that tiles the head dimension (``for k in range(0, D, BLOCK_K): acc += tl
 that loop, nested in the key loop. When the scores' last step is a causal mask
 (``s = tl.where(rows >= keys, s, -inf)`` on the P @ V kernel's rows and keys), the key loop stops at
 the row block's last row: the blocks past it are all masked (they would add p = 0 at alpha = 1).
+The naive chain's small tiles (16 x 16) starve the fused kernel, so the same step sets tiles for the
+target where tiling could (the blocks are constants, every access is masked): 128 x 64 with 8 warps,
+else 64 x 64 (one constant for both blocks: square), with the num_stages whose K/V tiles fit the
+target's shared memory for a head dim up to 128 (``gpu_tiles``; H200: 64 x 64 ran 2.9-12.9x faster
+than 16 x 16).
 
 Example: kernel=pv_kernel target=h100 params={"scores": "qk_kernel", "softmax": "softmax_kernel", "pv": "pv_kernel"}
 
@@ -103,18 +108,19 @@ def pv_kernel(v_ptr, o_ptr, n, q_ptr, k_ptr, scale, D: tl.constexpr, BLOCK_M: tl
 def attention(q, k, v):
     bh, n, d = q.shape
     o = torch.empty_like(q)
-    pv_kernel[(triton.cdiv(n, 16), bh)](v, o, n, q, k, d ** -0.5, D=d, BLOCK_M=16, BLOCK_N=16)
+    pv_kernel[(triton.cdiv(n, 128), bh)](v, o, n, q, k, d ** -0.5, D=d, BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2)
     return o
 ```
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ..analysis import FileAnalysis, Kernel
+from ..analysis import FileAnalysis, Kernel, analyze
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
@@ -646,6 +652,7 @@ class FlashAttention:
     kind = "Fusion"
     changes_numerics = False
     max_changed_lines = 100  # one reviewable step, bigger than the usual: three kernels become one (most lines are removed ones)
+    tiles = None  # the tiles gpu_tiles chooses from (None: FLASH_TILES; () keeps the chain's, as the GPU benchmark's baseline)
 
     def _chains(self, analysis: FileAnalysis, kernel: Kernel) -> list[tuple[str, str, str]]:
         """(scores, softmax or "", pv) launched back to back in one host function and involving ``kernel``."""
@@ -1385,7 +1392,9 @@ class FlashAttention:
                 continue
             module, kept_because = _drop_unreferenced_def(module, gone)
             notes.append(f"{gone} stays defined: {kept_because}" if kept_because else f"{gone}'s definition is removed")
-        return c.finish(text, module, f"fused attention into one flash kernel {pv}", notes)
+        fused = c.finish(text, module, f"fused attention into one flash kernel {pv}", notes)
+        tiled, tile_note = gpu_tiles(fused.new_text, pv, target, FLASH_TILES if self.tiles is None else self.tiles)
+        return c.finish(text, c.parse(tiled), fused.summary, [*fused.notes, tile_note])
 
 
 def _wrap(code: str) -> str:
@@ -1523,6 +1532,112 @@ class _Substitute(cst.CSTTransformer):
         except ActionError as exc:
             self.error = str(exc)
             return updated_node
+
+
+# ---- GPU tiles for the fused kernel ----------------------------------------------------------------
+# (BLOCK_M, BLOCK_N, num_warps), largest first. The chain's own tiles (16 x 16 in naive code) left the
+# flash kernel 2.9-12.9x slower than 64 x 64 on the H200 (benchmarks/results/h200/flash_attention.md).
+# 128 query rows x 64 keys is the tutorial's Ampere/Hopper tile. Compiled for sm_90 (ptxas, the corpus's
+# fused kernels): over 4 warps it spills at head dim 128 (fp16: 255 registers, 260 B), over 8 warps it
+# does not (170 registers; 117 at head dim 64).
+FLASH_TILES = ((128, 64, 8), (64, 64, 4))
+# The head dim is a run-time value: budgets assume the common largest, as tiling does.
+HEAD_DIM_GUESS = 128
+_SPLIT = "  # __mtmc_split_{}__"
+_TUPLE_CONSTANTS = re.compile(r"^([ \t]*)(\w+(?:[ \t]*,[ \t]*\w+)+)[ \t]*=[ \t]*(\d+(?:[ \t]*,[ \t]*\d+)+)([ \t]*#.*)?$", re.M)
+
+
+def flash_shared_bytes(bm: int, bn: int, head_dim: int, elem: int, stages: int) -> int:
+    """Shared memory of one flash program: the query tile, the K and V tiles once per stage, P for its dot."""
+    return (bm * head_dim + 2 * max(stages, 1) * bn * head_dim + bm * bn) * elem
+
+
+def choose_flash_tile(target: GpuProfile, elem: int, warps_now: int, warps_settable: bool, square: bool,
+                      tiles=FLASH_TILES) -> tuple[int, int, int, int | None] | None:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages or None to leave it) that fits the target, or None."""
+    stage_options = (3, 2) if target.has("cp.async") else (None,)  # without async copies nothing is staged
+    for bm, bn, warps in tiles:
+        warps = max(warps, warps_now)  # never fewer warps than the launch already asks for
+        if (square and bm != bn) or (warps != warps_now and not warps_settable):
+            continue
+        if bm * HEAD_DIM_GUESS // (32 * warps) > c.MAX_ACC_REGS_PER_THREAD:
+            continue
+        for stages in stage_options:
+            if flash_shared_bytes(bm, bn, HEAD_DIM_GUESS, elem, stages or 1) <= target.max_shared_per_block:
+                return bm, bn, warps, stages
+    return None
+
+
+def gpu_tiles(text: str, pv: str, target: GpuProfile, tiles=FLASH_TILES) -> tuple[str, str]:
+    """The fused kernel's launch with tiles for the target (``tiles`` to choose from) and a note saying what
+    was chosen or why the chain's tiles stay. Changed only where tiling could change them: every access
+    masked and the grid derived from the blocks, so the result is the same at any tile."""
+    split, joins = _split_tuple_constants(text)
+    analysis = analyze(split)
+    kernel = analysis.kernel(pv)
+    module = c.parse(split)
+    plan = c.tile_plan(analysis, kernel, module)
+    by_role = {p.role: p for p in plan.params.values()}
+    m, n = by_role.get("m"), by_role.get("n")
+    if m is None or n is None:
+        return text, f"{pv}'s tiles kept: no query and key block parameters"
+    if not (m.tunable and n.tunable) or not isinstance(m.value, int) or not isinstance(n.value, int):
+        return text, f"{pv}'s tiles kept: {m.reason or n.reason or 'the blocks are not constants'}"
+    _kdef, launches = c.locate(module, pv)
+    square = any(c.binding_of(launch, kernel, m.name)[1] is c.binding_of(launch, kernel, n.name)[1] is not None
+                 for launch in launches)  # one constant sets both blocks: square tiles only
+    choice = choose_flash_tile(target, c.element_bytes(text), plan.num_warps, plan.warps_settable, square, tiles)
+    if choice is None:
+        return text, f"{pv}'s tiles kept at {m.value}x{n.value}: no larger flash tile fits {target.name}"
+    bm, bn, warps, stages = choice
+    if m.value * n.value >= bm * bn:
+        return text, f"{pv}'s tiles kept at {m.value}x{n.value} (already as large as {bm}x{bn})"
+    said = [f"{m.name}={bm}", f"{n.name}={bn}"]
+    try:
+        module = c.set_constexpr(module, analysis, kernel, {m.name: bm, n.name: bn})
+        if warps != plan.num_warps:
+            module = c.set_launch_option(module, pv, "num_warps", warps)
+            said.append(f"num_warps={warps}")
+        if stages is not None and stages != (plan.num_stages or c.DEFAULT_NUM_STAGES):
+            module = c.set_launch_option(module, pv, "num_stages", stages)
+            said.append(f"num_stages={stages}")
+        tiled = _join_tuple_constants(module.code, joins)
+    except ActionError as exc:
+        return text, f"{pv}'s tiles kept at {m.value}x{n.value}: {exc}"
+    return tiled, (
+        f"{pv} tiled for {target.name}: {', '.join(said)} (was {m.value}x{n.value}; shared memory checked for "
+        f"a head dim up to {HEAD_DIM_GUESS})")
+
+
+def _split_tuple_constants(text: str) -> tuple[str, list[str]]:
+    """``BLOCK_M, BLOCK_N = 16, 16`` as one marked line per name, which tile_plan and set_constexpr read;
+    the comments of the lines split, for ``_join_tuple_constants``."""
+    joins: list[str] = []
+
+    def split(match: re.Match) -> str:
+        names = [x.strip() for x in match[2].split(",")]
+        values = [x.strip() for x in match[3].split(",")]
+        if len(names) != len(values) or not any(c.is_block_name(name) for name in names):
+            return match[0]
+        joins.append(match[4] or "")
+        marker = _SPLIT.format(len(joins) - 1)
+        return "\n".join(f"{match[1]}{name} = {value}{marker}" for name, value in zip(names, values))
+
+    return _TUPLE_CONSTANTS.sub(split, text), joins
+
+
+def _join_tuple_constants(text: str, joins: list[str]) -> str:
+    """The marked lines of ``_split_tuple_constants`` as one tuple assignment again (with their new values)."""
+    lines = text.split("\n")
+    for index, comment in enumerate(joins):
+        marker = _SPLIT.format(index)
+        at = [k for k, line in enumerate(lines) if line.endswith(marker)]
+        parts = [re.match(r"([ \t]*)(\w+) = (.+)$", lines[k][:-len(marker)]) for k in at]
+        if not at or at[-1] - at[0] != len(at) - 1 or not all(parts):
+            raise ActionError("could not rejoin the block constants split for tiling")
+        joined = f"{parts[0][1]}{', '.join(p[2] for p in parts)} = {', '.join(p[3] for p in parts)}{comment}"
+        lines[at[0]:at[-1] + 1] = [joined]
+    return "\n".join(lines)
 
 
 ACTION = FlashAttention()

@@ -51,9 +51,9 @@ def attention(q, k, v):
     bh, seq, dim = q.shape
     kt = k.transpose(1, 2)  # [bh, dim, seq], read through its strides
     out = torch.empty_like(q)
-    pv_matmul_kernel[(triton.cdiv(seq, 32), bh)](
+    pv_matmul_kernel[(triton.cdiv(seq, 128), bh)](
         v, out, seq, seq, dim, v.stride(0), v.stride(1), v.stride(2),
-        out.stride(0), out.stride(1), out.stride(2), q, kt, q.stride(0), q.stride(1), q.stride(2), kt.stride(0), kt.stride(1), kt.stride(2), dim ** -0.5, BLOCK_M=32, BLOCK_N=32, BLOCK_D=triton.next_power_of_2(dim), BLOCK_K=16)
+        out.stride(0), out.stride(1), out.stride(2), q, kt, q.stride(0), q.stride(1), q.stride(2), kt.stride(0), kt.stride(1), kt.stride(2), dim ** -0.5, BLOCK_M=128, BLOCK_N=64, BLOCK_D=triton.next_power_of_2(dim), BLOCK_K=16, num_warps=8)
     return out
 
 

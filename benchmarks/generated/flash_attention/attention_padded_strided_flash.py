@@ -53,13 +53,13 @@ def padded_attention(q, k, v, kv_lens):
     seq_k = k.shape[2]
     sm_scale = 1.0 / head_dim ** 0.5
     o = torch.empty_like(q)
-    BLOCK_M, BLOCK_N = 16, 16
+    BLOCK_M, BLOCK_N = 128, 64
     grid = (triton.cdiv(seq_q, BLOCK_M), batch, heads)
     attn_pv[grid](v, o, seq_q, seq_k,
                   v.stride(0), v.stride(1), v.stride(2), v.stride(3),
                   o.stride(0), o.stride(1), o.stride(2), o.stride(3),
                   q, k, kv_lens, sm_scale, q.stride(0), q.stride(1), q.stride(2), q.stride(3), k.stride(0), k.stride(1), k.stride(2), k.stride(3),
-                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_dim)
+                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_dim, num_warps=8, num_stages=2)
     return o
 
 

@@ -44,7 +44,7 @@ def pv_kernel(v_ptr, o_ptr, seq_len,
 def causal_attention(q, k, v):
     batch, heads, seq_len, head_dim = q.shape
     out = torch.empty_like(q)
-    BLOCK = 16
+    BLOCK = 64
     pv_kernel[(triton.cdiv(seq_len, BLOCK), batch * heads)](v, out, seq_len,
                                                           q, k, head_dim ** -0.5,
                                                           HEAD_DIM=head_dim, BLOCK_M=BLOCK, BLOCK_N=BLOCK)

@@ -41,9 +41,9 @@ def probs_v_kernel(v_ptr, o_ptr, seq_len, stride_vh, stride_vs, stride_oh, strid
 def attention(q, k, v):
     heads, seq_len, head_dim = q.shape
     out = torch.empty_like(q)
-    grid = (triton.cdiv(seq_len, 16), heads)
+    grid = (triton.cdiv(seq_len, 128), heads)
     probs_v_kernel[grid](v, out, seq_len, v.stride(0), v.stride(1),
-                         out.stride(0), out.stride(1), q, k, q.stride(0), q.stride(1), k.stride(0), k.stride(1), 1.0 / head_dim ** 0.5, HEAD=head_dim, BLOCK_M=16, BLOCK_N=16)
+                         out.stride(0), out.stride(1), q, k, q.stride(0), q.stride(1), k.stride(0), k.stride(1), 1.0 / head_dim ** 0.5, HEAD=head_dim, BLOCK_M=128, BLOCK_N=64, num_warps=8)
     return out
 
 

@@ -59,7 +59,7 @@ def padded_attention(q, k, v, kv_lens):
                   v.stride(0), v.stride(1), v.stride(2), v.stride(3),
                   o.stride(0), o.stride(1), o.stride(2), o.stride(3),
                   q, k, kv_lens, sm_scale, q.stride(0), q.stride(1), q.stride(2), q.stride(3), k.stride(0), k.stride(1), k.stride(2), k.stride(3),
-                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_dim)
+                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_dim, num_stages=2)
     return o
 
 
