@@ -391,12 +391,38 @@ def test_foreign_params_are_refused():
         apply_candidate(SOFTMAX, Candidate("rows_per_program", "Tiling", "softmax_kernel", {"TILE": 1000}, "t", 0), H100)
 
 
-def test_heuristic_ranks_it_first_for_a_whole_row_softmax():
-    analysis = analyze(SOFTMAX)
-    cands = applicable(analysis, "softmax_kernel", H100)
-    ranked = HeuristicPolicy().rank(PolicyState(analysis, analysis.kernel("softmax_kernel"), H100, []), cands)
-    assert ranked[0].candidate.action == "rows_per_program"
-    assert ranked[0].candidate.params == {"TILE": 8192}
+def ranked(text: str, kernel: str, target=H100) -> list:
+    analysis = analyze(text)
+    return HeuristicPolicy().rank(PolicyState(analysis, analysis.kernel(kernel), target, []),
+                                  applicable(analysis, kernel, target))
+
+
+def rpp_score(text: str, kernel: str) -> float:
+    return max(r.score for r in ranked(text, kernel) if r.candidate.action == "rows_per_program")
+
+
+def test_heuristic_prior_follows_the_row_width_measured_on_the_h200():
+    # One run-time-wide block per row (the softmax tutorial): 1.8x at 128 columns, about 1.0x at 512+;
+    # whole rows did as well or better with 4096-element tiles.
+    whole_row = ranked(SOFTMAX, "softmax_kernel")
+    assert whole_row[0].candidate.action == "rows_per_program" and whole_row[0].candidate.params == {"TILE": 4096}
+    assert whole_row[0].score == 0.6
+    narrow = SOFTMAX.replace("BLOCK_SIZE=BLOCK_SIZE", "BLOCK_SIZE=128")
+    wide = SOFTMAX.replace("BLOCK_SIZE=BLOCK_SIZE", "BLOCK_SIZE=2048")
+    assert narrow != SOFTMAX and rpp_score(narrow, "softmax_kernel") == 0.9
+    assert rpp_score(wide, "softmax_kernel") == 0.3  # a row as wide as the tile gains nothing
+    # Columns per program (3.9-6.7x) and rows walked in 64-wide blocks (5-6.6x): first, 8192-element tiles.
+    for name, kernel in (("red_col_max.py", "col_max_kernel"), ("red_row_sum_literal.py", "row_sum_kernel")):
+        top = ranked(_dev(name), kernel)[0]
+        assert top.candidate.action == "rows_per_program" and top.candidate.params == {"TILE": 8192} and top.score >= 0.9
+
+
+def test_heuristic_puts_one_pass_first_on_a_multi_pass_kernel():
+    # Alone on a multi-pass kernel: 0.80x (layernorm tutorial), a compile failure (log_softmax).
+    actions = [r.candidate.action for r in ranked(L2_LOOP, "l2_norm_kernel")]
+    assert "rows_per_program" in actions and rpp_score(L2_LOOP, "l2_norm_kernel") == 0.45
+    online = [r.candidate.action for r in ranked(_dev("sm_online_loop.py"), "online_softmax_kernel")]
+    assert online.index("single_pass") < online.index("rows_per_program")
 
 
 # ---- semantics under the interpreter --------------------------------------------------------------

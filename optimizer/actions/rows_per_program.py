@@ -712,6 +712,7 @@ class RowsPerProgram:
             plan = self._plan(c.parse(analysis.text), analysis, kernel)
         except ActionError:
             return []
+        _remember_facts(analysis, kernel, plan)
         return [Candidate(self.name, self.kind, kernel.name, params,
                           f"Several {plan.names['axis']}s per program: [{plan.names['BLOCK_M']}, {plan.col_block}] tiles "
                           f"(about {params['TILE']} elements, {TILES[params['TILE']]} warps), grid "
@@ -1023,6 +1024,42 @@ def _add_arg(call: cst.Call, index: int, keyword: str, value: cst.BaseExpression
         args.insert(at, new)
         return call.with_changes(args=args)
     return _kwarg_before_options(call, keyword, value)
+
+
+@dataclass(frozen=True)
+class RowFacts:
+    """What the policy's prior reads about a kernel rows_per_program is offered for (what the gain depends on)."""
+
+    axis: str  # "row", or "col" for one column per program reducing down the rows
+    block: int | None  # the elements of a row one program reads at once, when the launch sets a constant
+    loops: bool  # the kernel walks its row (or column) in blocks
+
+
+# (id(analysis), kernel) -> (analysis, facts): filled by candidates(), read by the heuristic policy.
+_FACTS: dict[tuple[int, str], tuple[FileAnalysis, RowFacts]] = {}
+
+
+def _remember_facts(analysis: FileAnalysis, kernel: Kernel, plan: _Plan) -> RowFacts:
+    launches = analysis.launches_of(kernel.name)
+    block = launches[0].constexpr_values(kernel).get(plan.col_block) if launches else None
+    facts = RowFacts(plan.names["axis"], block if isinstance(block, int) and not isinstance(block, bool) else None,
+                     bool(kernel.loops))
+    if len(_FACTS) >= 64:  # bounded: entries keep their analyses alive
+        _FACTS.clear()
+    _FACTS[(id(analysis), kernel.name)] = (analysis, facts)
+    return facts
+
+
+def row_facts(analysis: FileAnalysis, kernel: Kernel) -> RowFacts | None:
+    """The row facts of a kernel the action is offered for (None when it is not)."""
+    hit = _FACTS.get((id(analysis), kernel.name))
+    if hit is not None and hit[0] is analysis:
+        return hit[1]
+    try:
+        plan = ACTION._plan(c.parse(analysis.text), analysis, kernel)
+    except ActionError:
+        return None
+    return _remember_facts(analysis, kernel, plan)
 
 
 ACTION = RowsPerProgram()

@@ -82,8 +82,8 @@ class HeuristicPolicy(Policy):
         """The candidate's score and a one-line reason."""
         f = state.features
         target = state.target
-        base, reason = self._prior(f, target, candidate)
-        fit, fit_reason = self._param_fit(f, target, candidate)
+        base, reason = self._prior(f, target, candidate, state)
+        fit, fit_reason = self._param_fit(f, target, candidate, state)
         score = base * fit
         reasons = [reason] + ([fit_reason] if fit_reason else [])
         penalty, why = _history_penalty(state, candidate)
@@ -92,7 +92,8 @@ class HeuristicPolicy(Policy):
             reasons.append(why)
         return round(score, 4), "; ".join(reasons)
 
-    def _prior(self, f: KernelFeatures, target: GpuProfile, c: Candidate) -> tuple[float, str]:
+    def _prior(self, f: KernelFeatures, target: GpuProfile, c: Candidate,
+               state: PolicyState | None = None) -> tuple[float, str]:
         """How much this kind of action is worth for this kind of kernel on this GPU."""
         name = c.action.lower()
         multi_pass = f.data_passes > 1 and f.reduction_passes > 0
@@ -107,9 +108,7 @@ class HeuristicPolicy(Policy):
             # One strided column per program reached 19% of the H200's memory floor (col_sum).
             return 0.9, "coalesced column tiles instead of one strided column per program"
         if name == "rows_per_program":
-            # One short row per program keeps few loads in flight per SM; [BLOCK_M, BLOCK_N] row tiles
-            # (Liger, FLA) fill it. After single_pass: a multi-pass kernel first reads its rows once.
-            return 0.88, "several rows per program in 2-D tiles"
+            return rows_per_program_prior(f, _row_facts(state))
         if name == "split_k":
             # Pays only when the M x N tiles are fewer than the SMs (a skinny or decode-time GEMM),
             # which the file's text does not say: below tiling and pipelining, above launch knobs.
@@ -156,13 +155,19 @@ class HeuristicPolicy(Policy):
             return 0.4, "changes numerics"
         return 0.3, f"{kind.lower()} step"
 
-    def _param_fit(self, f: KernelFeatures, target: GpuProfile, c: Candidate) -> tuple[float, str]:
+    def _param_fit(self, f: KernelFeatures, target: GpuProfile, c: Candidate,
+                   state: PolicyState | None = None) -> tuple[float, str]:
         """A factor in (0, 1]: how close the parameters are to what fits the target."""
         params = {k: v for k, v in c.params.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if c.action == "column_block":
             return 1.0, ""  # its tiles are sized by the action, listed best first
         if c.action == "rows_per_program":
-            want = 8192 if target.memory_bandwidth_gbs >= 3000 else 4096  # bigger tiles where more bytes are in flight
+            # H200: 8192-element tiles won where programs loop over a row or take columns (red_col_max 6.1x
+            # vs 3.9x, red_row_sum 6.6x vs 5.4x); one block per row did as well or better at 4096 (512
+            # columns: 1.03x vs 0.94x). Bigger tiles only where more bytes are in flight.
+            facts = _row_facts(state)
+            streaming = facts is not None and (facts.loops or facts.axis == "col")
+            want = 8192 if target.memory_bandwidth_gbs >= 3000 and streaming else 4096
             return (1.0 if c.params.get("TILE") == want else 0.9), f"tiles of about {want} elements"
         if c.kind == "Tiling":
             dims = {TILE_DIMS[k]: v for k, v in params.items() if k in TILE_DIMS and v > 0}
@@ -192,6 +197,38 @@ class HeuristicPolicy(Policy):
             distance = abs(math.log2(max(params["GROUP_M"], 1)) - 3)
             return 1.0 / (1.0 + 0.3 * distance), "group of 8"
         return 1.0, ""
+
+
+def _row_facts(state: PolicyState | None):
+    """rows_per_program's facts about the state's kernel (None without a state or when it is not offered)."""
+    if state is None:
+        return None
+    from ..actions.rows_per_program import row_facts  # lazily: only rows_per_program candidates need it
+
+    return row_facts(state.analysis, state.kernel)
+
+
+def rows_per_program_prior(f: KernelFeatures, facts) -> tuple[float, str]:
+    """rows_per_program's prior from what its gain depended on when timed on the H200
+    (benchmarks/results/h200/rows_per_program.md, session 5): high for columns and narrow rows, low for
+    wide rows, below single_pass where a kernel still walks its rows in several passes."""
+    if f.data_passes > 1:
+        # Alone on the layernorm tutorial (3 passes) 0.80x, on a 3-pass log_softmax a compile failure;
+        # single_pass there 1.5-2.3x, and after it this step adds at most 1.4x.
+        return 0.45, "one pass over the rows first (single_pass), then several rows per program"
+    if facts is not None and facts.axis == "col":
+        return 0.92, "several columns per program: coalesced [rows, columns] tiles (3.9-6.7x measured)"
+    block = facts.block if facts is not None else None
+    if block is None:
+        # One run-time-wide block per row: 1.8x at 128 columns, 1.2-1.3x at 256-512 for some kernels,
+        # 0.94-1.03x at 512 and wider (most LLM hidden sizes); the width is not in the text.
+        return 0.6, "several rows per program: pays for narrow rows (the row width is known only at run time)"
+    if block <= 256:
+        # Narrow rows, or rows walked in small blocks: 1.8x (128 columns) to 5-6.6x (64-wide blocks).
+        return 0.9, f"several {block}-wide rows per program in 2-D tiles"
+    if block <= 512:
+        return 0.65, f"several {block}-wide rows per program (1.0-1.3x measured at 512)"
+    return 0.3, f"{block}-wide rows already fill a program (0.97-1.08x measured at 1024-2048)"
 
 
 def _history_penalty(state: PolicyState, candidate: Candidate) -> tuple[float, str]:
