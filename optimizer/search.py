@@ -363,7 +363,9 @@ class _KernelSearch:
         """Down the ranking until ``beam`` steps are kept or the verifications per state run out."""
         children: list[_Node] = []
         applied = 0
-        for position, choice in enumerate(ranked):
+        queue = list(enumerate(ranked))  # (the policy's rank, choice); the rank is what trajectories record
+        while queue:
+            position, choice = queue.pop(0)
             if len(children) >= self.config.beam or applied >= self.config.tries_per_state or self.stop_now():
                 break
             self.tried.add((hash(node.text), choice.candidate.key()))
@@ -379,6 +381,8 @@ class _KernelSearch:
             if attempt.kept:
                 self.seen.add(attempt.new_text)
                 children.append(_Node(attempt.new_text, node.steps + [attempt]))
+            else:
+                queue = _after_other_actions(queue, choice.candidate.action)
         return children
 
     @staticmethod
@@ -401,6 +405,13 @@ class _KernelSearch:
         if self.config.record is not None:
             self.config.record.end(result)
         return result
+
+
+def _after_other_actions(queue: list[tuple[int, Ranked]], action: str) -> list[tuple[int, Ranked]]:
+    """The queue with ``action``'s remaining candidates moved behind every other action's, each group in
+    rank order: once one variant of an action failed to pay, the next try goes to a different idea (three
+    pipelining depths used to spend a state's three tries while tiling waited)."""
+    return [q for q in queue if q[1].candidate.action != action] + [q for q in queue if q[1].candidate.action == action]
 
 
 def _emit(attempt: Attempt, on_step, record, state: PolicyState) -> None:
