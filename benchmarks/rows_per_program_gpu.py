@@ -3,11 +3,21 @@
 Two modes, because the GPU machine has no libcst:
 - ``python benchmarks/rows_per_program_gpu.py --generate`` (any machine with the project installed):
   apply ``rows_per_program`` (TILE 4096 and 8192, target h200) to the dev kernels it is offered for
-  (and after ``single_pass`` where that applies, with ``single_pass`` alone for comparison) and write the sources plus ``manifest.json`` to ``benchmarks/generated/rows_per_program/`` (committed).
+  (and after ``single_pass`` where that applies, with ``single_pass`` alone for comparison) and write the
+  sources plus ``manifest.json`` to ``benchmarks/generated/rows_per_program/`` (committed). The manifest
+  also keeps the heuristic policy's score of each variant's step (``prior``).
 - ``python3 benchmarks/rows_per_program_gpu.py --out DIR`` (the GPU machine): run the original dev
   file and each variant on the same inputs, check the outputs agree, time each with
   ``triton.testing.do_bench`` (median ms) and write ``rows_per_program.md`` / ``.json`` to DIR.
 Only ``benchmarks/wild/dev`` files are used (the held-out part is never tuned on).
+
+What the next H200 run checks: the ``prior`` column against the speedups. The prior follows the shape
+effect session 5 measured (optimizer/policy/heuristic.py ``rows_per_program_prior``): 0.9+ (columns,
+constant row blocks of 256 or less) should go with 1.5x and more, 0.6 (run-time-wide whole rows) with
+gains only at the narrow sizes, 0.45 (multi-pass kernels) with single_pass doing better; and the
+preferred TILE (score 1.0 of the pair) should be the faster one. Session 5's "sizes | ERROR" rows were this
+script's table treating each row's ``sizes`` dict as a variant, not failures (fixed: variants are kept
+under ``variants``).
 """
 
 from __future__ import annotations
@@ -53,13 +63,24 @@ def generate() -> None:
     from mtmc_lsp.optimizer.actions import Candidate, applicable, apply_candidate
     from mtmc_lsp.optimizer.analysis import analyze
     from mtmc_lsp.optimizer.hardware import get_profile
+    from mtmc_lsp.optimizer.policy.base import PolicyState
+    from mtmc_lsp.optimizer.policy.heuristic import HeuristicPolicy
 
     target = get_profile(TARGET)
+
+    def prior(source: str, tile: int) -> float:
+        """The heuristic policy's score of rows_per_program at ``tile`` on ``source``'s kernel."""
+        analysis = analyze(source)
+        ranked = HeuristicPolicy().rank(PolicyState(analysis, analysis.kernel(kernel), target),
+                                        applicable(analysis, kernel, target))
+        return next(r.score for r in ranked if r.candidate.action == "rows_per_program" and r.candidate.params["TILE"] == tile)
+
     GENERATED.mkdir(parents=True, exist_ok=True)
     manifest = []
     for name, (kernel, entry, sizes) in CASES.items():
         text = (DEV / name).read_text()
         variants = {}
+        priors = {}
         starts = {"": text}
         # Where single_pass applies (rows walked in several passes), the policy ranks it first: also
         # time it alone and followed by rows_per_program.
@@ -76,8 +97,9 @@ def generate() -> None:
                 out = GENERATED / f"{Path(name).stem}_{tag.replace('+', '_')}.py"
                 out.write_text(edit.new_text)
                 variants[tag] = str(out.relative_to(ROOT))
+                priors[tag] = prior(start, tile)
         manifest.append({"file": str((DEV / name).relative_to(ROOT)), "kernel": kernel, "entry": entry, "sizes": sizes,
-                         "variants": variants})
+                         "variants": variants, "prior": priors})
     (GENERATED / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"{len(manifest)} kernels, {sum(len(m['variants']) for m in manifest)} variants -> {GENERATED.relative_to(ROOT)}")
 
@@ -138,35 +160,45 @@ def measure(out: Path, files: list[str] | None = None) -> None:
             want = _outputs(before, case["entry"], inputs)
             fn = eval(case["entry"], {"m": before})
             row = {"file": Path(case["file"]).name, "sizes": sizes or "default", "shape": [list(x.shape) for x in inputs
-                   if isinstance(x, torch.Tensor)][:1], "before_ms": do_bench(lambda fn=fn, inputs=inputs: fn(*inputs), return_mode="median")}
+                   if isinstance(x, torch.Tensor)][:1], "before_ms": do_bench(lambda fn=fn, inputs=inputs: fn(*inputs), return_mode="median"),
+                   "variants": {}}
             for tag, module in variants.items():
+                result: dict = {"prior": case.get("prior", {}).get(tag)}
                 try:
                     ok, worst = _agree(want, _outputs(module, case["entry"], inputs))
                     vfn = eval(case["entry"], {"m": module})
                     ms = do_bench(lambda vfn=vfn, inputs=inputs: vfn(*inputs), return_mode="median")
-                    row[tag] = {"ok": ok, "max_abs_diff": worst, "ms": ms, "speedup": row["before_ms"] / ms}
+                    result.update(ok=ok, max_abs_diff=worst, ms=ms, speedup=row["before_ms"] / ms)
                 except Exception as exc:  # noqa: BLE001 - a failing variant is a result
-                    row[tag] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+                    result.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+                row["variants"][tag] = result
             rows.append(row)
             print(json.dumps(row), flush=True)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     (out / "rows_per_program.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-    lines = [f"# rows_per_program on {meta['gpu']}", "", (f"torch {meta['torch']}, triton {meta['triton']}, {meta['when']}; "
-             "median ms of the host function (triton.testing.do_bench); speedup = original / variant; ok = same outputs "
-             "as the original."), "", "| file | sizes | original ms | variant | ms | speedup | ok |", "|---|---|---:|---|---:|---:|---|"]
-    for r in rows:
-        for tag, v in r.items():
-            if not isinstance(v, dict):
-                continue
-            if "ms" in v:
-                lines.append(f"| {r['file']} | {r['sizes']} | {r['before_ms']:.4f} | {tag} | {v['ms']:.4f} | {v['speedup']:.2f}x | "
-                             f"{'ok' if v['ok'] else 'WRONG'} |")
-            else:
-                lines.append(f"| {r['file']} | {r['sizes']} | {r['before_ms']:.4f} | {tag} | - | - | ERROR {v.get('error', '')} |")
+    lines = markdown(meta, rows)
     (out / "rows_per_program.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def markdown(meta: dict, rows: list[dict]) -> list[str]:
+    """The table: one line per (row of sizes, variant)."""
+    lines = [f"# rows_per_program on {meta['gpu']}", "", (f"torch {meta['torch']}, triton {meta['triton']}, {meta['when']}; "
+             "median ms of the host function (triton.testing.do_bench); speedup = original / variant; ok = same outputs "
+             "as the original; prior = the heuristic policy's score of the variant's step."), "",
+             "| file | sizes | original ms | variant | prior | ms | speedup | ok |", "|---|---|---:|---|---:|---:|---:|---|"]
+    for r in rows:
+        for tag, v in r["variants"].items():
+            prior = "-" if v.get("prior") is None else f"{v['prior']:.2f}"
+            if "ms" in v:
+                lines.append(f"| {r['file']} | {r['sizes']} | {r['before_ms']:.4f} | {tag} | {prior} | {v['ms']:.4f} | "
+                             f"{v['speedup']:.2f}x | {'ok' if v['ok'] else 'WRONG'} |")
+            else:
+                lines.append(f"| {r['file']} | {r['sizes']} | {r['before_ms']:.4f} | {tag} | {prior} | - | - | "
+                             f"ERROR {v.get('error', '')} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
