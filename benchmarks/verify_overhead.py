@@ -9,6 +9,10 @@ outputs, its wait for the verdict, and within that wait the checker's steps (ope
 the outputs, regenerating the inputs, the reference and previous version's outputs, comparing); the
 rest of the wait is the relay through the pool. Process start-up (candidate and checker) is timed once.
 Sizes are the interpreter's (small); the point is the per-job overhead, not kernel time.
+
+``--gpu`` runs the same jobs on the GPU at the examples' own sizes with timing on (one Triton cache
+for the run), adding the speed phase's sizing (rounds, rep ms) to each row:
+``python3 benchmarks/verify_overhead.py --gpu --out $OUT/verify_overhead_gpu.json``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+if "--gpu" not in sys.argv:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import _bootstrap  # noqa: F401,E402
 
@@ -60,9 +65,9 @@ def candidates(path: Path, count: int) -> list[tuple[str, str]]:
     return found
 
 
-def start_time(role: str) -> float:
+def start_time(role: str, gpu: str | None) -> float:
     """Seconds from spawning a worker process of ``role`` to its "ready" (imports included)."""
-    worker = Worker(None, role=role)
+    worker = Worker(gpu, role=role)
     started = time.perf_counter()
     error = worker.start(lambda: False)
     seconds = time.perf_counter() - started
@@ -74,8 +79,9 @@ def start_time(role: str) -> float:
 
 def run_job(pool: WorkerPool, new: str, old: str, seeds: int) -> dict:
     """One isolated job; its wall time and where it went."""
-    options = VerifyOptions(seeds=seeds, compile_for_target=False, compile_timeout_s=300, run_timeout_s=300)
-    job = build_job(discover_harness(new), new, old, "interpreter", options)
+    options = VerifyOptions(seeds=seeds, compile_for_target=False, compile_timeout_s=300, run_timeout_s=300,
+                            timing=pool.mode == "gpu")
+    job = build_job(discover_harness(new), new, old, pool.mode, options)
     started = time.perf_counter()
     outcome = pool.run(job, options.compile_timeout_s, options.run_timeout_s)
     wall = time.perf_counter() - started
@@ -89,7 +95,7 @@ def run_job(pool: WorkerPool, new: str, old: str, seeds: int) -> dict:
     return {"wall_s": round(wall, 4), "pool_s": round(max(0.0, wall - sum((result.get("phases") or {}).values())), 4),
             "ok": bool(trials) and all(t.get("ok") or t.get("skipped") for t in trials),
             "failure": outcome.failure, "phases": result.get("phases") or {}, "judge": judge,
-            "isolation": runtime.get("isolation"),
+            "isolation": runtime.get("isolation"), "sizing": (result.get("speed") or {}).get("sizing"),
             "expected_reused": sorted({r for t in trials for r in t.get("expected_reused") or []})}
 
 
@@ -101,7 +107,10 @@ def describe(label: str, row: dict) -> str:
               + f" + relay {j.get('relay', 0):.3f}") if j else "| not isolated"
     verdict = "ok" if row["ok"] else f"NOT OK ({row['failure']})"
     reused = f" reused {','.join(row['expected_reused'])}" if row["expected_reused"] else ""
-    return f"{label:44s} {row['wall_s']:6.3f} s {verdict}{reused} | pool {row['pool_s']:.3f} | {phases} {judged}"
+    sizing = row.get("sizing") or {}
+    timed = f" | timing {sizing.get('rounds')} rounds of {sizing.get('rep_ms')} ms" if sizing else ""
+    return (f"{label:44s} {row['wall_s']:6.3f} s {verdict}{reused} | pool {row['pool_s']:.3f} | {phases} {judged}"
+            f"{timed}")
 
 
 def main() -> int:
@@ -110,11 +119,13 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=3, help="candidates judged against each example")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", help="also write the rows as JSON here")
+    parser.add_argument("--gpu", action="store_true", help="on the first GPU, at the examples' sizes, timing on")
     args = parser.parse_args()
 
-    starts = {role: round(start_time(role), 3) for role in ("candidate", "checker")}
+    gpu = "0" if args.gpu else None
+    starts = {role: round(start_time(role, gpu), 3) for role in ("candidate", "checker")}
     print(f"process start to ready: candidate {starts['candidate']:.3f} s, checker {starts['checker']:.3f} s")
-    pool = WorkerPool("interpreter")
+    pool = WorkerPool("gpu", gpus=["0"]) if args.gpu else WorkerPool("interpreter")
     rows = []
     try:
         for name in args.examples:

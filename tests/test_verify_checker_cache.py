@@ -138,3 +138,39 @@ def test_the_candidates_outputs_cross_through_a_private_folder_that_goes_with_th
     assert len(folders) == 1 and next(iter(folders)).parent == tmp_path  # in shared memory, one per job
     assert {mode for _, mode in seen} == {"0o700"}  # only this user's processes can open it
     assert not any(tmp_path.iterdir())  # gone with the job
+
+
+TEST_STYLE = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 64),)](x, y, out, x.numel(), BLOCK=64)
+    return out
+
+
+def test_add(device="cpu"):
+    x, y = torch.randn(200, device=device), torch.randn(200, device=device)
+    return add(x, y)
+'''
+
+
+@pytest.mark.slow
+def test_a_later_candidate_of_a_test_style_file_is_judged_from_the_kept_test_results(pool):
+    assert verify(pool, TEST_STYLE, TEST_STYLE).status == "verified"
+    moved = TEST_STYLE.replace("import torch\n", "# a candidate\nimport torch\n", 1)
+    report = verify(pool, moved, TEST_STYLE)
+    assert report.status == "verified", report.summary
+    assert all(t.get("expected_reused") == ["old"] for t in report.raw["trials"])
+    assert report.raw["runtime"]["precision"] == "float32"  # the floor comes back with the kept result
+    wrong = moved.replace("tl.load(x_ptr + offs, mask=m) + tl.load", "tl.load(x_ptr + offs, mask=m) - tl.load")
+    assert verify(pool, wrong, TEST_STYLE).status == "incorrect"  # a kept result still judges

@@ -40,23 +40,27 @@ KEPT_JUDGING_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
 IDLE_DEVICE_BYTES = 1 << 30
 
 
+_UNKNOWN = object()  # a kept test result whose job's precision floor was not worked out with it
+
+
 @dataclass
 class _Judging:
-    inputs: Any
+    inputs: Any  # None for a test's result (a test makes its own inputs)
     expected: dict[str, Any]
     size: int
+    floor: Any = _UNKNOWN  # tests: the precision floor the first test's launches gave
 
 
 _kept_judging: "OrderedDict[tuple, _Judging]" = OrderedDict()
 
 
-def _keep_judging(key: tuple, inputs: Any, expected: dict[str, Any], device: str) -> None:
+def _keep_judging(key: tuple, inputs: Any, expected: dict[str, Any], device: str, floor: Any = _UNKNOWN) -> None:
     """Keep one seed's inputs and expected outputs for later candidates, oldest dropped past the budget."""
     size = cmp.nbytes(inputs) + sum(cmp.nbytes(value) for value in expected.values())
     budget = KEPT_JUDGING_BYTES.get(device, 0)
     if size > budget // 4:
         return
-    _kept_judging[key] = _Judging(inputs, dict(expected), size)
+    _kept_judging[key] = _Judging(inputs, dict(expected), size, floor)
     _kept_judging.move_to_end(key)
     while sum(entry.size for entry in _kept_judging.values()) > budget:
         _kept_judging.popitem(last=False)
@@ -72,6 +76,7 @@ class CheckerSession(Job):
         self.make_inputs = None
         self.floor_known = False
         self.open_s: float | None = None  # how long ``open`` took, reported with the first verdict
+        self.timings: dict[str, float] = {}  # the current verdict's
 
     def open(self) -> None:
         """Load what judges the candidate: the problem file and the previous version, never the new one."""
@@ -123,6 +128,7 @@ class CheckerSession(Job):
             return {"self_judged": self.cannot_judge}
         trial: dict[str, Any] = {"ok": True, "checks": {}}
         timings: dict[str, float] = {}
+        self.timings = timings
         if self.open_s is not None:
             timings["open"], self.open_s = self.open_s, None
         mark = time.perf_counter()
@@ -178,6 +184,25 @@ class CheckerSession(Job):
         if self.result["runtime"].get("reference_error"):
             findings["reference_error"] = self.result["runtime"]["reference_error"]
         return {"trial": trial, "findings": findings}
+
+    def _judge_test(self, trial: dict, name: str, old: Any, seed: int, got: Any, record: bool) -> None:
+        """As in one process, with the previous version's result of each test and seed kept for later candidates
+        (and, for the job's first test, the precision floor its launches gave)."""
+        key = (self.expected_key, "test", name, seed)
+        kept = _kept_judging.get(key) if self.reuse else None
+        if kept is not None and (kept.floor is not _UNKNOWN or not record):
+            _kept_judging.move_to_end(key)
+            expected = kept.expected["old"]
+            if record:
+                self.floor = kept.floor
+                self.result["runtime"]["precision"] = str(self.floor).replace("torch.", "") if self.floor else None
+            trial["expected_reused"] = ["old"]
+            self.timings["reused"] = 1
+        else:
+            expected = self._expected_test(trial, name, old, seed, record)
+            if self.reuse and expected is not None and not trial.get("expected_errors"):
+                _keep_judging(key, None, {"old": expected}, self.device, self.floor if record else _UNKNOWN)
+        self._compare_test(trial, got, expected)
 
     def _judging_roles(self) -> set[str]:
         return {role for role in ("reference", "old") if self.impls.get(role) is not None}

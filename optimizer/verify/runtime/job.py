@@ -904,6 +904,12 @@ class Job:
 
     def _judge_test(self, trial: dict, name: str, old: Version | None, seed: int, got: Any, record: bool) -> None:
         """The previous version's result of test ``name`` for this seed, compared with the candidate's."""
+        expected = self._expected_test(trial, name, old, seed, record)
+        self._compare_test(trial, got, expected)
+
+    def _expected_test(self, trial: dict, name: str, old: Version | None, seed: int, record: bool) -> Any:
+        """The previous version's result of test ``name`` for this seed (None when it has none or it failed);
+        with ``record``, the job's precision floor from its launches and result."""
         expected = None
         old_fn = old.attr(name) if old is not None else None
         old_recorder = Recorder({old.module_name}, keep_args=True) if record and callable(old_fn) else None
@@ -926,6 +932,9 @@ class Job:
             dtypes += [t.dtype for _, t in _tensors(expected)]
             self.floor = cmp.lowest_precision(d for d in dtypes if d is not None)
             self.result["runtime"]["precision"] = str(self.floor).replace("torch.", "") if self.floor else None
+        return expected
+
+    def _compare_test(self, trial: dict, got: Any, expected: Any) -> None:
         bad = cmp.nonfinite(got)
         if bad is not None and (expected is None or cmp.nonfinite(expected) is None):
             trial.update(ok=False, nonfinite=bad)
