@@ -17,7 +17,11 @@ constant row blocks of 256 or less) should go with 1.5x and more, 0.6 (run-time-
 gains only at the narrow sizes, 0.45 (multi-pass kernels) with single_pass doing better; and the
 preferred TILE (score 1.0 of the pair) should be the faster one. Session 5's "sizes | ERROR" rows were this
 script's table treating each row's ``sizes`` dict as a variant, not failures (fixed: variants are kept
-under ``variants``).
+under ``variants``). Its "PassManager::run failed" rows are real: rows_per_program alone on the 3-pass
+log_softmax makes ``row_max`` a [BLOCK_M] loop accumulator that two later loops read, and Triton 3.6's
+OptimizeThreadLocality pass asserts on a reduction accumulator with more than one use after its loop
+(``loopResult.hasOneUse()``; reproduced by compiling for sm_90 with triton 3.6.0 on the CPU; 3.9 compiles
+it). The policy now puts single_pass first there (prior 0.45), after which the variant compiles.
 """
 
 from __future__ import annotations
