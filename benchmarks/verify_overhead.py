@@ -120,7 +120,13 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", help="also write the rows as JSON here")
     parser.add_argument("--gpu", action="store_true", help="on the first GPU, at the examples' sizes, timing on")
+    parser.add_argument("--runtime", help="run the workers from this copy of optimizer/verify/runtime (e.g. an "
+                                          "older commit's, from git archive) to compare the same jobs")
     args = parser.parse_args()
+    if args.runtime:
+        from mtmc_lsp.optimizer.verify import pool as pool_module
+
+        pool_module.RUNTIME_DIR = Path(args.runtime).resolve()
 
     gpu = "0" if args.gpu else None
     starts = {role: round(start_time(role, gpu), 3) for role in ("candidate", "checker")}
