@@ -250,3 +250,12 @@ def test_tiles_already_large_or_not_constants_are_kept():
     computed = TWO.replace("HEAD=head_dim, BLOCK_M=16, BLOCK_N=16)", "HEAD=head_dim, BLOCK_M=16, BLOCK_N=max(16, head_dim // 4))")
     kept = fused_edit(computed, "probs_v_kernel")
     assert "BLOCK_M=16, BLOCK_N=max(16, head_dim // 4))" in kept.new_text and "tiles kept" in kept.notes[-1]
+
+
+def test_tuple_constants_keep_their_comment():
+    commented = PADDED.replace("    BLOCK_M, BLOCK_N = 16, 16\n", "    BLOCK_M, BLOCK_N = 16, 16  # rows, keys\n")
+    new = fused_edit(commented, "attn_scores").new_text
+    assert "    BLOCK_M, BLOCK_N = 128, 64  # rows, keys\n" in new and "__mtmc_split" not in new
+    split, joins = fa._split_tuple_constants("x = 1\n    BLOCK_M, BLOCK_N = 16, 16  # c\n    a, b = 1, 2\n")
+    assert split.count("__mtmc_split_0__") == 2 and "a, b = 1, 2" in split  # only block names are split
+    assert fa._join_tuple_constants(split, joins) == "x = 1\n    BLOCK_M, BLOCK_N = 16, 16  # c\n    a, b = 1, 2\n"
