@@ -35,7 +35,7 @@ Emit = Callable[[dict], None]
 # the previous version's and the problem file's text: a changed previous version never finds them.
 # Kept live, not sealed as in the candidate's process: no code of the candidate's runs here, and the
 # process is not readable from outside (``forbid_inspection``). Bounded; a fresh checker starts empty.
-KEPT_JUDGING_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
+KEPT_JUDGING_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}  # on a GPU at most 2% of its memory
 # Device memory this process may hold unused between trials (the candidate's process shares the GPU).
 IDLE_DEVICE_BYTES = 1 << 30
 
@@ -58,6 +58,8 @@ def _keep_judging(key: tuple, inputs: Any, expected: dict[str, Any], device: str
     """Keep one seed's inputs and expected outputs for later candidates, oldest dropped past the budget."""
     size = cmp.nbytes(inputs) + sum(cmp.nbytes(value) for value in expected.values())
     budget = KEPT_JUDGING_BYTES.get(device, 0)
+    if device == "cuda":  # a small GPU keeps less: the candidate's process needs the memory more
+        budget = min(budget, torch.cuda.get_device_properties(0).total_memory // 50)
     if size > budget // 4:
         return
     _kept_judging[key] = _Judging(inputs, dict(expected), size, floor)

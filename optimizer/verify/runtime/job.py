@@ -774,6 +774,14 @@ class Job:
         timing = self.job["timing"]
         timed = {role: self._timed_call(impl) for role, impl in impls.items()
                  if impl is not None and (role != "reference" or timing.get("time_reference", True))}
+        with self.timed("warm"):
+            # Each version's first call here on its own: in an isolated job the previous version has not run in
+            # this process yet (its kernels compile, or autotune, now), which is not the timing's own cost.
+            warm_args = make_inputs(10_000, kwargs)
+            for call in timed.values():
+                call(clone_inputs(warm_args))
+            self._sync()
+            del warm_args
         sizing: dict = {}
         with self.timed("speed"):
             rounds = interleaved(
