@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from lsprotocol import types
 
 from ..optimizer.analysis import FileAnalysis, analyze
+from ..optimizer.analysis.workspace import with_foreign_launches
 from ..optimizer.checks import Finding, run_checks
 from ..optimizer.hardware import GpuProfile
 from . import compile_diagnostics
@@ -38,7 +39,7 @@ def analyse(text: str, path: str | None, previous: FileAnalysis | None, target: 
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        analysis = analyze(text, path, previous=previous)
+        analysis = with_foreign_launches(analyze(text, path, previous=previous))  # reads neighbours from disk
         findings = run_checks(analysis, target)
     finally:
         if was_enabled:

@@ -65,8 +65,10 @@ def _kernel_json(kernel, analysis) -> dict:
                 "constexprs": launch.constexpr_values(kernel),
                 "num_warps": launch.num_warps,
                 "num_stages": launch.num_stages,
+                "file": launch.file,
             }
             for launch in analysis.launches_of(kernel.name)
+            + [f for f in analysis.foreign_launches if f.kernel == kernel.name]
         ],
     }
 
@@ -82,12 +84,13 @@ def _finding_json(finding) -> dict:
 def analyze_file(path: Path, target, compile_configs: bool, compile_timeout: float) -> dict:
     """Everything ``mtmc analyze`` knows about one file, as JSON-able data."""
     from mtmc_lsp.optimizer.analysis import analyze
+    from mtmc_lsp.optimizer.analysis.workspace import with_foreign_launches
     from mtmc_lsp.optimizer.checks import run_checks
 
     text, problem = _read(path)
     if problem is not None:
         return {"file": str(path), "error": problem, "kernels": [], "diagnostics": []}
-    analysis = analyze(text, path=str(path))
+    analysis = with_foreign_launches(analyze(text, path=str(path)))
     findings = run_checks(analysis, target)
     reports = []
     if compile_configs and analysis.kernels and analysis.syntax_error is None:
@@ -132,7 +135,8 @@ def _print_text(result: dict, out) -> None:
             value = tuple(launch["grid_value"]) if launch["grid_value"] else None
             grid = launch["grid"] + (f" = {value}" if value and str(value) != launch["grid"] else "")
             options = "".join(f" {k}={launch[k]}" for k in ("num_warps", "num_stages") if launch[k] is not None)
-            print(f"    launch line {launch['line']} in {launch['host'] or '<module>'}: grid {grid}"
+            where = f"{Path(launch['file']).name} " if launch["file"] else ""
+            print(f"    launch {where}line {launch['line']} in {launch['host'] or '<module>'}: grid {grid}"
                   f" {launch['constexprs'] or ''}{options}", file=out)
     for diagnostic in result["diagnostics"]:
         print(f"{path}:{diagnostic['line']}:{diagnostic['column']}: {diagnostic['code']} {diagnostic['severity']} "

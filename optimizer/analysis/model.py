@@ -168,6 +168,9 @@ class LaunchSite:
     num_stages: int | None
     host_function: str | None
     grid_value: tuple[int, ...] | None  # the grid when it can be worked out statically
+    # The other module that holds this launch (``from .kernels import k`` there); None: this file.
+    # Its spans are positions in that file.
+    file: str | None = None
 
     def arg(self, param: str) -> LaunchArg | None:
         return next((a for a in self.args if a.param == param), None)
@@ -278,6 +281,9 @@ class FileAnalysis:
     stale: bool = False
     # How the file spells triton and triton.language: the one resolution the analysis and the checks share.
     names: TritonNames = field(default_factory=TritonNames)
+    # Launches of this file's kernels found in other modules of its folder (analysis/workspace.py),
+    # for kernels launched nowhere in the file; actions never edit them.
+    foreign_launches: list[LaunchSite] = field(default_factory=list)
 
     def kernel(self, name: str) -> Kernel | None:
         return next((k for k in self.kernels if k.name == name), None)

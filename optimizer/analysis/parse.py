@@ -387,6 +387,22 @@ class _Analyzer:
             span=self.span(node),
         )
 
+    def imported_launches(self, kernels: dict[str, Kernel]) -> list[LaunchSite]:
+        """Launches in this (other) file of ``kernels``, keyed by the name this file calls them by."""
+        tree = ast.parse(self.text, filename=self.path or "<unknown>")
+        self.names, self.imports_triton = _triton_names(tree)
+        self.constants = self._module_constants(tree)
+        functions: list[tuple[ast.FunctionDef, str | None]] = []
+        self._collect_functions(tree, None, functions)
+        launches: list[LaunchSite] = []
+        for fn, _parent in functions:
+            if self._may_launch(fn, kernels):
+                found = self._deep(self._launches, fn, kernels)
+                launches.extend(found if found is not _TOO_DEEP else [])
+        for launch in launches:
+            launch.file = self.path
+        return sorted(launches, key=lambda l: l.span.start_offset)
+
     # ---- launches -----------------------------------------------------------------------
     def _may_launch(self, fn: ast.FunctionDef, kernels: dict[str, Kernel]) -> bool:
         """False when ``fn``'s text names no kernel, so it holds no launch (and need not be walked)."""
@@ -723,3 +739,9 @@ def analyze(text: str, path: str | None = None, previous: FileAnalysis | None = 
         span = SourceMap(text).line_span(0)
         error = SyntaxErrorInfo("file too deeply nested to analyse", span)
         return FileAnalysis(path, text, [], [], [], {}, False, syntax_error=error)
+
+
+def imported_launches(text: str, path: str | None, kernels: dict[str, Kernel]) -> list[LaunchSite]:
+    """The launches in another module's ``text`` of ``kernels`` (local name -> the kernel it imports)."""
+    return _Analyzer(text, path).imported_launches(kernels)
+

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..analysis import FileAnalysis, Kernel, SourceMap, Span, const_eval
 from ..hardware import GpuProfile
@@ -48,6 +49,9 @@ class CheckContext:
         self.launches_by_kernel: dict[str, list] = {}
         for launch in analysis.launches:
             self.launches_by_kernel.setdefault(launch.kernel, []).append(launch)
+        self.foreign_by_kernel: dict[str, list] = {}  # launches in other modules (their spans are there)
+        for launch in analysis.foreign_launches:
+            self.foreign_by_kernel.setdefault(launch.kernel, []).append(launch)
 
     @property
     def source_map(self) -> SourceMap:
@@ -89,21 +93,20 @@ class CheckContext:
             out.append(Binding(f"autotune config {index}", values, where, config.span, config.num_warps,
                                config.num_stages, "config", frozenset(defaults) - set(config.kwargs)))
         for launch in self.launches_by_kernel.get(kernel.name, []):
-            values = dict(defaults)
-            where = dict(default_where)
-            bound: set[str] = set()
-            for arg in launch.args:
-                param = kernel.param(arg.param) if arg.param is not None else None
-                if param is not None and param.kind == "constexpr":
-                    bound.add(arg.param)
-                    if arg.value is not None:
-                        values[arg.param] = arg.value
-                        where[arg.param] = arg.span
-                    else:  # bound to something not constant here: the default does not apply
-                        values.pop(arg.param, None)
+            values, bound = _launch_values(kernel, launch, defaults)
+            where = {**default_where, **{a.param: a.span for a in launch.args if a.param in bound and a.value is not None}}
             host = f"{launch.host_function}()" if launch.host_function else "module level"
             out.append(Binding(f"the launch at line {launch.span.start.line + 1} ({host})", values, where, launch.span,
                                launch.num_warps, launch.num_stages, "launch", frozenset(defaults) - bound))
+        foreign = [] if out else self.foreign_by_kernel.get(kernel.name, [])  # only where the file says nothing
+        for launch in foreign:
+            values, bound = _launch_values(kernel, launch, defaults)
+            host = f", {launch.host_function}()" if launch.host_function else ""
+            label = f"the launch in {Path(launch.file or '').name} line {launch.span.start.line + 1}{host}"
+            # Its positions are in that file: what it sets is reported at the kernel's name here.
+            where = {**default_where, **{name: kernel.name_span for name in bound if name in values}}
+            out.append(Binding(label, values, where, kernel.name_span, launch.num_warps,
+                               launch.num_stages, "launch", frozenset(defaults) - bound))
         if not out:
             out.append(Binding("the parameter defaults", dict(defaults), default_where, kernel.name_span, None, None,
                                "defaults"))
@@ -113,6 +116,21 @@ class CheckContext:
     def env(self, kernel: Kernel, binding: Binding) -> dict[str, object]:
         """Names a size expression may use under ``binding``: module constants, locals, constexprs."""
         return {**self.analysis.constants, **kernel.local_constants, **binding.values}
+
+
+def _launch_values(kernel: Kernel, launch, defaults: dict[str, object]) -> tuple[dict[str, object], set[str]]:
+    """The constexpr values a launch binds over the defaults, and the names it binds."""
+    values = dict(defaults)
+    bound: set[str] = set()
+    for arg in launch.args:
+        param = kernel.param(arg.param) if arg.param is not None else None
+        if param is not None and param.kind == "constexpr":
+            bound.add(arg.param)
+            if arg.value is not None:
+                values[arg.param] = arg.value
+            else:  # bound to something not constant there: the default does not apply
+                values.pop(arg.param, None)
+    return values, bound
 
 
 def _quoted_key_span(text: str, outer: Span, name: str) -> Span:

@@ -142,3 +142,19 @@ async def test_close_clears_diagnostics(client: EditorClient, workspace):
     await client.diagnostics_for(uri, predicate=lambda d: len(d) == 0)
     await asyncio.sleep(0.1)
     assert len(client.published[-1].diagnostics) == 0
+
+
+async def test_a_kernel_launched_from_another_module_is_checked_with_that_launchs_values(client: EditorClient, workspace):
+    """``ops.py`` beside the open file launches its kernel with a block of 100: reported at the kernel's name."""
+    kernels = "\n".join(l for l in PLANTED.splitlines() if "scale_kernel[" not in l) + "\n"
+    (workspace / "ops.py").write_text(
+        "import triton\nfrom planted_kernels import scale_kernel\n\n\ndef scale(x, n):\n"
+        "    scale_kernel[(triton.cdiv(n, 100),)](x, n, BLOCK=100)\n")
+    path = workspace / "planted_kernels.py"
+    path.write_text(kernels)
+    uri = path.as_uri()
+    client.open(uri, kernels)
+    diagnostics = await client.diagnostics_for(uri, version=1)
+    (pow2,) = [d for d in diagnostics if d.code == "MTMC101"]
+    assert "BLOCK=100 from the launch in ops.py line 6, scale()" in pow2.message
+    assert kernels.splitlines()[pow2.range.start.line][pow2.range.start.character:].startswith("scale_kernel")
