@@ -5,7 +5,6 @@ are judged at TF32's (fp16's 10-bit mantissa) tolerance; a candidate never loose
 from __future__ import annotations
 
 import pytest
-
 from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
 
 # An fp32 matmul whose dot inputs keep 10 mantissa bits, truncated: what an fp32 ``tl.dot`` does on an

@@ -1544,7 +1544,7 @@ FLASH_TILES = ((128, 64, 8), (64, 64, 4))
 # The head dim is a run-time value: budgets assume the common largest, as tiling does.
 HEAD_DIM_GUESS = 128
 _SPLIT = "  # __mtmc_split_{}__"
-_TUPLE_CONSTANTS = re.compile(r"^([ \t]*)(\w+(?:[ \t]*,[ \t]*\w+)+)[ \t]*=[ \t]*(\d+(?:[ \t]*,[ \t]*\d+)+)([ \t]*#.*)?$", re.M)
+_TUPLE_CONSTANTS = re.compile(r"^([ \t]*)(\w+(?:[ \t]*,[ \t]*\w+)+)[ \t]*=[ \t]*(\d+(?:[ \t]*,[ \t]*\d+)+)([ \t]*#.*)?$", re.MULTILINE)
 
 
 def flash_shared_bytes(bm: int, bn: int, head_dim: int, elem: int, stages: int) -> int:

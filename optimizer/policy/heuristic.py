@@ -205,7 +205,8 @@ def _row_facts(state: PolicyState | None):
     """rows_per_program's facts about the state's kernel (None without a state or when it is not offered)."""
     if state is None:
         return None
-    from ..actions.rows_per_program import row_facts  # lazily: only rows_per_program candidates need it
+    # Imported here: only rows_per_program candidates need it.
+    from ..actions.rows_per_program import row_facts
 
     return row_facts(state.analysis, state.kernel)
 
