@@ -174,3 +174,48 @@ def test_a_later_candidate_of_a_test_style_file_is_judged_from_the_kept_test_res
     assert report.raw["runtime"]["precision"] == "float32"  # the floor comes back with the kept result
     wrong = moved.replace("tl.load(x_ptr + offs, mask=m) + tl.load", "tl.load(x_ptr + offs, mask=m) - tl.load")
     assert verify(pool, wrong, TEST_STYLE).status == "incorrect"  # a kept result still judges
+
+
+def test_the_checker_judges_a_trial_while_the_candidate_runs_the_next(monkeypatch):
+    """After the first trial (whose verdict decides how the job goes on), each trial's verdict is read only
+    when the next trial has run: the checker's work overlaps the candidate's, verdicts stay in order."""
+    from mtmc_lsp.optimizer.verify import build_job, discover_harness
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    events: list[tuple] = []
+    original_call = jobmod.Job._call
+
+    def recorded_call(self, impl, args, poison):
+        events.append(("run", impl.role))
+        return original_call(self, impl, args, poison)
+
+    monkeypatch.setattr(jobmod.Job, "_call", recorded_call)
+
+    class Judge:
+        def __init__(self):
+            self.queue: list[dict] = []
+
+        def send(self, request):
+            events.append(("send", request["seed"], request["kind"]))
+            self.queue.append({"trial": {"ok": request["seed"] != 2, "checks": {}}, "findings": {},
+                               "judge_id": str(len(events))})
+
+        def receive(self):
+            events.append(("receive",))
+            return self.queue.pop(0)
+
+        def __call__(self, request):
+            self.send(request)
+            return self.receive()
+
+    job = build_job(discover_harness(BASE), BASE, BASE, "interpreter", VerifyOptions(seeds=3, compile_for_target=False))
+    runner = jobmod.Job({**job, "side": "candidate"}, lambda message: None, Judge())
+    runner.device = "cpu"
+    result = runner.run()
+    kinds = [e[0] for e in events]
+    assert kinds == ["run", "send", "receive",  # seed 0: waited for
+                     "run", "send", "run", "receive", "send", "run", "receive", "send", "run", "receive", "send",
+                     "receive"]  # seed 1 fresh, same storage; seed 2 fresh, same storage; the last one settled
+    # Each verdict went to its own trial, in order: seed 2's were the failing ones.
+    assert [(t["seed"], t["ok"]) for t in result["trials"]] == [(0, True), (1, True), (1, True), (2, False), (2, False)]
+    assert not runner.pending

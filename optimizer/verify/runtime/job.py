@@ -246,6 +246,7 @@ class Job:
         self.floor: torch.dtype | None = None  # the job's lowest precision, for the tolerances
         self.expected_key: str | None = None
         self.transfer: Path | None = None  # the folder of the outputs sent to the checker (``_transfer_folder``)
+        self.pending: list[tuple[dict, Path, float]] = []  # trials at the checker: (trial, outputs file, save s)
         launches.install(self.mode == "interpreter" or os.environ.get("TRITON_INTERPRET") == "1")
         launches.PARALLEL_COMPILE.enabled = self.mode == "gpu" and bool(job.get("parallel_compile", True))
         launches.PARALLEL_COMPILE.log.clear()
@@ -278,6 +279,7 @@ class Job:
         except FatalDeviceError:
             self.result["worker_healthy"] = False
         finally:
+            self.settle()  # every verdict read before the job ends: the next job's line must be a job
             if launches.PARALLEL_COMPILE.log:
                 self.result["runtime"]["compiled_ahead"] = list(launches.PARALLEL_COMPILE.log)
             for role, version in self.versions.items():
@@ -415,6 +417,7 @@ class Job:
                 trial, _ = self._trial(impls, make_inputs, seed, "same_storage", kwargs, held)
                 self.result["trials"].append(trial)
                 held = fresh_held if fresh_held is not None else held
+            self.settle()
         if bf16 and not all(t["ok"] for t in self.result["trials"]):
             # The interpreter's bf16 arithmetic is incomplete (bf16 math, not loads and stores converted to
             # fp32, can come back NaN): a failure here may be the interpreter's, so no verdict, only a note.
@@ -609,15 +612,45 @@ class Job:
             save_outputs(payload, path)
         del payload
         saved = time.perf_counter()
-        try:
-            reply = self.judge({**request, "outputs": str(path)})
-        finally:
-            path.unlink(missing_ok=True)
-        self._note_judge_time(saved - started, time.perf_counter() - saved, reply)
-        if "self_judged" in reply:
-            self.judge = None
-            self.result["runtime"]["isolation"] = f"none: {reply['self_judged']}"
-            return False
+        self.settle()  # at most one trial at the checker at a time, verdicts in order
+        request = {**request, "outputs": str(path)}
+        send = getattr(self.judge, "send", None)
+        if send is None or request.get("first"):
+            # The first trial's verdict decides how the job goes on (whether the checker can judge it at all,
+            # a previous version or reference that does not run): wait for it.
+            try:
+                reply = self.judge(request)
+            finally:
+                path.unlink(missing_ok=True)
+            self._note_judge_time(saved - started, time.perf_counter() - saved, reply)
+            if "self_judged" in reply:
+                self.judge = None
+                self.result["runtime"]["isolation"] = f"none: {reply['self_judged']}"
+                return False
+            self._apply_verdict(trial, reply)
+            return True
+        # Later trials: the checker judges this one while this process runs the next (separate processes, so
+        # nothing of the checker's is in reach); ``settle`` fills the trial in before anything reads it.
+        send(request)
+        self.pending.append((trial, path, saved - started))
+        return True
+
+    def settle(self) -> None:
+        """Wait for the verdicts of the trials still at the checker and fill them in (the trial dictionaries are
+        already in the result: a trial whose verdict never comes stays unjudged, and fails)."""
+        while self.pending:
+            trial, path, save_s = self.pending.pop(0)
+            waited = time.perf_counter()
+            try:
+                reply = self.judge.receive()
+            finally:
+                path.unlink(missing_ok=True)
+            self._note_judge_time(save_s, time.perf_counter() - waited, reply)
+            if "self_judged" in reply:  # not after a first trial the checker judged: leave it unjudged
+                continue
+            self._apply_verdict(trial, reply)
+
+    def _apply_verdict(self, trial: dict, reply: dict) -> None:
         trial.update(reply.get("trial") or {"ok": False})
         trial["judge_id"] = reply.get("judge_id")
         findings = reply.get("findings") or {}
@@ -630,7 +663,6 @@ class Job:
         if "precision" in findings:
             self.result["runtime"]["precision"] = findings["precision"]
         self.result["runtime"]["isolation"] = "checker process"
-        return True
 
     def _transfer_folder(self, size: int) -> Path:
         """Where this job's outputs (``size`` bytes of tensors) go to the checker: a private folder in shared
@@ -839,6 +871,7 @@ class Job:
         for shape_kwargs in alternate_shapes(kwargs, gen):
             trial, _ = self._trial(impls, make_inputs, 2000, "shape", shape_kwargs, None)
             trials.append(trial)
+        self.settle()
         rounds = None
         if all(t["ok"] for t in trials):
             rounds = interleaved(
@@ -875,6 +908,7 @@ class Job:
                             trial["kind"], trial["autotune_config"] = "config", dict(AUTOTUNE.chosen)
                             self.result["trials"].append(trial)
                     AUTOTUNE.index = 0
+        self.settle()
         if all(t["ok"] for t in self.result["trials"]) and self.mode == "gpu" and self.job.get("timing") and old:
             self._time_tests(tests, new, old)
 

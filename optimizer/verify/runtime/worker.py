@@ -70,13 +70,26 @@ def main(job_fd: int, result_fd: int) -> int:
         results.write(json.dumps(message, default=repr) + "\n")  # odd objects in user results: their repr
         results.flush()
 
-    def judge(request: dict) -> dict:
-        """An isolated job's trial: the pool passes the request to the checker process and its verdict back."""
-        emit({"event": "judge", "request": request})
-        line = jobs.readline()
-        if not line:
-            os._exit(0)  # the pool went away
-        return json.loads(line)
+    class Judge:
+        """An isolated job's trials: the pool passes each request to the checker process and its verdict back,
+        in order; ``send`` and ``receive`` let the job run its next trial while the checker judges one."""
+
+        @staticmethod
+        def send(request: dict) -> None:
+            emit({"event": "judge", "request": request})
+
+        @staticmethod
+        def receive() -> dict:
+            line = jobs.readline()
+            if not line:
+                os._exit(0)  # the pool went away
+            return json.loads(line)
+
+        def __call__(self, request: dict) -> dict:
+            self.send(request)
+            return self.receive()
+
+    judge = Judge()
 
     emit({"event": "ready", "pid": os.getpid(), "mode": mode})
     while True:
