@@ -122,3 +122,20 @@ def test_fusion_stays_ahead_of_tiling_after_a_kept_fusion():
     kept = StepOutcome(cand("fusion", "Fusion", "scale_bias_kernel", consumer="gelu_kernel"), True, True, 1.9, 0.9, True)
     ranked = HeuristicPolicy().rank(state_for("gelu_bias", "scale_bias_kernel", "h200", [kept]), [tiles, fuse_add])
     assert order(ranked)[0] == fuse_add.key()
+
+
+def test_a_loop_accumulating_a_block_reduced_after_it_is_a_reducing_pass():
+    """The Triton tutorial's layer norm sums ``_mean += a`` in a loop and calls ``tl.sum`` after it."""
+    from mtmc_lsp.optimizer.policy.features import kernel_features
+
+    text = (Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev" / "norm_layernorm_tutorial.py").read_text()
+    analysis = analyze(text)
+    features = kernel_features(analysis, analysis.kernel("_layer_norm_fwd_fused"))
+    assert (features.data_passes, features.reduction_passes) == (3, 2)  # mean, variance; then normalise
+    single = cand("single_pass", "Reordering", "_layer_norm_fwd_fused")
+    state = PolicyState(analysis, analysis.kernel("_layer_norm_fwd_fused"), get_profile("h200"), [])
+    assert HeuristicPolicy().score(state, single)[0] >= 0.9
+    # An accumulator never reduced after its loop (a running output) is not a reducing pass.
+    running = text.replace("    mean = tl.sum(_mean, axis=0) / N\n", "    mean = 0.0\n")
+    analysis = analyze(running)
+    assert kernel_features(analysis, analysis.kernel("_layer_norm_fwd_fused")).reduction_passes == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import asdict, dataclass, field
 
 from ..analysis import FileAnalysis, Kernel
@@ -63,6 +64,7 @@ def kernel_features(analysis: FileAnalysis, kernel: Kernel) -> KernelFeatures:
     dots = kernel.calls_of("dot", "dot_scaled")
     reductions = [c for c in kernel.calls if c.op in REDUCTION_OPS]
     passes = sum(1 for loop in kernel.loops if any(loop.span.contains(c.span.start) for c in reductions))
+    passes += _accumulating_loops(kernel)
     memory = [c for c in kernel.calls if c.op in MEMORY_OPS]
     loads = kernel.calls_of("load")
     data_passes = sum(
@@ -118,3 +120,32 @@ def _consumers(analysis: FileAnalysis, kernel: Kernel) -> list[str]:
             if other.kernel != kernel.name and any(a.source in outputs for a in other.args):
                 consumers.append(other.kernel)
     return sorted(set(consumers))
+
+
+def _accumulating_loops(kernel: Kernel) -> int:
+    """Outermost loops without a reduction call that accumulate a block (``acc += x``) reduced after the
+    loop (``tl.sum(acc)``): the Triton tutorial's layer norm reduces this way, once per statistic."""
+    fn = kernel.node
+    if fn is None:
+        return 0
+    count = 0
+    for index, statement in enumerate(fn.body):
+        if not isinstance(statement, ast.For | ast.While):
+            continue
+        inside = list(ast.walk(statement))
+        if any(_reduction_call(node) for node in inside):
+            continue  # counted with the loops that reduce inside
+        accumulated = {n.target.id for n in inside if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+        later = [node for after in fn.body[index + 1:] for node in ast.walk(after) if _reduction_call(node)]
+        if any(isinstance(name, ast.Name) and name.id in accumulated for call in later for name in ast.walk(call)):
+            count += 1
+    return count
+
+
+def _reduction_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return name in REDUCTION_OPS
+
