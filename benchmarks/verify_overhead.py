@@ -28,10 +28,14 @@ from pathlib import Path
 if "--gpu" not in sys.argv:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import _bootstrap  # noqa: F401,E402
-
-from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, build_job, discover_harness  # noqa: E402
-from mtmc_lsp.optimizer.verify.pool import Worker  # noqa: E402
+import _bootstrap  # noqa: F401
+from mtmc_lsp.optimizer.verify import (
+    VerifyOptions,
+    WorkerPool,
+    build_job,
+    discover_harness,
+)
+from mtmc_lsp.optimizer.verify.pool import Worker
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "mtmc_lsp" / "examples"

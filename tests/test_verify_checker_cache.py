@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
-from mtmc_lsp.optimizer.verify.runtime import checker, job as jobmod
+from mtmc_lsp.optimizer.verify.runtime import checker
+from mtmc_lsp.optimizer.verify.runtime import job as jobmod
 
 FAULTS = Path(__file__).resolve().parent / "corpus" / "faults"
 BASE = (FAULTS / "base.py").read_text()
