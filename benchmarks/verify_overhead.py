@@ -6,8 +6,9 @@ several candidates judged against one previous version), through a ``WorkerPool`
 server uses it. Printed per job: the wall time, the pool's own share (sending, relaying), the
 candidate worker's phases, and for the trials judged in the checker process the candidate's save of its
 outputs, its wait for the verdict, and within that wait the checker's steps (opening the job, loading
-the outputs, regenerating the inputs, the reference and previous version's outputs, comparing); the
-rest of the wait is the relay through the pool. Process start-up (candidate and checker) is timed once.
+the outputs, regenerating the inputs, the reference and previous version's outputs, comparing). The
+first trial's verdict is awaited; later ones are judged while the candidate runs its next trial, so the
+wait can be shorter than the checker's own time. Process start-up (both workers) is timed once.
 Sizes are the interpreter's (small); the point is the per-job overhead, not kernel time.
 
 ``--gpu`` runs the same jobs on the GPU at the examples' own sizes with timing on (one Triton cache
@@ -94,7 +95,7 @@ def run_job(pool: WorkerPool, new: str, old: str, seeds: int) -> dict:
     judge = dict(runtime.get("judge_s") or {})
     checker_total = sum(judge.get(f"checker_{s}", 0.0) for s in CHECKER_STEPS)
     if judge:
-        judge["relay"] = round(max(0.0, judge.get("wait", 0.0) - checker_total), 4)
+        judge["checker_total"] = round(checker_total, 4)
     trials = result.get("trials") or []
     return {"wall_s": round(wall, 4), "pool_s": round(max(0.0, wall - sum((result.get("phases") or {}).values())), 4),
             "ok": bool(trials) and all(t.get("ok") or t.get("skipped") for t in trials),
@@ -106,9 +107,9 @@ def run_job(pool: WorkerPool, new: str, old: str, seeds: int) -> dict:
 def describe(label: str, row: dict) -> str:
     phases = " ".join(f"{k} {v:.3f}" for k, v in row["phases"].items())
     j = row["judge"]
-    judged = (f"| judged {j.get('trials', 0)}: save {j.get('save', 0):.3f} wait {j.get('wait', 0):.3f} = checker "
+    judged = (f"| judged {j.get('trials', 0)}: save {j.get('save', 0):.3f} wait {j.get('wait', 0):.3f} | checker "
               + " ".join(f"{s} {j[f'checker_{s}']:.3f}" for s in CHECKER_STEPS if f"checker_{s}" in j)
-              + f" + relay {j.get('relay', 0):.3f}") if j else "| not isolated"
+              ) if j else "| not isolated"
     verdict = "ok" if row["ok"] else f"NOT OK ({row['failure']})"
     reused = f" reused {','.join(row['expected_reused'])}" if row["expected_reused"] else ""
     sizing = row.get("sizing") or {}
