@@ -563,6 +563,12 @@ def _drop_unreferenced_def(module: cst.Module, name: str) -> tuple[cst.Module, s
     module.visit(references)
     if references.found:
         return module, "the file still refers to it"
+    return remove_definition(module, index), None
+
+
+def remove_definition(module: cst.Module, index: int) -> cst.Module:
+    """``module`` without its top-level statement ``index`` and the comment block right above it."""
+    definition = module.body[index]
     body = list(module.body)
     del body[index]
     # The comment block right above the definition describes it and goes with it; comments further up
@@ -578,8 +584,8 @@ def _drop_unreferenced_def(module: cst.Module, name: str) -> tuple[cst.Module, s
         if index < len(body):
             body[index] = body[index].with_changes(leading_lines=[*detached, *body[index].leading_lines])
         else:
-            return module.with_changes(body=body, footer=[*detached, *module.footer]), None
-    return module.with_changes(body=body), None
+            return module.with_changes(body=body, footer=[*detached, *module.footer])
+    return module.with_changes(body=body)
 
 
 class _References(cst.CSTVisitor):

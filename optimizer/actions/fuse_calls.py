@@ -1,0 +1,542 @@
+"""Fuse calls: fold a consumer wrapper's elementwise kernel into the producer wrapper's kernel it is composed with.
+
+Users often write one host wrapper per kernel and compose the wrappers (``relu(add(x, y))``, or
+``t = add(x, y)`` then ``relu(t)``); ``fusion`` needs both launches in one host function, so it never
+sees that chain. This step inlines the two wrapper calls into the composing function (wrapper locals
+renamed where they clash, parameters bound to the call's arguments, the producer's ``return out``
+becoming what the consumer reads), then runs ``fusion`` on that producer/consumer pair and returns
+the combined edit. To give fusion one grid and one size argument, the consumer's shape queries of
+the producer's result (``t.numel()``, ``torch.empty_like(t)``) read the tensor it was allocated like
+(``torch.empty_like(x)`` has x's shape, dtype, device and layout), and a consumer local that repeats a
+producer local's shape arithmetic (``n = x.numel()``) reuses it.
+
+Offered when each wrapper is a plain top-level function (no decorators, no ``*args``, literal
+defaults only) whose straight-line body assigns names once, launches one kernel and ends in ``return
+out`` of a tensor it allocated with ``torch.empty``/``torch.empty_like``; the calls are a ``return`` or
+a single assignment in the composer's body, with names or literals as arguments; neither wrapper is
+used anywhere else in the file (no other call, reference or string naming it) and the producer
+kernel is named nowhere but in its wrapper, because the kernel is changed in place and both wrappers
+are removed (a wrapper another caller still needs is refused, not copied). Everything fusion checks
+then has to hold on the inlined function.
+
+Example: kernel=add_kernel target=h100 params={"consumer": "relu_kernel"}
+
+```python before
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+    return out
+
+
+def relu(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    relu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+    return out
+
+
+def add_relu(x, y):
+    return relu(add(x, y))
+```
+
+```python after
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = (tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask)).to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+def add_relu(x, y):
+    n = x.numel()
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+    return out
+```
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ..analysis import FileAnalysis, Kernel, analyze
+from ..analysis.model import Value
+from ..edits import changed_line_count
+from ..hardware import GpuProfile
+from . import _common as c
+from .base import ActionError, Candidate, Edit
+from .fusion import ACTION as FUSION
+from .fusion import _impure_calls, remove_definition
+
+_RESULT_ALLOCATORS = ("torch.empty_like", "torch.empty")
+# Tensor facts ``torch.empty_like(x)`` shares with ``x`` (not strides: a non-dense ``x`` gets dense ones).
+_LIKE_ATTRS = {"numel", "shape", "dtype", "device", "size", "dim", "ndim"}
+_ALLOCATING = {"torch.empty_like", "torch.empty", "torch.zeros_like", "torch.zeros", "torch.ones", "torch.ones_like",
+               "torch.full", "torch.full_like", "torch.randn", "torch.rand", "torch.arange", "torch.tensor"}
+
+
+@dataclass
+class _Wrapper:
+    """A host function that launches one kernel on its arguments and returns the tensor it allocated."""
+
+    node: cst.FunctionDef
+    kernel: str
+    params: list[cst.Param]
+    body: list[cst.SimpleStatementLine]  # the statements before ``return result``, docstring left out
+    result: str
+    assigned: list[str]
+    free: set[str]  # names the body reads that it does not bind (module globals)
+
+
+@dataclass
+class _Site:
+    """Where the composer calls the consumer wrapper on the producer wrapper's result."""
+
+    host: cst.FunctionDef
+    producer: _Wrapper
+    consumer: _Wrapper
+    producer_call: cst.Call
+    consumer_call: cst.Call
+    producer_line: cst.SimpleStatementLine | None  # ``t = producer(...)``; None when the call is nested
+    consumer_line: cst.SimpleStatementLine
+
+
+def _literal(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, cst.Integer | cst.Float | cst.SimpleString) or (
+        isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
+
+
+def _bound_names(node: cst.CSTNode) -> set[str]:
+    """Every name ``node`` binds anywhere inside (assignments, parameters, imports, nested defs), by Python's rules."""
+    tree = ast.parse(textwrap.dedent(c.code(node).lstrip("\n")))
+    out: set[str] = set()
+    for sub in ast.walk(tree):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store | ast.Del):
+            out.add(sub.id)
+        elif isinstance(sub, ast.arg):
+            out.add(sub.arg)
+        elif isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(sub.name)
+        elif isinstance(sub, ast.alias):
+            out.add((sub.asname or sub.name).split(".")[0])
+        elif isinstance(sub, ast.Global | ast.Nonlocal | ast.Yield | ast.YieldFrom | ast.Await):
+            raise ActionError("the function uses global/nonlocal or is a generator or coroutine")
+    return out
+
+
+def _scoped_names(fn: cst.FunctionDef) -> set[str]:
+    """Names bound by lambdas and comprehensions inside ``fn`` (their own scopes)."""
+    tree = ast.parse(c.code(fn))
+    out: set[str] = set()
+    for sub in ast.walk(tree.body[0]):
+        if isinstance(sub, ast.Lambda):
+            out |= {a.arg for a in ast.walk(sub.args) if isinstance(a, ast.arg)}
+        elif isinstance(sub, ast.comprehension):
+            out |= {n.id for n in ast.walk(sub.target) if isinstance(n, ast.Name)}
+    return out
+
+
+def _single(statement: cst.CSTNode) -> cst.BaseSmallStatement | None:
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        return statement.body[0]
+    return None
+
+
+def _assigned_name(small: cst.BaseSmallStatement | None) -> str | None:
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+        return small.targets[0].target.value
+    return None
+
+
+def _wrapper(module: cst.Module, analysis: FileAnalysis, name: str) -> _Wrapper:
+    """The top-level wrapper ``name``, or ActionError when it is not a plain one-launch wrapper."""
+    defs = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+    if len(defs) != 1 or analysis.kernel(name) is not None:
+        raise ActionError(f"{name} is not one top-level host function")
+    fn = defs[0]
+    params = fn.params
+    if fn.decorators or fn.asynchronous or params.posonly_params or params.kwonly_params \
+            or not isinstance(params.star_arg, cst.MaybeSentinel) or params.star_kwarg is not None:
+        raise ActionError(f"{name} has decorators, *args or keyword-only parameters")
+    if any(p.default is not None and not _literal(p.default) for p in params.params):
+        raise ActionError(f"{name} has a default that is not a literal")
+    if not isinstance(fn.body, cst.IndentedBlock):
+        raise ActionError(f"{name} is a one-line function")
+    statements = list(fn.body.body)
+    if statements and isinstance(small := _single(statements[0]), cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString):
+        statements = statements[1:]
+    if not statements or not isinstance(ret := _single(statements[-1]), cst.Return) or not isinstance(ret.value, cst.Name):
+        raise ActionError(f"{name} does not end in `return <name>`")
+    launches = [s for s in analysis.launches if s.host_function == name and s.file is None]
+    if len(launches) != 1:
+        raise ActionError(f"{name} does not launch exactly one kernel")
+    assigned: list[str] = []
+    launch_lines = 0
+    for statement in statements[:-1]:
+        small = _single(statement)
+        target = _assigned_name(small)
+        if target is not None:
+            assigned.append(target)
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Subscript):
+            launch_lines += 1
+        else:
+            raise ActionError(f"{name} does more than assign names and launch its kernel (branches, loops, other calls)")
+    param_names = [p.name.value for p in params.params]
+    if launch_lines != 1 or len(assigned) != len(set(assigned)) or set(assigned) & set(param_names):
+        raise ActionError(f"{name} launches more than once or assigns a name twice")
+    result = ret.value.value
+    alloc = next((_single(s) for s in statements[:-1] if _assigned_name(_single(s)) == result), None)
+    if alloc is None or not (isinstance(alloc.value, cst.Call) and c.code(alloc.value.func) in _RESULT_ALLOCATORS):
+        raise ActionError(f"{name} does not return a tensor it allocated with torch.empty/empty_like")
+    local = set(param_names) | set(assigned)
+    if _scoped_names(fn) & local:
+        raise ActionError(f"a lambda or comprehension in {name} reuses a local name")
+    free = c.names_in(fn.body) - local - _bound_names(fn)
+    return _Wrapper(fn, launches[0].kernel, list(params.params), list(statements[:-1]), result, assigned, free)
+
+
+class _Substitute(cst.CSTTransformer):
+    """Replace names by expressions (keyword names of calls and attribute names stay)."""
+
+    def __init__(self, mapping: dict[str, cst.BaseExpression]):
+        self.mapping = mapping
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        return self.mapping.get(updated_node.value, updated_node)
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        return updated_node.with_changes(keyword=original_node.keyword)
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+        return updated_node.with_changes(attr=original_node.attr)
+
+
+def _bind(wrapper: _Wrapper, call: cst.Call, produced: cst.Call | None, produced_name: str | None) -> dict[str, cst.BaseExpression]:
+    """Wrapper parameter -> the expression the call passes (the nested producer call -> its result name)."""
+    bound: dict[str, cst.BaseExpression] = {}
+    names = [p.name.value for p in wrapper.params]
+    positional = 0
+    for arg in call.args:
+        if arg.star:
+            raise ActionError("the call unpacks *args or **kwargs")
+        if arg.keyword is None:
+            if positional >= len(names):
+                raise ActionError("the call passes more arguments than the wrapper takes")
+            param = names[positional]
+            positional += 1
+        else:
+            param = arg.keyword.value
+            if param not in names or param in bound:
+                raise ActionError(f"the call passes {param} that the wrapper does not take")
+        if produced is not None and arg.value is produced:
+            bound[param] = cst.Name(produced_name)
+        elif isinstance(arg.value, cst.Name) or _literal(arg.value):
+            bound[param] = arg.value
+        else:
+            raise ActionError("an argument of the wrapper calls is not a name or a literal")
+    for p in wrapper.params:
+        if p.name.value not in bound:
+            if p.default is None:
+                raise ActionError(f"the call leaves {p.name.value} unbound")
+            bound[p.name.value] = p.default
+    return bound
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    if name not in taken:
+        return name
+    return next(f"{name}_{i}" for i in range(1, 1000) if f"{name}_{i}" not in taken)
+
+
+def _like_source(producer_body: list[cst.SimpleStatementLine], result: str) -> str | None:
+    """``x`` when the producer's result is ``torch.empty_like(x)`` with nothing else passed."""
+    for statement in producer_body:
+        small = _single(statement)
+        if _assigned_name(small) == result and isinstance(small.value, cst.Call) \
+                and c.code(small.value.func) == "torch.empty_like" and len(small.value.args) == 1 \
+                and small.value.args[0].keyword is None and isinstance(small.value.args[0].value, cst.Name):
+            return small.value.args[0].value.value
+    return None
+
+
+class _ReadLike(cst.CSTTransformer):
+    """``buf.numel()``/``buf.shape``/``torch.empty_like(buf)`` -> the same of ``like`` (``buf = torch.empty_like(like)``)."""
+
+    def __init__(self, buf: str, like: str):
+        self.buf, self.like = buf, like
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+        if isinstance(updated_node.value, cst.Name) and updated_node.value.value == self.buf and updated_node.attr.value in _LIKE_ATTRS:
+            return updated_node.with_changes(value=cst.Name(self.like))
+        return updated_node
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        if c.code(updated_node.func) == "torch.empty_like" and len(updated_node.args) == 1 and updated_node.args[0].keyword is None \
+                and isinstance(updated_node.args[0].value, cst.Name) and updated_node.args[0].value.value == self.buf:
+            return updated_node.with_changes(args=[updated_node.args[0].with_changes(value=cst.Name(self.like))])
+        return updated_node
+
+
+def _shape_only(value: cst.BaseExpression) -> bool:
+    """True for arithmetic on shapes that allocates nothing (what two equal spellings may share)."""
+    allocates = False
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            nonlocal allocates
+            allocates = allocates or c.code(n.func) in _ALLOCATING
+
+    value.visit(V())
+    return not allocates and not _impure_calls(value)
+
+
+class FuseCalls:
+    name = "fuse_calls"
+    kind = "Fusion"
+    changes_numerics = False
+    max_changed_lines = 40  # both wrappers go (most lines are removed ones) and the composer is rewritten
+
+    def _sites(self, module: cst.Module, analysis: FileAnalysis) -> list[_Site]:
+        """Every composition ``consumer(producer(...))`` (nested or through one name) of two one-launch wrappers."""
+        wrappers: dict[str, _Wrapper | None] = {}
+
+        def wrapper(call: cst.BaseExpression) -> _Wrapper | None:
+            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
+                return None
+            name = call.func.value
+            if name not in wrappers:
+                try:
+                    wrappers[name] = _wrapper(module, analysis, name)
+                except ActionError:
+                    wrappers[name] = None
+            return wrappers[name]
+
+        sites = []
+        for host in module.body:
+            if not isinstance(host, cst.FunctionDef) or analysis.kernel(host.name.value) is not None \
+                    or not isinstance(host.body, cst.IndentedBlock):
+                continue
+            body = list(host.body.body)
+            for index, statement in enumerate(body):
+                small = _single(statement)
+                value = small.value if isinstance(small, cst.Return) or _assigned_name(small) else None
+                consumer = wrapper(value)
+                if consumer is None:
+                    continue
+                nested = [a.value for a in value.args if wrapper(a.value) is not None]
+                if len(nested) == 1:
+                    sites.append(_Site(host, wrapper(nested[0]), consumer, nested[0], value, None, statement))
+                    continue
+                for arg in value.args:
+                    if not isinstance(arg.value, cst.Name) or c.count_name(host, arg.value.value) != 2:
+                        continue
+                    earlier = [(s, _single(s)) for s in body[:index] if _assigned_name(_single(s)) == arg.value.value]
+                    if len(earlier) == 1 and (producer := wrapper(earlier[0][1].value)) is not None:
+                        sites.append(_Site(host, producer, consumer, earlier[0][1].value, value, earlier[0][0], statement))
+        return [s for s in sites if s.producer.kernel != s.consumer.kernel and s.producer.node is not s.consumer.node]
+
+    def _inline(self, module: cst.Module, site: _Site) -> tuple[cst.Module, dict[str, str]]:
+        """The module with both calls inlined into the composer and both wrappers removed; renamed locals (new -> old)."""
+        host, producer, consumer = site.host, site.producer, site.consumer
+        if (producer.free | consumer.free) & _bound_names(host):
+            raise ActionError(f"{host.name.value} rebinds a name the wrappers read")
+        taken = c.names_in(host) | producer.free | consumer.free
+        renamed: dict[str, str] = {}
+
+        def locals_of(w: _Wrapper) -> dict[str, cst.BaseExpression]:
+            out = {}
+            for old in w.assigned:
+                new = _fresh(old, taken)
+                taken.add(new)
+                if new != old:
+                    renamed[new] = old
+                out[old] = cst.Name(new)
+            return out
+
+        p_map = {**_bind(producer, site.producer_call, None, None), **locals_of(producer)}
+        p_body = [s.visit(_Substitute(p_map)) for s in producer.body]
+        p_result = p_map[producer.result].value
+        c_map = {**_bind(consumer, site.consumer_call, site.producer_call if site.producer_line is None else None, p_result),
+                 **locals_of(consumer)}
+        if site.producer_line is not None:  # ``t = producer(...)``: the consumer's ``t`` is the producer's result
+            arg_name = next(a.value.value for a in site.consumer_call.args if isinstance(a.value, cst.Name)
+                            and a.value.value == _assigned_name(_single(site.producer_line)))
+            c_map = {k: (cst.Name(p_result) if isinstance(v, cst.Name) and v.value == arg_name else v) for k, v in c_map.items()}
+        c_body = [s.visit(_Substitute(c_map)) for s in consumer.body]
+        c_result = c_map[consumer.result].value
+        # What the composer rebinds between the two calls: shared spellings must read the same values.
+        statements = list(host.body.body)
+        between: set[str] = set()
+        if site.producer_line is not None:
+            first, last = statements.index(site.producer_line), statements.index(site.consumer_line)
+            for statement in statements[first + 1:last]:
+                between |= _bound_names(statement)
+        like = _like_source(p_body, p_result)
+        if like is not None and like not in between:
+            c_body = [s.visit(_ReadLike(p_result, like)) for s in c_body]
+        c_body = self._share(p_body, c_body, between)
+        # The composer's statement: ``return r`` / ``x = r`` for the consumer's call.
+        small = _single(site.consumer_line)
+        final = site.consumer_line.with_changes(
+            body=[small.with_changes(value=cst.Name(c_result))], leading_lines=[])
+        lead = site.consumer_line.leading_lines
+        if site.producer_line is None:
+            replaced = [(site.consumer_line, cst.FlattenSentinel(_lead(p_body, lead) + c_body + [final]))]
+        else:
+            replaced = [(site.producer_line, cst.FlattenSentinel(_lead(p_body, site.producer_line.leading_lines))),
+                        (site.consumer_line, cst.FlattenSentinel(_lead(c_body, lead) + [final]))]
+        module = c.replace_all(module, replaced)
+        for w in (producer, consumer):
+            count, index = _mentions(module, w.node.name.value)
+            if count:
+                raise ActionError(f"{w.node.name.value} is used elsewhere in the file; its kernel must stay as it is")
+            module = remove_definition(module, index)
+        if _mentions(module, producer.kernel)[0] != 1:
+            raise ActionError(f"{producer.kernel} is named elsewhere in the file; changing it in place could break that use")
+        return module, renamed
+
+    @staticmethod
+    def _share(p_body: list, c_body: list, between: set[str]) -> list:
+        """The consumer's statements with each shape computation the producer already made replaced by the producer's name."""
+        defined = {}
+        for statement in p_body:
+            small = _single(statement)
+            if (name := _assigned_name(small)) is not None and _shape_only(small.value):
+                defined.setdefault(c.code(small.value), name)
+        out, mapping = [], {}
+        for statement in c_body:
+            statement = statement.visit(_Substitute(mapping)) if mapping else statement
+            small = _single(statement)
+            name = _assigned_name(small)
+            twin = defined.get(c.code(small.value)) if name is not None and _shape_only(small.value) else None
+            if twin is not None and not (c.names_in(small.value) | {twin}) & between:
+                mapping[name] = cst.Name(twin)
+                continue
+            out.append(statement)
+        return out
+
+    def _fused(self, text: str, module: cst.Module, site: _Site, target: GpuProfile) -> Edit:
+        """The whole step: inline, then fuse the pair with ``fusion``, then give renamed locals their names back."""
+        inlined, renamed = self._inline(module, site)
+        inlined_text = inlined.code
+        analysis = analyze(inlined_text)
+        kernel = analysis.kernel(site.producer.kernel)
+        if analysis.syntax_error is not None or kernel is None:
+            raise ActionError("inlining the wrappers did not give a file fusion can read")
+        fused = FUSION.apply(inlined_text, analysis, kernel, {"consumer": site.consumer.kernel}, target)
+        result = c.parse(fused.new_text)
+        host_name = site.host.name.value
+        host = next(s for s in result.body if isinstance(s, cst.FunctionDef) and s.name.value == host_name)
+        present = c.names_in(host)
+        back = {new: cst.Name(old) for new, old in renamed.items() if new in present and old not in present}
+        if back:
+            result = c.replace_all(result, [(host, host.visit(_Substitute(back)))])
+        new_text = result.code
+        notes = [f"inlined {site.producer.node.name.value}() and {site.consumer.node.name.value}() into {host_name} "
+                 "and removed both wrappers (nothing else in the file used them)", *fused.notes]
+        return Edit(new_text=new_text, changed_lines=changed_line_count(text, new_text),
+                    summary=f"fused {site.consumer.node.name.value}({site.producer.node.name.value}(...)) into one "
+                            f"{site.producer.kernel} launch", notes=notes)
+
+    def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
+        module = c.parse(analysis.text)
+        out: list[Candidate] = []
+        for site in self._sites(module, analysis):
+            if kernel.name not in (site.producer.kernel, site.consumer.kernel):
+                continue
+            try:
+                self._fused(analysis.text, module, site, target)  # an offered step must apply
+            except ActionError:
+                continue
+            producer = analysis.kernel(site.producer.kernel)
+            candidate = Candidate(
+                self.name, self.kind, site.producer.kernel, {"consumer": site.consumer.kernel},
+                f"Fuse {site.consumer.node.name.value}({site.producer.node.name.value}(...)) in "
+                f"{site.host.name.value}: {site.consumer.kernel} folded into {site.producer.kernel} (one launch, no buffer)",
+                producer.calls_of("store")[0].span.start.line,
+            )
+            if candidate not in out:
+                out.append(candidate)
+        return out
+
+    def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
+        consumer = params.get("consumer")
+        if not isinstance(consumer, str):
+            raise ActionError("fuse_calls needs params {'consumer': kernel name}")
+        module = c.parse(text)
+        sites = [s for s in self._sites(module, analysis) if s.producer.kernel == kernel.name and s.consumer.kernel == consumer]
+        if len(sites) != 1:
+            raise ActionError(f"no single composition of {kernel.name}'s wrapper feeding {consumer}'s wrapper")
+        return self._fused(text, module, sites[0], target)
+
+
+def _lead(statements: list, leading: list) -> list:
+    """``statements`` with the replaced statement's comments and blank lines in front of the first one."""
+    if not statements or not leading:
+        return statements
+    return [statements[0].with_changes(leading_lines=[*leading, *statements[0].leading_lines]), *statements[1:]]
+
+
+class _Mentions(cst.CSTVisitor):
+    """How often code outside ``definition`` names ``name``: names read or bound, strings holding it as a word.
+
+    Attribute names do not count (``torch.relu`` is not the file's ``relu``).
+    """
+
+    def __init__(self, definition: cst.FunctionDef, name: str):
+        self.definition = definition
+        self.word = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
+        self.name = name
+        self.count = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is not self.definition
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.count += node.value == self.name
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self.count += bool(self.word.search(node.value))
+
+    def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
+        self.count += bool(self.word.search(node.value))
+
+
+def _mentions(module: cst.Module, name: str) -> tuple[int, int | None]:
+    """(times the file names ``name`` outside its top-level definition, that definition's index)."""
+    index = next((i for i, s in enumerate(module.body) if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
+    if index is None:
+        raise ActionError(f"{name} is not defined at module level")
+    mentions = _Mentions(module.body[index], name)
+    module.visit(mentions)
+    return mentions.count, index
+
+
+ACTION = FuseCalls()
