@@ -119,6 +119,10 @@ class HeuristicPolicy(Policy):
             # session 5: 2.9-12.9x over the chain with 64x64 tiles (the step now sets such tiles), but
             # 0.69-2.8x with the chain's 16x16 ones.
             return 0.99, "one flash kernel: the seq x seq scores never reach memory"
+        if name == "fuse_calls":
+            # Offered only once the producer wrapper's result is proven to feed the consumer wrapper's
+            # kernel: the same buffer and launch fusion removes when both launches share a host function.
+            return 0.93, "removes the intermediate buffer and a launch across two wrapper calls"
         kind = c.kind
         if kind == "TensorCore":
             return 0.97, "tensor cores through tl.dot"
