@@ -9,6 +9,8 @@ from that cache; the candidate's process holds none of it.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,6 +120,14 @@ def test_the_candidates_outputs_cross_through_a_private_folder_that_goes_with_th
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(jobmod, "SHARED_MEMORY", tmp_path)
+    monkeypatch.setattr(jobmod, "_stale_transfers_removed", False)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True)
+    stale = tmp_path / f"{jobmod.TRANSFER_PREFIX}{ended.stdout.strip()}-abc"  # a killed worker's
+    stale.mkdir()
+    (stale / "outputs-3-1.pt").write_bytes(b"left behind")
+    alive = tmp_path / f"{jobmod.TRANSFER_PREFIX}1-abc"  # pid 1: alive
+    alive.mkdir()
     seen = []
 
     def judge(request):
@@ -138,7 +148,7 @@ def test_the_candidates_outputs_cross_through_a_private_folder_that_goes_with_th
     folders = {folder for folder, _ in seen}
     assert len(folders) == 1 and next(iter(folders)).parent == tmp_path  # in shared memory, one per job
     assert {mode for _, mode in seen} == {"0o700"}  # only this user's processes can open it
-    assert not any(tmp_path.iterdir())  # gone with the job
+    assert list(tmp_path.iterdir()) == [alive]  # gone with the job; a dead worker's removed, a live one's kept
 
 
 TEST_STYLE = '''import torch

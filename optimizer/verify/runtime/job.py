@@ -63,6 +63,8 @@ _kept_expected: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
 _kept_folder: Path | None = None
 # A tmpfs on Linux: the outputs an isolated job's candidate sends to the checker never touch a disk.
 SHARED_MEMORY = Path("/dev/shm")
+TRANSFER_PREFIX = "mtmc-verify-out-"  # + the candidate worker's pid
+_stale_transfers_removed = False
 
 
 def _digest(*parts: Any) -> str:
@@ -86,6 +88,25 @@ def _tensors(value: Any) -> list[tuple[str, torch.Tensor]]:
         return [(name, t) for name, t in cmp.flatten(value) if isinstance(t, torch.Tensor)]
     except TypeError:
         return []
+
+
+def _remove_stale_transfers(folder: Path) -> None:
+    """Once per process: the transfer folders of workers that were killed mid-job (a crash, a timeout), named
+    by their pid, removed, so a file they left does not hold shared memory until the machine restarts."""
+    global _stale_transfers_removed
+    if _stale_transfers_removed:
+        return
+    _stale_transfers_removed = True
+    for path in folder.glob(TRANSFER_PREFIX + "*"):
+        pid = path.name[len(TRANSFER_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive, someone else's
+            pass
 
 
 def save_outputs(value: Any, path: Path) -> None:
@@ -671,8 +692,9 @@ class Job:
         if self.transfer is None:
             self.transfer = self.folder
             if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK):
+                _remove_stale_transfers(SHARED_MEMORY)
                 try:
-                    self.transfer = Path(tempfile.mkdtemp(prefix="mtmc-verify-", dir=SHARED_MEMORY))
+                    self.transfer = Path(tempfile.mkdtemp(prefix=f"{TRANSFER_PREFIX}{os.getpid()}-", dir=SHARED_MEMORY))
                 except OSError:
                     pass
         if self.transfer != self.folder:
