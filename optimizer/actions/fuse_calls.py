@@ -503,7 +503,7 @@ def _lead(statements: list, leading: list) -> list:
 class _Mentions(cst.CSTVisitor):
     """How often code outside ``definition`` names ``name``: names read or bound, strings holding it as a word.
 
-    Attribute names do not count (``torch.relu`` is not the file's ``relu``).
+    Attribute names (``torch.relu`` is not the file's ``relu``) and docstrings do not count.
     """
 
     def __init__(self, definition: cst.FunctionDef, name: str):
@@ -518,6 +518,9 @@ class _Mentions(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)
         return False
+
+    def visit_Expr(self, node: cst.Expr) -> bool:
+        return not isinstance(node.value, cst.SimpleString | cst.ConcatenatedString)  # a docstring documents, it does not refer
 
     def visit_Name(self, node: cst.Name) -> None:
         self.count += node.value == self.name

@@ -1,0 +1,175 @@
+"""fuse_calls: composed one-launch wrappers (``relu(add(x, y))``) become one fused launch, or nothing is offered."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtmc_lsp.optimizer.actions import ActionError, applicable, apply_candidate
+from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.hardware import get_profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from corpus.kernels import kernel_path  # noqa: E402
+from test_actions_semantics import TOL_FP32, job, run_jobs  # noqa: E402
+
+H100 = get_profile("h100")
+
+KERNELS = '''import torch
+import triton
+import triton.language as tl
+
+ENTRY = "add_relu"
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_kernel[(triton.cdiv(n, 128),)](x, y, out, n, BLOCK=128)
+    return out
+
+
+def relu(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    relu_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)
+    return out
+
+
+'''
+HARNESS = '''
+
+def get_inputs(device="cpu"):
+    return [torch.randn(1000, device=device), torch.randn(1000, device=device)]
+
+
+def reference(x, y):
+    return torch.relu(x + y)
+'''
+NESTED = KERNELS + "def add_relu(x, y):\n    return relu(add(x, y))\n" + HARNESS
+NAMED = KERNELS + "def add_relu(x, y):\n    t = add(x, y)\n    return relu(t)\n" + HARNESS
+# The composer's own ``n`` and ``out`` clash with the wrappers' locals, which are renamed; its result is assigned.
+CLASHING = KERNELS + (
+    "def add_relu(x, y):\n    n = 2\n    out = relu(add(x, y))\n    out = out * n\n    return out / n\n") + HARNESS
+
+
+def offered(text: str, kernel: str = "add_kernel") -> list:
+    return [c for c in applicable(analyze(text), kernel, H100) if c.action == "fuse_calls"]
+
+
+def fused(text: str) -> str:
+    (candidate,) = offered(text)
+    return apply_candidate(text, candidate, H100).new_text
+
+
+@pytest.mark.parametrize("text", [NESTED, NAMED, CLASHING], ids=["nested", "named", "clashing"])
+def test_offered_on_either_kernel_and_applies_to_one_launch(text):
+    (candidate,) = offered(text)
+    assert candidate.kernel == "add_kernel" and candidate.params == {"consumer": "relu_kernel"}
+    assert offered(text, "relu_kernel") == [candidate]  # the consumer's list shows the same step
+    assert not [c for c in applicable(analyze(text), "add_kernel", H100) if c.action == "fusion"]  # fusion alone cannot
+    new = apply_candidate(text, candidate, H100).new_text
+    analysis = analyze(new)
+    assert [k.name for k in analysis.kernels] == ["add_kernel"]
+    assert [s.kernel for s in analysis.launches] == ["add_kernel"]
+    assert "def add(" not in new and "def relu(" not in new and "tmp" not in new
+    assert "tl.maximum(" in new.split("def add_relu")[0]
+
+
+def test_renamed_locals_get_their_names_back_when_free():
+    new = fused(NESTED)
+    assert "def add_relu(x, y):\n    n = x.numel()\n    out = torch.empty_like(x)\n" in new
+    clash = fused(CLASHING)
+    # The composer's n and out keep their meaning; the wrappers' locals that clash keep fresh names.
+    assert "    n = 2\n    n_1 = x.numel()\n" in clash and "    out = out_2\n    out = out * n\n" in clash
+
+
+OTHER_CALLER = {
+    "a second caller of the consumer wrapper": "\n\ndef just_relu(x):\n    return relu(x)\n",
+    "a second caller of the producer wrapper": "\n\ndef just_add(x, y):\n    return add(x, y)\n",
+    "the producer kernel in __all__": '\n__all__ = ["add_kernel"]\n',
+    "the producer kernel in a registry": "\nKERNELS = {'add': add_kernel}\n",
+    "a wrapper passed as a value": "\nOPS = [relu]\n",
+}
+
+
+@pytest.mark.parametrize("other", sorted(OTHER_CALLER))
+def test_not_offered_when_the_file_uses_a_wrapper_or_the_producer_elsewhere(other):
+    """Both wrappers are removed and the producer kernel changes in place, so any other use refuses."""
+    assert not offered(NESTED + OTHER_CALLER[other])
+
+
+def test_a_docstring_or_torch_attribute_naming_a_wrapper_is_not_a_use():
+    text = NESTED.replace("def add_relu(x, y):\n", 'def add_relu(x, y):\n    """relu of add, via torch.relu semantics."""\n')
+    assert offered(text)
+
+
+REFUSED = {
+    "a branch in the producer": ("    n = x.numel()\n    add_kernel", "    n = x.numel()\n    if n == 0:\n        return out\n    add_kernel"),
+    "a loop in the consumer": ("    relu_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)\n",
+                               "    for _ in range(1):\n        relu_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)\n"),
+    "two launches in a wrapper": ("    relu_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)\n",
+                                  "    relu_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)\n"
+                                  "    relu_kernel[(triton.cdiv(n, 128),)](out, out, n, BLOCK=128)\n"),
+    "a result not allocated by the wrapper": ("    out = torch.empty_like(x)\n    n = x.numel()\n    relu_kernel",
+                                              "    out = x\n    n = x.numel()\n    relu_kernel"),
+    "a strided result query": ("    n = x.numel()\n    relu_kernel", "    n = x.numel() + 0 * x.stride(0)\n    relu_kernel"),
+    "the composer rebinds a global the wrappers read": ("def add_relu(x, y):\n", "def add_relu(x, y):\n    torch = __import__('torch')\n"),
+    "a computed argument": ("return relu(add(x, y))", "return relu(add(x, y * 2))"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_not_offered_when_a_precondition_cannot_be_proven(case):
+    old, new = REFUSED[case]
+    text = NESTED.replace(old, new, 1)
+    assert text != NESTED
+    assert analyze(text).syntax_error is None
+    assert not offered(text) and not offered(text, "relu_kernel")
+
+
+def test_the_intermediate_used_twice_is_not_fused():
+    text = NAMED.replace("    return relu(t)\n", "    return relu(t) + t\n")
+    assert not offered(text)
+
+
+def test_a_stale_candidate_is_refused():
+    (candidate,) = offered(NESTED)
+    with pytest.raises(ActionError):
+        apply_candidate(NESTED + "\n\ndef again(x, y):\n    return add(x, y)\n", candidate, H100)
+
+
+def test_the_edit_is_small():
+    (candidate,) = offered(NESTED)
+    edit = apply_candidate(NESTED, candidate, H100)
+    assert 0 < edit.changed_lines <= 40
+    assert any("removed both wrappers" in note for note in edit.notes)
+
+
+@pytest.mark.slow
+def test_fused_calls_compute_the_same_under_the_interpreter(tmp_path):
+    corpus = kernel_path("wrapper_chain").read_text()
+    (cand,) = offered(corpus, "sigmoid_kernel")
+    jobs = [job(tmp_path, "nested:reference", NESTED, NESTED, TOL_FP32, reference=True),
+            job(tmp_path, "corpus:reference", corpus, corpus, TOL_FP32, reference=True)]
+    for name, text in (("nested", NESTED), ("named", NAMED), ("clashing", CLASHING)):
+        jobs.append(job(tmp_path, f"{name}:fuse_calls", text, fused(text), TOL_FP32))
+    jobs.append(job(tmp_path, "corpus:fuse_calls", corpus, apply_candidate(corpus, cand, H100).new_text, TOL_FP32))
+    results = run_jobs(jobs, tmp_path)
+    assert len(results) == len(jobs) and all(r["ok"] for r in results), results
