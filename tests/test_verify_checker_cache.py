@@ -230,3 +230,19 @@ def test_the_checker_judges_a_trial_while_the_candidate_runs_the_next(monkeypatc
     # Each verdict went to its own trial, in order: seed 2's were the failing ones.
     assert [(t["seed"], t["ok"]) for t in result["trials"]] == [(0, True), (1, True), (1, True), (2, False), (2, False)]
     assert not runner.pending
+
+
+def test_outputs_saved_without_a_crc_read_back_as_the_checker_reads_them(tmp_path):
+    """``save_outputs`` skips the archive's CRC32; ``torch.load(weights_only=True)`` reads the file back, also
+    memory-mapped as the checker does on a GPU, with non-tensor inputs intact."""
+    import torch
+
+    sent = {"got": torch.arange(6.0).reshape(2, 3), "args": [torch.ones(4, dtype=torch.float16), torch.float32,
+                                                               ("label", 3), {"k": torch.zeros(2, dtype=torch.int64)}]}
+    path = tmp_path / "outputs-0-1.pt"
+    jobmod.save_outputs(sent, path)
+    for mmap in (False, True):
+        back = torch.load(path, weights_only=True, map_location="cpu", mmap=mmap)
+        assert torch.equal(back["got"], sent["got"]) and torch.equal(back["args"][0], sent["args"][0])
+        assert back["args"][1] is torch.float32 and back["args"][2] == ("label", 3)
+        assert torch.equal(back["args"][3]["k"], sent["args"][3]["k"])
