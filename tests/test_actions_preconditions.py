@@ -242,3 +242,39 @@ def test_tiling_changes_a_module_constant_that_the_kernel_parameter_shadows():
     # Another host function reading the constant for something else keeps it fixed.
     other = text + "\n\ndef chunk(x):\n    return x[:BLOCK_SIZE]\n"
     assert "tiling" not in actions(other, "add_kernel")
+
+
+HELPER = ADD.replace('''def add(x):
+    out = torch.empty_like(x)
+    add_kernel[GRID](x, out, x.numel(), BLOCK=128)
+    return out
+''', '''def _launch(x, out, block):
+    add_kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block)
+
+
+def add(x):
+    out = torch.empty_like(x)
+    _launch(x, out, 128)
+    return out
+
+
+def add_twice(x):
+    out = torch.empty_like(x)
+    _launch(x, out, block=128)
+    _launch(out, out, 128)
+    return out
+''')
+
+
+def test_tiling_changes_the_literal_every_caller_of_a_launch_helper_passes():
+    tiles = [c for c in applicable(analyze(HELPER), "add_kernel", H100) if c.action == "tiling"]
+    new = apply_candidate(HELPER, tiles[0], H100).new_text
+    assert new.count("_launch(x, out, 1024)") == 1 and "_launch(x, out, block=1024)" in new
+    assert "_launch(out, out, 1024)" in new and "def _launch(x, out, block):" in new
+    assert "autotune" in actions(HELPER, "add_kernel")
+    apply_candidate(HELPER, next(c for c in applicable(analyze(HELPER), "add_kernel", H100) if c.action == "autotune"), H100)
+    # Callers that disagree, pass a name, or a helper passed around: the block is not the engine's to change.
+    for text in (HELPER.replace("_launch(out, out, 128)", "_launch(out, out, 256)"),
+                 HELPER.replace("_launch(out, out, 128)", "_launch(out, out, x.numel())"),
+                 HELPER + "\n\nLAUNCHERS = [_launch]\n"):
+        assert "tiling" not in actions(text, "add_kernel") and "autotune" not in actions(text, "add_kernel")

@@ -465,6 +465,8 @@ def launch_values(launch: LaunchNode, kernel: Kernel) -> dict[str, int | None]:
             out[p.name] = int(node.value.evaluated_value)
         elif how == "param":
             out[p.name] = int(node.default.evaluated_value)
+        elif how == "callers":
+            out[p.name] = node.value
         elif how == "default":
             out[p.name] = p.default_value if isinstance(p.default_value, int) else None
         else:
@@ -590,7 +592,8 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
     """How a launch sets a constexpr: ("literal"|"host"|"param"|"default"|"other", node to rewrite).
 
     "host" is a constant assignment in the host function or module, "param" a helper parameter's
-    integer default that every caller keeps (``def _launch(x, BLOCK=1024)``).
+    integer default that every caller keeps (``def _launch(x, BLOCK=1024)``), "callers" a helper
+    parameter every caller passes the same literal (a ``CallerLiterals``).
     """
     arg = kwarg(launch.call, param)
     if arg is None:
@@ -609,11 +612,53 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
         param = param_default(launch, arg.value.value)
         if param is not None:
             return "param", param
+        callers = caller_literals(launch, arg.value.value)
+        if callers is not None:
+            return "callers", callers  # type: ignore[return-value]
     return "other", arg
 
 
 def param_default(launch: LaunchNode, name: str) -> cst.Param | None:
     """``def _launch(x, BLOCK=1024)``: a helper's parameter whose integer default every caller in the file keeps."""
+    found = _helper_param(launch, name)
+    if found is None or not isinstance(found[1].default, cst.Integer):
+        return None
+    index, _param, calls = found
+    for call in calls:
+        if _passed(call, name, index) is not None:
+            return None
+    return found[1]
+
+
+@dataclass
+class CallerLiterals:
+    """``def _launch(x, block)`` called only as ``_launch(x, 1024)``: the literal every caller passes."""
+
+    param: cst.Param
+    args: list[cst.Arg]  # each caller's argument for the parameter, all the same integer
+
+    @property
+    def value(self) -> int:
+        return int(self.args[0].value.evaluated_value)  # type: ignore[union-attr]
+
+
+def caller_literals(launch: LaunchNode, name: str) -> CallerLiterals | None:
+    """The helper parameter ``name`` when every call of the helper in the file passes it the same integer
+    literal (and nothing calls the helper another way)."""
+    found = _helper_param(launch, name)
+    if found is None:
+        return None
+    index, param, calls = found
+    args = [_passed(call, name, index) for call in calls]
+    if not args or any(a is None or not isinstance(a.value, cst.Integer) for a in args):
+        return None
+    values = {int(a.value.evaluated_value) for a in args}  # type: ignore[union-attr]
+    return CallerLiterals(param, args) if len(values) == 1 else None  # type: ignore[arg-type]
+
+
+def _helper_param(launch: LaunchNode, name: str) -> tuple[int | None, cst.Param, list[cst.Call]] | None:
+    """(position, parameter, every call of the helper) for a parameter of the launch's host function that
+    the function never rebinds; None when the helper is also used other than by direct calls."""
     host = launch.host
     if host is None or launch.module is None or any_assignment(host, name) is not None:
         return None
@@ -621,7 +666,7 @@ def param_default(launch: LaunchNode, name: str) -> cst.Param | None:
     index, param = next(((i, p) for i, p in enumerate([*params.posonly_params, *params.params]) if p.name.value == name), (None, None))
     if param is None:
         param = next((p for p in params.kwonly_params if p.name.value == name), None)
-    if param is None or not isinstance(param.default, cst.Integer) or _rebinds(host, name):
+    if param is None or _rebinds(host, name):
         return None
     helper = host.name.value
     calls: list[cst.Call] = []
@@ -634,13 +679,18 @@ def param_default(launch: LaunchNode, name: str) -> cst.Param | None:
     launch.module.visit(V())
     if count_name(launch.module, helper) != 1 + len(calls):  # passed around or called indirectly: unknown callers
         return None
-    for call in calls:
-        positional = [a for a in call.args if a.keyword is None]
-        if any(a.star for a in call.args) or any(a.keyword is not None and a.keyword.value == name for a in call.args):
-            return None
-        if index is not None and len(positional) > index:
-            return None
-    return param
+    if any(a.star for call in calls for a in call.args):
+        return None
+    return index, param, calls
+
+
+def _passed(call: cst.Call, name: str, index: int | None) -> cst.Arg | None:
+    """The argument of ``call`` that binds parameter ``name`` (at ``index``), None when it is left to its default."""
+    keyword = next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+    if keyword is not None:
+        return keyword
+    positional = [a for a in call.args if a.keyword is None]
+    return positional[index] if index is not None and len(positional) > index else None
 
 
 def _rebinds(host: cst.FunctionDef, name: str) -> bool:
@@ -712,8 +762,9 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
         for launch in launches:
             how, node = binding_of(launch, kernel, p.name)
             grid_names = grid_source_names(launch)
-            if how in ("host", "param"):
-                host_var = node.targets[0].target.value if how == "host" else node.name.value  # type: ignore[union-attr]
+            if how in ("host", "param", "callers"):
+                host_var = (node.targets[0].target.value if how == "host"  # type: ignore[union-attr]
+                            else node.param.name.value if how == "callers" else node.name.value)
                 via_grid = host_var in grid_names or p.name in grid_names  # the constant, or META["BLOCK"]
                 problem = _shared and _shared_constant_problem(analysis, module, kernel, launch, host_var)
                 if problem:
@@ -859,6 +910,9 @@ def set_constexpr(module: cst.Module, analysis: FileAnalysis, kernel: Kernel, va
                 targets[id(node)] = (node, node.with_changes(value=cst.Integer(str(value))))
             elif how == "param":
                 targets[id(node)] = (node, node.with_changes(default=cst.Integer(str(value))))
+            elif how == "callers":
+                for arg in node.args:
+                    targets[id(arg)] = (arg, arg.with_changes(value=cst.Integer(str(value))))
             elif how == "default":
                 new_default[name] = value
             else:

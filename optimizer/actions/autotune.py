@@ -190,6 +190,8 @@ class Autotune:
                     mapping[node.targets[0].target.value] = name
                 elif how == "param":  # the helper's parameter stays (with its default); the grid reads META
                     mapping[node.name.value] = name
+                elif how == "callers":  # the same: callers still pass it, the configs choose the block
+                    mapping[node.param.name.value] = name
                 elif how not in ("literal", "default"):
                     raise ActionError(f"the launch sets {name} in a way autotune cannot take over")
             sites, why = c.grid_literal_sites(launch, kernel, c.launch_values(launch, kernel), shared_ok=True)
