@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lsprotocol import types
 
 from ...optimizer.analysis import FileAnalysis, Kernel
@@ -29,10 +31,12 @@ def _parameters(kernel: Kernel) -> list[str]:
 
 
 def _launches(analysis: FileAnalysis, kernel: Kernel) -> list[str]:
-    launches = analysis.launches_of(kernel.name)
+    launches = analysis.launches_of(kernel.name) or [f for f in analysis.foreign_launches if f.kernel == kernel.name]
     lines = [f"**Launches** ({len(launches)})"]
     for launch in launches:
         where = f"`{launch.host_function}()`" if launch.host_function else "module level"
+        if launch.file:  # found in a module that imports this one (optimizer/analysis/workspace.py)
+            where = f"{Path(launch.file).name}, {where}"
         consts = ", ".join(f"{k}={_value(v)}" for k, v in launch.constexpr_values(kernel).items())
         options = [f"{name}={value}" for name, value in (("num_warps", launch.num_warps), ("num_stages", launch.num_stages))
                    if value is not None]

@@ -158,3 +158,6 @@ async def test_a_kernel_launched_from_another_module_is_checked_with_that_launch
     (pow2,) = [d for d in diagnostics if d.code == "MTMC101"]
     assert "BLOCK=100 from the launch in ops.py line 6, scale()" in pow2.message
     assert kernels.splitlines()[pow2.range.start.line][pow2.range.start.character:].startswith("scale_kernel")
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=pow2.range.start))
+    assert "**Launches** (1)" in hover.contents.value and "ops.py, `scale()` line 6" in hover.contents.value
