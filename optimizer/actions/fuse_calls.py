@@ -271,32 +271,39 @@ def _fresh(name: str, taken: set[str]) -> str:
     return next(f"{name}_{i}" for i in range(1, 1000) if f"{name}_{i}" not in taken)
 
 
-def _like_source(producer_body: list[cst.SimpleStatementLine], result: str) -> str | None:
-    """``x`` when the producer's result is ``torch.empty_like(x)`` with nothing else passed."""
-    for statement in producer_body:
+def _like_roots(statements: list[cst.SimpleStatementLine]) -> dict[str, str]:
+    """Each ``a = torch.empty_like(b)`` (nothing else passed) -> the tensor at the start of that chain of allocations."""
+    roots: dict[str, str] = {}
+    for statement in statements:
         small = _single(statement)
-        if _assigned_name(small) == result and isinstance(small.value, cst.Call) \
-                and c.code(small.value.func) == "torch.empty_like" and len(small.value.args) == 1 \
-                and small.value.args[0].keyword is None and isinstance(small.value.args[0].value, cst.Name):
-            return small.value.args[0].value.value
-    return None
+        name = _assigned_name(small)
+        if name is not None and isinstance(small.value, cst.Call) and c.code(small.value.func) == "torch.empty_like" \
+                and len(small.value.args) == 1 and small.value.args[0].keyword is None \
+                and isinstance(small.value.args[0].value, cst.Name):
+            source = small.value.args[0].value.value
+            roots[name] = roots.get(source, source)
+    return roots
 
 
 class _ReadLike(cst.CSTTransformer):
-    """``buf.numel()``/``buf.shape``/``torch.empty_like(buf)`` -> the same of ``like`` (``buf = torch.empty_like(like)``)."""
+    """``buf.numel()``/``buf.shape``/``torch.empty_like(buf)`` -> the same of ``root`` for ``buf`` allocated like ``root``."""
 
-    def __init__(self, buf: str, like: str):
-        self.buf, self.like = buf, like
+    def __init__(self, roots: dict[str, str]):
+        self.roots = roots
+
+    def _root(self, node: cst.BaseExpression) -> str | None:
+        return self.roots.get(node.value) if isinstance(node, cst.Name) else None
 
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
-        if isinstance(updated_node.value, cst.Name) and updated_node.value.value == self.buf and updated_node.attr.value in _LIKE_ATTRS:
-            return updated_node.with_changes(value=cst.Name(self.like))
+        root = self._root(updated_node.value)
+        if root is not None and updated_node.attr.value in _LIKE_ATTRS:
+            return updated_node.with_changes(value=cst.Name(root))
         return updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         if c.code(updated_node.func) == "torch.empty_like" and len(updated_node.args) == 1 and updated_node.args[0].keyword is None \
-                and isinstance(updated_node.args[0].value, cst.Name) and updated_node.args[0].value.value == self.buf:
-            return updated_node.with_changes(args=[updated_node.args[0].with_changes(value=cst.Name(self.like))])
+                and (root := self._root(updated_node.args[0].value)) is not None:
+            return updated_node.with_changes(args=[updated_node.args[0].with_changes(value=cst.Name(root))])
         return updated_node
 
 
@@ -394,9 +401,11 @@ class FuseCalls:
             first, last = statements.index(site.producer_line), statements.index(site.consumer_line)
             for statement in statements[first + 1:last]:
                 between |= _bound_names(statement)
-        like = _like_source(p_body, p_result)
-        if like is not None and like not in between:
-            c_body = [s.visit(_ReadLike(p_result, like)) for s in c_body]
+        # Shape queries of tensors allocated like another read that one (the tutorial's ``n = output.numel()``),
+        # so both wrappers spell their sizes alike; a root the composer rebinds between the calls does not count.
+        roots = _like_roots(p_body + c_body)
+        p_body = [s.visit(_ReadLike(roots)) for s in p_body]
+        c_body = [s.visit(_ReadLike({k: v for k, v in roots.items() if v not in between})) for s in c_body]
         c_body = self._share(p_body, c_body, between)
         # The composer's statement: ``return r`` / ``x = r`` for the consumer's call.
         small = _single(site.consumer_line)
