@@ -246,3 +246,46 @@ def test_outputs_saved_without_a_crc_read_back_as_the_checker_reads_them(tmp_pat
         assert torch.equal(back["got"], sent["got"]) and torch.equal(back["args"][0], sent["args"][0])
         assert back["args"][1] is torch.float32 and back["args"][2] == ("label", 3)
         assert torch.equal(back["args"][3]["k"], sent["args"][3]["k"])
+
+
+AUTOTUNED = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 32}, num_warps=2), triton.Config({"BLOCK": 64}, num_warps=4)],
+                 key=["n"])
+@triton.jit
+def double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+'''
+
+
+def test_the_previous_versions_autotune_choices_cross_from_the_checker_to_the_candidate(tmp_path, monkeypatch):
+    """On a GPU the checker has autotuned the previous version's kernels by the time of the first verdict; the
+    candidate's copy of the same text takes those configs (its own objects) instead of benchmarking again."""
+    import json
+
+    from mtmc_lsp.optimizer.verify.runtime import launches
+    from mtmc_lsp.optimizer.verify.runtime.versions import Version
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    in_checker, in_candidate = (Version("old", AUTOTUNED, tmp_path, tag) for tag in ("checker", "candidate"))
+    in_checker.load()
+    in_candidate.load()
+    tuned = launches._autotuner(in_checker.module.double_kernel)
+    tuned.cache[(96, "torch.float32")] = tuned.configs[1]  # what benchmarking picked there
+    choices = json.loads(json.dumps(launches.autotune_choices(in_checker.module)))  # through the pipes
+    assert list(choices) == ["double_kernel"]
+    mine = launches._autotuner(in_candidate.module.double_kernel)
+    mine.cache[(48, "torch.float32")] = mine.configs[0]  # a key it tuned itself stays its own
+    forged = {"double_kernel": [[[48, "torch.float32"], choices["double_kernel"][0][1]],
+                                [[7, "torch.float32"], {**choices["double_kernel"][0][1], "BLOCK": 4096}]]}
+    assert launches.adopt_autotune_choices(in_candidate.module, choices) == 1
+    assert mine.cache[(96, "torch.float32")] is mine.configs[1]  # one of its own configs, not the checker's object
+    assert launches.adopt_autotune_choices(in_candidate.module, forged) == 0  # tuned key; a config it lacks
+    assert mine.cache[(48, "torch.float32")] is mine.configs[0] and (7, "torch.float32") not in mine.cache
+    assert getattr(mine, "_mtmc_adopted", False)  # nothing compiled ahead for a benchmark that will not run
+    in_checker.unload()
+    in_candidate.unload()

@@ -25,6 +25,7 @@ import torch
 
 from . import compare as cmp
 from .job import FatalDeviceError, Job, alternate_shapes, expectation_key, portable
+from .launches import autotune_choices
 from .versions import UserCodeError, describe_exception, to_device
 
 Emit = Callable[[dict], None]
@@ -181,6 +182,13 @@ class CheckerSession(Job):
             self.floor_known = True
         self._lap(timings, "compare" if "test" not in request else "test", mark)
         findings = {"precision": self.result["runtime"].get("precision"), "timings": timings}
+        old = self.versions.get("old")
+        if request.get("first") and self.mode == "gpu" and old is not None:
+            # What the previous version's autotuned kernels chose here, while the candidate's process waited
+            # idle for this verdict: its timing launches those configs instead of benchmarking them again.
+            choices = autotune_choices(old.module)
+            if choices:
+                findings["autotuned"] = choices
         if not self.result["compile"].get("old", {}).get("ok", True):
             findings["old_error"] = {k: v for k, v in self.result["compile"]["old"].items() if k not in ("ok", "stage")}
         if self.result["runtime"].get("reference_error"):

@@ -683,6 +683,11 @@ class Job:
             self.impls["reference"] = None
         if "precision" in findings:
             self.result["runtime"]["precision"] = findings["precision"]
+        old = self.versions.get("old")
+        if findings.get("autotuned") and old is not None and old.module is not None:
+            adopted = launches.adopt_autotune_choices(old.module, findings["autotuned"])
+            if adopted:
+                self.result["runtime"]["autotune_adopted"] = self.result["runtime"].get("autotune_adopted", 0) + adopted
         self.result["runtime"]["isolation"] = "checker process"
 
     def _transfer_folder(self, size: int) -> Path:

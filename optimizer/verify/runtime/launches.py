@@ -18,6 +18,7 @@ them in turn as Triton does.
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import threading
 import time
@@ -205,7 +206,8 @@ def _compile_configs_ahead(tuner: Any, args: tuple, kwargs: dict) -> None:
     the kernel's cache under the key the benchmark's launch looks up. Best effort: any failure here
     leaves the config to the autotuner, which compiles it and reports its errors as usual.
     """
-    if not PARALLEL_COMPILE.enabled or getattr(tuner, "_mtmc_compiled_ahead", False) or len(tuner.configs) < 2:
+    if (not PARALLEL_COMPILE.enabled or getattr(tuner, "_mtmc_compiled_ahead", False) or len(tuner.configs) < 2
+            or getattr(tuner, "_mtmc_adopted", False)):
         return
     tuner._mtmc_compiled_ahead = True
     try:
@@ -232,6 +234,63 @@ def _compile_configs_ahead(tuner: Any, args: tuple, kwargs: dict) -> None:
         PARALLEL_COMPILE.log.append({"error": f"{type(exc).__name__}: {exc}"[:300]})
     finally:
         tuner.nargs = None
+
+
+def _autotuner(value: Any) -> Any:
+    """The ``Autotuner`` under a module attribute (through ``Heuristics`` and other wrappers), or None."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:  # pragma: no cover
+        return None
+    for _ in range(8):
+        if isinstance(value, Autotuner):
+            return value
+        if value is None or inspect.isfunction(value):
+            return None
+        value = getattr(value, "fn", None)
+    return None
+
+
+def _config_fields(config: Any) -> Any:
+    """A config as plain JSON values (what crosses between processes and is compared)."""
+    return json.loads(json.dumps(config.all_kwargs(), sort_keys=True, default=str))
+
+
+def autotune_choices(module: Any) -> dict[str, list]:
+    """The configs the autotuned kernels of ``module`` chose so far: attribute name -> [[key, config], ...]."""
+    found: dict[str, list] = {}
+    for name, value in list(vars(module).items()) if module is not None else []:
+        tuner = _autotuner(value)
+        if tuner is None or not getattr(tuner, "cache", None):
+            continue
+        entries = [[list(key), _config_fields(config)] for key, config in tuner.cache.items()
+                   if isinstance(key, tuple) and all(isinstance(k, (bool, int, float, str)) for k in key)]
+        if entries:
+            found[name] = entries
+    return found
+
+
+def adopt_autotune_choices(module: Any, choices: dict) -> int:
+    """Give the autotuned kernels of ``module`` the configs another process chose for the same text on the same
+    device (the checker's, for the previous version): a kernel then launches its choice instead of
+    benchmarking every config again. Only one of the kernel's own configs is adopted, only for a key it has not
+    tuned itself; returns how many were adopted."""
+    adopted = 0
+    for name, entries in (choices or {}).items():
+        tuner = _autotuner(getattr(module, name, None))
+        if tuner is None or not isinstance(entries, list):
+            continue
+        for entry in entries:
+            try:
+                key, fields = tuple(entry[0]), entry[1]
+            except (TypeError, IndexError):
+                continue
+            match = next((c for c in tuner.configs if _config_fields(c) == fields), None)
+            if match is not None and key not in tuner.cache:
+                tuner.cache[key] = match
+                tuner._mtmc_adopted = True  # nothing to compile ahead for its benchmark
+                adopted += 1
+    return adopted
 
 
 def _gpu_autotune_run(original: Any) -> Any:
