@@ -106,6 +106,8 @@ OTHER_CALLER = {
     "the producer kernel in __all__": '\n__all__ = ["add_kernel"]\n',
     "the producer kernel in a registry": "\nKERNELS = {'add': add_kernel}\n",
     "a wrapper passed as a value": "\nOPS = [relu]\n",
+    "a wrapper in __all__": '\n__all__ = ["add_relu", "add"]\n',
+    "the consumer kernel launched elsewhere": "\n\ndef relu_again(x, out):\n    relu_kernel[(1,)](x, out, x.numel(), BLOCK=128)\n",
 }
 
 
@@ -125,8 +127,8 @@ REFUSED = {
     "a loop in the consumer": ("    relu_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)\n",
                                "    for _ in range(1):\n        relu_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)\n"),
     "two launches in a wrapper": ("    relu_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)\n",
-                                  "    relu_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)\n"
-                                  "    relu_kernel[(triton.cdiv(n, 128),)](out, out, n, BLOCK=128)\n"),
+                                  ("    relu_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)\n"
+                                   "    relu_kernel[(triton.cdiv(n, 128),)](out, out, n, BLOCK=128)\n")),
     "a result not allocated by the wrapper": ("    out = torch.empty_like(x)\n    n = x.numel()\n    relu_kernel",
                                               "    out = x\n    n = x.numel()\n    relu_kernel"),
     "a strided result query": ("    n = x.numel()\n    relu_kernel", "    n = x.numel() + 0 * x.stride(0)\n    relu_kernel"),

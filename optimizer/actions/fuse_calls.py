@@ -191,8 +191,8 @@ def _wrapper(module: cst.Module, analysis: FileAnalysis, name: str) -> _Wrapper:
     if not statements or not isinstance(ret := _single(statements[-1]), cst.Return) or not isinstance(ret.value, cst.Name):
         raise ActionError(f"{name} does not end in `return <name>`")
     launches = [s for s in analysis.launches if s.host_function == name and s.file is None]
-    if len(launches) != 1:
-        raise ActionError(f"{name} does not launch exactly one kernel")
+    if len(launches) != 1 or len(analysis.launches_of(launches[0].kernel)) != 1:
+        raise ActionError(f"{name} does not launch exactly one kernel, or its kernel is launched elsewhere too")
     assigned: list[str] = []
     launch_lines = 0
     for statement in statements[:-1]:
@@ -464,8 +464,9 @@ class FuseCalls:
         if back:
             result = c.replace_all(result, [(host, host.visit(_Substitute(back)))])
         new_text = result.code
-        notes = [f"inlined {site.producer.node.name.value}() and {site.consumer.node.name.value}() into {host_name} "
-                 "and removed both wrappers (nothing else in the file used them)", *fused.notes]
+        inlined_note = (f"inlined {site.producer.node.name.value}() and {site.consumer.node.name.value}() into {host_name} "
+                        "and removed both wrappers (nothing else in the file used them)")
+        notes = [inlined_note, *fused.notes]
         return Edit(new_text=new_text, changed_lines=changed_line_count(text, new_text),
                     summary=f"fused {site.consumer.node.name.value}({site.producer.node.name.value}(...)) into one "
                             f"{site.producer.kernel} launch", notes=notes)
