@@ -68,6 +68,9 @@ NAMED = KERNELS + "def add_relu(x, y):\n    t = add(x, y)\n    return relu(t)\n"
 CLASHING = KERNELS + (
     "def add_relu(x, y):\n    n = 2\n    out = relu(add(x, y))\n    out = out * n\n    return out / n\n") + HARNESS
 
+# Allocated from the input's shape, device and dtype instead of empty_like: those facts carry over, the layout does not.
+EMPTY = NAMED.replace("out = torch.empty_like(x)", "out = torch.empty(x.shape, device=x.device, dtype=x.dtype)")
+
 
 def offered(text: str, kernel: str = "add_kernel") -> list:
     return [c for c in applicable(analyze(text), kernel, H100) if c.action == "fuse_calls"]
@@ -78,7 +81,7 @@ def fused(text: str) -> str:
     return apply_candidate(text, candidate, H100).new_text
 
 
-@pytest.mark.parametrize("text", [NESTED, NAMED, CLASHING], ids=["nested", "named", "clashing"])
+@pytest.mark.parametrize("text", [NESTED, NAMED, CLASHING, EMPTY], ids=["nested", "named", "clashing", "empty"])
 def test_offered_on_either_kernel_and_applies_to_one_launch(text):
     (candidate,) = offered(text)
     assert candidate.kernel == "add_kernel" and candidate.params == {"consumer": "relu_kernel"}
@@ -131,6 +134,8 @@ REFUSED = {
                                    "    relu_kernel[(triton.cdiv(n, 128),)](out, out, n, BLOCK=128)\n")),
     "a result not allocated by the wrapper": ("    out = torch.empty_like(x)\n    n = x.numel()\n    relu_kernel",
                                               "    out = x\n    n = x.numel()\n    relu_kernel"),
+    "a consumer result of another dtype": ("    out = torch.empty_like(x)\n    n = x.numel()\n    relu_kernel",
+                                           "    out = torch.empty_like(x, dtype=torch.float64)\n    n = x.numel()\n    relu_kernel"),
     "a strided result query": ("    n = x.numel()\n    relu_kernel", "    n = x.numel() + 0 * x.stride(0)\n    relu_kernel"),
     "the composer rebinds a global the wrappers read": ("def add_relu(x, y):\n", "def add_relu(x, y):\n    torch = __import__('torch')\n"),
     "a computed argument": ("return relu(add(x, y))", "return relu(add(x, y * 2))"),
@@ -170,7 +175,7 @@ def test_fused_calls_compute_the_same_under_the_interpreter(tmp_path):
     (cand,) = offered(corpus, "sigmoid_kernel")
     jobs = [job(tmp_path, "nested:reference", NESTED, NESTED, TOL_FP32, reference=True),
             job(tmp_path, "corpus:reference", corpus, corpus, TOL_FP32, reference=True)]
-    for name, text in (("nested", NESTED), ("named", NAMED), ("clashing", CLASHING)):
+    for name, text in (("nested", NESTED), ("named", NAMED), ("clashing", CLASHING), ("empty", EMPTY)):
         jobs.append(job(tmp_path, f"{name}:fuse_calls", text, fused(text), TOL_FP32))
     jobs.append(job(tmp_path, "corpus:fuse_calls", corpus, apply_candidate(corpus, cand, H100).new_text, TOL_FP32))
     results = run_jobs(jobs, tmp_path)

@@ -271,38 +271,65 @@ def _fresh(name: str, taken: set[str]) -> str:
     return next(f"{name}_{i}" for i in range(1, 1000) if f"{name}_{i}" not in taken)
 
 
-def _like_roots(statements: list[cst.SimpleStatementLine]) -> dict[str, str]:
-    """Each ``a = torch.empty_like(b)`` (nothing else passed) -> the tensor at the start of that chain of allocations."""
-    roots: dict[str, str] = {}
+def _facts_of(value: cst.BaseExpression, known: dict[str, dict[str, str]]) -> dict[str, str] | None:
+    """Which facts of a fresh allocation equal those of an older tensor: fact (``numel``, ..., ``like``) -> its name.
+
+    ``torch.empty_like(b)`` shares all of b's (``like``: ``torch.empty_like`` of it is spelled alike, layout
+    included); ``torch.empty(b.shape, device=b.device, dtype=b.dtype)`` shares b's shape, and its device and
+    dtype where those are passed, but not its layout.
+    """
+    if not isinstance(value, cst.Call) or any(a.star for a in value.args):
+        return None
+    func = c.code(value.func)
+    positional = [a.value for a in value.args if a.keyword is None]
+    keywords = {a.keyword.value: c.code(a.value) for a in value.args if a.keyword is not None}
+    if func == "torch.empty_like" and len(positional) == 1 and not keywords and isinstance(positional[0], cst.Name):
+        source = positional[0].value
+        older = known.get(source, {})
+        return {fact: older.get(fact, source) for fact in (*_LIKE_ATTRS, "like")}
+    if func != "torch.empty" or len(positional) != 1 or set(keywords) - {"device", "dtype"}:
+        return None
+    shape = positional[0]
+    if isinstance(shape, cst.Call) and isinstance(shape.func, cst.Attribute) and shape.func.attr.value == "size" and not shape.args:
+        shape = shape.func  # ``b.size()`` is ``b.shape``
+    if not (isinstance(shape, cst.Attribute) and shape.attr.value in ("shape", "size") and isinstance(shape.value, cst.Name)):
+        return None
+    source = shape.value.value
+    older = known.get(source, {})
+    facts = {fact: older.get(fact, source) for fact in ("numel", "shape", "size", "dim", "ndim")}
+    for fact in ("device", "dtype"):
+        if keywords.get(fact) == f"{source}.{fact}":
+            facts[fact] = older.get(fact, source)
+    return facts
+
+
+def _like_roots(statements: list[cst.SimpleStatementLine]) -> dict[str, dict[str, str]]:
+    """Each local allocated from another tensor's facts -> for each fact, the oldest tensor that has it."""
+    known: dict[str, dict[str, str]] = {}
     for statement in statements:
         small = _single(statement)
         name = _assigned_name(small)
-        if name is not None and isinstance(small.value, cst.Call) and c.code(small.value.func) == "torch.empty_like" \
-                and len(small.value.args) == 1 and small.value.args[0].keyword is None \
-                and isinstance(small.value.args[0].value, cst.Name):
-            source = small.value.args[0].value.value
-            roots[name] = roots.get(source, source)
-    return roots
+        if name is not None and (facts := _facts_of(small.value, known)) is not None:
+            known[name] = facts
+    return known
 
 
 class _ReadLike(cst.CSTTransformer):
-    """``buf.numel()``/``buf.shape``/``torch.empty_like(buf)`` -> the same of ``root`` for ``buf`` allocated like ``root``."""
+    """``buf.numel()``/``buf.shape``/``torch.empty_like(buf)`` -> the same of the older tensor that has the fact."""
 
-    def __init__(self, roots: dict[str, str]):
+    def __init__(self, roots: dict[str, dict[str, str]]):
         self.roots = roots
 
-    def _root(self, node: cst.BaseExpression) -> str | None:
-        return self.roots.get(node.value) if isinstance(node, cst.Name) else None
+    def _root(self, node: cst.BaseExpression, fact: str) -> str | None:
+        return self.roots.get(node.value, {}).get(fact) if isinstance(node, cst.Name) else None
 
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
-        root = self._root(updated_node.value)
-        if root is not None and updated_node.attr.value in _LIKE_ATTRS:
-            return updated_node.with_changes(value=cst.Name(root))
-        return updated_node
+        root = self._root(updated_node.value, updated_node.attr.value) if updated_node.attr.value != "like" else None
+        return updated_node.with_changes(value=cst.Name(root)) if root is not None else updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         if c.code(updated_node.func) == "torch.empty_like" and len(updated_node.args) == 1 and updated_node.args[0].keyword is None \
-                and (root := self._root(updated_node.args[0].value)) is not None:
+                and (root := self._root(updated_node.args[0].value, "like")) is not None:
             return updated_node.with_changes(args=[updated_node.args[0].with_changes(value=cst.Name(root))])
         return updated_node
 
@@ -405,7 +432,8 @@ class FuseCalls:
         # so both wrappers spell their sizes alike; a root the composer rebinds between the calls does not count.
         roots = _like_roots(p_body + c_body)
         p_body = [s.visit(_ReadLike(roots)) for s in p_body]
-        c_body = [s.visit(_ReadLike({k: v for k, v in roots.items() if v not in between})) for s in c_body]
+        c_roots = {name: {fact: root for fact, root in facts.items() if root not in between} for name, facts in roots.items()}
+        c_body = [s.visit(_ReadLike(c_roots)) for s in c_body]
         c_body = self._share(p_body, c_body, between)
         # The composer's statement: ``return r`` / ``x = r`` for the consumer's call.
         small = _single(site.consumer_line)
