@@ -28,6 +28,9 @@ from typing import Callable, Union
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 STARTUP_TIMEOUT_S = 180.0
+# How long a write waits for a worker to read its pipe (a job's text, a verdict): a live worker reads at
+# once, between trials at the latest; one that stops reading is treated as crashed.
+SEND_TIMEOUT_S = 30.0
 LOG_TAIL_CHARS = 3000
 PHASE_TEXT = {
     "compile": "importing and launching (compiles the kernels)",
@@ -144,6 +147,7 @@ class Worker:
             log.close()
         os.close(job_r)
         os.close(res_w)
+        os.set_blocking(job_w, False)  # ``send`` waits for room with a deadline
         self._job_w, self._res_r, self._buffer = job_w, res_r, b""
         return None
 
@@ -158,12 +162,21 @@ class Worker:
                 self.kill()
                 return f"worker did not start ({status}): {self.log_tail()}"
 
-    def send(self, message: dict) -> str | None:
-        """Write one JSON line to the worker's job pipe; an error message on failure."""
+    def send(self, message: dict, timeout_s: float = SEND_TIMEOUT_S) -> str | None:
+        """Write one JSON line to the worker's job pipe; an error message on failure.
+
+        The pipe is non-blocking and each wait for room is bounded: a worker that stops reading (a
+        candidate ignoring its verdicts once the pipe is full) fails the job instead of hanging the pool."""
+        deadline = time.monotonic() + timeout_s
         try:
             payload = memoryview((json.dumps(message) + "\n").encode())
             while payload:  # a large file does not fit the pipe in one write
-                payload = payload[os.write(self._job_w, payload):]
+                try:
+                    payload = payload[os.write(self._job_w, payload):]
+                except BlockingIOError:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not select.select([], [self._job_w], [], left)[1]:
+                        return f"the worker did not read its pipe for {timeout_s:.0f} s"
         except (OSError, TypeError) as exc:
             return str(exc)
         return None
