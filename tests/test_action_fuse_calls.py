@@ -71,6 +71,10 @@ CLASHING = KERNELS + (
 # Allocated from the input's shape, device and dtype instead of empty_like: those facts carry over, the layout does not.
 EMPTY = NAMED.replace("out = torch.empty_like(x)", "out = torch.empty(x.shape, device=x.device, dtype=x.dtype)")
 
+# Checks in the wrappers, as the tutorials write them: the consumer's moves after the fused launch.
+CHECKED = NESTED.replace("    n = x.numel()\n    add_kernel", "    assert x.shape == y.shape\n    n = x.numel()\n    add_kernel").replace(
+    "    n = x.numel()\n    relu_kernel", "    assert x.dtype == torch.float32 and out.device == x.device\n    n = x.numel()\n    relu_kernel")
+
 
 def offered(text: str, kernel: str = "add_kernel") -> list:
     return [c for c in applicable(analyze(text), kernel, H100) if c.action == "fuse_calls"]
@@ -81,7 +85,7 @@ def fused(text: str) -> str:
     return apply_candidate(text, candidate, H100).new_text
 
 
-@pytest.mark.parametrize("text", [NESTED, NAMED, CLASHING, EMPTY], ids=["nested", "named", "clashing", "empty"])
+@pytest.mark.parametrize("text", [NESTED, NAMED, CLASHING, EMPTY, CHECKED], ids=["nested", "named", "clashing", "empty", "checked"])
 def test_offered_on_either_kernel_and_applies_to_one_launch(text):
     (candidate,) = offered(text)
     assert candidate.kernel == "add_kernel" and candidate.params == {"consumer": "relu_kernel"}
@@ -136,6 +140,9 @@ REFUSED = {
                                               "    out = x\n    n = x.numel()\n    relu_kernel"),
     "a consumer result of another dtype": ("    out = torch.empty_like(x)\n    n = x.numel()\n    relu_kernel",
                                            "    out = torch.empty_like(x, dtype=torch.float64)\n    n = x.numel()\n    relu_kernel"),
+    "a check that reads the intermediate's values": ("    n = x.numel()\n    relu_kernel", "    assert x.sum() > -1e9\n    n = x.numel()\n    relu_kernel"),
+    "a check that calls something": ("    n = x.numel()\n    relu_kernel", "    assert print() is None\n    n = x.numel()\n    relu_kernel"),
+    "a check of the intermediate's layout": ("    n = x.numel()\n    relu_kernel", "    assert x.is_contiguous()\n    n = x.numel()\n    relu_kernel"),
     "a strided result query": ("    n = x.numel()\n    relu_kernel", "    n = x.numel() + 0 * x.stride(0)\n    relu_kernel"),
     "the composer rebinds a global the wrappers read": ("def add_relu(x, y):\n", "def add_relu(x, y):\n    torch = __import__('torch')\n"),
     "a computed argument": ("return relu(add(x, y))", "return relu(add(x, y * 2))"),
@@ -149,6 +156,12 @@ def test_not_offered_when_a_precondition_cannot_be_proven(case):
     assert text != NESTED
     assert analyze(text).syntax_error is None
     assert not offered(text) and not offered(text, "relu_kernel")
+
+
+def test_the_consumers_check_runs_after_the_fused_launch():
+    new = fused(CHECKED)
+    assert "    assert x.shape == y.shape\n    n = x.numel()\n" in new  # the producer's stays where it was
+    assert "BLOCK=128)\n    assert x.dtype == torch.float32 and x.device == x.device\n    return out\n" in new
 
 
 def test_the_intermediate_used_twice_is_not_fused():
@@ -175,7 +188,7 @@ def test_fused_calls_compute_the_same_under_the_interpreter(tmp_path):
     (cand,) = offered(corpus, "sigmoid_kernel")
     jobs = [job(tmp_path, "nested:reference", NESTED, NESTED, TOL_FP32, reference=True),
             job(tmp_path, "corpus:reference", corpus, corpus, TOL_FP32, reference=True)]
-    for name, text in (("nested", NESTED), ("named", NAMED), ("clashing", CLASHING), ("empty", EMPTY)):
+    for name, text in (("nested", NESTED), ("named", NAMED), ("clashing", CLASHING), ("empty", EMPTY), ("checked", CHECKED)):
         jobs.append(job(tmp_path, f"{name}:fuse_calls", text, fused(text), TOL_FP32))
     jobs.append(job(tmp_path, "corpus:fuse_calls", corpus, apply_candidate(corpus, cand, H100).new_text, TOL_FP32))
     results = run_jobs(jobs, tmp_path)

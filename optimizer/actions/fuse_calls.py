@@ -12,8 +12,9 @@ dtype=x.dtype)`` all but the layout), and a consumer local that repeats a produc
 arithmetic (``n = x.numel()``) reuses it.
 
 Offered when each wrapper is a plain top-level function (no decorators, no ``*args``, literal
-defaults only) whose straight-line body assigns names once, launches one kernel and ends in ``return
-out`` of a tensor it allocated with ``torch.empty``/``torch.empty_like``; the calls are a ``return`` or
+defaults only) whose straight-line body assigns names once, may assert, launches one kernel and ends
+in ``return out`` of a tensor it allocated with ``torch.empty``/``torch.empty_like``; the consumer's
+asserts (reads and shape queries only) move right after the fused launch; the calls are a ``return`` or
 a single assignment in the composer's body, with names or literals as arguments; neither wrapper is
 used anywhere else in the file (no other call, reference or string naming it) and the producer
 kernel is named nowhere but in its wrapper, because the kernel is changed in place and both wrappers
@@ -203,8 +204,8 @@ def _wrapper(module: cst.Module, analysis: FileAnalysis, name: str) -> _Wrapper:
             assigned.append(target)
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Subscript):
             launch_lines += 1
-        else:
-            raise ActionError(f"{name} does more than assign names and launch its kernel (branches, loops, other calls)")
+        elif not isinstance(small, cst.Assert):
+            raise ActionError(f"{name} does more than assign names, assert and launch its kernel (branches, loops, other calls)")
     param_names = [p.name.value for p in params.params]
     if launch_lines != 1 or len(assigned) != len(set(assigned)) or set(assigned) & set(param_names):
         raise ActionError(f"{name} launches more than once or assigns a name twice")
@@ -213,6 +214,8 @@ def _wrapper(module: cst.Module, analysis: FileAnalysis, name: str) -> _Wrapper:
     if alloc is None or not (isinstance(alloc.value, cst.Call) and c.code(alloc.value.func) in _RESULT_ALLOCATORS):
         raise ActionError(f"{name} does not return a tensor it allocated with torch.empty/empty_like")
     local = set(param_names) | set(assigned)
+    if any(isinstance(sub, ast.NamedExpr) for sub in ast.walk(ast.parse(c.code(fn)))):
+        raise ActionError(f"{name} binds a name inside an expression (:=)")
     if _scoped_names(fn) & local:
         raise ActionError(f"a lambda or comprehension in {name} reuses a local name")
     free = c.names_in(fn.body) - local - _bound_names(fn)
@@ -287,7 +290,7 @@ def _facts_of(value: cst.BaseExpression, known: dict[str, dict[str, str]]) -> di
     if func == "torch.empty_like" and len(positional) == 1 and not keywords and isinstance(positional[0], cst.Name):
         source = positional[0].value
         older = known.get(source, {})
-        return {fact: older.get(fact, source) for fact in (*_LIKE_ATTRS, "like")}
+        return {fact: older.get(fact, source) for fact in (*_LIKE_ATTRS, "is_cuda", "like")}
     if func != "torch.empty" or len(positional) != 1 or set(keywords) - {"device", "dtype"}:
         return None
     shape = positional[0]
@@ -301,6 +304,8 @@ def _facts_of(value: cst.BaseExpression, known: dict[str, dict[str, str]]) -> di
     for fact in ("device", "dtype"):
         if keywords.get(fact) == f"{source}.{fact}":
             facts[fact] = older.get(fact, source)
+            if fact == "device":
+                facts["is_cuda"] = older.get("is_cuda", source)
     return facts
 
 
@@ -436,6 +441,7 @@ class FuseCalls:
         c_roots = {name: {fact: root for fact, root in facts.items() if root not in between} for name, facts in roots.items()}
         c_body = [s.visit(_ReadLike(c_roots)) for s in c_body]
         c_body = self._share(p_body, c_body, between)
+        c_body = _asserts_after_launch(c_body)
         # The composer's statement: ``return r`` / ``x = r`` for the consumer's call.
         small = _single(site.consumer_line)
         final = site.consumer_line.with_changes(
@@ -530,6 +536,37 @@ class FuseCalls:
         if len(sites) != 1:
             raise ActionError(f"no single composition of {kernel.name}'s wrapper feeding {consumer}'s wrapper")
         return self._fused(text, module, sites[0], target)
+
+
+def _pure_read(node: cst.CSTNode) -> bool:
+    """True when evaluating ``node`` only reads: names, attributes, operators and shape queries (no other calls)."""
+    found = False
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            nonlocal found
+            attr = n.func.attr.value if isinstance(n.func, cst.Attribute) else None
+            if attr != "is_contiguous" and _impure_calls(n.with_changes(args=[])):
+                found = True
+
+    node.visit(V())
+    return not found
+
+
+def _asserts_after_launch(body: list) -> list:
+    """The consumer's checks (``assert x.is_cuda``) moved right after its launch, so only assignments separate the launches.
+
+    The producer's buffer is private and the checks only read (no calls but shape queries), so the same
+    calls fail or pass; a failing check still raises before the function returns anything.
+    """
+    launch = next(i for i, st in enumerate(body) if isinstance(_single(st), cst.Expr))
+    checks = [st for st in body[:launch] if isinstance(_single(st), cst.Assert)]
+    if not checks:
+        return body
+    if not all(_pure_read(_single(st)) for st in checks):
+        raise ActionError("the consumer wrapper asserts something that calls more than shape queries")
+    rest = [st for st in body[:launch] if st not in checks]
+    return [*rest, body[launch], *checks, *body[launch + 1:]]
 
 
 def _lead(statements: list, leading: list) -> list:

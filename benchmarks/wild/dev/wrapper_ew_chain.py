@@ -29,6 +29,7 @@ def relu_kernel(x_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 
 
 def add(x: torch.Tensor, y: torch.Tensor):
+    assert x.shape == y.shape and x.device == y.device
     output = torch.empty_like(x)
     n_elements = output.numel()
     grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)
@@ -37,6 +38,7 @@ def add(x: torch.Tensor, y: torch.Tensor):
 
 
 def relu(x: torch.Tensor):
+    assert x.dtype in (torch.float16, torch.bfloat16, torch.float32)
     output = torch.empty_like(x)
     n_elements = output.numel()
     grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)
