@@ -111,3 +111,22 @@ def test_mtmc_analyze_lists_the_foreign_launch(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "launch ops.py line 9 in scale: grid (triton.cdiv(n, 256),) {'BLOCK_SIZE': 256}" in out.stdout
+
+
+def test_a_kernel_another_module_launches_gets_only_interface_keeping_steps(tmp_path):
+    """Fusing ``add_kernel`` into ``relu_kernel`` rewrites add_kernel's store: ops.py's own launch of it
+    would silently compute add + relu. Tiling the launch here changes nothing for ops.py."""
+    from mtmc_lsp.optimizer.actions import applicable
+
+    chain = (Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev" / "ew_add_relu_chain.py").read_text()
+    path = write(tmp_path, "chain.py", chain)
+
+    def offered(kernel: str) -> set[str]:
+        return {c.action for c in applicable(analyze(path.read_text(), str(path)), kernel, get_profile("h100"))}
+
+    assert "fusion" in offered("add_kernel") and "tiling" in offered("add_kernel") and "fusion" in offered("relu_kernel")
+    write(tmp_path, "ops.py", "import torch\nimport triton\nfrom chain import add_kernel\n\n\ndef add(x, y):\n"
+          "    out = torch.empty_like(x)\n    add_kernel[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK_SIZE=128)\n"
+          "    return out\n")
+    assert "fusion" not in offered("add_kernel") and "tiling" in offered("add_kernel")
+    assert "fusion" not in offered("relu_kernel")  # the fusion would rewrite add_kernel, named as its producer

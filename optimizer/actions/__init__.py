@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from ..analysis import FileAnalysis, Kernel, analyze
+from ..analysis.workspace import with_foreign_launches
 from ..hardware import GpuProfile
 from .base import KINDS, Action, ActionError, Candidate, Edit
 
@@ -39,15 +40,29 @@ def applicable(analysis: FileAnalysis, kernel: Kernel | str, target: GpuProfile,
         if found is None:
             return []
         kernel = found
+    if not analysis.foreign_searched:
+        analysis = with_foreign_launches(analysis)
+    shared = {launch.kernel for launch in analysis.foreign_launches}  # also launched by other modules
     out: list[Candidate] = []
     for action in ACTIONS.values():
         if action.changes_numerics and not allow_precision:
             continue
         try:
-            out.extend(action.candidates(analysis, kernel, target))
+            found = action.candidates(analysis, kernel, target)
         except ActionError:
             continue  # preconditions not provable: the action does not offer itself
+        if shared and not getattr(action, "keeps_interface", False):
+            # A kernel another module launches keeps its interface: fusing it, changing its parameters
+            # or what a program computes would silently change that module's results.
+            found = [c for c in found if not _kernels_touched(analysis, c) & shared]
+        out.extend(found)
     return out
+
+
+def _kernels_touched(analysis: FileAnalysis, candidate: Candidate) -> set[str]:
+    """The kernel a candidate edits and every kernel its parameters name (a fusion's consumer, a chain)."""
+    named = {v for v in candidate.params.values() if isinstance(v, str) and analysis.kernel(v) is not None}
+    return {candidate.kernel} | named
 
 
 def apply_candidate(text: str, candidate: Candidate, target: GpuProfile) -> Edit:

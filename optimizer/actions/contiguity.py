@@ -70,6 +70,7 @@ class Contiguity:
     name = "contiguity"
     kind = "Reordering"
     changes_numerics = False
+    keeps_interface = True  # launchers in other modules keep working (see actions.applicable)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         kdef, _ = c.locate(c.parse(analysis.text), kernel.name)

@@ -113,6 +113,7 @@ class Hoist:
     name = "hoist"
     kind = "Hoist"
     changes_numerics = False
+    keeps_interface = True  # launchers in other modules keep working (see actions.applicable)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         kdef, _ = c.locate(c.parse(analysis.text), kernel.name)

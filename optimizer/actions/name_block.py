@@ -71,6 +71,7 @@ class NameBlock:
     name = "name_block"
     kind = "Prepare"  # a readability step that changes no behaviour: ranked after the steps that do
     changes_numerics = False
+    keeps_interface = True  # launchers in other modules keep working (see actions.applicable)
 
     def _plan(self, module: cst.Module, kernel: Kernel, param: str):
         """(launch, literal arg, grid sites, anchor statement, constant name, value) or ActionError."""

@@ -54,6 +54,7 @@ class Pipelining:
     name = "pipelining"
     kind = "Pipelining"
     changes_numerics = False
+    keeps_interface = True  # launchers in other modules keep working (see actions.applicable)
 
     def _dot_loops(self, kernel: Kernel):
         dots = kernel.calls_of("dot")

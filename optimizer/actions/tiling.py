@@ -83,6 +83,7 @@ class Tiling:
     name = "tiling"
     kind = "Tiling"
     changes_numerics = False
+    keeps_interface = True  # launchers in other modules keep working (see actions.applicable)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         if kernel.is_autotuned:

@@ -111,6 +111,7 @@ class UseDot:
     name = "use_dot"
     kind = "TensorCore"
     changes_numerics = False
+    keeps_interface = True  # launchers in other modules keep working (see actions.applicable)
 
     def _check_blocks(self, analysis: FileAnalysis, kernel: Kernel) -> None:
         sites = analysis.launches_of(kernel.name)

@@ -49,6 +49,7 @@ class Warps:
     name = "warps"
     kind = "Warps"
     changes_numerics = False
+    keeps_interface = True  # launchers in other modules keep working (see actions.applicable)
 
     def _legal(self, analysis: FileAnalysis, kernel: Kernel) -> tuple[list[int], int, str]:
         """(legal values best first, current value, reason when none)."""

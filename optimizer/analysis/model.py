@@ -281,9 +281,10 @@ class FileAnalysis:
     stale: bool = False
     # How the file spells triton and triton.language: the one resolution the analysis and the checks share.
     names: TritonNames = field(default_factory=TritonNames)
-    # Launches of this file's kernels found in other modules of its folder (analysis/workspace.py),
-    # for kernels launched nowhere in the file; actions never edit them.
+    # Launches of this file's kernels found in the modules that import them (analysis/workspace.py);
+    # actions never edit them, and offer only interface-keeping steps for those kernels.
     foreign_launches: list[LaunchSite] = field(default_factory=list)
+    foreign_searched: bool = False  # True once analysis/workspace.py looked (found or not)
 
     def kernel(self, name: str) -> Kernel | None:
         return next((k for k in self.kernels if k.name == name), None)

@@ -2,11 +2,12 @@
 
 Library code often keeps kernels in one module and launches them from another (a quarter of the public
 kernels surveyed in benchmarks/results/public). Their block sizes and launch options are then only
-known there. ``with_foreign_launches`` looks for them in the file's folder and, when that folder is a
-package, in the package above it and its other subpackages, reading files from disk (bounded in count
-and size, cached by modification time),
-and records what it finds in ``FileAnalysis.foreign_launches``: the checks and the compile-for-target
-diagnostics use their values; the actions never edit another file.
+known there, and a step that changes such a kernel's interface would break that module.
+``with_foreign_launches`` looks for them in the file's folder and, when that folder is a package, in
+the package above it and its other subpackages, reading files from disk (bounded in count and size,
+cached by modification time), and records what it finds in ``FileAnalysis.foreign_launches``: the
+checks and the compile diagnostics use their values where the file has no launch of its own, and
+``actions.applicable`` offers only interface-keeping steps for those kernels. No action edits another file.
 """
 
 from __future__ import annotations
@@ -31,20 +32,20 @@ _CACHE_LIMIT = 512
 
 
 def with_foreign_launches(analysis: FileAnalysis, path: str | None = None) -> FileAnalysis:
-    """``analysis`` with the launches found in other modules for kernels launched nowhere in the file."""
+    """``analysis`` with the launches of its kernels found in the modules that import them (``foreign_searched``
+    set either way)."""
     path = path or analysis.path
+    searched = dataclasses.replace(analysis, foreign_searched=True)
     if not path or analysis.syntax_error is not None or not analysis.kernels:
-        return analysis
+        return searched
     own = Path(path)
     if not own.is_file():
-        return analysis
-    unlaunched = {k.name: k for k in analysis.kernels if not analysis.launches_of(k.name)}
-    if not unlaunched:
-        return analysis
+        return searched
+    kernels = {k.name: k for k in analysis.kernels}
     found: list[LaunchSite] = []
     for other in _neighbours(own):
-        found.extend(_launches_in(other, own.stem, unlaunched))
-    return dataclasses.replace(analysis, foreign_launches=found) if found else analysis
+        found.extend(_launches_in(other, own.stem, kernels))
+    return dataclasses.replace(searched, foreign_launches=found)
 
 
 def _neighbours(own: Path) -> list[Path]:
