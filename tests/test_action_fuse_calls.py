@@ -68,6 +68,9 @@ NAMED = KERNELS + "def add_relu(x, y):\n    t = add(x, y)\n    return relu(t)\n"
 CLASHING = KERNELS + (
     "def add_relu(x, y):\n    n = 2\n    out = relu(add(x, y))\n    out = out * n\n    return out / n\n") + HARNESS
 
+# Composed in a module's forward (KernelBench's ModelNew, an autograd Function).
+METHOD = KERNELS + "class AddRelu(torch.nn.Module):\n    def forward(self, x, y):\n        return relu(add(x, y))\n" + HARNESS
+
 # Allocated from the input's shape, device and dtype instead of empty_like: those facts carry over, the layout does not.
 EMPTY = NAMED.replace("out = torch.empty_like(x)", "out = torch.empty(x.shape, device=x.device, dtype=x.dtype)")
 
@@ -85,7 +88,8 @@ def fused(text: str) -> str:
     return apply_candidate(text, candidate, H100).new_text
 
 
-@pytest.mark.parametrize("text", [NESTED, NAMED, CLASHING, EMPTY, CHECKED], ids=["nested", "named", "clashing", "empty", "checked"])
+@pytest.mark.parametrize("text", [NESTED, NAMED, CLASHING, EMPTY, CHECKED, METHOD],
+                         ids=["nested", "named", "clashing", "empty", "checked", "method"])
 def test_offered_on_either_kernel_and_applies_to_one_launch(text):
     (candidate,) = offered(text)
     assert candidate.kernel == "add_kernel" and candidate.params == {"consumer": "relu_kernel"}

@@ -15,7 +15,8 @@ Offered when each wrapper is a plain top-level function (no decorators, no ``*ar
 defaults only) whose straight-line body assigns names once, may assert, launches one kernel and ends
 in ``return out`` of a tensor it allocated with ``torch.empty``/``torch.empty_like``; the consumer's
 asserts (reads and shape queries only) move right after the fused launch; the calls are a ``return`` or
-a single assignment in the composer's body, with names or literals as arguments; neither wrapper is
+a single assignment in the composer's body (a top-level function, or a method such as ``ModelNew.forward``),
+with names or literals as arguments; neither wrapper is
 used anywhere else in the file (no other call, reference or string naming it) and the producer
 kernel is named nowhere but in its wrapper, because the kernel is changed in place and both wrappers
 are removed (a wrapper another caller still needs is refused, not copied). Everything fusion checks
@@ -375,9 +376,8 @@ class FuseCalls:
             return wrappers[name]
 
         sites = []
-        for host in module.body:
-            if not isinstance(host, cst.FunctionDef) or analysis.kernel(host.name.value) is not None \
-                    or not isinstance(host.body, cst.IndentedBlock):
+        for _qualname, host in _composers(module):
+            if analysis.kernel(host.name.value) is not None or not isinstance(host.body, cst.IndentedBlock):
                 continue
             body = list(host.body.body)
             for index, statement in enumerate(body):
@@ -493,7 +493,8 @@ class FuseCalls:
         fused = FUSION.apply(inlined_text, analysis, kernel, {"consumer": site.consumer.kernel}, target)
         result = c.parse(fused.new_text)
         host_name = site.host.name.value
-        host = next(s for s in result.body if isinstance(s, cst.FunctionDef) and s.name.value == host_name)
+        qualname = next(q for q, fn in _composers(module) if fn is site.host)
+        host = next(fn for q, fn in _composers(result) if q == qualname)
         present = c.names_in(host)
         back = {new: cst.Name(old) for new, old in renamed.items() if new in present and old not in present}
         if back:
@@ -536,6 +537,18 @@ class FuseCalls:
         if len(sites) != 1:
             raise ActionError(f"no single composition of {kernel.name}'s wrapper feeding {consumer}'s wrapper")
         return self._fused(text, module, sites[0], target)
+
+
+def _composers(module: cst.Module) -> list[tuple[str, cst.FunctionDef]]:
+    """(qualified name, function) of the functions that may compose wrapper calls: top-level functions and
+    the methods of top-level classes (``ModelNew.forward``, an autograd ``forward``)."""
+    out = []
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef):
+            out.append((statement.name.value, statement))
+        elif isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+            out += [(f"{statement.name.value}.{s.name.value}", s) for s in statement.body.body if isinstance(s, cst.FunctionDef)]
+    return out
 
 
 def _pure_read(node: cst.CSTNode) -> bool:
