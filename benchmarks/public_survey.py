@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import subprocess
 import sys
 import time
@@ -40,23 +41,20 @@ SOURCES = "SOURCES.json"  # per repository: where it came from and at which comm
 
 
 def extract(git_dir: str, name: str, dest: Path = PUBLIC) -> int:
-    """Copy the kernel files of ``git_dir``'s HEAD into ``dest/name``; the number of files copied."""
+    """Copy the Python files of ``git_dir``'s HEAD into ``dest/name`` (all of them: the modules that launch
+    a kernel defined elsewhere matter too); the number of kernel files among them."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", git_dir, *args], capture_output=True, text=True, check=True).stdout
 
-    listed = git("grep", "-l", "-e", "triton.jit", "-e", "@jit", "HEAD", "--", "*.py").split()
     folder = dest / name
     folder.mkdir(parents=True, exist_ok=True)
-    copied = 0
-    for entry in listed:
-        path = entry.split(":", 1)[1]
-        text = git("show", f"HEAD:{path}")
-        if "triton" not in text:
+    for path in git("ls-tree", "-r", "--name-only", "HEAD").split("\n"):
+        if not path.endswith(".py"):
             continue
         target = folder / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-        copied += 1
+        target.write_text(git("show", f"HEAD:{path}"))
+    copied = len(kernel_files(folder))
     sources = dest / SOURCES
     known = json.loads(sources.read_text()) if sources.is_file() else {}
     known[name] = {"commit": git("rev-parse", "HEAD").strip(), "date": git("log", "-1", "--format=%cs").strip(),
@@ -65,9 +63,20 @@ def extract(git_dir: str, name: str, dest: Path = PUBLIC) -> int:
     return copied
 
 
+def kernel_files(folder: Path) -> list[Path]:
+    """The files of an extracted repository that define Triton kernels (what the survey samples)."""
+    out = []
+    for path in sorted(folder.rglob("*.py")):
+        text = path.read_text(errors="replace")
+        if re.search(r"triton.jit|@jit", text) and "triton" in text:  # the pattern the first surveys used (a regex)
+            out.append(path)
+    return out
+
+
 def survey_file(path: Path, repo: str, part: str, target) -> list[dict]:
     """One row per kernel of ``path`` (``wild_actions.survey_text``), named relative to .public/."""
-    return survey_text(path.read_text(errors="replace"), str(path.relative_to(PUBLIC)), target, repo=repo, part=part)
+    return survey_text(path.read_text(errors="replace"), str(path.relative_to(PUBLIC)), target, disk_path=path,
+                       repo=repo, part=part)
 
 
 def summarize(rows: list[dict], key: str) -> dict:
@@ -81,6 +90,8 @@ def summarize(rows: list[dict], key: str) -> dict:
             "files": len({r["file"] for r in mine}),
             "kernels": len(kernels),
             "launched_here": sum(r.get("launched_here", False) for r in kernels),
+            "launched_elsewhere": sum(r.get("launched_elsewhere", False) and not r.get("launched_here") for r in kernels),
+            "device_functions": sum(bool(r.get("device_function")) and not r.get("launched_here") for r in kernels),
             "with_any_action": sum(bool(r["candidates"]) for r in kernels),
             "with_structural_action": sum(any(c["action"] not in NOT_STRUCTURAL for c in r["candidates"]) for r in kernels),
             "structural_when_launched_here": sum(any(c["action"] not in NOT_STRUCTURAL for c in r["candidates"])
@@ -95,8 +106,8 @@ def summarize(rows: list[dict], key: str) -> dict:
 
 
 def markdown(rows: list[dict], parts: dict, repos: dict, sources: dict, meta: dict) -> str:
-    head = ("| {} | files | kernels | launched in the file | any action | structural | structural, launched here | "
-            "candidates | not applying | errors |")
+    head = ("| {} | files | kernels | launched in the file | not launched there: device functions / launch found "
+            "in another module | any action | structural | structural, launched here | candidates | not applying | errors |")
     lines = ["# Actions offered on public Triton code", "",
              f"Engine: {meta['engine']}; {meta['date']}; target {meta['target']}; `{meta['command']}`; "
              f"{meta['seconds']:.0f} s on the 2-core CPU machine. Nothing runs a kernel.", "",
@@ -105,17 +116,21 @@ def markdown(rows: list[dict], parts: dict, repos: dict, sources: dict, meta: di
                        f"{', held out' if n in meta['heldout'] else ''})" for n, s in sources.items()) + ".", "",
              "Held-out repositories are surveyed and reported, never read to tune the engine. "
              "'Launched in the file': the analysis found a launch of the kernel in the same file; library kernels "
-             "launched from another module can get kernel-body actions only.", "",
-             head.format("part"), "|---|" + "---:|" * 9]
+             "launched from another module can get kernel-body actions only. Of the kernels not launched in their "
+             "file: device functions (a @triton.jit function another kernel of the file calls, never launched) and "
+             "those whose launch the analysis finds in a module that imports them (optimizer/analysis/workspace.py; "
+             "the checks and compile diagnostics use its values, and such kernels get only interface-keeping steps).", "",
+             head.format("part"), "|---|" + "---:|" * 10]
 
     def row_of(name: str, s: dict) -> str:
         return (f"| {name} | {s['files']} | {s['kernels']} | {pct(s['launched_here'], s['kernels'])} | "
+                f"{s['device_functions']} / {s['launched_elsewhere']} of {s['kernels'] - s['launched_here']} | "
                 f"{pct(s['with_any_action'], s['kernels'])} | {pct(s['with_structural_action'], s['kernels'])} | "
                 f"{pct(s['structural_when_launched_here'], s['launched_here'])} | {s['candidates']} | "
                 f"{s['candidates_not_applying']} | {s['errors']} |")
 
     lines += [row_of(n, s) for n, s in parts.items()]
-    lines += ["", head.format("repository"), "|---|" + "---:|" * 9]
+    lines += ["", head.format("repository"), "|---|" + "---:|" * 10]
     lines += [row_of(n, s) for n, s in repos.items() if n != "all"]
     lines += ["", "Kernels offered each action:", "", "| action | " + " | ".join(parts) + " |", "|---|" + "---:|" * len(parts)]
     for action in ACTIONS:
@@ -137,7 +152,7 @@ def markdown(rows: list[dict], parts: dict, repos: dict, sources: dict, meta: di
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--extract", nargs=2, action="append", metavar=("GIT_DIR", "NAME"),
-                        help="copy a repository's kernel files into .public/NAME (repeatable), then stop")
+                        help="copy a repository's Python files into .public/NAME (repeatable), then stop")
     parser.add_argument("--heldout", action="append", default=[], help="a repository of the held-out part (repeatable)")
     parser.add_argument("--sample", type=int, default=0, help="at most this many files per repository (seeded)")
     parser.add_argument("--seed", type=int, default=0)
@@ -156,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     target = get_profile(args.target)
     rows = []
     for repo in sorted(sources):
-        files = sorted((PUBLIC / repo).rglob("*.py"))
+        files = kernel_files(PUBLIC / repo)
         if args.sample and len(files) > args.sample:
             files = sorted(random.Random(f"{args.seed}:{repo}").sample(files, args.sample))
         part = "heldout" if repo in args.heldout else "dev"

@@ -26,6 +26,7 @@ import _bootstrap  # noqa: E402,F401
 
 from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, applicable, apply_candidate  # noqa: E402
 from mtmc_lsp.optimizer.analysis import analyze  # noqa: E402
+from mtmc_lsp.optimizer.analysis.workspace import with_foreign_launches  # noqa: E402
 from mtmc_lsp.optimizer.hardware import get_profile  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,12 +45,16 @@ def corpus_files(realworld: bool) -> list[tuple[str, Path]]:
     return files
 
 
-def survey_text(text: str, rel: str, target, allow_precision: bool = False, **fields) -> list[dict]:
+def survey_text(text: str, rel: str, target, allow_precision: bool = False, disk_path: Path | None = None,
+                **fields) -> list[dict]:
     """One row per kernel of one file (``fields`` added to each): the candidates offered, whether each
     applies, and whether its edit still parses and keeps the kernel (a fusion: some kernel); one row
-    with ``error`` when the file cannot be analysed, one without a kernel when it has none."""
+    with ``error`` when the file cannot be analysed, one without a kernel when it has none. With
+    ``disk_path``, launches in the modules that import the file count too (``launched_elsewhere``)."""
     try:
         analysis = analyze(text, rel)
+        if disk_path is not None:
+            analysis = with_foreign_launches(analysis, str(disk_path))
     except Exception as exc:  # noqa: BLE001 - a crash of the analysis is a finding, not the end of the survey
         return [{"file": rel, **fields, "kernel": None, "error": f"analyze: {type(exc).__name__}: {exc}"}]
     if analysis.syntax_error is not None:
@@ -59,7 +64,11 @@ def survey_text(text: str, rel: str, target, allow_precision: bool = False, **fi
     rows = []
     for kernel in analysis.kernels:
         row = {"file": rel, **fields, "kernel": kernel.name, "error": None,
-               "launched_here": bool(analysis.launches_of(kernel.name)), "candidates": []}
+               "launched_here": bool(analysis.launches_of(kernel.name)),
+               "launched_elsewhere": any(f.kernel == kernel.name for f in analysis.foreign_launches),
+               # a @triton.jit function another kernel of the file calls: never launched, by design
+               "device_function": any(kernel.name in k.called_functions for k in analysis.kernels if k is not kernel),
+               "candidates": []}
         try:
             candidates = applicable(analysis, kernel, target, allow_precision=allow_precision)
         except Exception as exc:  # noqa: BLE001
