@@ -337,8 +337,14 @@ def test_a_helper_parameter_default_is_the_block():
     cand = next(c for c in applicable(analyze(HELPER_DEFAULT), "scale_kernel", H100) if c.action == "tiling")
     new = apply_candidate(HELPER_DEFAULT, cand, H100).new_text
     assert f"def _launch(x, out, BLOCK={cand.params['BLOCK']}, warps=4):" in new
+    # Every caller passing its own literal: that literal is the block, rewritten where it is passed.
     overridden = HELPER_DEFAULT.replace("    _launch(x, out)\n", "    _launch(x, out, 64)\n")
-    assert "tiling" not in offered(overridden, "scale_kernel")  # a caller passes its own block
+    cand = next(c for c in applicable(analyze(overridden), "scale_kernel", H100) if c.action == "tiling")
+    new = apply_candidate(overridden, cand, H100).new_text
+    assert f"_launch(x, out, {cand.params['BLOCK']})" in new and "def _launch(x, out, BLOCK=128, warps=4):" in new
+    # One caller keeping the default and another passing 64: no single value to change.
+    mixed = HELPER_DEFAULT.replace("    _launch(x, out)\n", "    _launch(x, out)\n    _launch(out, out, 64)\n")
+    assert "tiling" not in offered(mixed, "scale_kernel")
 
 # Each program covers its block UNROLL times: the grid divides by ``256 * UNROLL``.
 UNROLLED = HEAD + '''UNROLL = 4
