@@ -130,3 +130,14 @@ def test_a_kernel_another_module_launches_gets_only_interface_keeping_steps(tmp_
           "    return out\n")
     assert "fusion" not in offered("add_kernel") and "tiling" in offered("add_kernel")
     assert "fusion" not in offered("relu_kernel")  # the fusion would rewrite add_kernel, named as its producer
+
+
+def test_mtmc_actions_says_which_kernels_other_modules_launch(tmp_path):
+    kernels = write(tmp_path, "kernels.py", KERNELS)
+    write(tmp_path, "ops.py", OPS.replace("IMPORT", "kernels import scale_kernel").replace("CALLEE", "scale_kernel")
+          .replace("BLOCK)", "256)"))
+    out = subprocess.run([sys.executable, "-m", "mtmc_lsp", "actions", str(kernels), "--target", "h100"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "scale_kernel: " in out.stdout and "(also launched in ops.py: only steps that keep its interface)" in out.stdout
+    assert "unused_kernel: " in out.stdout and out.stdout.count("also launched in") == 1

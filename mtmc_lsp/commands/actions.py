@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mtmc_lsp.optimizer.actions import applicable
     from mtmc_lsp.optimizer.analysis import analyze
+    from mtmc_lsp.optimizer.analysis.workspace import with_foreign_launches
 
     from ._source import read_source
 
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     if source is None:
         return 2
     path, text, target = source
-    analysis = analyze(text, str(path))
+    analysis = with_foreign_launches(analyze(text, str(path)))
     if analysis.syntax_error is not None:
         print(f"mtmc actions: {path}: {analysis.syntax_error.message}", file=sys.stderr)
         return 1
@@ -56,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{path} for {target.name}:")
     for name, candidates in listing.items():
-        print(f"  {name}: {len(candidates)} action(s)")
+        elsewhere = sorted({Path(f.file).name for f in analysis.foreign_launches if f.kernel == name and f.file})
+        shared = f" (also launched in {', '.join(elsewhere)}: only steps that keep its interface)" if elsewhere else ""
+        print(f"  {name}: {len(candidates)} action(s){shared}")
         for cand in candidates:
             params = " ".join(f"--param {k}={v}" for k, v in cand.params.items())
             numerics = "  [changes numerics]" if cand.changes_numerics else ""
