@@ -141,3 +141,17 @@ def test_mtmc_actions_says_which_kernels_other_modules_launch(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "scale_kernel: " in out.stdout and "(also launched in ops.py: only steps that keep its interface)" in out.stdout
     assert "unused_kernel: " in out.stdout and out.stdout.count("also launched in") == 1
+
+
+def test_mtmc_apply_refuses_a_step_that_would_change_a_kernel_another_module_launches(tmp_path):
+    chain = (Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev" / "ew_add_relu_chain.py").read_text()
+    path = write(tmp_path, "chain.py", chain)
+    write(tmp_path, "ops.py", "import triton\nfrom chain import add_kernel\n\n\ndef add(x, y, out):\n"
+          "    add_kernel[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK_SIZE=128)\n")
+    command = [sys.executable, "-m", "mtmc_lsp", "apply", str(path), "--kernel", "add_kernel", "--target", "h100"]
+    out = subprocess.run(command + ["--action", "fusion", "--param", "consumer=relu_kernel"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "add_kernel is also launched in ops.py (line 6); fusion would change it there too" in out.stderr
+    assert path.read_text() == chain
+    tiled = subprocess.run(command + ["--action", "tiling"], capture_output=True, text=True, timeout=120)
+    assert tiled.returncode == 0 and "BLOCK_SIZE=1024" in tiled.stdout

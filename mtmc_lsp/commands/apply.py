@@ -88,7 +88,8 @@ def _check_combination(args: argparse.Namespace) -> str:
 
 def _rule_step(args: argparse.Namespace, path, text: str, target):
     """``(candidate, edit)`` of a rule action, or the exit code once the reason is printed."""
-    from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, Candidate, applicable, apply_candidate
+    from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, Candidate, applicable, apply_candidate, interface_conflict
+    from mtmc_lsp.optimizer.analysis.workspace import with_foreign_launches
     from mtmc_lsp.optimizer.analysis import analyze
 
     action = ACTIONS.get(args.action)
@@ -115,6 +116,10 @@ def _rule_step(args: argparse.Namespace, path, text: str, target):
         candidate = offered[0]
     else:
         print(f"mtmc apply: {args.action} does not apply to {args.kernel} on {target.name}", file=sys.stderr)
+        return 1
+    conflict = interface_conflict(with_foreign_launches(analysis), candidate)
+    if conflict is not None:
+        print(f"mtmc apply: {conflict}", file=sys.stderr)
         return 1
     try:
         return candidate, apply_candidate(text, candidate, target)

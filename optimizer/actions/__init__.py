@@ -7,6 +7,7 @@ text, checks the candidate's preconditions again and returns the edit (or raises
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 from ..analysis import FileAnalysis, Kernel, analyze
 from ..analysis.workspace import with_foreign_launches
@@ -42,7 +43,6 @@ def applicable(analysis: FileAnalysis, kernel: Kernel | str, target: GpuProfile,
         kernel = found
     if not analysis.foreign_searched:
         analysis = with_foreign_launches(analysis)
-    shared = {launch.kernel for launch in analysis.foreign_launches}  # also launched by other modules
     out: list[Candidate] = []
     for action in ACTIONS.values():
         if action.changes_numerics and not allow_precision:
@@ -51,18 +51,26 @@ def applicable(analysis: FileAnalysis, kernel: Kernel | str, target: GpuProfile,
             found = action.candidates(analysis, kernel, target)
         except ActionError:
             continue  # preconditions not provable: the action does not offer itself
-        if shared and not getattr(action, "keeps_interface", False):
-            # A kernel another module launches keeps its interface: fusing it, changing its parameters
-            # or what a program computes would silently change that module's results.
-            found = [c for c in found if not _kernels_touched(analysis, c) & shared]
-        out.extend(found)
+        out.extend(c for c in found if interface_conflict(analysis, c) is None)
     return out
 
 
-def _kernels_touched(analysis: FileAnalysis, candidate: Candidate) -> set[str]:
-    """The kernel a candidate edits and every kernel its parameters name (a fusion's consumer, a chain)."""
+def interface_conflict(analysis: FileAnalysis, candidate: Candidate) -> str | None:
+    """Why ``candidate`` would break another module that launches a kernel it changes (None when it would not).
+
+    A kernel another module launches keeps its interface: fusing it, changing its parameters or what a
+    program computes would silently change that module's results. Launch values, hints and body rewrites
+    with the same results (``keeps_interface``) are safe. ``analysis`` needs ``with_foreign_launches``."""
+    action = ACTIONS.get(candidate.action)
+    if action is None or getattr(action, "keeps_interface", False):
+        return None
     named = {v for v in candidate.params.values() if isinstance(v, str) and analysis.kernel(v) is not None}
-    return {candidate.kernel} | named
+    for launch in analysis.foreign_launches:
+        if launch.kernel in {candidate.kernel} | named:
+            where = Path(launch.file).name if launch.file else "another module"
+            return (f"{launch.kernel} is also launched in {where} (line {launch.span.start.line + 1}); "
+                    f"{candidate.action} would change it there too")
+    return None
 
 
 def apply_candidate(text: str, candidate: Candidate, target: GpuProfile) -> Edit:
@@ -79,4 +87,4 @@ def apply_candidate(text: str, candidate: Candidate, target: GpuProfile) -> Edit
     return action.apply(text, analysis, kernel, dict(candidate.params), target)
 
 
-__all__ = ["ACTIONS", "KINDS", "Action", "ActionError", "Candidate", "Edit", "applicable", "apply_candidate"]
+__all__ = ["ACTIONS", "KINDS", "Action", "ActionError", "Candidate", "Edit", "applicable", "apply_candidate", "interface_conflict"]
