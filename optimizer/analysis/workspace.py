@@ -8,6 +8,8 @@ the package above it and its other subpackages, reading files from disk (bounded
 cached by modification time), and records what it finds in ``FileAnalysis.foreign_launches``: the
 checks and the compile diagnostics use their values where the file has no launch of its own, and
 ``actions.applicable`` offers only interface-keeping steps for those kernels. No action edits another file.
+Cost on the 2-core development machine: 16-27 ms the first time in a 164-file package (FlagGems' ops,
+Liger's), 2-4 ms once its files are cached; it runs in the server's analysis thread, after the debounce.
 """
 
 from __future__ import annotations
