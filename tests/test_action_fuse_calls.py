@@ -13,9 +13,10 @@ from mtmc_lsp.optimizer.hardware import get_profile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from corpus.kernels import kernel_path  # noqa: E402
-from test_actions_semantics import TOL_FP32, job, run_jobs  # noqa: E402
+from test_actions_semantics import TOL_FP16, TOL_FP32, job, run_jobs  # noqa: E402
 
 H100 = get_profile("h100")
+ROOT = Path(__file__).resolve().parents[1]
 
 KERNELS = '''import torch
 import triton
@@ -84,7 +85,11 @@ def offered(text: str, kernel: str = "add_kernel") -> list:
 
 
 def fused(text: str) -> str:
-    (candidate,) = offered(text)
+    return fused_by(text, "add_kernel")
+
+
+def fused_by(text: str, kernel: str) -> str:
+    (candidate,) = offered(text, kernel)
     return apply_candidate(text, candidate, H100).new_text
 
 
@@ -187,6 +192,49 @@ def test_the_edit_is_small():
 
 
 @pytest.mark.slow
+def _matmul_wrappers() -> str:
+    """The dev corpus's linear + GELU chain rewritten as two wrappers composed, at interpreter sizes."""
+    text = (ROOT / "benchmarks" / "wild" / "dev" / "mm_linear_gelu_two_kernels.py").read_text()
+    composed = text[text.index("def linear_gelu(x, w, b):"):text.index("def get_inputs")]
+    wrappers = """def linear(x, w, b):
+    M, K = x.shape
+    _, N = w.shape
+    h = torch.empty((M, N), device=x.device, dtype=torch.float16)
+    linear_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](x, w, b, h, M, N, K, x.stride(0), w.stride(0), h.stride(0),
+                                                            BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+    return h
+
+
+def gelu(h):
+    out = torch.empty_like(h)
+    n = h.numel()
+    gelu_kernel[(triton.cdiv(n, 1024),)](h, out, n, BLOCK_SIZE=1024)
+    return out
+
+
+ENTRY = "linear_gelu"
+
+
+def linear_gelu(x, w, b):
+    return gelu(linear(x, w, b))
+
+
+"""
+    return text.replace(composed, wrappers).replace("M: int = 4096, N: int = 4096, K: int = 1024",
+                                                    "M: int = 40, N: int = 48, K: int = 72")
+
+
+def test_a_matmul_wrapper_and_its_elementwise_consumer_fuse_into_the_epilogue():
+    """``gelu(linear(x, w, b))``: the consumer's math moves into the matmul's store (matmul_epilogue), in one step."""
+    text = _matmul_wrappers()
+    (cand,) = offered(text, "linear_kernel")
+    assert cand.params == {"consumer": "gelu_kernel"}
+    new = apply_candidate(text, cand, H100).new_text
+    analysis = analyze(new)
+    assert [k.name for k in analysis.kernels] == ["linear_kernel"] and "tl.sigmoid" in new.split("def linear_gelu")[0]
+    assert "def linear(" not in new and "def gelu(" not in new
+
+
 def test_fused_calls_compute_the_same_under_the_interpreter(tmp_path):
     corpus = kernel_path("wrapper_chain").read_text()
     (cand,) = offered(corpus, "sigmoid_kernel")
@@ -195,5 +243,8 @@ def test_fused_calls_compute_the_same_under_the_interpreter(tmp_path):
     for name, text in (("nested", NESTED), ("named", NAMED), ("clashing", CLASHING), ("empty", EMPTY), ("checked", CHECKED)):
         jobs.append(job(tmp_path, f"{name}:fuse_calls", text, fused(text), TOL_FP32))
     jobs.append(job(tmp_path, "corpus:fuse_calls", corpus, apply_candidate(corpus, cand, H100).new_text, TOL_FP32))
+    matmul = _matmul_wrappers()
+    jobs.append(job(tmp_path, "matmul:reference", matmul, matmul, TOL_FP16, reference=True))
+    jobs.append(job(tmp_path, "matmul:fuse_calls", matmul, fused_by(matmul, "linear_kernel"), TOL_FP16))
     results = run_jobs(jobs, tmp_path)
     assert len(results) == len(jobs) and all(r["ok"] for r in results), results

@@ -4,8 +4,8 @@ Users often write one host wrapper per kernel and compose the wrappers (``relu(a
 ``t = add(x, y)`` then ``relu(t)``); ``fusion`` needs both launches in one host function, so it never
 sees that chain. This step inlines the two wrapper calls into the composing function (wrapper locals
 renamed where they clash, parameters bound to the call's arguments, the producer's ``return out``
-becoming what the consumer reads), then runs ``fusion`` on that producer/consumer pair and returns
-the combined edit. To give fusion one grid and one size argument, shape queries of a tensor the
+becoming what the consumer reads), then runs ``fusion`` on that producer/consumer pair (or
+``matmul_epilogue`` when the producer is a matmul: ``gelu(linear(x, w, b))``) and returns the combined edit. To give fusion one grid and one size argument, shape queries of a tensor the
 wrappers allocated (``t.numel()``, ``torch.empty_like(t)``) read the tensor it was allocated from
 (``torch.empty_like(x)`` has x's shape, dtype, device and layout; ``torch.empty(x.shape, device=x.device,
 dtype=x.dtype)`` all but the layout), and a consumer local that repeats a producer local's shape
@@ -90,6 +90,7 @@ from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
 from .fusion import ACTION as FUSION
+from .matmul_epilogue import ACTION as MATMUL_EPILOGUE
 from .fusion import _impure_calls, remove_definition
 
 _RESULT_ALLOCATORS = ("torch.empty_like", "torch.empty")
@@ -174,6 +175,18 @@ def _assigned_name(small: cst.BaseSmallStatement | None) -> str | None:
     return None
 
 
+def _unpacked_names(small: cst.BaseSmallStatement | None) -> list[str]:
+    """The names ``a = ...`` or ``a, b = ...`` (``M, K = x.shape``) binds; empty for anything else."""
+    single = _assigned_name(small)
+    if single is not None:
+        return [single]
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Tuple):
+        elements = small.targets[0].target.elements
+        if all(isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in elements):
+            return [e.value.value for e in elements]
+    return []
+
+
 def _wrapper(module: cst.Module, analysis: FileAnalysis, name: str) -> _Wrapper:
     """The top-level wrapper ``name``, or ActionError when it is not a plain one-launch wrapper."""
     defs = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
@@ -200,9 +213,9 @@ def _wrapper(module: cst.Module, analysis: FileAnalysis, name: str) -> _Wrapper:
     launch_lines = 0
     for statement in statements[:-1]:
         small = _single(statement)
-        target = _assigned_name(small)
-        if target is not None:
-            assigned.append(target)
+        targets = _unpacked_names(small)
+        if targets:
+            assigned += targets
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Subscript):
             launch_lines += 1
         elif not isinstance(small, cst.Assert):
@@ -490,7 +503,7 @@ class FuseCalls:
         kernel = analysis.kernel(site.producer.kernel)
         if analysis.syntax_error is not None or kernel is None:
             raise ActionError("inlining the wrappers did not give a file fusion can read")
-        fused = FUSION.apply(inlined_text, analysis, kernel, {"consumer": site.consumer.kernel}, target)
+        fused = _fuse_pair(inlined_text, analysis, kernel, site.consumer.kernel, target)
         result = c.parse(fused.new_text)
         host_name = site.host.name.value
         qualname = next(q for q, fn in _composers(module) if fn is site.host)
@@ -537,6 +550,18 @@ class FuseCalls:
         if len(sites) != 1:
             raise ActionError(f"no single composition of {kernel.name}'s wrapper feeding {consumer}'s wrapper")
         return self._fused(text, module, sites[0], target)
+
+
+def _fuse_pair(text: str, analysis: FileAnalysis, producer: Kernel, consumer: str, target: GpuProfile) -> Edit:
+    """The inlined pair fused by the first fusion that applies: elementwise into elementwise (``fusion``), or an
+    elementwise consumer into a matmul's epilogue (``matmul_epilogue``)."""
+    errors = []
+    for action in (FUSION, MATMUL_EPILOGUE):
+        try:
+            return action.apply(text, analysis, producer, {"consumer": consumer}, target)
+        except ActionError as exc:
+            errors.append(f"{action.name}: {exc}")
+    raise ActionError("; ".join(errors))
 
 
 def _composers(module: cst.Module) -> list[tuple[str, cst.FunctionDef]]:
