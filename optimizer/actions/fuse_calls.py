@@ -7,9 +7,10 @@ renamed where they clash, parameters bound to the call's arguments, the producer
 becoming what the consumer reads), then runs ``fusion`` on that producer/consumer pair (or
 ``matmul_epilogue`` when the producer is a matmul: ``gelu(linear(x, w, b))``) and returns the combined
 edit. To give fusion one grid and one size argument, shape queries of a tensor the wrappers allocated
-(``t.numel()``, ``torch.empty_like(t)``) read the tensor it was allocated from (``torch.empty_like(x)`` has x's shape, dtype, device and layout; ``torch.empty(x.shape, device=x.device,
-dtype=x.dtype)`` all but the layout), and a consumer local that repeats a producer local's shape
-arithmetic (``n = x.numel()``) reuses it.
+(``t.numel()``, ``torch.empty_like(t)``) read the tensor it was allocated from (``torch.empty_like(x)``
+has x's shape, dtype, device and layout; ``torch.empty(x.shape, device=x.device, dtype=x.dtype)`` all but
+the layout), and a consumer local that repeats a producer local's shape arithmetic (``n = x.numel()``)
+reuses it.
 
 Offered when each wrapper is a plain top-level function (no decorators, no ``*args``, literal
 defaults only) whose straight-line body assigns names once, may assert, launches one kernel and ends
