@@ -192,3 +192,31 @@ async def test_optimize_kernel_is_cancellable(client: EditorClient, workspace):
     result = await asyncio.wait_for(task, 200)
     assert result["stopped"] == "cancelled" and result["applied"] == 0
     assert client.buffer_text(uri) == text and not client.applied_edits
+
+
+async def test_a_kernel_another_module_launches_is_not_offered_a_fusion(client: EditorClient, workspace):
+    """``ops.py`` beside the file imports and launches ``add_kernel``: fusing it here would change ops.py's results."""
+    from pathlib import Path
+
+    chain = (Path(__file__).resolve().parents[2] / "benchmarks" / "wild" / "dev" / "ew_add_relu_chain.py").read_text()
+    folder = workspace / "shared_kernels"
+    folder.mkdir(exist_ok=True)
+    path = folder / "chain.py"
+    path.write_text(chain)
+    uri = path.as_uri()
+    client.open(uri, chain)
+    await client.diagnostics_for(uri, version=1)
+    where = position_of(chain, "tl.store(out_ptr + offsets, x + y")
+
+    def fusions(actions) -> list:
+        return [a for a in actions if a.kind == types.CodeActionKind.RefactorRewrite and a.data["candidate"]["action"] == "fusion"]
+
+    assert fusions(await code_actions(client, uri, where))
+    (folder / "ops.py").write_text("import triton\nfrom chain import add_kernel\n\n\ndef add(x, y, out):\n"
+                                   "    add_kernel[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK_SIZE=128)\n")
+    version = client.edit(uri, (0, 0), (0, 0), "# ops.py launches add_kernel too\n")
+    await client.diagnostics_for(uri, version=version)
+    text = client.buffer_text(uri)
+    actions = await code_actions(client, uri, position_of(text, "tl.store(out_ptr + offsets, x + y"))
+    assert actions and not fusions(actions)
+    assert any(a.data["candidate"]["action"] == "tiling" for a in actions if a.kind == types.CodeActionKind.RefactorRewrite)
