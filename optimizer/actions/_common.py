@@ -342,7 +342,7 @@ def _grid_function_return(launch: LaunchNode, name: str) -> cst.BaseExpression |
         if len(defs) != 1:
             continue
         fn = defs[0]
-        statements = [s for s in fn.body.body if not _is_docstring(s)]
+        statements = [s for s in fn.body.body if not is_docstring(s)]
         if (len(fn.params.params) == 1 and len(statements) == 1 and isinstance(statements[0], cst.SimpleStatementLine)
                 and len(statements[0].body) == 1 and isinstance(statements[0].body[0], cst.Return)
                 and statements[0].body[0].value is not None):
@@ -351,9 +351,11 @@ def _grid_function_return(launch: LaunchNode, name: str) -> cst.BaseExpression |
     return None
 
 
-def _is_docstring(statement: cst.BaseStatement) -> bool:
+def is_docstring(statement: cst.CSTNode) -> bool:
+    """True for a statement that is only a string (a docstring, also an implicitly concatenated one)."""
     return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
-            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
+            and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString))
 
 
 def grid_source_names(launch: LaunchNode, depth: int = 3) -> set[str]:

@@ -129,7 +129,6 @@ from .fusion import (
     _call_of,
     _drop_unreferenced_def,
     _impure_calls,
-    _is_docstring,
     _rename_all,
     _top_statement,
 )
@@ -450,7 +449,7 @@ def _body(kdef: cst.FunctionDef, kernel: Kernel, prefix: str, params: dict) -> _
         raise ActionError(f"{kernel.name} has a statement this action does not read: {c.code(node).strip()[:60]}")
 
     for node in kdef.body.body:
-        if _is_docstring(node):
+        if c.is_docstring(node):
             continue
         if isinstance(node, cst.For):
             iter_ = node.iter

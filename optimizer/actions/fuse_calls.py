@@ -203,7 +203,7 @@ def _wrapper(module: cst.Module, analysis: FileAnalysis, name: str) -> _Wrapper:
     if not isinstance(fn.body, cst.IndentedBlock):
         raise ActionError(f"{name} is a one-line function")
     statements = list(fn.body.body)
-    if statements and isinstance(small := _single(statements[0]), cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString):
+    if statements and c.is_docstring(statements[0]):
         statements = statements[1:]
     if not statements or not isinstance(ret := _single(statements[-1]), cst.Return) or not isinstance(ret.value, cst.Name):
         raise ActionError(f"{name} does not end in `return <name>`")

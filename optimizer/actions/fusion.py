@@ -147,11 +147,6 @@ def _assign_of(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
     return assign.targets[0].target.value, assign.value
 
 
-def _is_docstring(statement: cst.CSTNode) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr) \
-        and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-
-
 class _NameLoads(cst.CSTTransformer):
     """Replace ``tl.load(...)`` calls inside an expression by fresh names, recording ``name = tl.load(...)``."""
 
@@ -176,7 +171,7 @@ def _normal_form(body: list[cst.BaseStatement], taken: set[str]):
     Loads read memory nothing in the kernel writes before its only store, so they may move up to
     right after the index computations; every name must be assigned once for the reordering to hold.
     """
-    body = [s for s in body if not _is_docstring(s)]
+    body = [s for s in body if not c.is_docstring(s)]
     if not body or _store_parts(body[-1]) is None:
         raise ActionError("the kernel does not end in `tl.store(ptr + offsets, value, mask=mask)`")
     assigned: list[str] = []
@@ -335,7 +330,7 @@ class Fusion:
             raise ActionError("the launches use different grids")
         # Kernel bodies: the producer ends in its only store; the consumer, in normal form, is index
         # statements, loads (inline ones named), compute statements and its store.
-        p_body = [st for st in pdef.body.body if not _is_docstring(st)]
+        p_body = [st for st in pdef.body.body if not c.is_docstring(st)]
         if _returns(pdef):
             raise ActionError(f"{producer.name} returns early: the consumer's work would not run for those programs")
         p_parts = _store_parts(p_body[-1]) if p_body else None

@@ -92,7 +92,6 @@ from .fusion import (
     _Canon,
     _drop_unreferenced_def,
     _impure_calls,
-    _is_docstring,
     _load_parts,
     _normal_form,
     _rename_all,
@@ -158,7 +157,7 @@ class MatmulEpilogue(ConsumerFusion):
         host = p_launch.host
         if host is None or host is not c_launch.host:
             raise ActionError("the two launches are not in the same host function")
-        p_body = [s for s in pdef.body.body if not _is_docstring(s)]
+        p_body = [s for s in pdef.body.body if not c.is_docstring(s)]
         parts = _store_value_and_dest(p_body[-1]) if p_body else None
         if parts is None:
             raise ActionError(f"{producer.name} does not end in its only store")

@@ -83,7 +83,7 @@ from ..hardware import GpuProfile
 from . import _common as c
 from ._consumer_fusion import ConsumerFusion
 from .base import ActionError, Edit
-from .fusion import _assign_of, _call_of, _Canon, _drop_unreferenced_def, _is_docstring, _rename_all, _returns, _top_statement
+from .fusion import _assign_of, _call_of, _Canon, _drop_unreferenced_def, _rename_all, _returns, _top_statement
 
 _TORCH_TO_TL = {"float32": "tl.float32", "float": "tl.float32", "float16": "tl.float16", "half": "tl.float16",
                 "bfloat16": "tl.bfloat16", "float64": "tl.float64", "double": "tl.float64"}
@@ -211,8 +211,8 @@ class RowFusion(ConsumerFusion):
             raise ActionError("the launches use different grids")
         if any(a.star for a in (*p_launch.call.args, *c_launch.call.args)):
             raise ActionError("a launch passes *args")
-        p_body = [s for s in pdef.body.body if not _is_docstring(s)]
-        c_body = [s for s in cdef.body.body if not _is_docstring(s)]
+        p_body = [s for s in pdef.body.body if not c.is_docstring(s)]
+        c_body = [s for s in cdef.body.body if not c.is_docstring(s)]
         if _returns(pdef):
             raise ActionError(f"{producer.name} returns early: the appended code would not run for those programs")
         stores = [st for st in p_body if _stat_store(st)]
@@ -296,7 +296,7 @@ class RowFusion(ConsumerFusion):
         # (Placeholders first, so renaming the consumer's names never touches the producer's value.)
         holders = {f"__mtmc_stat{i}__": c.expr(f"({c.code(s.value)}).to({s.cast})") for i, s in enumerate(plan.stats)}
         loads = [(s.load, cst.Name(f"__mtmc_stat{i}__")) for i, s in enumerate(plan.stats)]
-        tail = [_fill(_rename_all(c.replace_all(st, loads), plan.rename), holders) for st in cdef.body.body if not _is_docstring(st)]
+        tail = [_fill(_rename_all(c.replace_all(st, loads), plan.rename), holders) for st in cdef.body.body if not c.is_docstring(st)]
         dropped = {id(s.store) for s in plan.stats if s.drop}
         body = [s for s in pdef.body.body if id(s) not in dropped] + tail
         # Signature: dropped statistic parameters go; the consumer's new inputs come before the first

@@ -748,7 +748,7 @@ class RowsPerProgram:
                          and any(b is plan.pid_binding for b in s.body))
             body.insert(index + 1, c.stmt(f"{n['row_mask']} = {row_name} < {n['n_rows']}"))
         else:
-            first = 1 if _is_docstring(body[0]) else 0
+            first = 1 if c.is_docstring(body[0]) else 0
             body[first:first] = [rows_line.with_changes(leading_lines=body[first].leading_lines),
                                  c.stmt(f"{n['row_mask']} = {n['rows']} < {n['n_rows']}")]
             body[first + 2] = body[first + 2].with_changes(leading_lines=[])
@@ -933,11 +933,6 @@ def _atomic(source: str) -> bool:
     """True when ``source`` needs no parentheses as an operand (a name, number, call or attribute)."""
     node = c.expr(source)
     return isinstance(node, cst.Name | cst.Integer | cst.Call | cst.Attribute | cst.Subscript)
-
-
-def _is_docstring(statement: cst.BaseStatement) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr) \
-        and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString)
 
 
 def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
