@@ -211,12 +211,17 @@ def any_assignment(root: cst.FunctionDef | cst.Module, name: str) -> cst.Assign 
     return found
 
 
-def _binds(host: cst.FunctionDef, name: str) -> bool:
-    """True when the function binds ``name`` itself (a parameter or any assignment)."""
-    params = host.params
+def _param_names(fn: cst.FunctionDef) -> set[str]:
+    """Every parameter name of ``fn``, ``*args`` and ``**kwargs`` included."""
+    params = fn.params
     every = [*params.posonly_params, *params.params, *params.kwonly_params]
     every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
-    if any(p.name.value == name for p in every):
+    return {p.name.value for p in every}
+
+
+def _binds(host: cst.FunctionDef, name: str) -> bool:
+    """True when the function binds ``name`` itself (a parameter or any assignment)."""
+    if name in _param_names(host):
         return True
     finder = _Assignments(name, host)
     host.visit(finder)
@@ -875,10 +880,7 @@ def _functions_binding(module: cst.Module, name: str) -> list[cst.FunctionDef]:
 
     class V(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            params = node.params
-            every = [*params.posonly_params, *params.params, *params.kwonly_params]
-            every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
-            if any(p.name.value == name for p in every):
+            if name in _param_names(node):
                 found.append(node)
                 return False
             return True
