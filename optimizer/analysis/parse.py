@@ -175,22 +175,9 @@ class _Analyzer:
         kernel_by_name = {k.name: k for k in kernels}
         launches: list[LaunchSite] = []
         hosts: list[HostFunction] = []
-        for fn, _parent in functions:
-            if fn.name in kernel_by_name and self._is_kernel_def(fn):
-                continue
-            if not self._may_launch(fn, kernel_by_name):
-                continue
-            found = self._deep(self._launches, fn, kernel_by_name)
-            if found is _TOO_DEEP:
-                log.warning("function %s is too deeply nested to read its launches; skipped", fn.name)
-                continue
+        for fn, found in self._function_launches(functions, kernel_by_name):
             launches.extend(found)
-            if found:
-                hosts.append(
-                    HostFunction(
-                        fn.name, self.span(fn), [a.arg for a in fn.args.args], sorted({l.kernel for l in found})
-                    )
-                )
+            hosts.append(HostFunction(fn.name, self.span(fn), [a.arg for a in fn.args.args], sorted({l.kernel for l in found})))
         # Launches at module level (scripts that launch directly).
         module_fn = ast.FunctionDef(name="<module>", args=ast.arguments([], [], None, [], [], None, []), body=[
             s for s in tree.body if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
@@ -387,23 +374,36 @@ class _Analyzer:
             span=self.span(node),
         )
 
-    def imported_launches(self, kernels: dict[str, Kernel]) -> list[LaunchSite]:
-        """Launches in this (other) file of ``kernels``, keyed by the name this file calls them by."""
-        tree = ast.parse(self.text, filename=self.path or "<unknown>")
+    def imported_launches(self, tree: ast.Module, kernels: dict[str, Kernel]) -> list[LaunchSite]:
+        """Launches in the functions of this (other) file, parsed as ``tree``, of ``kernels`` (keyed by the
+        name this file calls them by)."""
         self.names, self.imports_triton = _triton_names(tree)
         self.constants = self._module_constants(tree)
         functions: list[tuple[ast.FunctionDef, str | None]] = []
         self._collect_functions(tree, None, functions)
-        launches: list[LaunchSite] = []
-        for fn, _parent in functions:
-            if self._may_launch(fn, kernels):
-                found = self._deep(self._launches, fn, kernels)
-                launches.extend(found if found is not _TOO_DEEP else [])
+        launches = [launch for _fn, found in self._function_launches(functions, kernels) for launch in found]
         for launch in launches:
             launch.file = self.path
         return sorted(launches, key=lambda l: l.span.start_offset)
 
     # ---- launches -----------------------------------------------------------------------
+    def _function_launches(self, functions: list[tuple[ast.FunctionDef, str | None]],
+                           kernels: dict[str, Kernel]) -> list[tuple[ast.FunctionDef, list[LaunchSite]]]:
+        """(function, its launches of ``kernels``) for every function that launches one (kernels skipped)."""
+        out = []
+        for fn, _parent in functions:
+            if fn.name in kernels and self._is_kernel_def(fn):
+                continue
+            if not self._may_launch(fn, kernels):
+                continue
+            found = self._deep(self._launches, fn, kernels)
+            if found is _TOO_DEEP:
+                log.warning("function %s is too deeply nested to read its launches; skipped", fn.name)
+                continue
+            if found:
+                out.append((fn, found))
+        return out
+
     def _may_launch(self, fn: ast.FunctionDef, kernels: dict[str, Kernel]) -> bool:
         """False when ``fn``'s text names no kernel, so it holds no launch (and need not be walked)."""
         source = self.map.text_of(fn)
@@ -741,7 +741,7 @@ def analyze(text: str, path: str | None = None, previous: FileAnalysis | None = 
         return FileAnalysis(path, text, [], [], [], {}, False, syntax_error=error)
 
 
-def imported_launches(text: str, path: str | None, kernels: dict[str, Kernel]) -> list[LaunchSite]:
-    """The launches in another module's ``text`` of ``kernels`` (local name -> the kernel it imports)."""
-    return _Analyzer(text, path).imported_launches(kernels)
-
+def imported_launches(text: str, path: str | None, tree: ast.Module, kernels: dict[str, Kernel]) -> list[LaunchSite]:
+    """The launches in another module's ``text`` (already parsed as ``tree``) of ``kernels`` (local name ->
+    the kernel it imports)."""
+    return _Analyzer(text, path).imported_launches(tree, kernels)

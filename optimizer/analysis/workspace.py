@@ -113,7 +113,7 @@ def _read_launches(other: Path, module: str, kernels: dict[str, Kernel]) -> list
     if not local:
         return []
     try:
-        return imported_launches(text, str(other), local)
+        return imported_launches(text, str(other), tree, local)
     except (SyntaxError, ValueError, RecursionError):
         return []
 
