@@ -106,7 +106,7 @@ def _rule_step(args: argparse.Namespace, path, text: str, target):
             print(f"mtmc apply: --param takes K=V, got {item!r}", file=sys.stderr)
             return 2
         params[key.strip()] = parse_value(value)
-    analysis = analyze(text, str(path))
+    analysis = with_foreign_launches(analyze(text, str(path)))  # what other modules launch: see interface_conflict
     offered = [c for c in applicable(analysis, args.kernel, target, allow_precision=True) if c.action == args.action]
     if args.param:
         candidate = next((c for c in offered if c.params == params), None) or Candidate(
@@ -117,7 +117,7 @@ def _rule_step(args: argparse.Namespace, path, text: str, target):
     else:
         print(f"mtmc apply: {args.action} does not apply to {args.kernel} on {target.name}", file=sys.stderr)
         return 1
-    conflict = interface_conflict(with_foreign_launches(analysis), candidate)
+    conflict = interface_conflict(analysis, candidate)
     if conflict is not None:
         print(f"mtmc apply: {conflict}", file=sys.stderr)
         return 1

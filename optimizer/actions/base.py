@@ -64,10 +64,10 @@ class Action(Protocol):
     name: str
     kind: str
     changes_numerics: bool
-    # True when the edit keeps the kernel's parameters, their meaning and its grid contract (a launch
-    # value, a hint, a body rewrite with the same results): safe for kernels other modules launch too.
-    # Actions without it are not offered on such kernels.
-    keeps_interface: bool
+    # Optional ``keeps_interface = True``: the edit keeps the kernel's parameters, their meaning and its
+    # grid contract (a launch value, a hint, a body rewrite with the same results), so it is safe for
+    # kernels other modules launch too. Actions without it are not offered on such kernels
+    # (``actions.interface_conflict``).
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         """The concrete parameterisations that apply to ``kernel`` on ``target`` (empty when none)."""
