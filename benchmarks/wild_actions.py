@@ -52,9 +52,8 @@ def survey_text(text: str, rel: str, target, allow_precision: bool = False, disk
     with ``error`` when the file cannot be analysed, one without a kernel when it has none. With
     ``disk_path``, launches in the modules that import the file count too (``launched_elsewhere``)."""
     try:
-        analysis = analyze(text, rel)
-        if disk_path is not None:
-            analysis = with_foreign_launches(analysis, str(disk_path))
+        # Once per file (applicable would search again for every kernel); ``disk_path`` where ``rel`` is not one.
+        analysis = with_foreign_launches(analyze(text, rel), str(disk_path) if disk_path is not None else None)
     except Exception as exc:  # noqa: BLE001 - a crash of the analysis is a finding, not the end of the survey
         return [{"file": rel, **fields, "kernel": None, "error": f"analyze: {type(exc).__name__}: {exc}"}]
     if analysis.syntax_error is not None:

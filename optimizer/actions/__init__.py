@@ -62,7 +62,7 @@ def interface_conflict(analysis: FileAnalysis, candidate: Candidate) -> str | No
     program computes would silently change that module's results. Launch values, hints and body rewrites
     with the same results (``keeps_interface``) are safe. ``analysis`` needs ``with_foreign_launches``."""
     action = ACTIONS.get(candidate.action)
-    if action is None or getattr(action, "keeps_interface", False):
+    if not analysis.foreign_launches or action is None or getattr(action, "keeps_interface", False):
         return None
     named = {v for v in candidate.params.values() if isinstance(v, str) and analysis.kernel(v) is not None}
     for launch in analysis.foreign_launches:
