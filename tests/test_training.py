@@ -200,7 +200,9 @@ def test_decision_files_round_trip_with_provenance_and_checksum(decisions, tmp_p
     lines = gzip.open(path, "rt").read().splitlines()
     tampered = tmp_path / "t.jsonl.gz"
     with gzip.open(tampered, "wt") as fh:
-        fh.write("\n".join(lines[:-1] + [lines[-1].replace('"kept"', '"rejected"', 1)]) + "\n")
+        last = json.loads(lines[-1])
+        last["depth"] += 1  # every decision has a depth; a status such as "kept" may be absent from the last one
+        fh.write("\n".join(lines[:-1] + [json.dumps(last, sort_keys=True)]) + "\n")
     with pytest.raises(ValueError, match="checksum"):
         read_decisions(tampered)
     heldout = back[0].__class__(**{**back[0].__dict__, "file": "benchmarks/wild/heldout/x.py"})
