@@ -278,3 +278,45 @@ def test_tiling_changes_the_literal_every_caller_of_a_launch_helper_passes():
                  HELPER.replace("_launch(out, out, 128)", "_launch(out, out, x.numel())"),
                  HELPER + "\n\nLAUNCHERS = [_launch]\n"):
         assert "tiling" not in actions(text, "add_kernel") and "autotune" not in actions(text, "add_kernel")
+
+
+KEY_LOOP = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def dot_rows_kernel(q_ptr, k_ptr, out_ptr, n_keys, HEAD: tl.constexpr, BLOCK_T: tl.constexpr):
+    row = tl.program_id(0)
+    offs_d = tl.arange(0, HEAD)
+    q = tl.load(q_ptr + row * HEAD + offs_d)
+    acc = tl.zeros([HEAD], dtype=tl.float32)
+    for start in range(0, n_keys, BLOCK_T):
+        offs_t = start + tl.arange(0, BLOCK_T)
+        k = tl.load(k_ptr + offs_t[:, None] * HEAD + offs_d[None, :], mask=offs_t[:, None] < n_keys, other=0.0)
+        acc += tl.sum(k * q[None, :], axis=0)
+    tl.store(out_ptr + row * HEAD + offs_d, acc)
+
+
+def dot_rows(q, k):
+    out = torch.empty_like(q)
+    dot_rows_kernel[(q.shape[0],)](q, k, out, k.shape[0], HEAD=q.shape[1], BLOCK_T=16)
+    return out
+'''
+
+
+def test_tiling_changes_a_loop_block_beside_unmasked_accesses_that_do_not_depend_on_it():
+    """The head vector's loads need no mask to tile the key loop; the key block is one side of a 2-D tile."""
+    tiles = [c.params for c in applicable(analyze(KEY_LOOP), "dot_rows_kernel", H100) if c.action == "tiling"]
+    assert tiles == [{"BLOCK_T": 32}, {"BLOCK_T": 64}, {"BLOCK_T": 128, "num_warps": 8}]
+    edit = apply_candidate(KEY_LOOP, Candidate("tiling", "Tiling", "dot_rows_kernel", tiles[1], "", 0), H100)
+    assert "BLOCK_T=64)" in edit.new_text
+    # An unmasked access that does read the block (through the loop offsets) still refuses it.
+    unmasked = KEY_LOOP.replace(", mask=offs_t[:, None] < n_keys, other=0.0)", ")")
+    assert "tiling" not in actions(unmasked, "dot_rows_kernel")
+    # When the grid counts blocks, an unmasked vector access at program-id addresses moves with it: refused.
+    grid_counts = ADD.replace("GRID", "(triton.cdiv(x.numel(), 128),)").replace(
+        "    tl.store(out_ptr + offs,", "    tl.store(x_ptr + tl.program_id(0) * 16 + tl.arange(0, 16), tl.zeros([16], tl.float32))\n"
+        "    tl.store(out_ptr + offs,")
+    assert "tiling" in actions(ADD.replace("GRID", "(triton.cdiv(x.numel(), 128),)"), "add_kernel")
+    assert "tiling" not in actions(grid_counts, "add_kernel")

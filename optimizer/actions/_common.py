@@ -81,6 +81,29 @@ def replace_all(module: cst.Module, pairs: list[tuple[cst.CSTNode, object]]) -> 
     return module.visit(_Replacer({id(old): (old, new) for old, new in pairs}))  # type: ignore[return-value]
 
 
+class _NameSubstitution(cst.CSTTransformer):
+    def __init__(self, mapping: dict[str, str | cst.BaseExpression]):
+        self.mapping = mapping
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        new = self.mapping.get(updated_node.value)
+        if new is None:
+            return updated_node
+        return updated_node.with_changes(value=new) if isinstance(new, str) else new
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        return updated_node.with_changes(keyword=original_node.keyword)
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+        return updated_node.with_changes(attr=original_node.attr)
+
+
+def substitute_names(node, mapping: dict[str, str | cst.BaseExpression]):
+    """``node`` with each ``Name`` in ``mapping`` replaced: a string renames it (keeping its parentheses), an
+    expression takes its place; keyword names of calls and attribute names stay (``tl.load(x, mask=m)``)."""
+    return node.visit(_NameSubstitution(mapping)) if mapping else node
+
+
 def finish(old_text: str, module: cst.Module, summary: str, notes: list[str] | None = None) -> Edit:
     new_text = module.code
     if new_text == old_text:
@@ -554,8 +577,8 @@ def loop_tiled(kernel: Kernel, param: str) -> bool:
     return False
 
 
-def block_derived_names(kernel: Kernel, text: str) -> set[str]:
-    """Local names whose value depends on a block size or ``tl.arange`` (transitively)."""
+def block_derived_names(kernel: Kernel, text: str, seeds: set[str] | None = None) -> set[str]:
+    """Local names whose value depends on ``seeds`` (default: any block size or ``tl.arange``), transitively."""
     import ast
 
     tree = ast.parse(kernel.def_span.text(text))  # starts at ``def``: deeper body indentation is fine
@@ -572,7 +595,8 @@ def block_derived_names(kernel: Kernel, text: str) -> set[str]:
         written = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
         read = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(value) if isinstance(n, ast.Attribute)}
         assigns.append((written, read))
-    tainted = {p.name for p in kernel.params if p.kind == "constexpr" and is_block_name(p.name)} | {"arange"}
+    tainted = set(seeds) if seeds is not None else \
+        {p.name for p in kernel.params if p.kind == "constexpr" and is_block_name(p.name)} | {"arange"}
     changed = True
     while changed:
         changed = False
@@ -591,6 +615,36 @@ def all_accesses_masked(kernel: Kernel, text: str | None = None) -> bool:
             continue
         pointer = call.pointer or ""
         if tainted is None or "arange" in pointer or any(re.search(rf"\b{re.escape(n)}\b", pointer) for n in tainted):
+            return False
+    return True
+
+
+def block_is_tile_axis(kernel: Kernel | None, text: str, block: str) -> bool:
+    """``block`` (or a name derived from it) is broadcast as one axis of a 2-D tile: ``offs[:, None]``."""
+    if kernel is None:
+        return False
+    names = block_derived_names(kernel, text, {block}) - {"arange"}
+    body = kernel.def_span.text(text)
+    axis = r"\s*\[\s*(?::\s*,\s*None|None\s*,\s*:)\s*\]"
+    if re.search(rf"arange\([^()]*\b{re.escape(block)}\b[^()]*\){axis}", body):
+        return True
+    return any(re.search(rf"\b{re.escape(n)}{axis}", body) for n in names)
+
+
+def accesses_masked_for(kernel: Kernel, text: str, block: str, grid_counts_it: bool) -> bool:
+    """Every load/store whose address a new value of ``block`` could move is masked.
+
+    An unmasked access that reads neither ``block`` nor anything derived from it (a head vector
+    ``tl.arange(0, HEAD_SIZE)`` beside a ``BLOCK_T`` loop) stays where it is. When the grid counts
+    blocks, the program ids move too, so accesses derived from ``tl.program_id`` count as well.
+    """
+    seeds = {block} | ({"program_id"} if grid_counts_it else set())
+    tainted = block_derived_names(kernel, text, seeds)
+    for call in kernel.calls_of("load", "store"):
+        if call.has_mask or "boundary_check" in call.kwargs:
+            continue
+        pointer = call.pointer or ""
+        if any(re.search(rf"\b{re.escape(n)}\b", pointer) for n in tainted):
             return False
     return True
 
@@ -756,9 +810,6 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
         if not launches:
             bp.reason = "no launch of the kernel in this file"
             continue
-        if not masked:
-            bp.reason = "a load or store has no mask, so a different block size could go out of bounds"
-            continue
         if descriptors:
             bp.reason = "a host-side tensor descriptor fixes the block shape"
             continue
@@ -795,6 +846,10 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
 
             if not via_grid and not loop_tiled(kernel, p.name):
                 bp.reason = "neither the grid nor a loop is derived from this block size"
+                ok = False
+                break
+            if not masked and not accesses_masked_for(kernel, analysis.text, p.name, via_grid):
+                bp.reason = "a load or store has no mask, so a different block size could go out of bounds"
                 ok = False
                 break
         bp.tunable = ok

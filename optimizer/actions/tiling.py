@@ -66,6 +66,9 @@ MN_INNER_GUESS = 128
 # Elements per program for 1-D and row kernels: wide enough to keep every load 128-bit and the
 # memory system busy (docs/measurements.md: BLOCK 128 -> 4096 moved gelu from 1,690 to 4,388 GB/s).
 ROW_BLOCKS = (1024, 2048, 4096)
+# One block that is a side of a 2-D tile, the other side a fixed size such as a head dimension
+# (decode attention's [BLOCK_T, HEAD_SIZE] keys): ROW_BLOCKS there would make 512 K-element tiles.
+AXIS_BLOCKS = (32, 64, 128)
 # 2-D tiles of kernels without tl.dot: (first block, second block) in the kernel's parameter order.
 TILES_2D = ((64, 64), (32, 128), (128, 32))
 MAX_ROW_BLOCK = 16384
@@ -95,14 +98,15 @@ class Tiling:
             ]
         plan = c.tile_plan(analysis, kernel)
         out: list[Candidate] = []
-        for params in self._options(plan, analysis, target):
+        for params in self._options(plan, analysis, target, kernel):
             out.append(Candidate(
                 action=self.name, kind=self.kind, kernel=kernel.name, params=params,
                 title=f"Apply tiling for {gpu_label(target)} ({c.fmt_params(params)})", line=c.kernel_line(kernel),
             ))
         return out
 
-    def _options(self, plan: c.TilePlan, analysis: FileAnalysis, target: GpuProfile) -> list[dict[str, Value]]:
+    def _options(self, plan: c.TilePlan, analysis: FileAnalysis, target: GpuProfile,
+                 kernel: Kernel) -> list[dict[str, Value]]:
         tunable = {p.role: p for p in plan.params.values() if p.tunable}
         if plan.has_dot:
             if all(r in tunable for r in "mn") and "k" not in {p.role for p in plan.params.values()}:
@@ -130,11 +134,28 @@ class Tiling:
             return []
         if len(tunable_params) == 1:  # one block, whatever its name says (BLOCK_N of a row kernel too)
             only = tunable_params[0]
+            if c.block_is_tile_axis(kernel, analysis.text, only.name):
+                return self._axis_options(only, plan)
             return [{only.name: b} for b in ROW_BLOCKS if b != only.value]
         # Two blocks without tl.dot (a 2-D tile: transpose, column or row reductions in any
         # orientation): square and both elongated tiles of 4096 elements.
         first, second = tunable_params
         return [{first.name: a, second.name: b} for a, b in TILES_2D if (a, b) != (first.value, second.value)]
+
+    @staticmethod
+    def _axis_options(block: c.BlockParam, plan: c.TilePlan) -> list[dict[str, Value]]:
+        """One side of a 2-D tile whose other side is a fixed size (a head dimension beside a key block):
+        aim at tiles of 4-16 K elements, as if the other side were MN_INNER_GUESS wide."""
+        options: list[dict[str, Value]] = []
+        for b in AXIS_BLOCKS:
+            if b == block.value:
+                continue
+            warps = 8 if b * MN_INNER_GUESS > 8192 else None
+            if warps is None or warps <= plan.num_warps:
+                options.append({block.name: b})
+            elif plan.warps_settable:
+                options.append({block.name: b, "num_warps": warps})
+        return options
 
     def _mn_options(self, plan: c.TilePlan, tunable: dict, analysis: FileAnalysis,
                     target: GpuProfile) -> list[dict[str, Value]]:
