@@ -26,6 +26,7 @@ EXPECTED_KERNELS = {
     "kernel_factory.py": ["activation_kernel", "row_sum_kernel", "scale_kernel"],
     "multi_kernel.py": ["relu_kernel", "bias_add_kernel", "sum_kernel"],
     "jit_spellings.py": ["plain_jit", "tuned_jit", "heuristic_block"],
+    "jit_by_call.py": ["scale_rows", "_shift", "_square"],
     "exotic_constructs.py": ["_max_and_index", "_add_combine", "exotic_kernel"],
     "rms_norm_bf16.py": ["rms_norm_kernel"],
     "dropout_seeded.py": ["_seeded_dropout"],

@@ -31,6 +31,12 @@ def _load() -> dict[str, Action]:
 
 ACTIONS: dict[str, Action] = _load()
 
+# Actions that add or edit a kernel's decorators or move or remove its definition: they need the usual
+# spelling, a decorated def launched by its own name (``Kernel.plain_spelling``).
+_DEFINITION_EDITS = frozenset({"autotune", "split_k", "fusion", "row_fusion", "matmul_epilogue", "flash_attention", "fuse_calls"})
+# Actions that edit an autotuned kernel's ``configs=[...]`` where a decorator holds them.
+_CONFIG_EDITS = frozenset({"tiling", "pipelining"})
+
 
 def applicable(analysis: FileAnalysis, kernel: Kernel | str, target: GpuProfile, allow_precision: bool = False) -> list[Candidate]:
     """Every concrete action that applies to ``kernel`` on ``target``; numerics-changing ones only on request."""
@@ -51,8 +57,27 @@ def applicable(analysis: FileAnalysis, kernel: Kernel | str, target: GpuProfile,
             found = action.candidates(analysis, kernel, target)
         except ActionError:
             continue  # preconditions not provable: the action does not offer itself
-        out.extend(c for c in found if interface_conflict(analysis, c) is None)
+        out.extend(c for c in found if interface_conflict(analysis, c) is None and spelling_conflict(analysis, c) is None)
     return out
+
+
+def spelling_conflict(analysis: FileAnalysis, candidate: Candidate) -> str | None:
+    """Why ``candidate`` cannot edit a kernel spelled another way (None when it can): a def jitted by a call
+    (``f = triton.jit(f)``) has no decorators to edit, and a factory's kernel is made again on each call."""
+    named = {v for v in candidate.params.values() if isinstance(v, str) and analysis.kernel(v) is not None}
+    for name in sorted({candidate.kernel} | named):
+        kernel = analysis.kernel(name)
+        if kernel is None:
+            continue
+        if kernel.jit_call is not None and (
+            candidate.action in _DEFINITION_EDITS or (kernel.autotune is not None and candidate.action in _CONFIG_EDITS)
+        ):
+            return (f"{name} is jitted by a call (line {kernel.jit_call.start.line + 1}), not decorated: "
+                    f"{candidate.action} edits decorators or the definition")
+        if kernel.factories and candidate.action in _DEFINITION_EDITS:
+            return (f"{name} is made by {kernel.factories[0]}() on each call; {candidate.action} would rewrite "
+                    f"the definition it returns")
+    return None
 
 
 def interface_conflict(analysis: FileAnalysis, candidate: Candidate) -> str | None:
@@ -84,7 +109,11 @@ def apply_candidate(text: str, candidate: Candidate, target: GpuProfile) -> Edit
     kernel = analysis.kernel(candidate.kernel)
     if kernel is None:
         raise ActionError(f"no kernel named {candidate.kernel!r} in the file")
+    conflict = spelling_conflict(analysis, candidate)
+    if conflict is not None:
+        raise ActionError(conflict)
     return action.apply(text, analysis, kernel, dict(candidate.params), target)
 
 
-__all__ = ["ACTIONS", "KINDS", "Action", "ActionError", "Candidate", "Edit", "applicable", "apply_candidate", "interface_conflict"]
+__all__ = ["ACTIONS", "KINDS", "Action", "ActionError", "Candidate", "Edit", "applicable", "apply_candidate", "interface_conflict",
+           "spelling_conflict"]

@@ -48,9 +48,17 @@ def dot_regs_per_thread(bm: int, bn: int, bk: int, num_warps: int, elem: int, ar
 def parse(text: str) -> cst.Module:
     """The libcst tree of ``text`` (cached: trees are immutable, and every action of a request reads one)."""
     try:
-        return cst.parse_module(text)
+        module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         raise ActionError(f"the file does not parse: {exc.message} (line {exc.raw_line})") from exc
+    if len(_SOURCES) >= 32:  # bounded like the cache above; the tree is kept so its id stays unique
+        _SOURCES.pop(next(iter(_SOURCES)))
+    _SOURCES[id(module)] = (module, text)
+    return module
+
+
+# id(module) -> (module, its text) for the trees ``parse`` made: ``locate`` reads spellings from the text.
+_SOURCES: dict[int, tuple[cst.Module, str]] = {}
 
 
 def expr(source: str) -> cst.BaseExpression:
@@ -121,8 +129,10 @@ class LaunchNode:
 
 
 class _Finder(cst.CSTVisitor):
-    def __init__(self, kernel: str):
+    def __init__(self, kernel: str, names: frozenset[str] = frozenset(), factories: frozenset[str] = frozenset()):
         self.kernel = kernel
+        self.names = {kernel, *names}  # the def's name and the analysis' launch names
+        self.factories = factories  # functions that return the kernel
         self.defs: list[cst.FunctionDef] = []
         self.launches: list[LaunchNode] = []
         self._stack: list[cst.FunctionDef] = []
@@ -139,9 +149,49 @@ class _Finder(cst.CSTVisitor):
         func = node.func
         if isinstance(func, cst.Subscript):
             callee = func.value
-            name = callee.attr.value if isinstance(callee, cst.Attribute) else callee.value if isinstance(callee, cst.Name) else None
-            if name == self.kernel:
+            if isinstance(callee, cst.Call):  # ``make_kernel(...)[grid](...)``
+                hit = _plain_name(callee.func) in self.factories
+            else:
+                name = _plain_name(callee)
+                hit = name in self.names or (isinstance(callee, cst.Name) and self._made_here(name))
+            if hit:
                 self.launches.append(LaunchNode(node, self._stack[-1] if self._stack else None))
+
+    def _made_here(self, name: str) -> bool:
+        """``name`` is bound once in the enclosing function, to a factory's result (as the analysis reads it)."""
+        if not self.factories or not self._stack:
+            return False
+        host = self._stack[-1]
+        assign = any_assignment(host, name)
+        return (assign is not None and isinstance(assign.value, cst.Call)
+                and _plain_name(assign.value.func) in self.factories and name not in _param_names(host))
+
+
+def _plain_name(node: cst.CSTNode) -> str | None:
+    """``k`` for ``k`` and ``mod.k``; None for anything else."""
+    return node.attr.value if isinstance(node, cst.Attribute) else node.value if isinstance(node, cst.Name) else None
+
+
+# Files that may hold a kernel spelled another way: an indented ``@jit`` (a factory's kernel) or ``jit(f)``.
+_OTHER_SPELLINGS = re.compile(r"^[ \t]+@[\w.]*jit\b|\bjit\(\s*[A-Za-z_]\w*\s*[,)]|\bjit\([^()]*\)\s*\(", re.M)
+
+
+@functools.lru_cache(maxsize=16)
+def _spellings_of(text: str) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    """Kernel name -> (its launch names, its factories), from the analysis of ``text``."""
+    if not _OTHER_SPELLINGS.search(text):
+        return {}
+    from ..analysis import analyze
+
+    analysis = analyze(text)
+    return {k.name: (frozenset(k.launch_names), frozenset(k.factories)) for k in analysis.kernels
+            if k.launch_names or k.factories}
+
+
+def _spellings(module: cst.Module, kernel: str) -> tuple[frozenset[str], frozenset[str]]:
+    hit = _SOURCES.get(id(module))
+    text = hit[1] if hit is not None and hit[0] is module else module.code
+    return _spellings_of(text).get(kernel, (frozenset(), frozenset()))
 
 
 # (id(module), kernel) -> (module, kernel def, launches); the module is kept so its id stays unique.
@@ -154,7 +204,7 @@ def locate(module: cst.Module, kernel: str) -> tuple[cst.FunctionDef, list[Launc
     hit = _LOCATED.get((id(module), kernel))
     if hit is not None and hit[0] is module:
         return hit[1], list(hit[2])
-    finder = _Finder(kernel)
+    finder = _Finder(kernel, *_spellings(module, kernel))
     module.visit(finder)
     if len(finder.defs) != 1:
         raise ActionError(f"kernel {kernel!r} is defined {len(finder.defs)} times in this file")

@@ -124,6 +124,15 @@ class Kernel:
     # The ``def`` node of the parse of ``FileAnalysis.text`` (file line numbers): the checks walk it
     # instead of parsing the kernel again. Not part of the model's value (repr, ==); never mutate it.
     node: ast.FunctionDef | None = field(default=None, repr=False, compare=False)
+    # ``f = triton.jit(f)``: the statement that jits this def by a call instead of a decorator (its wrapper
+    # calls, ``triton.autotune(...)(triton.jit(f))`` included, are ``decorators``); None for a decorated def.
+    jit_call: Span | None = None
+    # Other names launches call it by: bound by that statement (``kernel = triton.jit(f)``), or at module
+    # level from a factory's result (``relu = make_kernel("relu")``).
+    launch_names: list[str] = field(default_factory=list)
+    # Module-level functions that return this kernel (``def make(): @triton.jit def k(...) ...; return k``):
+    # ``make(...)[grid](...)`` and ``k = make(...)`` then ``k[grid](...)`` launch it.
+    factories: list[str] = field(default_factory=list)
 
     @property
     def constexpr_names(self) -> list[str]:
@@ -142,6 +151,11 @@ class Kernel:
     @property
     def is_autotuned(self) -> bool:
         return self.autotune is not None
+
+    @property
+    def plain_spelling(self) -> bool:
+        """A decorated def launched by its own name: what edits of decorators or of the def's place need."""
+        return self.jit_call is None and not self.factories
 
 
 @dataclass

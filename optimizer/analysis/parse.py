@@ -30,6 +30,8 @@ from .positions import SourceMap, Span
 log = logging.getLogger(__name__)
 
 LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "grid"})
+# Calls that make a kernel of a plain def (``f = triton.autotune(...)(triton.jit(f))``); ``jit`` innermost.
+JIT_WRAPPERS = frozenset({"jit", "autotune", "heuristics"})
 POINTER_BASE_OPS = frozenset({"load", "store", "make_block_ptr", "make_tensor_descriptor"}) | frozenset(
     {"atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas"}
 )
@@ -129,6 +131,9 @@ class _Analyzer:
         self.text = text
         self.path = path
         self.map = SourceMap(text)
+        self.jitted: dict[int, tuple[list[ast.Call], list[str], ast.stmt, bool]] = {}  # id(def) -> its jitting call
+        self.kernel_defs: set[int] = set()  # id() of the defs that are kernels
+        self.factories: dict[str, Kernel] = {}  # module-level function name -> the kernel it returns
 
     def span(self, node: ast.AST) -> Span:
         return self.map.span(node)
@@ -165,6 +170,7 @@ class _Analyzer:
         kernels: list[Kernel] = []
         functions: list[tuple[ast.FunctionDef, str | None]] = []
         self._collect_functions(tree, None, functions)
+        self.jitted = self._jitted_by_call(tree)
         for fn, parent in functions:
             kernel = self._deep(self._kernel, fn, parent)
             if kernel is _TOO_DEEP:  # one pathological kernel must not hide the others
@@ -172,7 +178,12 @@ class _Analyzer:
                 continue
             if kernel is not None:
                 kernels.append(kernel)
+        self.kernel_defs = {id(k.node) for k in kernels}
+        self.factories = self._factories(tree, functions, kernels)
         kernel_by_name = {k.name: k for k in kernels}
+        for kernel in kernels:  # ``kernel = triton.jit(f)``, ``relu = make_kernel("relu")``
+            for alias in kernel.launch_names:
+                kernel_by_name.setdefault(alias, kernel)
         launches: list[LaunchSite] = []
         hosts: list[HostFunction] = []
         for fn, found in self._function_launches(functions, kernel_by_name):
@@ -228,13 +239,18 @@ class _Analyzer:
         return any(self._decorator_name(d) in ("triton.jit", "triton.runtime.jit.jit") for d in fn.decorator_list)
 
     def _kernel(self, fn: ast.FunctionDef, parent: str | None) -> Kernel | None:
-        if isinstance(fn, ast.AsyncFunctionDef) or not self._is_kernel_def(fn):
+        if isinstance(fn, ast.AsyncFunctionDef):
+            return None
+        decorated = self._is_kernel_def(fn)
+        jitting = None if decorated else self.jitted.get(id(fn))
+        if not decorated and jitting is None:
             return None
         decorators: list[Decorator] = []
         jit_kwargs: dict[str, str] = {}
         autotune: Autotune | None = None
         heuristics: dict[str, str] = {}
-        for dec in fn.decorator_list:
+        # A jitting call's wrappers read as the decorators they stand for, outermost first.
+        for dec in fn.decorator_list if jitting is None else jitting[0]:
             canonical = self._decorator_name(dec)
             short = canonical.rsplit(".", 1)[-1]
             kwargs = {k.arg: self.src(k.value) for k in dec.keywords if k.arg} if isinstance(dec, ast.Call) else {}
@@ -249,7 +265,7 @@ class _Analyzer:
                     for key, value in zip(mapping.keys, mapping.values):
                         if isinstance(key, ast.Constant) and isinstance(key.value, str):
                             heuristics[key.value] = self.src(value)
-        first = fn.decorator_list[0] if fn.decorator_list else fn
+        first = fn.decorator_list[0] if fn.decorator_list and jitting is None else fn
         whole = self.span(fn)
         start = self.span(first)
         span = Span(start.start, whole.end, start.start_offset, whole.end_offset)
@@ -287,7 +303,128 @@ class _Analyzer:
             enclosing_function=parent,
             called_functions=sorted(walker.called),
             node=fn,
+            jit_call=self.span(jitting[2]) if jitting is not None else None,
+            # Names a function binds are its own: only module-level ones launch it from anywhere.
+            launch_names=[name for name in jitting[1] if name != fn.name] if jitting is not None and jitting[3] else [],
         )
+
+    def _wrapper(self, func: ast.AST) -> str | None:
+        """"jit", "autotune" or "heuristics" when ``func`` names that triton function."""
+        canonical = self.names.canonical(func)
+        if canonical is None or not canonical.startswith("triton."):
+            return None
+        short = canonical.rsplit(".", 1)[-1]
+        return short if short in JIT_WRAPPERS else None
+
+    def _unwrap_jit(self, value: ast.AST) -> tuple[str, list[ast.Call]] | None:
+        """``triton.autotune(...)(triton.jit(f))`` -> ("f", [the autotune(...) call, the jit call]): the
+        def a jitting expression wraps and its wrappers, outermost first; None for anything else."""
+        chain: list[ast.Call] = []
+        node = value
+        while isinstance(node, ast.Call) and len(node.args) == 1 and not isinstance(node.args[0], ast.Starred):
+            if isinstance(node.func, ast.Call) and not node.keywords and self._wrapper(node.func.func):
+                chain.append(node.func)  # triton.autotune(configs=...)(inner), triton.jit(debug=True)(f)
+            elif self._wrapper(node.func) == "jit" and isinstance(node.args[0], ast.Name):
+                chain.append(node)  # triton.jit(f), triton.jit(f, do_not_specialize=[...])
+            else:
+                return None
+            node = node.args[0]
+        if not chain or not isinstance(node, ast.Name):
+            return None
+        # jit makes the kernel, so it is innermost; autotune and heuristics wrap a kernel, never a def.
+        if self._wrapper(chain[-1].func) != "jit" or any(self._wrapper(c.func) == "jit" for c in chain[:-1]):
+            return None
+        return node.id, chain
+
+    def _jitted_by_call(self, tree: ast.Module) -> dict[int, tuple[list[ast.Call], list[str], ast.stmt, bool]]:
+        """Plain defs jitted by an assignment in their own scope (``f = triton.jit(f)``, ``kernel =
+        triton.autotune(...)(triton.jit(f))``): id(def) -> (wrapper calls, the names bound, the statement,
+        True at module level)."""
+        found: dict[int, tuple[list[ast.Call], list[str], ast.stmt, bool]] = {}
+        if "jit" not in self.text:
+            return found
+        scopes: list[ast.AST] = [tree]
+        while scopes:
+            scope = scopes.pop()
+            defs: dict[str, ast.AST] = {}  # the def each name holds so far in this scope
+            for stmt in _scope_statements(scope):
+                if isinstance(stmt, _NESTED_DEFS):
+                    scopes.append(stmt)
+                    defs[stmt.name] = stmt
+                    continue
+                targets, value = _assignment(stmt)
+                unwrapped = self._unwrap_jit(value) if targets and value is not None else None
+                fn = defs.get(unwrapped[0]) if unwrapped else None
+                if isinstance(fn, ast.FunctionDef) and not self._is_kernel_def(fn):
+                    entry = found.setdefault(id(fn), (unwrapped[1], [], stmt, scope is tree))
+                    entry[1].extend(t for t in targets if t not in entry[1])
+                for target in targets:  # ``f = triton.jit(f)`` rebinds f: the def is no longer reachable as f
+                    defs.pop(target, None)
+        return found
+
+    def _factories(self, tree: ast.Module, functions: list[tuple[ast.FunctionDef, str | None]],
+                   kernels: list[Kernel]) -> dict[str, Kernel]:
+        """Module-level functions that return one kernel defined inside them (directly or through a nested
+        function they call), name -> kernel; module-level names bound to a factory's result become
+        launch names of its kernel."""
+        by_def = {id(k.node): k for k in kernels}
+        top = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, ast.FunctionDef)}
+        returned: dict[int, Kernel] = {}  # id(function) -> the kernel it returns
+        pending = [fn for fn, _parent in functions if id(fn) not in by_def]
+        for _round in range(3):  # a factory may call a factory defined after it
+            changed = False
+            for fn in reversed(pending):  # inner functions first
+                if id(fn) in returned:
+                    continue
+                kernel = self._returned_kernel(fn, by_def, returned, top)
+                if kernel is not None:
+                    returned[id(fn)] = kernel
+                    changed = True
+            if not changed:
+                break
+        factories = {stmt.name: returned[id(stmt)] for stmt in tree.body if id(stmt) in returned}
+        for kernel in kernels:
+            kernel.factories = sorted(name for name, k in factories.items() if k is kernel)
+        bound: dict[str, int] = {}
+        for stmt in _scope_statements(tree):
+            for target in _assignment(stmt)[0]:
+                bound[target] = bound.get(target, 0) + 1
+        for stmt in tree.body:
+            targets, value = _assignment(stmt)
+            if len(targets) == 1 and bound[targets[0]] == 1 and isinstance(value, ast.Call):
+                kernel = factories.get(_plain_name(value.func))
+                if kernel is not None and targets[0] not in kernel.launch_names and targets[0] not in factories:
+                    kernel.launch_names.append(targets[0])
+        return factories
+
+    def _returned_kernel(self, fn: ast.FunctionDef, by_def: dict[int, Kernel], returned: dict[int, Kernel],
+                         top: dict[str, ast.FunctionDef]) -> Kernel | None:
+        """The one kernel every ``return`` of ``fn`` hands back (a kernel or factory of ``fn``'s own scope, or a
+        module-level factory), else None."""
+        local: dict[str, ast.AST] = {}
+        for stmt in _scope_statements(fn):
+            if isinstance(stmt, _NESTED_DEFS):
+                local[stmt.name] = stmt
+        kernel: Kernel | None = None
+        saw_return = False
+        for node in _scope_statements(fn):
+            if not isinstance(node, ast.Return):
+                continue
+            saw_return = True
+            value = node.value
+            found = None
+            if isinstance(value, ast.Name) and value.id in local:
+                found = by_def.get(id(local[value.id]))
+            elif isinstance(value, ast.Name):  # ``k = triton.jit(f); return k``
+                found = next((by_def.get(id(d)) for d in local.values()
+                              if value.id in self.jitted.get(id(d), ((), ()))[1]), None)
+            elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name):  # ``return outer()``
+                target = local.get(value.func.id, top.get(value.func.id))
+                found = returned.get(id(target)) if target is not None else None
+            if found is None or (kernel is not None and found is not kernel):
+                return None
+            kernel = found
+        return kernel if saw_return else None
 
     def _name_span(self, fn: ast.FunctionDef) -> Span:
         start, offset = self.map.position(fn.lineno, fn.col_offset)
@@ -392,7 +529,7 @@ class _Analyzer:
         """(function, its launches of ``kernels``) for every function that launches one (kernels skipped)."""
         out = []
         for fn, _parent in functions:
-            if fn.name in kernels and self._is_kernel_def(fn):
+            if id(fn) in self.kernel_defs or (fn.name in kernels and self._is_kernel_def(fn)):
                 continue
             if not self._may_launch(fn, kernels):
                 continue
@@ -409,7 +546,7 @@ class _Analyzer:
         source = self.map.text_of(fn)
         if not source.isascii():  # identifiers are NFKC-normalised: another spelling may name a kernel
             return True
-        return any(name in source for name in kernels)
+        return any(name in source for name in kernels) or any(name in source for name in self.factories)
 
     def _launches(self, fn: ast.FunctionDef, kernels: dict[str, Kernel]) -> list[LaunchSite]:
         sites: list[LaunchSite] = []
@@ -420,12 +557,17 @@ class _Analyzer:
             targets, value = _assignment(stmt)
             for target in targets:
                 events.append((stmt.lineno, target, value))
+        made = self._factory_results(fn) if self.factories else {}
         for node in _walk_no_nested(fn):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
                 continue
             callee = node.func.value
-            name = callee.attr if isinstance(callee, ast.Attribute) else callee.id if isinstance(callee, ast.Name) else None
-            if name not in kernels:
+            if isinstance(callee, ast.Call):  # ``make_kernel(...)[grid](...)``
+                kernel = self.factories.get(_plain_name(callee.func))
+            else:
+                name = _plain_name(callee)
+                kernel = kernels.get(name) or (made.get(name) if isinstance(callee, ast.Name) else None)
+            if kernel is None:
                 continue
             local_env = dict(env)
             local_nodes = dict(assigned)
@@ -437,8 +579,25 @@ class _Analyzer:
                         local_env[target] = v
                     else:
                         local_env.pop(target, None)
-            sites.append(self._launch(node, kernels[name], fn, local_env, local_nodes))
+            sites.append(self._launch(node, kernel, fn, local_env, local_nodes))
         return sites
+
+    def _factory_results(self, fn: ast.FunctionDef) -> dict[str, Kernel]:
+        """Names ``fn`` binds once, to a factory's result (``kernel = make_kernel("relu")``) -> that kernel."""
+        if not isinstance(fn, ast.FunctionDef) or fn.name == "<module>":
+            return {}  # module level: those names are the kernels' launch names already
+        stores: dict[str, int] = {}
+        made: dict[str, Kernel] = {}
+        for node in _walk_no_nested(fn):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stores[node.id] = stores.get(node.id, 0) + 1
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and isinstance(node.value, ast.Call):
+                kernel = self.factories.get(_plain_name(node.value.func))
+                if kernel is not None:
+                    made[node.targets[0].id] = kernel
+        params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+        return {name: k for name, k in made.items() if stores.get(name) == 1 and name not in params}
 
     def _launch(self, call: ast.Call, kernel: Kernel, fn, env, nodes) -> LaunchSite:
         args: list[LaunchArg] = []
@@ -641,6 +800,11 @@ class _BodyWalker(ast.NodeVisitor):
         self._target = target
 
 
+def _plain_name(node: ast.AST) -> str | None:
+    """``k`` for ``k`` and ``mod.k``; None for anything else."""
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+
+
 def _assignment(stmt: ast.AST) -> tuple[list[str], ast.AST | None]:
     if isinstance(stmt, ast.Assign):
         return [t.id for t in stmt.targets if isinstance(t, ast.Name)], stmt.value
@@ -670,6 +834,17 @@ def _statements(tree: ast.AST):
         node = stack.pop()
         yield node
         stack.extend(_child_statements(node))
+
+
+def _scope_statements(scope: ast.AST):
+    """The statements of one scope in source order, nested blocks included; defs and classes are yielded
+    but not entered (they are scopes of their own)."""
+    stack = list(reversed(_child_statements(scope)))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _NESTED_DEFS):
+            stack.extend(reversed(_child_statements(node)))
 
 
 def _walk_no_nested(fn: ast.AST):
