@@ -181,6 +181,50 @@ def lse(x):
     return out
 '''
 
+# An elementwise row kernel (no reduction): the program id used inline as an int64, row pointers moved
+# with ``+=``, a per-row scale, and device functions of the file (one calling another) on the row.
+GEGLU_ROWS = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tanh(x):
+    return 2 * tl.sigmoid(2 * x) - 1
+
+
+@triton.jit
+def gelu_tanh(x, scale):
+    """tanh-approximated GELU, scaled."""
+    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    return 0.5 * x * (1 + _tanh(inner)) * scale
+
+
+@triton.jit
+def geglu_rows_kernel(a_ptr, b_ptr, c_ptr, s_ptr, w_ptr, stride_a, stride_c, n_cols, BLOCK: tl.constexpr):
+    a_ptr += tl.program_id(0).to(tl.int64) * stride_a
+    b_ptr += tl.program_id(0).to(tl.int64) * stride_a
+    c_ptr += tl.program_id(0).to(tl.int64) * stride_c
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    s = tl.load(s_ptr + tl.program_id(0))
+    w = tl.load(w_ptr + cols, mask=mask, other=1.0)
+    a = tl.load(a_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0)
+    tl.store(c_ptr + cols, gelu_tanh(a, s) * w * b, mask=mask)
+
+
+def geglu_rows(a, b, s, w):
+    n_rows, n_cols = a.shape
+    c = torch.empty_like(a)
+    geglu_rows_kernel[(n_rows,)](a, b, c, s, w, a.stride(0), c.stride(0), n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return c
+'''
+
+ROPE = (DEV / "ew_rope_lightllm.py").read_text()
+# The head axis made unusable as a row index (``// 1`` is not affine row arithmetic): tokens become the rows.
+ROPE_TOKENS = ROPE.replace("cur_head = tl.program_id(1)", "cur_head = tl.program_id(1) // 1")
+
 # Interpreter runner: each job's host function on the same inputs, before and after, every output compared.
 RUNNER = r'''
 import importlib.util, json, sys, torch
@@ -255,6 +299,10 @@ def run_interpreted(tmp_path: Path, jobs: list[dict]) -> dict[str, dict]:
     ("norm_layernorm_tutorial.py", "_layer_norm_fwd_fused"), ("red_row_sum_literal.py", "row_sum_kernel"),
     ("sm_log_softmax_kernelbench.py", "log_softmax_kernel"), ("sm_online_loop.py", "online_softmax_kernel"),
     ("red_col_max.py", "col_max_kernel"),
+    # Elementwise row kernels, 2-D grids with one row axis, device functions:
+    ("ew_swiglu_liger.py", "_swiglu_forward_kernel"), ("ew_rope_lightllm.py", "_rotary_kernel"),
+    ("ew_bias_add_2d.py", "bias_add_kernel"), ("misc_embedding_gather.py", "embedding_kernel"),
+    ("norm_rmsnorm_kernelbench.py", "rms_norm_channels_kernel"),
 ])
 def test_offered_for_row_reductions_of_the_dev_corpus(name, kernel):
     cands = offered((DEV / name).read_text(), kernel)
@@ -264,21 +312,25 @@ def test_offered_for_row_reductions_of_the_dev_corpus(name, kernel):
 
 @pytest.mark.parametrize("text,kernel", [(ARGMAX, "argmax_shift_kernel"), (L2_LOOP, "l2_norm_kernel"),
                                          (MASKED_SOFTMAX, "masked_softmax_kernel"), (RMS_UNSLOTH, "_rms_layernorm_forward"),
-                                         (L2_FLA, "l2norm_fwd_kernel"), (LSE_I64, "lse_kernel")])
+                                         (L2_FLA, "l2norm_fwd_kernel"), (LSE_I64, "lse_kernel"),
+                                         (GEGLU_ROWS, "geglu_rows_kernel"), (ROPE_TOKENS, "_rotary_kernel")])
 def test_offered_for_argmax_l2_norm_and_masked_softmax(text, kernel):
     assert offered(text, kernel)
 
 
 @pytest.mark.parametrize("name,kernel,reason", [
     ("sm_cross_entropy_liger.py", "liger_cross_entropy_kernel", "branches on a per-row value"),
-    ("norm_rmsnorm_kernelbench.py", "rms_norm_channels_kernel", "program id other than axis 0"),
     ("red_mean_kernelbench.py", "mean_dim1_kernel", "more than + - * /"),
     ("norm_groupnorm_test.py", "group_norm_kernel", "more than + - * /"),
     ("red_var_autotune.py", "var_kernel", "autotuned over block sizes"),
     ("sm_logsumexp_heuristics.py", "logsumexp_kernel", "heuristics"),
     ("ew_add_relu_chain.py", "add_kernel", "no reduction over the row"),
+    # ``pid * BLOCK + tl.arange(0, BLOCK)``: flat 1-D, where tiling makes the block bigger.
+    ("ew_gelu_unsloth.py", "_exact_forward_kernel", "flat elementwise kernel"),
     ("red_cumsum_test.py", "cumsum_kernel", "tl.cumsum"),
-    ("mm_bmm_3d.py", "bmm_kernel", "program id other than axis 0"),
+    ("mm_bmm_3d.py", "bmm_kernel", "no grid axis is only a row index: axis 0: subscript"),
+    ("misc_conv1d_depthwise.py", "causal_conv1d_kernel", "axis 0: computes `pid_bd // dim`"),
+    ("ew_swiglu_liger.py", "silu", "exactly one launch"),
 ])
 def test_refused_with_a_reason(name, kernel, reason):
     text = (DEV / name).read_text()
@@ -297,7 +349,8 @@ SOFTMAX = (DEV / "sm_softmax_tutorial.py").read_text()
     ("tl.store(output_row_start_ptr + col_offsets", "tl.store(output_ptr + col_offsets", "same for every row"),
     ("row_minus_max = row - tl.max(row, axis=0)", ("row_minus_max = row - tl.max(row, axis=0)\n    if row_idx > 3:\n"
                                                    "        row_minus_max = row_minus_max * 2"), "branches on a per-row value"),
-    ("softmax_kernel[(n_rows,)]", "softmax_kernel[(n_rows, 1)]", "not a literal"),
+    ("softmax_kernel[(n_rows,)]", "softmax_kernel[lambda meta: (n_rows,)]", "not a literal"),
+    ("softmax_kernel[(n_rows,)]", "softmax_kernel[(n_rows, 1)]", None),  # a second axis of one program: still rows
     ("numerator = tl.exp(row_minus_max)", "numerator = tl.exp(row_minus_max)\n    numerator = numerator[None, :]",
      "subscript"),
     ("row_idx = tl.program_id(0)", ("row_idx = tl.program_id(0)\n    other_row = tl.load(input_ptr + row_idx * 0 + 5 + col_offsets)\n"
@@ -318,6 +371,43 @@ def test_refused_when_a_precondition_breaks(old, new, reason):
     else:
         assert not offered(text, "softmax_kernel")
         assert reason in why_not(text, "softmax_kernel")
+
+
+@pytest.mark.parametrize("old,new,reason", [
+    # A device function that is not elementwise in its arguments.
+    ("return 2 * tl.sigmoid(2 * x) - 1", "return 2 * tl.sigmoid(2 * x) - tl.sum(x, axis=0)", "uses tl.sum: it is not elementwise"),
+    ("return 2 * tl.sigmoid(2 * x) - 1", "return 2 * tl.sigmoid(2 * x) - tl.load(x)", "uses tl.load"),
+    ("return 2 * tl.sigmoid(2 * x) - 1", "return 2 * tl.sigmoid(2 * x) - tl.program_id(0)", "uses tl.program_id"),
+    ("return 2 * tl.sigmoid(2 * x) - 1", "y = x[None, :]\n    return y", "subscript"),
+    ("    return 0.5 * x * (1 + _tanh(inner)) * scale", "    if scale > 0:\n        x = -x\n    return x",
+     "branches on a per-row value"),
+    # The program id stepping by the block itself: flat, not rows.
+    ("tl.program_id(0).to(tl.int64) * stride_a\n    b_ptr", "tl.program_id(0).to(tl.int64) * BLOCK\n    b_ptr", "flat elementwise"),
+])
+def test_device_functions_and_elementwise_rows_are_checked(old, new, reason):
+    assert old in GEGLU_ROWS
+    text = GEGLU_ROWS.replace(old, new, 1)
+    assert not offered(text, "geglu_rows_kernel")
+    assert reason in why_not(text, "geglu_rows_kernel")
+
+
+@pytest.mark.parametrize("old,new,reason", [
+    ("    cur_seq = tl.program_id(0)\n    cur_head = tl.program_id(1)\n",
+     "    cur_seq = tl.program_id(0) // 1\n    cur_head = tl.program_id(1) // 1\n",
+     "no grid axis is only a row index: axis 0: computes `tl.program_id(0) // 1`"),
+    ("    cur_head = tl.program_id(1)\n", "    cur_head = tl.program_id(1) + 0 * tl.num_programs(1)\n", None),
+    ("    grid = (total_len, head_num)\n", "    grid = (total_len, head_num)\n    total_len = total_len + 0\n",
+     "binds more than once"),
+    ("_rotary_kernel[grid]", "_rotary_kernel[lambda meta: grid]", "not a literal tuple"),
+])
+def test_a_two_axis_grid_needs_one_row_axis(old, new, reason):
+    assert old in ROPE
+    text = ROPE.replace(old, new, 1)
+    if reason is None:  # tl.num_programs(1) refuses the head axis (heads are preferred otherwise): tokens are the rows
+        assert "cur_seq = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)" in applied(text, "_rotary_kernel")
+        return
+    assert not offered(text, "_rotary_kernel")
+    assert reason in why_not(text, "_rotary_kernel")
 
 
 def test_a_loop_accumulator_that_cannot_widen_is_refused():
@@ -384,6 +474,66 @@ def test_a_column_program_id_gets_column_names():
     assert "col = tl.program_id(0) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)" in new
     assert "acc = tl.full([BLOCK_COLS, BLOCK_M], float(\"-inf\"), dtype=tl.float32)" in new
     assert "tl.store(out_ptr + col, tl.max(acc, axis=1), mask=col_mask)" in new
+
+
+def test_an_elementwise_row_kernel_with_device_functions():
+    new = applied(GEGLU_ROWS, "geglu_rows_kernel")
+    assert "    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n    row_mask = rows < n_rows\n" in new
+    assert "    a_ptr += rows.to(tl.int64) * stride_a\n" in new
+    assert "s = tl.load(s_ptr + rows, mask=row_mask)" in new
+    assert "w = tl.load(w_ptr + cols, mask=mask, other=1.0)" in new  # one load of the weights serves the row block
+    # The per-row scale meets the row block at the call: the device function itself is unchanged.
+    assert "tl.store(c_ptr[:, None] + cols[None, :], gelu_tanh(a, s[:, None]) * w * b, mask=row_mask[:, None] & mask)" in new
+    assert "    return 0.5 * x * (1 + _tanh(inner)) * scale\n" in new
+    assert "reductions over axis" not in apply_candidate(
+        GEGLU_ROWS, Candidate("rows_per_program", "Tiling", "geglu_rows_kernel", {"TILE": 4096}, "t", 0), H100).summary
+    swiglu = applied(_dev("ew_swiglu_liger.py"), "_swiglu_forward_kernel")
+    assert "program_id = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)" in swiglu
+    assert "c_row = silu(a_row).cast(b_row.dtype) * b_row" in swiglu
+    assert "a, b, c, c.stride(-2), n_rows, n_cols=n_cols, BLOCK_SIZE=BLOCK_SIZE, BLOCK_M=BLOCK_M, " \
+           "num_warps=8 if BLOCK_M > 1 else num_warps," in swiglu
+
+
+def test_rotary_heads_become_the_rows_of_a_two_axis_grid():
+    new = applied(ROPE, "_rotary_kernel")
+    # Heads, not tokens: a token's heads share its cos/sin rows, loaded once per program.
+    assert "    cur_seq = tl.program_id(0)\n    cur_head = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)\n" \
+           "    row_mask = cur_head < H\n" in new
+    assert "off_q1 = cur_seq * stride_qbs + cur_head[:, None] * stride_qh + dim_range1 * stride_qd" in new
+    assert "dim_range1 = tl.arange(BLOCK_DMODEL // 2, BLOCK_DMODEL)" in new
+    assert "cos = tl.load(Cos + off_dimcos_sin)\n" in new
+    assert "tl.store(Out + off_o1, out1.to(Out.dtype.element_ty), mask=row_mask[:, None])" in new
+    # The grid name was read by this launch only: the new grid is written there, the other axis kept.
+    assert "grid = (" not in new
+    assert "    BLOCK_M = max(1, min(8192 // head_dim, triton.next_power_of_2(head_num), " \
+           "triton.next_power_of_2(triton.cdiv(head_num * total_len, 528))))\n" \
+           "    _rotary_kernel[(total_len, triton.cdiv(head_num, BLOCK_M))](" in new
+    tokens = applied(ROPE_TOKENS, "_rotary_kernel")
+    assert "cur_seq = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)" in tokens
+    assert "cos = tl.load(Cos + off_dimcos_sin, mask=row_mask[:, None])" in tokens
+    assert "_rotary_kernel[(triton.cdiv(total_len, BLOCK_M), head_num)](" in tokens
+    # A grid name other code reads too stays; the launch gets its own copy.
+    shared = ROPE.replace("    return out\n", "    assert len(grid) == 2\n    return out\n", 1)
+    kept = applied(shared, "_rotary_kernel")
+    assert "    grid = (total_len, head_num)\n" in kept and "_rotary_kernel[(total_len, triton.cdiv(head_num, BLOCK_M))](" in kept
+
+
+def test_row_facts_are_cached_per_analysis_object_and_dropped_with_it():
+    import gc
+    import weakref
+
+    from mtmc_lsp.optimizer.actions import rows_per_program as rpp
+
+    analysis = analyze(L2_LOOP)
+    facts = rpp.row_facts(analysis, analysis.kernel("l2_norm_kernel"))
+    assert facts == rpp.RowFacts("row", 32, True)
+    assert rpp.row_facts(analysis, analysis.kernel("l2_norm_kernel")) is facts  # cached
+    other = analyze(SOFTMAX)
+    assert rpp.row_facts(other, other.kernel("softmax_kernel")).block is None  # its own facts, not the other file's
+    key, alive = id(analysis), weakref.ref(analysis)
+    del analysis
+    gc.collect()
+    assert alive() is None and key not in rpp._FACTS  # the cache neither keeps it alive nor outlives it
 
 
 def test_foreign_params_are_refused():
@@ -454,6 +604,17 @@ INTERPRETED = [
     ("l2_fla", L2_FLA, "l2norm_fwd_kernel", "m.l2norm", "[torch.randn(37, 100)]"),
     ("lse_i64", LSE_I64, "lse_kernel", "m.lse", "[torch.randn(37, 100)]"),
     ("l2_positional", L2_POSITIONAL, "l2_norm_kernel", "m.l2_norm", "[torch.randn(37, 100)]"),
+    ("geglu_rows", GEGLU_ROWS, "geglu_rows_kernel", "m.geglu_rows",
+     "[torch.randn(37, 100), torch.randn(37, 100), torch.rand(37) + 0.5, torch.randn(100)]"),
+    ("swiglu_liger", _dev("ew_swiglu_liger.py"), "_swiglu_forward_kernel", "m.swiglu_forward",
+     "[x.float() for x in m.get_inputs(device='cpu', batch=3, seq_len=13, intermediate=100)]"),
+    ("rope_heads", ROPE, "_rotary_kernel", "m.rotary_emb_fwd", "m.get_inputs(device='cpu', tokens=7, heads=5, head_dim=16)"),
+    ("rope_tokens", ROPE_TOKENS, "_rotary_kernel", "m.rotary_emb_fwd", "m.get_inputs(device='cpu', tokens=37, heads=3, head_dim=16)"),
+    ("bias_add_2d", _dev("ew_bias_add_2d.py"), "bias_add_kernel", "m.bias_add", "m.get_inputs(device='cpu', M=37, N=100)"),
+    ("embedding", _dev("misc_embedding_gather.py"), "embedding_kernel", "m.embedding",
+     "m.get_inputs(device='cpu', batch=3, seq_len=13, vocab=50, dim=100)"),
+    ("rms_channels", _dev("norm_rmsnorm_kernelbench.py"), "rms_norm_channels_kernel",
+     "lambda x: m.ModelNew(m.get_init_inputs()[0])(x)", "[torch.randn(5, 6, 7, 9)]"),
 ]
 
 

@@ -68,6 +68,7 @@ def rms_norm(x, w, eps=1e-6):
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import libcst as cst
@@ -122,6 +123,10 @@ class _Plan:
     tl: str
     triton: str
     prefix: dict[str, str]
+    grid_axis: int  # the grid axis whose program id is the row index
+    n_rows_node: cst.BaseExpression  # that axis's count in the grid tuple
+    other_counts: list[str]  # the other axes' counts (empty for a one-axis grid)
+    reduces: bool  # the kernel reduces over its rows (else it is an elementwise row kernel)
 
 
 def _canon(node: cst.CSTNode, prefix: dict[str, str]) -> str:
@@ -164,9 +169,13 @@ def _int_value(node: cst.CSTNode) -> int | None:
 class _Infer:
     """Gives every expression of the kernel body its shape kind, or raises why the rewrite is not provable."""
 
-    def __init__(self, kernel: Kernel, prefix: dict[str, str], widen: dict[int, tuple[int, str]]):
+    def __init__(self, kernel: Kernel, prefix: dict[str, str], widen: dict[int, tuple[int, str]], axis: int = 0,
+                 device_fns: dict[str, tuple[cst.FunctionDef, Kernel]] | None = None, device: bool = False):
         self.prefix = prefix
         self.widen = widen  # id(start value of a loop accumulator) -> (its kind, its [BLOCK_M] spelling)
+        self.axis = axis  # the grid axis whose program id is the row index; the others stay row-independent
+        self.device_fns = device_fns or {}  # @triton.jit functions of the file the kernel may call
+        self.device = device  # inferring a device function's body: only elementwise work is allowed
         self.params = {p.name for p in kernel.params}
         self.constexprs = set(kernel.constexpr_names)
         self.kinds: dict[int, int] = {}
@@ -175,6 +184,8 @@ class _Infer:
         self.promote: dict[int, tuple[int, str]] = {}  # accumulators found to widen on this pass
         self.stores = 0
         self.row_reductions = 0
+        self.shared_loads = 0  # loads whose address is the same for every row: one load serves a row block
+        self.row_steps: set[str] = set()  # constexprs a per-row value is multiplied by (``pid * BLOCK``)
         self.inits: dict[str, cst.BaseExpression] = {}  # name -> the value of its last plain assignment
 
     # ---- expressions ---------------------------------------------------------------------------
@@ -198,6 +209,9 @@ class _Infer:
             if R in (left, right) and not isinstance(node.operator, _AFFINE_OPS):
                 # ``pid // 2``, ``pid % n``: rows that share or skip addresses; only affine row arithmetic is provable.
                 raise ActionError(f"computes `{c.code(node)}` from a per-row value with more than + - * /")
+            if isinstance(node.operator, cst.Multiply) and R in (left, right):
+                other = node.right if left == R else node.left
+                self.row_steps |= c.names_in(other) & self.constexprs
             return left | right
         if isinstance(node, cst.UnaryOperation):
             kind = self.expr(node.expression, env)
@@ -245,21 +259,29 @@ class _Infer:
         if any(a.star for a in call.args):
             raise ActionError("a call unpacks arguments with * or **")
         name = _tl_name(func, self.prefix)
-        if name == "program_id":
+        if self.device and name in ("program_id", "num_programs", "arange", "zeros", "full", "load", "store", *_REDUCTIONS):
+            raise ActionError(f"a device function the kernel calls uses tl.{name}: it is not elementwise")
+        if name in ("program_id", "num_programs"):
             axis = _arg(call, 0, "axis")
-            if axis is None or _int_value(axis.value) != 0 or len(call.args) != 1:
-                raise ActionError("uses a program id other than axis 0")
+            index = _int_value(axis.value) if axis is not None and len(call.args) == 1 else None
+            if index is None:
+                raise ActionError(f"`{c.code(call)}` does not name its grid axis by a number")
+            if index != self.axis:
+                return S  # another grid axis: the same for every row of a program
+            if name == "num_programs":
+                raise ActionError(f"uses tl.num_programs({index}) of the row axis")
             self.pid_calls.append(call)
             return R
-        if name in ("num_programs", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and",
+        if name in ("atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and",
                     "atomic_or", "atomic_xor", "dot", "debug_barrier", "make_block_ptr", "make_tensor_descriptor"):
             raise ActionError(f"uses tl.{name}")
         if name == "arange":
+            # ``tl.arange(0, BLOCK)``, also ``tl.arange(BLOCK // 2, BLOCK)`` (rotary halves): bounds from
+            # constexprs and numbers only, so the range is the same for every row.
             args = [a.value for a in call.args]
-            if len(args) != 2 or _int_value(args[0]) != 0 or not isinstance(args[1], cst.Name) \
-                    or args[1].value not in self.constexprs:
-                raise ActionError(f"`{c.code(call)}` is not `tl.arange(0, BLOCK)`")
-            self.blocks.add(args[1].value)
+            if len(args) != 2 or any(a.keyword is not None for a in call.args) or not all(self._constant(a) for a in args):
+                raise ActionError(f"`{c.code(call)}` is not `tl.arange(start, end)` over constexprs")
+            self.blocks |= c.names_in(call.args[0].value) | c.names_in(call.args[1].value)
             return C
         if name in ("zeros", "full"):
             shape = _arg(call, 0, "shape")
@@ -296,6 +318,8 @@ class _Infer:
                         raise ActionError(f"`{c.code(call)}` takes a tensor argument")
                 return base
             raise ActionError(f"calls .{func.attr.value}() on a {_KIND_NAMES[base]}")
+        if isinstance(func, cst.Name) and func.value in self.device_fns and name is None:
+            return self._device_call(call, env)
         if isinstance(func, cst.Name) and func.value in ("float", "int", "min", "max") and name is None:
             for a in call.args:
                 if self.expr(a.value, env) != S:
@@ -303,7 +327,50 @@ class _Infer:
             return S
         raise ActionError(f"calls `{c.code(func)}`, which the rewrite does not know to be per row")
 
+    def _constant(self, node: cst.BaseExpression) -> bool:
+        """Numbers and constexprs under + - * //: a compile-time value."""
+        if isinstance(node, cst.Integer):
+            return True
+        if isinstance(node, cst.Name):
+            return node.value in self.constexprs
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add | cst.Subtract | cst.Multiply | cst.FloorDivide):
+            return self._constant(node.left) and self._constant(node.right)
+        return False
+
+    def _device_call(self, call: cst.Call, env: dict[str, int]) -> int:
+        """A @triton.jit function of the file: per row when its body is elementwise in its arguments.
+
+        Its body is inferred with each parameter of the kind of the argument passed for it; it may
+        not read the program id, load, store, reduce or build blocks, so its result broadcasts like
+        any elementwise ``tl`` function (the call site's arguments are rewritten, the function is not).
+        """
+        fdef, fn = self.device_fns[call.func.value]  # type: ignore[union-attr]
+        depth = getattr(self, "_depth", 0)
+        if depth >= 4:
+            raise ActionError(f"`{c.code(call.func)}` calls device functions too deeply")
+        kinds: dict[str, int] = {}
+        names = [p.name for p in fn.params]
+        for i, a in enumerate(call.args):
+            kind = self.expr(a.value, env)
+            target = a.keyword.value if a.keyword is not None else (names[i] if i < len(names) else None)
+            if target is None or target not in names:
+                raise ActionError(f"`{c.code(call)}` passes more arguments than `{fn.name}` takes")
+            kinds[target] = kind
+        inner = _Infer(fn, self.prefix, {}, self.axis, self.device_fns, device=True)
+        inner._depth = depth + 1  # type: ignore[attr-defined]
+        env_in = {p: kinds.get(p, S) for p in names}
+        body = [s for s in fdef.body.body if not c.is_docstring(s)]
+        if not body or not isinstance(body[-1], cst.SimpleStatementLine) or len(body[-1].body) != 1 \
+                or not isinstance(body[-1].body[0], cst.Return) or body[-1].body[0].value is None:
+            raise ActionError(f"`{fn.name}` does not end in one `return value`")
+        env_in = inner.block(body[:-1], env_in)
+        kind = inner.expr(body[-1].body[0].value, env_in)
+        if inner.stores or inner.promote:
+            raise ActionError(f"`{fn.name}` stores or carries a widening value around a loop")
+        return kind
+
     def _reduction(self, call: cst.Call, name: str, env: dict[str, int]) -> int:
+
         value = _arg(call, 0, "input")
         axis = _arg(call, 1, "axis")
         if value is None or any(a.keyword is not None and a.keyword.value in ("keep_dims", "return_indices", "combine_fn")
@@ -336,6 +403,7 @@ class _Infer:
             k = self.expr(a.value, env)
             if k & ~kind:
                 raise ActionError(f"`{c.code(call)}` masks a {_KIND_NAMES[kind]} with a {_KIND_NAMES[k]}")
+        self.shared_loads += not kind & R
         return kind
 
     def store(self, call: cst.Call, env: dict[str, int]) -> None:
@@ -473,7 +541,8 @@ class _Rewrite:
     def __init__(self, plan: _Plan):
         self.plan = plan
         self.kinds = plan.kinds
-        self.rows_expr = c.expr(f"{plan.tl}.program_id(0) * {plan.names['BLOCK_M']} + {plan.tl}.arange(0, {plan.names['BLOCK_M']})")
+        self.rows_expr = c.expr(f"{plan.tl}.program_id({plan.grid_axis}) * {plan.names['BLOCK_M']} + "
+                                f"{plan.tl}.arange(0, {plan.names['BLOCK_M']})")
 
     def kind(self, node: cst.CSTNode) -> int:
         return self.kinds.get(id(node), S)
@@ -556,7 +625,7 @@ class _Rewrite:
             return self.memory(call, name, kind)
         if isinstance(call.func, cst.Attribute) and name is None:  # ``x.to(tl.float32)``
             base = self.rw(call.func.value, kind == RC)
-            if any(call.func.value is p for p in self.plan.pid_calls):
+            if any(call.func.value is p for p in self.plan.pid_calls) and not isinstance(base, cst.Name):
                 base = base.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             return call.with_changes(func=call.func.with_changes(value=base))
         return call.with_changes(args=[a.with_changes(value=self.rw(a.value, kind == RC)) for a in call.args])
@@ -605,40 +674,42 @@ class RowsPerProgram:
         triton = next((k for k, v in prefix.items() if v == "triton"), None)
         if tl is None or triton is None or not analysis.imports_triton:
             raise ActionError("the file does not import triton and triton.language by name")
-        widen: dict[int, tuple[int, str]] = {}
-        for _ in range(4):  # again after each widened accumulator: what reads it before the loop widens too
-            infer = _Infer(kernel, prefix, widen)
-            infer.block(kdef.body.body, {})
-            if not infer.promote.keys() - widen.keys():
-                break
-            widen.update(infer.promote)
-        else:
-            raise ActionError("the loop accumulators do not settle")
-        if not infer.pid_calls:
-            raise ActionError("the kernel does not use tl.program_id(0)")
-        if len(infer.blocks) != 1:
-            raise ActionError("needs exactly one column block (`tl.arange(0, BLOCK)`)" if infer.blocks else
-                              "no `tl.arange(0, BLOCK)` over the row")
-        if not infer.stores:
-            raise ActionError("the kernel stores nothing per row")
-        shared = _written_and_read(kdef, kernel, prefix)
-        if shared:
-            raise ActionError(f"stores through {', '.join(sorted(shared))}, which it also loads: rows could read other rows' results")
-        if not infer.row_reductions:
-            # Without a reduction over the row the kernel is elementwise: a bigger block (tiling) says the same.
-            raise ActionError("no reduction over the row (tl.sum/max/min/argmax/argmin)")
+        launch = launches[0]
+        grid_axes = self._grid_axes(launch)
+        device_fns = self._device_fns(module, analysis, kernel)
+        # Each grid axis may be the row axis; the others stay as they are. Of the axes that pass, the
+        # one with a reduction over its rows, then the one whose rows share the most loads (rotary
+        # cos/sin tables shared by a token's heads), then the first.
+        tried: list[tuple[int, str]] = []
+        found: list[tuple[tuple[bool, int, int], int, _Infer, dict[int, tuple[int, str]]]] = []
+        for grid_axis in range(len(grid_axes) if grid_axes else 1):
+            try:
+                infer, widen = self._infer(kdef, kernel, prefix, grid_axis, device_fns)
+            except ActionError as exc:
+                tried.append((grid_axis, str(exc)))
+                continue
+            found.append(((infer.row_reductions > 0, infer.shared_loads, -grid_axis), grid_axis, infer, widen))
+        if not found:
+            if len(tried) == 1:
+                raise ActionError(tried[0][1])
+            raise ActionError("no grid axis is only a row index: " + "; ".join(f"axis {a}: {why}" for a, why in tried))
+        _, grid_axis, infer, widen = max(found, key=lambda f: f[0])
         col_block = next(iter(infer.blocks))
         # The program id may only be the row index: what it reaches must be per-row values (the
         # kinds say so), and it may not be compared or used as a number elsewhere: ``_Infer``
         # already refused control flow, subscripts and calls on it.
         pid_binding = self._pid_binding(kdef, infer.pid_calls)
-        launch = launches[0]
         if launch.host is None:
             raise ActionError("the launch is at module level")
+        if grid_axes is None:
+            raise ActionError("the launch grid is not a literal tuple (`(n_rows,)`, `(n_tokens, n_heads)`)")
         grid = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
-        if not isinstance(grid, cst.Tuple) or len(grid.elements) != 1 or isinstance(grid.elements[0], cst.StarredElement):
-            raise ActionError("the launch grid is not a literal `(n_rows,)`")
-        n_rows_node = grid.elements[0].value
+        if isinstance(grid, cst.Name):
+            # The grid tuple is written again at the launch: its names must mean there what they meant at ``grid = ...``.
+            moving = next((n for n in c.names_in(c.grid_expression(launch)) if not _stable(launch.host, n)), None)
+            if moving is not None:
+                raise ActionError(f"the grid reads {moving}, which the host function binds more than once")
+        n_rows_node = grid_axes[grid_axis]
         if not _pure_host(n_rows_node):
             raise ActionError("the grid's row count is not a plain expression (names, shapes, arithmetic)")
         if any(a.star for a in launch.call.args):
@@ -654,6 +725,9 @@ class RowsPerProgram:
         col_src = self._col_source(launch, kernel, col_block)
         if col_src is None:
             raise ActionError(f"the launch computes {col_block} in a way the host cannot reuse")
+        others = [e for i, e in enumerate(grid_axes) if i != grid_axis]
+        # The other axes' counts say how many programs a row block gives; left out when not plain (fewer rows a program then).
+        other_counts = [c.code(e).strip() for e in others] if all(_pure_host(e) for e in others) else []
         taken = c.names_in(kdef) | {p.name for p in kernel.params}
         host_taken = c.names_in(launch.host) | (c.names_in(module) if launch.module is not None else set())
         # A program id named for columns (``col = tl.program_id(0)``) reduces down columns: the same
@@ -672,7 +746,62 @@ class RowsPerProgram:
             "n_rows": n_rows_param or next(n for n in (f"n_{axis}s", f"num_{axis}s", f"n_{axis}s_total") if n not in taken),
         }
         return _Plan(kdef, launch, launch_line, infer.kinds, {k: v[1] for k, v in widen.items()}, infer.pid_calls,
-                     pid_binding, col_block, col_src, n_rows_src, n_rows_param, names, tl, triton, prefix)
+                     pid_binding, col_block, col_src, n_rows_src, n_rows_param, names, tl, triton, prefix,
+                     grid_axis, n_rows_node, other_counts, infer.row_reductions > 0)
+
+    @staticmethod
+    def _infer(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, str], grid_axis: int,
+               device_fns: dict[str, tuple[cst.FunctionDef, Kernel]]) -> tuple[_Infer, dict[int, tuple[int, str]]]:
+        """The kinds with ``tl.program_id(grid_axis)`` as the row index, or why that axis is not one."""
+        widen: dict[int, tuple[int, str]] = {}
+        for _ in range(4):  # again after each widened accumulator: what reads it before the loop widens too
+            infer = _Infer(kernel, prefix, widen, grid_axis, device_fns)
+            infer.block(kdef.body.body, {})
+            if not infer.promote.keys() - widen.keys():
+                break
+            widen.update(infer.promote)
+        else:
+            raise ActionError("the loop accumulators do not settle")
+        if not infer.pid_calls:
+            raise ActionError(f"the kernel does not use tl.program_id({grid_axis})")
+        if len(infer.blocks) != 1:
+            raise ActionError(f"needs exactly one column block (the aranges span {', '.join(sorted(infer.blocks))})"
+                              if infer.blocks else "no `tl.arange(0, BLOCK)` over the row")
+        if not infer.stores:
+            raise ActionError("the kernel stores nothing per row")
+        shared = _written_and_read(kdef, kernel, prefix)
+        if shared:
+            raise ActionError(f"stores through {', '.join(sorted(shared))}, which it also loads: rows could read other rows' results")
+        steps = infer.row_steps & infer.blocks
+        if not infer.row_reductions and steps:
+            # An elementwise kernel whose program id steps by its own block (``pid * BLOCK + tl.arange(0, BLOCK)``)
+            # is flat, not a row kernel: a bigger block (tiling) says the same. Elementwise row kernels
+            # (the id times a row stride) gain from several narrow rows per program.
+            raise ActionError(f"no reduction over the row, and the program id steps by the block {', '.join(sorted(steps))} "
+                              "itself: a flat elementwise kernel (tiling makes its block bigger)")
+        return infer, widen
+
+    @staticmethod
+    def _grid_axes(launch: c.LaunchNode) -> list[cst.BaseExpression] | None:
+        """The grid's counts, one per axis, when the grid is (or names) a literal tuple."""
+        grid = c.grid_expression(launch)
+        if not isinstance(grid, cst.Tuple) or not grid.elements or any(isinstance(e, cst.StarredElement) for e in grid.elements):
+            return None
+        return [e.value for e in grid.elements]
+
+    @staticmethod
+    def _device_fns(module: cst.Module, analysis: FileAnalysis, kernel: Kernel) -> dict[str, tuple[cst.FunctionDef, Kernel]]:
+        """The file's other @triton.jit functions, by name, that the kernel could call."""
+        out: dict[str, tuple[cst.FunctionDef, Kernel]] = {}
+        for other in analysis.kernels:
+            if other.name == kernel.name or other.autotune is not None or other.heuristics:
+                continue
+            try:
+                fdef, _ = c.locate(module, other.name)
+            except (ActionError, IndexError):
+                continue
+            out[other.name] = (fdef, other)
+        return out
 
     @staticmethod
     def _pid_binding(kdef: cst.FunctionDef, pid_calls: list[cst.Call]) -> cst.Assign | None:
@@ -711,6 +840,7 @@ class RowsPerProgram:
         try:
             plan = self._plan(c.parse(analysis.text), analysis, kernel)
         except ActionError:
+            _remember_facts(analysis, kernel, None)
             return []
         _remember_facts(analysis, kernel, plan)
         return [Candidate(self.name, self.kind, kernel.name, params,
@@ -769,9 +899,18 @@ class RowsPerProgram:
         pairs.append((plan.kdef, new_kdef))
         # The host: BLOCK_M from the row block and the target's SMs, the grid over row blocks.
         call = plan.launch.call
-        grid_tuple = call.func.slice[0].slice.value
-        new_grid = grid_tuple.with_changes(elements=[grid_tuple.elements[0].with_changes(
-            value=c.expr(f"{plan.triton}.cdiv({plan.n_rows_src}, {block_m})"))])
+        grid = call.func.slice[0].slice.value
+        row_count = c.expr(f"{plan.triton}.cdiv({plan.n_rows_src}, {block_m})")
+        if isinstance(grid, cst.Tuple):
+            new_grid = grid.with_changes(elements=[e.with_changes(value=row_count) if i == plan.grid_axis else e
+                                                   for i, e in enumerate(grid.elements)])
+        else:  # ``grid = (...)`` then ``kernel[grid]``: the new grid is written at the launch
+            new_grid = c.private_grid(plan.launch, {id(plan.n_rows_node): row_count})
+            assign = c.host_assignment(plan.launch.host, grid.value)
+            line = c.statement_holding(plan.launch.host, assign) if assign is not None else None
+            if line is not None and len(line.body) == 1 and c.count_name(plan.launch.host, grid.value) == 2 \
+                    and not any(ll.comment for ll in line.leading_lines):
+                pairs.append((line, cst.RemovalSentinel.REMOVE))  # read by this launch only: it would be left unused
         new_call = call.with_changes(func=call.func.with_changes(
             slice=[call.func.slice[0].with_changes(slice=call.func.slice[0].slice.with_changes(value=new_grid))]))
         if plan.n_rows_param is None:
@@ -808,8 +947,14 @@ class RowsPerProgram:
             per_tile = f"{tile} // {col if _atomic(col) else f'({col})'}"
         cap = PROGRAMS_PER_SM * target.sm_count
         host_lines = [c.stmt(f"{named} = {col}")] if named is not None else []
-        host_lines.append(c.stmt(f"{block_m} = max(1, min({per_tile}, {plan.triton}.next_power_of_2("
-                                 f"{plan.triton}.cdiv({plan.n_rows_src}, {cap}))))"))
+        if plan.other_counts:
+            # Programs come from every axis; a block never takes more rows than its axis has.
+            programs = " * ".join(x if _atomic(x) else f"({x})" for x in [plan.n_rows_src, *plan.other_counts])
+            host_lines.append(c.stmt(f"{block_m} = max(1, min({per_tile}, {plan.triton}.next_power_of_2({plan.n_rows_src}), "
+                                     f"{plan.triton}.next_power_of_2({plan.triton}.cdiv({programs}, {cap}))))"))
+        else:
+            host_lines.append(c.stmt(f"{block_m} = max(1, min({per_tile}, {plan.triton}.next_power_of_2("
+                                     f"{plan.triton}.cdiv({plan.n_rows_src}, {cap}))))"))
         host_lines[0] = host_lines[0].with_changes(leading_lines=plan.launch_line.leading_lines)
         line = c.replace_all(plan.launch_line, [(call, new_call)])
         pairs.append((plan.launch_line, cst.FlattenSentinel([*host_lines, line.with_changes(leading_lines=[])])))
@@ -818,8 +963,9 @@ class RowsPerProgram:
                   f"per SM ({target.sm_count} SMs on {target.name}); rows as wide as the tile keep one row a program")]
         if plan.n_rows_param is None:
             notes.append(f"{n['n_rows']} (the grid's {plan.n_rows_src}) is a new kernel argument that masks the last row block")
+        axis_note = f" on grid axis {plan.grid_axis}" if plan.other_counts or plan.grid_axis else ""
         return c.finish(text, module, f"{block_m} rows per program in {kernel.name}: [{block_m}, {plan.col_block}] tiles, "
-                        f"reductions over axis 1, grid cdiv({plan.n_rows_src}, {block_m})", notes)
+                        f"{'reductions over axis 1, ' if plan.reduces else ''}grid cdiv({plan.n_rows_src}, {block_m}){axis_note}", notes)
 
     def _statement(self, statement: cst.BaseStatement, rewrite: _Rewrite) -> cst.BaseStatement:
         if isinstance(statement, cst.SimpleStatementLine):
@@ -969,6 +1115,12 @@ def _rebound(kdef: cst.FunctionDef, name: str, allowed: int = 0) -> bool:
     return count > allowed
 
 
+def _stable(host: cst.FunctionDef, name: str) -> bool:
+    """True when ``name`` has one value throughout the host function (bound once, or not at all there)."""
+    # ``total, heads, dim = q.shape`` binds each name once too; any second binding (or a parameter bound again) moves it.
+    return not _rebound(host, name, allowed=0 if name in c._param_names(host) else 1)
+
+
 def _pure_host(node: cst.BaseExpression) -> bool:
     """Names, attributes, numbers, arithmetic, subscripts and shape reads: safe to evaluate again."""
     ok = True
@@ -1030,30 +1182,51 @@ class RowFacts:
     loops: bool  # the kernel walks its row (or column) in blocks
 
 
-# (id(analysis), kernel) -> (analysis, facts): filled by candidates(), read by the heuristic policy.
-_FACTS: dict[tuple[int, str], tuple[FileAnalysis, RowFacts]] = {}
+# id(analysis) -> (a weak reference to it, kernel name -> facts or None when not offered): filled by
+# candidates() and row_facts(), read by the heuristic policy for every candidate it ranks. An entry
+# neither keeps its analysis alive nor outlives it (a finalizer drops it, so a reused id finds nothing),
+# and the weak reference is checked too. FileAnalysis is an unhashable dataclass: no WeakKeyDictionary.
+_FACTS: dict[int, tuple[weakref.ref, dict[str, RowFacts | None]]] = {}
 
 
-def _remember_facts(analysis: FileAnalysis, kernel: Kernel, plan: _Plan) -> RowFacts:
-    launches = analysis.launches_of(kernel.name)
-    block = launches[0].constexpr_values(kernel).get(plan.col_block) if launches else None
-    facts = RowFacts(plan.names["axis"], block if isinstance(block, int) and not isinstance(block, bool) else None,
-                     bool(kernel.loops))
-    if len(_FACTS) >= 64:  # bounded: entries keep their analyses alive
-        _FACTS.clear()
-    _FACTS[(id(analysis), kernel.name)] = (analysis, facts)
+def _facts_of(analysis: FileAnalysis) -> dict[str, RowFacts | None]:
+    """The facts cached for this very analysis object (an empty table, registered, the first time)."""
+    key = id(analysis)
+    hit = _FACTS.get(key)
+    if hit is not None and hit[0]() is analysis:
+        return hit[1]
+    table: dict[str, RowFacts | None] = {}
+    _FACTS[key] = (weakref.ref(analysis), table)
+    weakref.finalize(analysis, _forget, key, table)
+    return table
+
+
+def _forget(key: int, table: dict) -> None:
+    hit = _FACTS.get(key)
+    if hit is not None and hit[1] is table:  # not a newer analysis's entry under a reused id
+        del _FACTS[key]
+
+
+def _remember_facts(analysis: FileAnalysis, kernel: Kernel, plan: _Plan | None) -> RowFacts | None:
+    facts = None
+    if plan is not None:
+        launches = analysis.launches_of(kernel.name)
+        block = launches[0].constexpr_values(kernel).get(plan.col_block) if launches else None
+        facts = RowFacts(plan.names["axis"], block if isinstance(block, int) and not isinstance(block, bool) else None,
+                         bool(kernel.loops))
+    _facts_of(analysis)[kernel.name] = facts
     return facts
 
 
 def row_facts(analysis: FileAnalysis, kernel: Kernel) -> RowFacts | None:
     """The row facts of a kernel the action is offered for (None when it is not)."""
-    hit = _FACTS.get((id(analysis), kernel.name))
-    if hit is not None and hit[0] is analysis:
-        return hit[1]
+    table = _facts_of(analysis)
+    if kernel.name in table:
+        return table[kernel.name]
     try:
         plan = ACTION._plan(c.parse(analysis.text), analysis, kernel)
     except ActionError:
-        return None
+        plan = None
     return _remember_facts(analysis, kernel, plan)
 
 
