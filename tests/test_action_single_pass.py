@@ -91,3 +91,146 @@ def test_single_pass_with_warps_stays_equivalent(tmp_path):
     results = run_jobs([job(tmp_path, "log_softmax:reference", LOG_SOFTMAX, LOG_SOFTMAX, TOL_FP32, reference=True),
                         job(tmp_path, "log_softmax:single_pass", LOG_SOFTMAX, new, TOL_FP32)], tmp_path)
     assert all(r["ok"] for r in results), results
+
+
+# A group norm's statistics: the loops run over a length the kernel computes from its arguments.
+GROUP_STATS = '''import torch
+import triton
+import triton.language as tl
+
+ENTRY = "group_center"
+
+
+@triton.jit
+def group_center_kernel(x_ptr, y_ptr, C, HW, groups, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    group_size = (C // groups) * HW
+    base = pid * group_size
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, group_size, BLOCK):
+        idx = off + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + base + idx, mask=idx < group_size, other=0.0)
+    mean = tl.sum(acc, axis=0) / group_size
+    for off in range(0, group_size, BLOCK):
+        idx = off + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + base + idx, mask=idx < group_size, other=0.0)
+        tl.store(y_ptr + base + idx, x - mean, mask=idx < group_size)
+
+
+def group_center(x, groups=4):
+    n, c = x.shape[:2]
+    y = torch.empty_like(x)
+    group_center_kernel[(n * groups,)](x, y, c, x[0, 0].numel(), groups=groups, BLOCK=32)
+    return y
+
+
+def get_inputs(device="cpu"):
+    return [torch.randn(2, 8, 5, 7, device=device)]
+
+
+def reference(x, groups=4):
+    g = x.reshape(x.shape[0], groups, -1)
+    return (g - g.mean(dim=2, keepdim=True)).reshape(x.shape)
+'''
+
+# Row variance whose column block is autotuned (FlagGems' manner): the configs choose only the block.
+AUTOTUNED_VAR = '''import torch
+import triton
+import triton.language as tl
+
+ENTRY = "row_var"
+
+
+# Unbiased variance of each row.
+@triton.autotune(
+    configs=[triton.Config({"BLOCK_N": 16}, num_warps=2), triton.Config({"BLOCK_N": 64}, num_warps=4)],
+    key=["N"],
+    reset_to_zero=["Out"],
+)
+@triton.jit
+def var_kernel(X, Out, N, BLOCK_N: tl.constexpr):
+    X = X + tl.program_id(0) * N
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for off in range(0, N, BLOCK_N):
+        cols = off + tl.arange(0, BLOCK_N)
+        acc += tl.load(X + cols, mask=cols < N, other=0.0)
+    mean = tl.sum(acc, axis=0) / N
+    sq = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for off in range(0, N, BLOCK_N):
+        cols = off + tl.arange(0, BLOCK_N)
+        d = tl.where(cols < N, tl.load(X + cols, mask=cols < N, other=0.0) - mean, 0.0)
+        sq += d * d
+    tl.store(Out + tl.program_id(0), tl.sum(sq, axis=0) / (N - 1))
+
+
+def row_var(x):
+    out = torch.empty(x.shape[0], device=x.device, dtype=torch.float32)
+    var_kernel[lambda META: (x.shape[0],)](x, out, x.shape[1])
+    return out
+
+
+def get_inputs(device="cpu"):
+    return [torch.randn(6, 100, device=device) * 3 + 1]
+
+
+def reference(x):
+    return torch.var(x, dim=1)
+'''
+
+
+def offered(text: str, kernel: str) -> bool:
+    return any(c.action == "single_pass" for c in applicable(analyze(text), kernel, H100))
+
+
+def test_a_length_computed_from_arguments_is_computed_at_the_launch():
+    new = apply_candidate(GROUP_STATS, single_pass(GROUP_STATS, "group_center_kernel"), H100).new_text
+    assert "BLOCK=triton.next_power_of_2((c // groups) * x[0, 0].numel())" in new
+    assert "for off in" not in new and new.count("tl.load(") == 2
+
+
+@pytest.mark.parametrize("change", [
+    ("    base = pid * group_size\n", "    base = pid * group_size\n    group_size = group_size + 0\n"),  # reassigned
+    ("group_size = (C // groups) * HW", "group_size = tl.load(x_ptr).to(tl.int32)"),  # read from memory
+    ("group_size = (C // groups) * HW", "group_size = (C // groups) * HW\n    C = C + 1"),  # an argument reassigned
+    ("x[0, 0].numel(), groups=groups, BLOCK=32)", "x[0, 0].numel(), BLOCK=32)"),  # groups not passed
+])
+def test_a_length_the_launch_cannot_compute_is_refused(change):
+    text = GROUP_STATS.replace(*change)
+    assert text != GROUP_STATS
+    assert not offered(text, "group_center_kernel")
+
+
+def test_an_autotuned_block_goes_with_its_decorator():
+    new = apply_candidate(AUTOTUNED_VAR, single_pass(AUTOTUNED_VAR, "var_kernel"), H100).new_text
+    assert "autotune" not in new and "triton.Config" not in new
+    assert "# Unbiased variance of each row.\n@triton.jit\ndef var_kernel" in new
+    assert "x.shape[1], BLOCK_N=triton.next_power_of_2(x.shape[1]), num_warps=min(16" in new
+
+
+@pytest.mark.parametrize("change", [
+    ('triton.Config({"BLOCK_N": 64}, num_warps=4)', 'triton.Config({"BLOCK_N": 64, "EVEN": 1}, num_warps=4)'),
+    ('triton.Config({"BLOCK_N": 64}, num_warps=4)', 'triton.Config({"BLOCK_N": 64}, num_warps=4, pre_hook=None)'),
+    ('    reset_to_zero=["Out"],\n', '    post_hook=lambda args, exception: None,\n'),
+    ("configs=[triton.Config", "configs=CONFIGS + [triton.Config"),
+])
+def test_autotune_that_does_more_than_choose_the_block_is_refused(change):
+    text = AUTOTUNED_VAR.replace(*change)
+    assert text != AUTOTUNED_VAR
+    assert not offered(text, "var_kernel")
+
+
+def test_a_row_block_beside_a_second_block_is_refused():
+    text = AUTOTUNED_VAR.replace("def var_kernel(X, Out, N, BLOCK_N: tl.constexpr):",
+                                 "def var_kernel(X, Out, N, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr = 1):")
+    assert not offered(text, "var_kernel")
+
+
+@pytest.mark.slow
+def test_computed_length_and_autotuned_block_stay_equivalent(tmp_path):
+    jobs = []
+    for name, text, kernel in (("group", GROUP_STATS, "group_center_kernel"), ("var", AUTOTUNED_VAR, "var_kernel")):
+        new = apply_candidate(text, single_pass(text, kernel), H100).new_text
+        jobs += [job(tmp_path, f"{name}:reference", text, text, TOL_FP32, reference=True),
+                 job(tmp_path, f"{name}:single_pass", text, new, TOL_FP32)]
+    results = run_jobs(jobs, tmp_path)
+    assert all(r["ok"] for r in results), results

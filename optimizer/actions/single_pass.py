@@ -6,7 +6,11 @@ with ``v = 0``, so its body replaces the loop, and the repeated ``cols = ...`` /
 of the later passes are dropped (nothing was stored in between). Multi-pass softmax becomes the
 one-read kernel of the Triton tutorial, with the tutorial's warps for a row of that width
 (``min(16, max(4, next_power_of_2(N) // 256))``: 8 at 2048, 16 from 4096; a 32k-wide row in one
-warp would spill). Offered only when the grid does not depend on the block.
+warp would spill). Offered only when the grid does not depend on the block. ``N`` may be a local
+the kernel computes once from its arguments (a group norm's ``(C // G) * HW``): the launch computes
+the same from what it passes. An autotuned block goes with its ``@triton.autotune`` decorator when
+the configs choose only that block and launch options (one block of the whole row leaves nothing
+to tune).
 
 Example: kernel=rowsum_kernel target=h100 params={}
 
@@ -155,6 +159,83 @@ def dedupe(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     return out
 
 
+_LENGTH_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)
+# Autotune arguments that only shape the benchmarking of configs: without the decorator nothing is benchmarked.
+_BENCH_ONLY_AUTOTUNE_ARGS = {"configs", "key", "warmup", "rep", "prune_configs_by", "reset_to_zero",
+                             "restore_value", "cache_results", "use_cuda_graph", "do_bench"}
+_CONFIG_LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg"}
+
+
+def _length_expression(kdef: cst.FunctionDef, kernel: Kernel, n_name: str, first_loop: cst.For) -> cst.BaseExpression:
+    """What the loops' bound ``N`` is in kernel arguments: ``N`` itself, or the value of a local assigned
+    once before the loops from arguments the kernel never reassigns (``group_size = (C // G) * HW``)."""
+    if kernel.param(n_name) is not None:
+        if n_name in _assigned_names(kdef.body):
+            raise ActionError(f"the kernel reassigns {n_name}")
+        return cst.Name(n_name)
+    body = list(kdef.body.body)
+    defining = [s for s in body[:body.index(first_loop)] if (a := _single_assign(s)) is not None and a[0] == n_name]
+    assigned_in = [s for s in body if n_name in _assigned_names(s)]
+    if len(defining) != 1 or assigned_in != defining:
+        raise ActionError(f"{n_name} is neither a kernel argument nor a local assigned once before the loops")
+    value = _single_assign(defining[0])[1]
+    reassigned = _assigned_names(kdef.body)
+
+    def plain(node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Name):
+            p = kernel.param(node.value)
+            return p is not None and p.kind != "pointer" and node.value not in reassigned
+        if isinstance(node, cst.Integer):
+            return True
+        if isinstance(node, cst.BinaryOperation):
+            return isinstance(node.operator, _LENGTH_OPERATORS) and plain(node.left) and plain(node.right)
+        return False
+
+    if not plain(value):
+        raise ActionError(f"{n_name} is not integer arithmetic (+ - * //) on kernel arguments")
+    return value
+
+
+class _HostNames(cst.CSTTransformer):
+    """Replace kernel argument names by what the launch passes for them (parenthesised when compound)."""
+
+    def __init__(self, sources: dict[str, str]):
+        self.sources = sources
+
+    def leave_Name(self, original_node, updated_node):
+        source = self.sources.get(updated_node.value)
+        if source is None:
+            return updated_node
+        value = c.expr(source)
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.BooleanOperation, cst.IfExp,
+                              cst.Comparison, cst.Lambda)) and not value.lpar:
+            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return value
+
+
+def _removable_autotune(kdef: cst.FunctionDef, block: str) -> cst.Decorator:
+    """The ``@triton.autotune`` decorator when its configs choose only ``block`` (and launch options)."""
+    decorator = next((d for d in kdef.decorators if isinstance(d.decorator, cst.Call)
+                      and c.code(d.decorator.func).endswith("autotune")), None)
+    found = c.autotune_configs(kdef)
+    if decorator is None or found is None:
+        raise ActionError("the kernel is autotuned through configs this action cannot read")
+    call = decorator.decorator
+    if any(a.keyword is None and a.value is not found[0] for a in call.args) or \
+            any(a.keyword is not None and a.keyword.value not in _BENCH_ONLY_AUTOTUNE_ARGS for a in call.args):
+        raise ActionError("the autotune decorator has hooks that also run at launches")
+    for config in found[1]:
+        meta = config.args[0].value if config.args and config.args[0].keyword is None else None
+        if not isinstance(meta, cst.Dict) or any(a.keyword is None for a in config.args[1:]) or \
+                any(a.keyword is not None and a.keyword.value not in _CONFIG_LAUNCH_OPTIONS for a in config.args):
+            raise ActionError("an autotune config sets more than the block and launch options")
+        for element in meta.elements:
+            key = element.key if isinstance(element, cst.DictElement) else None
+            if not isinstance(key, cst.SimpleString) or key.evaluated_value != block:
+                raise ActionError(f"the autotune configs choose more than {block}")
+    return decorator
+
+
 def warps_for_row(n_source: str) -> str:
     """Host expression for the warps of a program that holds a whole row of ``n_source`` elements."""
     return f"min(16, max(4, triton.next_power_of_2({n_source}) // 256))"
@@ -174,8 +255,6 @@ class SinglePass:
         kdef, launches = c.locate(module, kernel.name)
         if len(launches) != 1:
             raise ActionError("needs exactly one launch of the kernel in this file")
-        if kernel.is_autotuned:
-            raise ActionError("the kernel is autotuned")
         if kernel.calls_of("dot"):
             raise ActionError("a tl.dot loop is a reduction over K, not a row held in one block")
         loops = [s for s in kdef.body.body if isinstance(s, cst.For)]
@@ -185,8 +264,16 @@ class SinglePass:
         if None in shapes or len({(n, b) for _v, n, b in shapes}) != 1:
             raise ActionError("not every loop is `for v in range(0, N, BLOCK)` over the same N and BLOCK")
         _v, n_name, block = next(iter(shapes))
-        if block not in kernel.constexpr_names or kernel.param(n_name) is None or c.block_role(block) != "1d":
-            raise ActionError(f"{block} is not a constexpr or {n_name} not a kernel argument")
+        if block not in kernel.constexpr_names:
+            raise ActionError(f"{block} is not a constexpr")
+        # BLOCK_N is a row's block too when it is the only block; beside a BLOCK_M it is a tile's side.
+        if c.block_role(block) != "1d" and any(c.is_block_name(n) for n in kernel.constexpr_names if n != block):
+            raise ActionError(f"{block} is one side of a tile of several blocks")
+        if block in kernel.heuristics:
+            raise ActionError(f"@triton.heuristics computes {block}")
+        # An autotuned block goes with its decorator: one block of the whole row leaves nothing to tune.
+        autotune = _removable_autotune(kdef, block) if kernel.is_autotuned else None
+        length = _length_expression(kdef, kernel, n_name, loops[0])
         for loop in loops:
             var = _loop_shape(loop)[0]
             if var in _assigned_names(loop.body):
@@ -204,14 +291,18 @@ class SinglePass:
         if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value in c.names_in(c.grid_expression(launch)):
             raise ActionError("the grid depends on the block size")
         site = analysis.launches_of(kernel.name)[0]
-        n_arg = site.arg(n_name)
-        if n_arg is None or n_arg.keyword:
-            raise ActionError(f"the launch does not pass {n_name} positionally")
-        return kdef, launch, loops, block, n_arg.source
+        sources = {}
+        for name in sorted(c.names_in(length)):
+            passed = site.arg(name)
+            if passed is None:
+                raise ActionError(f"the launch does not pass {name}")
+            sources[name] = passed.source
+        n_source = c.code(length.visit(_HostNames(sources))) if not isinstance(length, cst.Name) else sources[n_name]
+        return kdef, launch, loops, block, n_source, autotune
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         try:
-            _kdef, _launch, loops, block, n_source = self._plan(c.parse(analysis.text), analysis, kernel)
+            _kdef, _launch, loops, block, n_source, _autotune = self._plan(c.parse(analysis.text), analysis, kernel)
         except ActionError:
             return []
         passes = f"{len(loops)} passes" if len(loops) > 1 else "the loop"
@@ -223,7 +314,7 @@ class SinglePass:
         if params:
             raise ActionError(f"single_pass takes no parameters, got {sorted(params)}")
         module = c.parse(text)
-        kdef, launch, loops, block, n_source = self._plan(module, analysis, kernel)
+        kdef, launch, loops, block, n_source, autotune = self._plan(module, analysis, kernel)
         body: list[cst.BaseStatement] = []
         for statement in kdef.body.body:
             if isinstance(statement, cst.For) and statement in loops:
@@ -234,6 +325,10 @@ class SinglePass:
                 body.append(statement)
         body = dedupe(body)
         new_kdef = kdef.with_changes(body=kdef.body.with_changes(body=body))
+        if autotune is not None:
+            new_kdef = new_kdef.with_changes(decorators=[d for d in kdef.decorators if d is not autotune])
+            if kdef.decorators[0] is autotune:  # the blank lines and comments above the kernel stay above it
+                new_kdef = new_kdef.with_changes(leading_lines=[*kdef.leading_lines, *autotune.leading_lines])
         value = c.expr(f"triton.next_power_of_2({n_source})")
         old_arg = block_arg(launch, kernel, block)
         if old_arg is not None and old_arg.keyword is None:  # passed positionally: replace it where it is
