@@ -218,7 +218,31 @@ def reference(x):
     return x.t().contiguous()
 '''
 
+# The kernel jitted by a call instead of a decorator, launched by its own name or by the name bound.
+JIT_CALL = LITERAL_GRID.replace("@triton.jit\n", "").replace(
+    "\n\nENTRY", "\n\nscale_kernel = triton.jit(scale_kernel)\n\n\nENTRY")
+JIT_CALL_ALIAS = JIT_CALL.replace("def scale_kernel(", "def _scale(").replace(
+    "scale_kernel = triton.jit(scale_kernel)", 'scale_kernel = triton.jit(do_not_specialize=["n"])(_scale)')
+
+# A factory returns the kernel it defines; the host launches the factory's result.
+FACTORY_RESULT = HEAD + """def make_scale():
+""" + "".join("    " + line if line.strip() else line for line in SCALE_KERNEL.splitlines(keepends=True)) + """
+    return scale_kernel
+
+
+ENTRY = "scale"
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    kernel = make_scale()
+    kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64, num_warps=4)
+    return out
+""" + SCALE_TAIL
+
 SPELLINGS = {
+    "jit_call": ("scale_kernel", JIT_CALL),
+    "jit_call_alias": ("_scale", JIT_CALL_ALIAS),
     "literal_grid": ("scale_kernel", LITERAL_GRID),
     "positional_roundup": ("scale_kernel", POSITIONAL_ROUNDUP),
     "module_constant": ("scale_kernel", MODULE_CONSTANT),
@@ -442,7 +466,7 @@ def test_name_block_in_a_loop_of_a_method():
 @pytest.mark.slow
 def test_every_spelling_stays_equivalent_under_the_interpreter(tmp_path):
     jobs = []
-    for name, (kernel, text) in sorted(SPELLINGS.items()):
+    for name, (kernel, text) in sorted({**SPELLINGS, "factory_result": ("scale_kernel", FACTORY_RESULT)}.items()):
         tol = TOL_FP16 if "float16" in text else TOL_FP32
         jobs.append(job(tmp_path, f"{name}:reference", text, text, tol, reference=True))
         for action, cand in offered(text, kernel).items():
@@ -485,3 +509,61 @@ def pipeline(x):
     assert "tiling" in offered(text, "relu_kernel")
     tuned = apply_candidate(text, offered(text, "sum_kernel")["autotune"], H100).new_text
     assert 'sum_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](out, total, x.numel())' in tuned
+
+
+def test_a_kernel_jitted_by_a_call_is_tuned_at_the_launch_of_the_name_bound():
+    new = apply_candidate(JIT_CALL_ALIAS, offered(JIT_CALL_ALIAS, "_scale")["tiling"], H100).new_text
+    assert "scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)" in new
+
+
+def test_autotune_wraps_the_jitting_call():
+    new = apply_candidate(JIT_CALL_ALIAS, offered(JIT_CALL_ALIAS, "_scale")["autotune"], H100).new_text
+    assert '    key=["n"],\n)(triton.jit(do_not_specialize=["n"])(_scale))\n' in new
+    assert "scale_kernel[lambda META: (triton.cdiv(x.numel(), META[\"BLOCK\"]),)](x, out, x.numel())" in new
+    kernel = analyze(new).kernel("_scale")
+    assert [d.name for d in kernel.decorators] == ["autotune", "jit"] and kernel.autotune.configs
+    # Tuned now: a second autotune and config edits through a decorator are not offered.
+    assert not {"autotune", "tiling", "pipelining"} & set(offered(new, "_scale"))
+
+
+def test_a_factorys_kernel_is_tuned_at_the_launch_of_its_result_but_not_autotuned():
+    actions = offered(FACTORY_RESULT, "scale_kernel")
+    assert {"tiling", "warps"} <= set(actions) and "autotune" not in set(actions)
+    new = apply_candidate(FACTORY_RESULT, actions["tiling"], H100).new_text
+    assert "kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024, num_warps=4)" in new
+    autotune = Candidate("autotune", "Autotune", "scale_kernel", {"configs": 4}, "autotune", 0)
+    with pytest.raises(ActionError, match="made by make_scale"):
+        apply_candidate(FACTORY_RESULT, autotune, H100)
+
+
+def test_definition_edits_refuse_a_kernel_jitted_by_a_call():
+    fusion = Candidate("fusion", "Fusion", "_scale", {"consumer": "_scale"}, "fuse", 0)
+    with pytest.raises(ActionError, match="jitted by a call"):
+        apply_candidate(JIT_CALL_ALIAS, fusion, H100)
+
+
+REALWORLD = Path(__file__).parent / "corpus" / "realworld"
+
+
+@pytest.mark.parametrize("name", ["jit_by_call.py", "kernel_factory.py", "jit_spellings.py"])
+def test_every_candidate_offered_for_other_spellings_applies(name):
+    text = (REALWORLD / name).read_text()
+    analysis = analyze(text)
+    offered_keys = []
+    for kernel in analysis.kernels:
+        for cand in applicable(analysis, kernel, H100):
+            new = analyze(apply_candidate(text, cand, H100).new_text)
+            assert new.kernel(kernel.name) is not None and len(new.launches) == len(analysis.launches), cand.key()
+            offered_keys.append(cand.key())
+    assert offered_keys
+
+
+def test_contiguity_hints_keep_the_files_spelling_of_triton_language():
+    text = (REALWORLD / "jit_spellings.py").read_text()
+    hints = {}
+    for kernel in ("plain_jit", "tuned_jit"):
+        cand = next(c for c in applicable(analyze(text), kernel, H100) if c.action == "contiguity")
+        new = apply_candidate(text, cand, H100).new_text
+        hints[kernel] = next(line.strip() for line in new.splitlines() if "max_contiguous" in line)
+    assert hints == {"plain_jit": "offs = language.max_contiguous(language.multiple_of(offs, BLOCK), BLOCK)",
+                     "tuned_jit": "offs = tl2.max_contiguous(tl2.multiple_of(offs, BLOCK), BLOCK)"}

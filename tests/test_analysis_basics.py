@@ -138,3 +138,145 @@ def test_form_feeds_and_unicode_line_separators_do_not_shift_lines():
     (kernel,) = analyze(text).kernels
     assert kernel.name_span.start == Position(4, 4)
     assert kernel.name_span.text(text) == "k"
+
+
+JITTED_BY_CALL = '''import triton
+import triton.language as tl
+
+
+def scale(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+scale = triton.jit(scale)
+
+
+def _shift(x_ptr, n, shift, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + shift, mask=offs < n)
+
+
+shift_kernel = triton.jit(do_not_specialize=["shift"])(_shift)
+
+
+def _square(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) ** 2, mask=offs < n)
+
+
+square = triton.heuristics({"BLOCK": lambda args: 256})(triton.autotune(
+    configs=[triton.Config({}, num_warps=2), triton.Config({}, num_warps=4)], key=["n"])(triton.jit(_square)))
+
+
+def helper(x):
+    return x
+
+
+not_a_kernel = triton.autotune(configs=[], key=["n"])(helper)  # autotune needs a jitted function
+also_not = print(helper)
+
+
+def run(x):
+    n = x.numel()
+    scale[(triton.cdiv(n, 128),)](x, n, BLOCK=128)
+    shift_kernel[(triton.cdiv(n, 128),)](x, n, 1.0, BLOCK=128)
+    square[(triton.cdiv(n, 256),)](x, n)
+'''
+
+
+def test_kernels_jitted_by_a_call_are_found_with_their_wrappers_and_launches():
+    analysis = analyze(JITTED_BY_CALL)
+    assert [k.name for k in analysis.kernels] == ["scale", "_shift", "_square"]
+    scale, shift, square = analysis.kernels
+    assert scale.jit_call.text(JITTED_BY_CALL) == "scale = triton.jit(scale)" and scale.launch_names == []
+    assert [d.name for d in scale.decorators] == ["jit"] and not scale.plain_spelling
+    assert scale.span.start == scale.def_span.start  # the def, not the statement below it
+    assert shift.launch_names == ["shift_kernel"] and shift.jit_kwargs == {"do_not_specialize": '["shift"]'}
+    assert [d.name for d in square.decorators] == ["heuristics", "autotune", "jit"]
+    assert square.autotune.key == ["n"] and [c.num_warps for c in square.autotune.configs] == [2, 4]
+    assert square.heuristics == {"BLOCK": "lambda args: 256"} and square.launch_names == ["square"]
+    assert [(l.kernel, l.host_function) for l in analysis.launches] == [("scale", "run"), ("_shift", "run"), ("_square", "run")]
+    assert analysis.launches[1].constexpr_values(shift) == {"BLOCK": 128}
+    assert analysis.launches[1].arg("shift").source == "1.0"
+
+
+def test_a_def_jitted_inside_a_function_keeps_its_names_local():
+    text = '''import triton
+import triton.language as tl
+
+
+def build():
+    def body(x_ptr, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 0.0)
+
+    k = triton.jit(body)
+    return k
+
+
+def other(x, k):
+    k[(1,)](x, BLOCK=16)  # a parameter named k, not the kernel
+'''
+    analysis = analyze(text)
+    (kernel,) = analysis.kernels
+    assert kernel.name == "body" and kernel.enclosing_function == "build" and kernel.launch_names == []
+    assert kernel.factories == ["build"]  # ``return k`` hands back the jitted body
+    assert analysis.launches == []
+
+
+KERNEL_FACTORIES = '''import functools
+
+import triton
+import triton.language as tl
+
+
+def make_fill(value):
+    @triton.jit
+    def fill_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.full([BLOCK], VALUE, tl.float32), mask=offs < n)
+
+    VALUE = tl.constexpr(value)
+    return fill_kernel
+
+
+@functools.lru_cache(maxsize=None)
+def cached_fill(value):
+    def inner():
+        return make_fill(value)
+
+    return inner()
+
+
+def choose(flag):
+    if flag:
+        return make_fill(1.0)
+    return None
+
+
+zeros = make_fill(0.0)
+
+
+def run(x, kernel=None):
+    n = x.numel()
+    fill = make_fill(2.0)
+    fill[(triton.cdiv(n, 128),)](x, n, BLOCK=128)
+    make_fill(3.0)[(triton.cdiv(n, 64),)](x, n, BLOCK=64)
+    cached_fill(4.0)[(triton.cdiv(n, 32),)](x, n, BLOCK=32)
+    zeros[(triton.cdiv(n, 16),)](x, n, BLOCK=16)
+    kernel[(1,)](x, n, BLOCK=8)  # a parameter: unknown
+    again = make_fill(5.0)
+    again = None
+    again[(1,)](x, n, BLOCK=4)  # rebound: unknown
+'''
+
+
+def test_kernels_returned_by_factories_are_launched_through_their_results():
+    analysis = analyze(KERNEL_FACTORIES)
+    (kernel,) = analysis.kernels
+    assert kernel.factories == ["cached_fill", "make_fill"]  # choose() may return None: not a factory
+    assert kernel.launch_names == ["zeros"]
+    blocks = [l.constexpr_values(kernel)["BLOCK"] for l in analysis.launches_of("fill_kernel")]
+    assert blocks == [128, 64, 32, 16]
+    assert {l.host_function for l in analysis.launches} == {"run"}
+    assert analysis.host_function("run").launches == ["fill_kernel"]

@@ -31,9 +31,12 @@ def _load() -> dict[str, Action]:
 
 ACTIONS: dict[str, Action] = _load()
 
-# Actions that add or edit a kernel's decorators or move or remove its definition: they need the usual
-# spelling, a decorated def launched by its own name (``Kernel.plain_spelling``).
-_DEFINITION_EDITS = frozenset({"autotune", "split_k", "fusion", "row_fusion", "matmul_epilogue", "flash_attention", "fuse_calls"})
+# Actions that edit a kernel's decorators or move or remove its definition: they need a decorated def
+# (autotune wraps a ``triton.jit(f)`` call too).
+_DEFINITION_EDITS = frozenset({"split_k", "fusion", "row_fusion", "matmul_epilogue", "flash_attention", "fuse_calls"})
+# ... and those that need it launched by its own name: an autotuner on a factory's kernel is built again,
+# and tunes again, on every call of the factory.
+_FACTORY_EDITS = _DEFINITION_EDITS | {"autotune"}
 # Actions that edit an autotuned kernel's ``configs=[...]`` where a decorator holds them.
 _CONFIG_EDITS = frozenset({"tiling", "pipelining"})
 
@@ -74,7 +77,7 @@ def spelling_conflict(analysis: FileAnalysis, candidate: Candidate) -> str | Non
         ):
             return (f"{name} is jitted by a call (line {kernel.jit_call.start.line + 1}), not decorated: "
                     f"{candidate.action} edits decorators or the definition")
-        if kernel.factories and candidate.action in _DEFINITION_EDITS:
+        if kernel.factories and candidate.action in _FACTORY_EDITS:
             return (f"{name} is made by {kernel.factories[0]}() on each call; {candidate.action} would rewrite "
                     f"the definition it returns")
     return None

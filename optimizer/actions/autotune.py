@@ -4,7 +4,8 @@ The configs cover the block sizes (plus ``num_warps``/``num_stages``), pruned by
 shared memory and registers; ``key`` names the size arguments the kernel masks or loops against.
 The autotuned arguments leave the launch sites, and a grid that read the block sizes becomes a
 ``lambda META:`` over them. Offered when every block size is tunable (see tiling) and set at the
-launches by keyword, a host constant or the default.
+launches by keyword, a host constant or the default. A kernel jitted by a call (``f = triton.jit(f)``)
+gets the autotuner around that call: ``f = triton.autotune(configs=[...], key=[...])(triton.jit(f))``.
 
 Example: kernel=scale_kernel target=h100 params={"configs": 4}
 
@@ -224,6 +225,11 @@ class Autotune:
                 pairs.append((statement, cst.RemovalSentinel.REMOVE))
         decorator_code = "@triton.autotune(\n    configs=[\n" + "".join(f"        {cfg},\n" for cfg in configs) + \
             f"    ],\n    key=[{', '.join(repr(k).replace(chr(39), chr(34)) for k in keys)}],\n)\n"
+        if kernel.jit_call is not None:  # ``f = triton.jit(f)``: the autotuner wraps that call instead
+            jit = _jitting_call(module, kernel.name)
+            pairs.append((jit, c.expr(f"{decorator_code[1:].rstrip()}({c.code(jit)})")))
+            module = c.replace_all(module, pairs)
+            return c.finish(text, module, f"autotune {kernel.name} over {len(configs)} configs keyed on {', '.join(keys)}")
         decorator = cst.parse_module(decorator_code + "def _f():\n    pass\n").body[0].decorators[0]
         decorators = list(kdef.decorators)
         jit_index = next(i for i, d in enumerate(decorators) if "jit" in c.code(d.decorator))
@@ -234,6 +240,24 @@ class Autotune:
         pairs.append((kdef, kdef.with_changes(decorators=decorators)))
         module = c.replace_all(module, pairs)
         return c.finish(text, module, f"autotune {kernel.name} over {len(configs)} configs keyed on {', '.join(keys)}")
+
+
+def _jitting_call(module: cst.Module, name: str) -> cst.Call:
+    """The one ``triton.jit(name)`` / ``triton.jit(...)(name)`` call that makes the kernel ``name``."""
+    found: list[cst.Call] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            positional = [a for a in node.args if a.keyword is None]
+            func = node.func.func if isinstance(node.func, cst.Call) else node.func
+            if (len(positional) == 1 and isinstance(positional[0].value, cst.Name) and positional[0].value.value == name
+                    and not positional[0].star and c.code(func).split(".")[-1] == "jit"):
+                found.append(node)
+
+    module.visit(Find())
+    if len(found) != 1:
+        raise ActionError(f"{name} is jitted by {len(found)} calls here; expected one `triton.jit({name})`")
+    return found[0]
 
 
 def _dict(values: dict[str, int]) -> str:

@@ -35,34 +35,44 @@ from .base import ActionError, Candidate, Edit
 from .single_pass import _single_assign
 
 
-def _arange_block(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Call) and c.code(node.func) == "tl.arange" and len(node.args) == 2 and c.code(node.args[0].value) == "0":
-        return c.code(node.args[1].value)
+def _arange_block(node: cst.BaseExpression, roots: frozenset[str]) -> tuple[str, str] | None:
+    """``tl.arange(0, B)`` -> (B, "tl"), however the file names triton.language (``tl2.arange``, ...)."""
+    if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "arange"
+            and c.code(node.func.value) in roots and len(node.args) == 2 and c.code(node.args[0].value) == "0"):
+        return c.code(node.args[1].value), c.code(node.func.value)
     return None
 
 
-def _block_offsets(value: cst.BaseExpression, blocks: set[str]) -> str | None:
-    """``X * B + tl.arange(0, B)`` (or the sum reversed, or ``B * X``) -> B."""
+def _block_offsets(value: cst.BaseExpression, blocks: set[str], roots: frozenset[str]) -> tuple[str, str] | None:
+    """``X * B + tl.arange(0, B)`` (or the sum reversed, or ``B * X``) -> (B, the language module's name)."""
     if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
         return None
     for product, arange in ((value.left, value.right), (value.right, value.left)):
-        block = _arange_block(arange)
-        if block in blocks and isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply):
-            if block in (c.code(product.left), c.code(product.right)):
-                return block
+        found = _arange_block(arange, roots)
+        if found and found[0] in blocks and isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply):
+            if found[0] in (c.code(product.left), c.code(product.right)):
+                return found
     return None
 
 
-def _sites(kdef: cst.FunctionDef, kernel: Kernel) -> list[tuple[str, str, cst.BaseStatement]]:
+def _language_roots(analysis: FileAnalysis) -> frozenset[str]:
+    """The names (and dotted paths) this file calls triton.language by: ``tl``, ``language``, ``triton.language``."""
+    roots = {name for name, dotted in analysis.names.prefix.items() if dotted == "triton.language"}
+    roots |= {f"{name}.language" for name, dotted in analysis.names.prefix.items() if dotted == "triton"}
+    return frozenset(roots)
+
+
+def _sites(kdef: cst.FunctionDef, kernel: Kernel, roots: frozenset[str]) -> list[tuple[str, str, cst.BaseStatement, str]]:
+    """(name, block, its statement, the language module's name as written there) for each offsets line."""
     blocks = set(kernel.constexpr_names)
     hinted = "multiple_of" in c.code(kdef.body) or "max_contiguous" in c.code(kdef.body)
     out = []
     for statement in kdef.body.body:
         single = _single_assign(statement)
         if single and not hinted:
-            block = _block_offsets(single[1], blocks)
-            if block:
-                out.append((single[0], block, statement))
+            found = _block_offsets(single[1], blocks, roots)
+            if found:
+                out.append((single[0], found[0], statement, found[1]))
     return out
 
 
@@ -77,16 +87,17 @@ class Contiguity:
         line = kernel.calls_of("arange")[0].span.start.line if kernel.calls_of("arange") else c.kernel_line(kernel)
         return [Candidate(self.name, self.kind, kernel.name, {"name": name},
                           f"Add contiguity hints to `{name}` (multiple of {block}, {block} contiguous)", line)
-                for name, block, _s in _sites(kdef, kernel)]
+                for name, block, _s, _tl in _sites(kdef, kernel, _language_roots(analysis))]
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         module = c.parse(text)
         kdef, _ = c.locate(module, kernel.name)
-        hits = [s for s in _sites(kdef, kernel) if s[0] == params.get("name")]
+        hits = [s for s in _sites(kdef, kernel, _language_roots(analysis)) if s[0] == params.get("name")]
         if len(hits) != 1:
             raise ActionError(f"`{params.get('name')}` is not `pid * BLOCK + tl.arange(0, BLOCK)` in {kernel.name}")
-        name, block, statement = hits[0]
-        hint = c.stmt(f"{name} = tl.max_contiguous(tl.multiple_of({name}, {block}), {block})\n")
+        name, block, statement, tl = hits[0]
+        # The hint spells triton.language as the offsets line does (``tl2.max_contiguous``).
+        hint = c.stmt(f"{name} = {tl}.max_contiguous({tl}.multiple_of({name}, {block}), {block})\n")
         module = c.replace_all(module, [(statement, cst.FlattenSentinel([statement, hint]))])
         return c.finish(text, module, f"contiguity hints on {name} in {kernel.name}")
 

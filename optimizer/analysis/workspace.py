@@ -43,7 +43,8 @@ def with_foreign_launches(analysis: FileAnalysis, path: str | None = None) -> Fi
     own = Path(path)
     if not own.is_file():
         return searched
-    kernels = {k.name: k for k in analysis.kernels}
+    # ``kernel = triton.jit(_kernel)``: other modules import and launch it by the name bound there.
+    kernels = {name: k for k in analysis.kernels for name in (k.name, *k.launch_names)}
     found: list[LaunchSite] = []
     for other in _neighbours(own):
         found.extend(_launches_in(other, own.stem, kernels))
