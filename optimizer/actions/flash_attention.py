@@ -129,7 +129,6 @@ from .fusion import (
     _call_of,
     _drop_unreferenced_def,
     _impure_calls,
-    _rename_all,
     _top_statement,
 )
 
@@ -545,18 +544,9 @@ def _bound(conjunct: cst.BaseExpression, index: _Index, env: dict) -> tuple[obje
 
 # ---- the softmax of a row --------------------------------------------------------------------------
 def _inline(value: cst.BaseExpression, defs: dict[str, cst.BaseExpression]) -> cst.BaseExpression:
-    class Inline(cst.CSTTransformer):
-        def leave_Name(self, original_node, updated_node):
-            found = defs.get(updated_node.value)
-            return found.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if found is not None else updated_node
-
-        def leave_Arg(self, original_node, updated_node):
-            return updated_node.with_changes(keyword=original_node.keyword)
-
-        def leave_Attribute(self, original_node, updated_node):
-            return updated_node.with_changes(attr=original_node.attr)
-
-    return value.visit(Inline())
+    """``value`` with each local name it reads replaced by its definition, parenthesised."""
+    return c.substitute_names(value, {name: found.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                                      for name, found in defs.items()})
 
 
 def _unparen(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -911,7 +901,7 @@ class FlashAttention:
             taken.add(fresh)
             mapping[name] = by_source[source] = fresh
             plan.new_params.append((fresh, c.code(arg_nodes[name]), plan.softmax.param(name).kind == "constexpr"))
-        return c.code(_rename_all(transform, mapping))
+        return c.code(c.substitute_names(transform, mapping))
 
     def _causal_end(self, plan: _Plan, body: _Body, p_stmt: _Stmt, roles3: dict, pv: Kernel) -> str | None:
         """Where the key loop may stop: a causal mask ``s = tl.where(row >= key, s, -inf)`` as the scores' last

@@ -237,22 +237,6 @@ def _wrapper(module: cst.Module, analysis: FileAnalysis, name: str) -> _Wrapper:
     return _Wrapper(fn, launches[0].kernel, list(params.params), list(statements[:-1]), result, assigned, free)
 
 
-class _Substitute(cst.CSTTransformer):
-    """Replace names by expressions (keyword names of calls and attribute names stay)."""
-
-    def __init__(self, mapping: dict[str, cst.BaseExpression]):
-        self.mapping = mapping
-
-    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
-        return self.mapping.get(updated_node.value, updated_node)
-
-    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
-        return updated_node.with_changes(keyword=original_node.keyword)
-
-    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
-        return updated_node.with_changes(attr=original_node.attr)
-
-
 def _bind(wrapper: _Wrapper, call: cst.Call, produced: cst.Call | None, produced_name: str | None) -> dict[str, cst.BaseExpression]:
     """Wrapper parameter -> the expression the call passes (the nested producer call -> its result name)."""
     bound: dict[str, cst.BaseExpression] = {}
@@ -431,7 +415,7 @@ class FuseCalls:
             return out
 
         p_map = {**_bind(producer, site.producer_call, None, None), **locals_of(producer)}
-        p_body = [s.visit(_Substitute(p_map)) for s in producer.body]
+        p_body = [c.substitute_names(s, p_map) for s in producer.body]
         p_result = p_map[producer.result].value
         c_map = {**_bind(consumer, site.consumer_call, site.producer_call if site.producer_line is None else None, p_result),
                  **locals_of(consumer)}
@@ -439,7 +423,7 @@ class FuseCalls:
             arg_name = next(a.value.value for a in site.consumer_call.args if isinstance(a.value, cst.Name)
                             and a.value.value == _assigned_name(_single(site.producer_line)))
             c_map = {k: (cst.Name(p_result) if isinstance(v, cst.Name) and v.value == arg_name else v) for k, v in c_map.items()}
-        c_body = [s.visit(_Substitute(c_map)) for s in consumer.body]
+        c_body = [c.substitute_names(s, c_map) for s in consumer.body]
         c_result = c_map[consumer.result].value
         # What the composer rebinds between the two calls: shared spellings must read the same values.
         statements = list(host.body.body)
@@ -486,7 +470,7 @@ class FuseCalls:
                 defined.setdefault(c.code(small.value), name)
         out, mapping = [], {}
         for statement in c_body:
-            statement = statement.visit(_Substitute(mapping)) if mapping else statement
+            statement = c.substitute_names(statement, mapping)
             small = _single(statement)
             name = _assigned_name(small)
             twin = defined.get(c.code(small.value)) if name is not None and _shape_only(small.value) else None
@@ -512,7 +496,7 @@ class FuseCalls:
         present = c.names_in(host)
         back = {new: cst.Name(old) for new, old in renamed.items() if new in present and old not in present}
         if back:
-            result = c.replace_all(result, [(host, host.visit(_Substitute(back)))])
+            result = c.replace_all(result, [(host, c.substitute_names(host, back))])
         new_text = result.code
         inlined_note = (f"inlined {site.producer.node.name.value}() and {site.consumer.node.name.value}() into {host_name} "
                         "and removed both wrappers (nothing else in the file used them)")

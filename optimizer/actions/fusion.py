@@ -414,9 +414,9 @@ class Fusion:
         # The consumer's compute statements, value and other loads, in the producer's names.
         for old in {target} | extra_targets | {_assign_of(st)[0] for st in segment}:
             rename.pop(old, None)
-        segment = [_rename_all(st, rename) for st in segment]
-        c_value = _rename_all(c_value, rename)
-        extra_loads = [_rename_all(st, {k: v for k, v in rename.items() if k not in extra_params}) for st in extra_loads]
+        segment = [c.substitute_names(st, rename) for st in segment]
+        c_value = c.substitute_names(c_value, rename)
+        extra_loads = [c.substitute_names(st, {k: v for k, v in rename.items() if k not in extra_params}) for st in extra_loads]
         seg_written = {_assign_of(st)[0] for st in segment}
         free = set().union(*[c.names_in(_assign_of(st)[1]) for st in segment]) | c.names_in(c_value) if segment else c.names_in(c_value)
         allowed = {target} | extra_targets | seg_written | _ALWAYS_FREE | set(p_defs) | {p.name for p in producer.params}
@@ -484,7 +484,7 @@ class Fusion:
         )
         # The consumer's other inputs are loaded in the producer through new pointer params, after the cast
         # (so the producer's value is computed from its own names first).
-        loads = [_rename(statement, ptr, new) for statement, ptr, new, _src in plan.extra]
+        loads = [c.substitute_names(statement, {ptr: new}) for statement, ptr, new, _src in plan.extra]
         fused = cst.FlattenSentinel([cast, *loads, *plan.segment, new_store])
         # Host: the producer now writes the consumer's output; the buffer and second launch go.
         p_call = plan.p_launch.call
@@ -518,34 +518,6 @@ class Fusion:
 
 
 ACTION = Fusion()
-
-
-def _rename_all(node, mapping: dict[str, str]):
-    """The node with every ``Name`` in ``mapping`` renamed (keyword names of calls stay)."""
-    if not mapping:
-        return node
-
-    class Rename(cst.CSTTransformer):
-        def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
-            return updated_node.with_changes(value=mapping[updated_node.value]) if updated_node.value in mapping else updated_node
-
-        def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
-            return updated_node.with_changes(keyword=original_node.keyword)
-
-        def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
-            return updated_node.with_changes(attr=original_node.attr)
-
-    return node.visit(Rename())
-
-
-def _rename(statement: cst.SimpleStatementLine, old: str, new: str) -> cst.SimpleStatementLine:
-    """The statement with every ``Name(old)`` replaced by ``Name(new)``."""
-
-    class Rename(cst.CSTTransformer):
-        def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
-            return updated_node.with_changes(value=new) if updated_node.value == old else updated_node
-
-    return statement.visit(Rename())
 
 
 def _drop_unreferenced_def(module: cst.Module, name: str) -> tuple[cst.Module, str | None]:

@@ -94,7 +94,6 @@ from .fusion import (
     _impure_calls,
     _load_parts,
     _normal_form,
-    _rename_all,
     _store_parts,
 )
 
@@ -283,8 +282,8 @@ class MatmulEpilogue(ConsumerFusion):
         pointer = {**twins, **{id(st): new for st, _ptr, new, _src in extra}}
         column_loads = [c.stmt(f"{mapping[_load_parts(st)[0]]} = tl.load({pointer[id(st)]} + {col_term}, mask={store_mask}, other=0.0)\n")
                         for st in extra_loads]
-        statements = column_loads + [_rename_all(s, mapping) for s in compute]
-        return _Plan(consumer, p_body[-1], value, dest, statements, _rename_all(c_value, mapping), buffer, out,
+        statements = column_loads + [c.substitute_names(s, mapping) for s in compute]
+        return _Plan(consumer, p_body[-1], value, dest, statements, c.substitute_names(c_value, mapping), buffer, out,
                      [body[ci], out_line, *dead], ci + 1, mapping[target], [(new, src) for _s, _p, new, src in extra], insert_at)
 
     def _title(self, plan: _Plan, kernel: Kernel, consumer: str) -> str:
@@ -304,7 +303,7 @@ class MatmulEpilogue(ConsumerFusion):
         _kdef, (launch,) = c.locate(module, kernel.name)
         host = launch.host
         body = list(host.body.body)
-        renamed = [_rename_all(s, {plan.out: plan.buffer}) for s in body[plan.rename_from:]]
+        renamed = [c.substitute_names(s, {plan.out: plan.buffer}) for s in body[plan.rename_from:]]
         pairs: list = [(plan.store, cst.FlattenSentinel([cast, *plan.statements, new_store]))]
         if plan.new_params:
             at = plan.insert_at

@@ -83,7 +83,7 @@ from ..hardware import GpuProfile
 from . import _common as c
 from ._consumer_fusion import ConsumerFusion
 from .base import ActionError, Edit
-from .fusion import _assign_of, _call_of, _Canon, _drop_unreferenced_def, _rename_all, _returns, _top_statement
+from .fusion import _assign_of, _call_of, _Canon, _drop_unreferenced_def, _returns, _top_statement
 
 _TORCH_TO_TL = {"float32": "tl.float32", "float": "tl.float32", "float16": "tl.float16", "half": "tl.float16",
                 "bfloat16": "tl.bfloat16", "float64": "tl.float64", "double": "tl.float64"}
@@ -155,16 +155,6 @@ def _written(statements: list[cst.CSTNode]) -> set[str]:
     for s in statements:
         s.visit(V())
     return found
-
-
-def _fill(node: cst.CSTNode, holders: dict[str, cst.BaseExpression]) -> cst.CSTNode:
-    """Put each statistic's value where its placeholder name is."""
-
-    class Fill(cst.CSTTransformer):
-        def leave_Name(self, original_node, updated_node):
-            return holders.get(updated_node.value, updated_node)
-
-    return node.visit(Fill())
 
 
 def _stat_param(stat: _Stat) -> str:
@@ -293,10 +283,11 @@ class RowFusion(ConsumerFusion):
         pdef, _ = c.locate(module, kernel.name)
         cdef, _ = c.locate(module, consumer)
         # Each loaded statistic becomes the value the producer stored, cast like the buffer did.
-        # (Placeholders first, so renaming the consumer's names never touches the producer's value.)
+        # (Placeholders first, filled in the renaming's pass: a pass never renames what it puts in, so
+        # renaming the consumer's names never touches the producer's value.)
         holders = {f"__mtmc_stat{i}__": c.expr(f"({c.code(s.value)}).to({s.cast})") for i, s in enumerate(plan.stats)}
         loads = [(s.load, cst.Name(f"__mtmc_stat{i}__")) for i, s in enumerate(plan.stats)]
-        tail = [_fill(_rename_all(c.replace_all(st, loads), plan.rename), holders) for st in cdef.body.body if not c.is_docstring(st)]
+        tail = [c.substitute_names(c.replace_all(st, loads), {**plan.rename, **holders}) for st in cdef.body.body if not c.is_docstring(st)]
         dropped = {id(s.store) for s in plan.stats if s.drop}
         body = [s for s in pdef.body.body if id(s) not in dropped] + tail
         # Signature: dropped statistic parameters go; the consumer's new inputs come before the first
