@@ -13,48 +13,19 @@ from mtmc_lsp.optimizer.hardware import get_profile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from corpus.kernels import kernel_path  # noqa: E402
+from test_actions_examples import docstring_example  # noqa: E402
 from test_actions_semantics import TOL_FP16, TOL_FP32, job, run_jobs  # noqa: E402
 
 H100 = get_profile("h100")
 ROOT = Path(__file__).resolve().parents[1]
 
-KERNELS = '''import torch
-import triton
-import triton.language as tl
+# The module docstring's example without its composer, at eight programs over the harness's 1000 elements.
+EXAMPLE = docstring_example("fuse_calls")[0].replace("1024", "128")
+KERNELS = EXAMPLE[:EXAMPLE.index("def add_relu(x, y):")]
+HARNESS = '''
 
 ENTRY = "add_relu"
 
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
-
-
-@triton.jit
-def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
-
-
-def add(x, y):
-    out = torch.empty_like(x)
-    n = x.numel()
-    add_kernel[(triton.cdiv(n, 128),)](x, y, out, n, BLOCK=128)
-    return out
-
-
-def relu(x):
-    out = torch.empty_like(x)
-    n = x.numel()
-    relu_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)
-    return out
-
-
-'''
-HARNESS = '''
 
 def get_inputs(device="cpu"):
     return [torch.randn(1000, device=device), torch.randn(1000, device=device)]
