@@ -6,7 +6,9 @@ size is only offered when the grid or a loop is derived from it and every access
 power of two keeps the result the same. For ``tl.dot`` kernels the A and B tiles times
 ``num_stages`` must fit the target's shared memory, and the fp32 accumulator must fit the threads'
 registers (at most 128 values per thread); a tile that needs more warps than the launch has is
-offered with ``num_warps`` raised to 8 or 16 in the same step.
+offered with ``num_warps`` raised to 8 or 16 in the same step. A row block that
+``@triton.heuristics`` sets to ``min(next_power_of_2(N), CAP)`` gets larger caps (never smaller: a
+branch that holds the whole row when N <= CAP keeps a block at least as long as the row).
 
 Example: kernel=add_kernel target=h100 params={"BLOCK_SIZE": 1024}
 
@@ -44,6 +46,8 @@ def add(x, y):
 from __future__ import annotations
 
 from dataclasses import replace
+
+import libcst as cst
 
 from ..analysis import FileAnalysis, Kernel
 from ..analysis.model import Value
@@ -102,6 +106,12 @@ class Tiling:
             out.append(Candidate(
                 action=self.name, kind=self.kind, kernel=kernel.name, params=params,
                 title=f"Apply tiling for {gpu_label(target)} ({c.fmt_params(params)})", line=c.kernel_line(kernel),
+            ))
+        for params in _heuristic_cap_options(analysis, kernel):
+            out.append(Candidate(
+                action=self.name, kind=self.kind, kernel=kernel.name, params=params,
+                title=f"Apply tiling for {gpu_label(target)} ({c.fmt_params(params)}) as the @triton.heuristics cap",
+                line=c.kernel_line(kernel),
             ))
         return out
 
@@ -229,6 +239,13 @@ class Tiling:
             lst, _configs = c.autotune_configs(kdef)
             module = c.replace_all(module, [(lst, c.append_element(lst, c.expr(option)))])
             return c.finish(text, module, f"tiling of {kernel.name}: autotune config {c.fmt_params(params)}")
+        if params and set(params) <= set(kernel.heuristics):
+            if params not in _heuristic_cap_options(analysis, kernel):
+                raise ActionError(f"{c.fmt_params(params)} does not raise a @triton.heuristics cap of {kernel.name}")
+            kdef, _ = c.locate(module, kernel.name)
+            caps = {name: _heuristic_cap(kdef, name)[0] for name in params}
+            module = c.replace_all(module, [(caps[n], cst.Integer(str(int(v)))) for n, v in params.items()])
+            return c.finish(text, module, f"tiling of {kernel.name}: @triton.heuristics cap {c.fmt_params(params)}")
         plan = c.tile_plan(analysis, kernel, module)
         params = dict(params)
         warps = params.pop("num_warps", None)
@@ -277,6 +294,63 @@ class Tiling:
                 if others:
                     notes.append(f"{var} also sets the block of {', '.join(others)} (same grid rule, also tunable)")
         return notes
+
+
+def _heuristic_cap(kdef: cst.FunctionDef, name: str) -> tuple[cst.Integer, str] | None:
+    """``"BLOCK": lambda args: min(triton.next_power_of_2(args["N"]), 1024)`` -> (the 1024 node, "N")."""
+    for decorator in kdef.decorators:
+        call = decorator.decorator
+        if not (isinstance(call, cst.Call) and c.code(call.func).endswith("heuristics")):
+            continue
+        arg = c.kwarg(call, "values") or next((a for a in call.args if a.keyword is None), None)
+        if arg is None or not isinstance(arg.value, cst.Dict):
+            continue
+        for element in arg.value.elements:
+            if not (isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
+                    and element.key.evaluated_value == name and isinstance(element.value, cst.Lambda)):
+                continue
+            fn = element.value
+            params = fn.params.params
+            body = fn.body
+            if len(params) != 1 or not (isinstance(body, cst.Call) and c.code(body.func) == "min" and len(body.args) == 2):
+                return None
+            caps = [a.value for a in body.args if isinstance(a.value, cst.Integer)]
+            rest = [a.value for a in body.args if not isinstance(a.value, cst.Integer)]
+            if len(caps) != 1 or len(rest) != 1 or any(a.keyword or a.star for a in body.args):
+                return None
+            pow2 = rest[0]
+            if not (isinstance(pow2, cst.Call) and c.code(pow2.func) in ("triton.next_power_of_2", "next_power_of_2")
+                    and len(pow2.args) == 1 and isinstance(pow2.args[0].value, cst.Subscript)):
+                return None
+            sub = pow2.args[0].value
+            index = sub.slice[0].slice if len(sub.slice) == 1 else None
+            if not (isinstance(sub.value, cst.Name) and sub.value.value == params[0].name.value
+                    and isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)):
+                return None
+            return caps[0], index.value.evaluated_value
+    return None
+
+
+def _heuristic_cap_options(analysis: FileAnalysis, kernel: Kernel) -> list[dict[str, Value]]:
+    """Larger caps for a row block that ``@triton.heuristics`` sets to ``min(next_power_of_2(N), CAP)``.
+
+    Only raised: for every N the block stays a power of two no smaller than before and no larger than
+    ``next_power_of_2(N)``, so a branch that holds a whole row in one block when N <= CAP still does. The
+    block must step a loop, and every access it can move must be masked.
+    """
+    if kernel.is_autotuned or kernel.calls_of("dot") or not kernel.heuristics:
+        return []
+    kdef, _launches = c.locate(c.parse(analysis.text), kernel.name)
+    options: list[dict[str, Value]] = []
+    for name in kernel.heuristics:
+        found = _heuristic_cap(kdef, name) if name in kernel.constexpr_names else None
+        if found is None or kernel.param(found[1]) is None:
+            continue
+        if not c.loop_tiled(kernel, name) or not c.accesses_masked_for(kernel, analysis.text, name, False):
+            continue
+        cap = int(found[0].evaluated_value)
+        options += [{name: b} for b in ROW_BLOCKS if b > cap]
+    return options
 
 
 def _dict(values: dict[str, int]) -> str:
