@@ -88,6 +88,21 @@ def test_built_module_moves_a_factory_kernel_to_module_level():
     compile(built.text, "<built>", "exec")
 
 
+def test_built_module_jits_a_def_jitted_by_a_call_with_the_jit_call_alone():
+    text = (CORPUS / "jit_by_call.py").read_text()
+    lines = text.splitlines()
+    for kernel, jitting in (("scale_rows", "scale_rows = triton.jit(scale_rows)"),
+                            ("_shift", "_shift = triton.jit(do_not_specialize=['shift'])(_shift)"),
+                            ("_square", "_square = triton.jit(_square)")):  # autotune dropped: the caller picks
+        built = build_module(text, kernel).text.splitlines()
+        assert len(built) == len(lines)
+        line = next(i for i, l in enumerate(lines) if l.startswith(f"def {kernel}("))
+        assert built[line] == lines[line]
+        assert [l for l in built[line:] if " = " in l and not l.startswith(" ")] == [jitting]
+        assert "def shift(" not in "\n".join(built)  # _shift's parameter `shift` is not the host function
+        compile("\n".join(built), "<built>", "exec")
+
+
 def test_build_module_errors_are_clear():
     with pytest.raises(CompileSetupError, match="no @triton.jit function named nope"):
         build_module(SMALL_MATMUL, "nope")
@@ -329,6 +344,16 @@ def test_runtime_like_specialization_matches_the_shared_memory_estimate():
     assert report.status == "ok" and report.signature["stride_ak"] == "constexpr"
     assert report.shared_bytes == dot_shared_bytes(128, 256, 64, 2, 2, 3) == 147_456
     assert report.spills == 0
+
+
+@pytest.mark.slow
+def test_kernels_jitted_by_a_call_compile_and_a_factory_closure_is_a_skip():
+    text = (CORPUS / "jit_by_call.py").read_text()
+    report = compile_kernel(text, "_shift", {"BLOCK": 128}, H100, cache_dir=None)
+    assert report.status == "ok", report.error
+    factory = (CORPUS / "kernel_factory.py").read_text()  # Triton says "NameError('ACT is not defined')"
+    report = compile_kernel(factory, "activation_kernel", {"BLOCK": 1024}, H100, cache_dir=None)
+    assert report.status == "skipped" and "inside make_activation_kernel() and uses ACT" in report.error
 
 
 @pytest.mark.slow

@@ -265,6 +265,8 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
         if hit is not None:
             with _MEMORY_LOCK:
                 _MEMORY[key] = hit
+            # A result cached before the closure rule knew its error text is read through it as well.
+            hit = _closure_failure_as_skip(analysis, base["kernel"], hit)
             reports[index] = CompileReport(**base, **_result_fields(hit), cached=True)
             continue
         payload = {"kernel": job.kernel, "signature": signature, "constexprs": values, "constexpr_exprs": expressions,
@@ -293,11 +295,13 @@ def _closure_failure_as_skip(analysis: FileAnalysis, kernel_name: str, result: d
     error = result.get("error") or ""
     if kernel is None or kernel.enclosing_function is None or result.get("status") != "error":
         return result
-    match = re.search(r"name '(\w+)' is not defined", error + " " + (result.get("detail") or ""))
+    # Python says "name 'X' is not defined"; Triton's code generator "NameError('X is not defined')".
+    match = re.search(r"name '(\w+)' is not defined|NameError\(['\"](\w+) is not defined",
+                      error + " " + (result.get("detail") or ""))
     if not match:
         return result
     return {"status": "skipped", "error": f"{kernel_name} is defined inside {kernel.enclosing_function}() and uses "
-            f"{match.group(1)} from it, which has no value outside a call: not compiled"}
+            f"{match.group(1) or match.group(2)} from it, which has no value outside a call: not compiled"}
 
 
 def signature_sources(signature: dict[str, str], overrides: dict[str, str] | None,

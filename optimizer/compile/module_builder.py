@@ -3,7 +3,8 @@
 Only what the kernel needs is kept (transitively), so a file whose host code imports torch or
 reads data does not pay for it or fail on it. Every kept statement stays on its own line number
 and the rest become blank lines, so a line that triton reports is a line of the user's file.
-Autotune and heuristics decorators are dropped: the caller picks the config to compile.
+Autotune and heuristics decorators are dropped: the caller picks the config to compile. A def jitted
+by a call (``f = triton.autotune(...)(triton.jit(f))``) gets the jit call alone on that statement's line.
 Every kept statement must be data (``static_safety``): building never admits code that importing
 the module would run; such a file is reported as "not compiled", with the reason.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .static_safety import NEVER_RUN, UnsafeCode, check_statement
+from .static_safety import NEVER_RUN, UnsafeCode, check_expression, check_statement
 
 WRAPPING_DECORATORS = frozenset({"autotune", "heuristics", "staticmethod"})  # the caller picks configs; classes are left behind
 
@@ -83,6 +84,26 @@ def _find_kernel(tree: ast.Module, name: str) -> ast.FunctionDef | None:
     return None
 
 
+def _jitted_by_call(tree: ast.Module, text: str, name: str) -> tuple[ast.FunctionDef, ast.stmt, ast.Call] | None:
+    """The def ``name`` that a statement jits by a call (as the analysis reads it), that statement, and its
+    ``triton.jit(name)`` / ``triton.jit(...)(name)`` call; None when ``name`` is not such a kernel."""
+    from ..analysis import analyze
+
+    kernel = analyze(text).kernel(name)
+    if kernel is None or kernel.jit_call is None or kernel.node is None:
+        return None
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name
+               and n.lineno == kernel.node.lineno), None)
+    stmt = next((n for n in ast.walk(tree) if isinstance(n, ast.Assign | ast.AnnAssign)
+                 and n.lineno == kernel.jit_call.start.line + 1), None)
+    node = stmt.value if stmt is not None else None
+    while fn is not None and isinstance(node, ast.Call) and len(node.args) == 1:
+        if isinstance(node.args[0], ast.Name) and node.args[0].id == name:
+            return fn, stmt, node
+        node = node.args[0]
+    return None
+
+
 def build_module(text: str, kernel_name: str) -> BuiltModule:
     """The minimal, line-preserving module for ``kernel_name``; raises CompileSetupError."""
     try:
@@ -90,6 +111,9 @@ def build_module(text: str, kernel_name: str) -> BuiltModule:
     except (SyntaxError, ValueError) as exc:
         raise CompileSetupError(f"the file does not parse: {exc}") from exc
     kernel = _find_kernel(tree, kernel_name)
+    jitting = _jitted_by_call(tree, text, kernel_name) if kernel is None else None
+    if jitting is not None:
+        kernel = jitting[0]
     if kernel is None:
         raise CompileSetupError(f"no @triton.jit function named {kernel_name}")
     lines = text.splitlines()
@@ -105,7 +129,14 @@ def build_module(text: str, kernel_name: str) -> BuiltModule:
 
     kept: list[ast.stmt] = list(future)
     kept_ids: set[int] = {id(s) for s in future}
-    pending = list(_used_names(kernel, skip_decorators=True))
+    # Parameters and names the body assigns are the kernel's own, even where a module-level def shares them.
+    own = {a.arg for a in [*kernel.args.posonlyargs, *kernel.args.args, *kernel.args.kwonlyargs]}
+    own |= {n.id for stmt in kernel.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    pending = sorted(_used_names(kernel, skip_decorators=True) - own)
+    if jitting is not None:  # the jit call's names (``triton``), not the jitting statement itself
+        kept_ids.add(id(jitting[1]))
+        jit = jitting[2]
+        pending += sorted(_used_names(jit.func) - {kernel_name})
     seen: set[str] = set()
     while pending:
         name = pending.pop()
@@ -119,9 +150,14 @@ def build_module(text: str, kernel_name: str) -> BuiltModule:
             kept.append(stmt)
             pending.extend(_used_names(stmt, skip_decorators=isinstance(stmt, ast.FunctionDef)))
 
+    def is_jit(fn: ast.FunctionDef) -> bool:
+        return _is_jit(fn) or fn is kernel
+
     for stmt in [*kept, kernel]:
         try:
-            check_statement(stmt, _is_jit, _is_wrapping)
+            check_statement(stmt, is_jit, _is_wrapping)
+            if jitting is not None and stmt is kernel:
+                check_expression(jit.func, f"the jit call of {kernel_name}")
         except UnsafeCode as exc:
             where = f" (line {exc.line})" if exc.line else ""
             raise CompileSetupError(f"{exc}{where}; {NEVER_RUN}") from exc
@@ -149,4 +185,9 @@ def build_module(text: str, kernel_name: str) -> BuiltModule:
         else:
             copy(stmt.lineno, stmt.end_lineno)
     copy_function(kernel, dedent=kernel.col_offset)  # a kernel from a factory moves to module level
+    if jitting is not None:  # ``f = triton.jit(f)`` on its own line, below the def as in the file
+        line = jitting[1].lineno - 1
+        if out[line]:
+            raise CompileSetupError(f"the statement that jits {kernel_name} shares its line with kept code")
+        out[line] = f"{kernel_name} = {ast.unparse(jit)}"
     return BuiltModule("\n".join(out) + "\n", kernel_name, kernel.lineno, sorted(seen & set(definitions)))
