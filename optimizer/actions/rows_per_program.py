@@ -13,13 +13,22 @@ fewer than about four programs per SM of the target; a row as wide as the tile k
 its own warps (an autotuned kernel's configs keep choosing them). A program id named ``col``
 (one column per program, reducing down the rows) gets the same rewrite as ``BLOCK_COLS`` columns.
 
-Offered only where every row is provably computed alone: the program id is used only as the row
-index (one grid axis, ``(n_rows,)``; affine arithmetic only), nothing branches, loops or indexes
-on a per-row value, stores and per-row loads are at the row's own addresses, nothing is stored to
-a row-independent address or through a pointer the kernel also loads from, no atomics, no
-``tl.dot``, no 2-D tiles already, autotune configs (if any) set no blocks, and every call is an
-elementwise ``tl`` function, ``tl.load``/``tl.store`` or a ``tl.sum``/``max``/``min``/``argmax``/
-``argmin``, at least one of them over the row.
+Offered only where every row is provably computed alone: the program id of the row axis is used
+only as the row index (affine arithmetic only; ``.to(tl.int64)`` and row pointers moved with ``+=``
+are fine), nothing branches, loops or indexes on a per-row value, stores and per-row loads are at
+the row's own addresses, nothing is stored to a row-independent address or through a pointer the
+kernel also loads from, no atomics, no ``tl.dot``, no 2-D tiles already, autotune configs (if any)
+set no blocks, and every call is an elementwise ``tl`` function, ``tl.load``/``tl.store``, a
+``tl.sum``/``max``/``min``/``argmax``/``argmin``, or a @triton.jit function of the file whose body is
+elementwise in its arguments (no loads, stores, reductions or program ids; it is left as it is). The
+aranges span one constexpr (``tl.arange(0, BLOCK)``, or halves such as ``tl.arange(BLOCK // 2, BLOCK)``).
+A kernel without a reduction over the row is an elementwise row kernel: offered too (narrow rows
+gain as much), unless its program id steps by its own block (``pid * BLOCK + tl.arange(0, BLOCK)``),
+which is flat 1-D work that a bigger block (tiling) serves. The grid is a literal tuple (or a name
+for one): of a grid with several axes, one axis becomes the row axis (``(tokens, heads)``: the
+heads, whose rows share the token's loads), its entry ``cdiv(count, BLOCK_M)``, the others stay;
+``BLOCK_M`` then also stays within that axis's count and keeps the programs of all axes together
+above the per-SM floor.
 
 Example: kernel=rms_kernel target=h100 params={"TILE": 8192}
 
