@@ -107,12 +107,15 @@ def hover_for(ls: MtmcLanguageServer, state: DocumentState, position: types.Posi
         return None
     index = ls.index(ctx.analysis.text)
     offset = index.offset_at(position)
+    # ``kernel = triton.jit(f)`` stands for the decorators of a kernel jitted by a call: it hovers too.
+    jitting = [k for k in ctx.analysis.kernels
+               if k.jit_call is not None and k.jit_call.start_offset <= offset <= k.jit_call.end_offset]
     hits = [k for k in ctx.analysis.kernels if k.span.start_offset <= offset <= k.span.end_offset]
-    if not hits:
+    if not hits and not jitting:
         return None
-    kernel = min(hits, key=lambda k: k.span.end_offset - k.span.start_offset)
+    kernel = jitting[0] if jitting else min(hits, key=lambda k: k.span.end_offset - k.span.start_offset)
     # Only on the kernel's header (decorators, def, signature): inside the body other hovers matter.
-    if offset >= kernel.body_span.start_offset:
+    if not jitting and offset >= kernel.body_span.start_offset:
         return None
     reports = state.compile_reports.get(kernel.name) if state.compile_version == state.version else None
     text = kernel_markdown(ctx, kernel, target, reports)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from lsprotocol import types
 
@@ -48,6 +49,21 @@ async def test_hover_on_kernel_shows_params_launches_and_resources(client: Edito
     # Inside the body and outside kernels there is no kernel hover.
     assert await _hover(client, uri, _position(MATMUL, "acc += tl.dot")) is None
     assert await _hover(client, uri, _position(MATMUL, "def get_inputs", 5)) is None
+
+
+async def test_hover_and_diagnostics_on_kernels_jitted_by_a_call(client: EditorClient, workspace):
+    text = (Path(__file__).parents[1] / "corpus" / "realworld" / "jit_by_call.py").read_text()
+    uri = (workspace / "jit_by_call.py").as_uri()
+    client.open(uri, text)
+    assert await client.diagnostics_for(uri, version=1) == []
+    on_def = await _hover(client, uri, _position(text, "def _shift", 6))
+    assert "`_shift`" in on_def.contents.value and "**Launches** (1)" in on_def.contents.value
+    assert "`shift()`" in on_def.contents.value and "BLOCK=128" in on_def.contents.value
+    on_call = await _hover(client, uri, _position(text, "shift_kernel = triton.jit", 20))
+    assert on_call is not None and on_call.contents.value == on_def.contents.value
+    square = await _hover(client, uri, _position(text, "(triton.jit(_square))", 3))
+    assert "`_square`" in square.contents.value and "**Autotune**: 2 configs, key [n]" in square.contents.value
+    assert await _hover(client, uri, _position(text, "tl.store(out_ptr + offs, x * x")) is None
 
 
 async def test_hover_reports_arithmetic_intensity_when_shapes_are_known(client: EditorClient, workspace):
