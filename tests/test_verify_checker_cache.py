@@ -17,6 +17,7 @@ import pytest
 from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
 from mtmc_lsp.optimizer.verify.runtime import checker
 from mtmc_lsp.optimizer.verify.runtime import job as jobmod
+from mtmc_lsp.optimizer.verify.runtime.lru import ByteBoundedLRU
 
 FAULTS = Path(__file__).resolve().parent / "corpus" / "faults"
 BASE = (FAULTS / "base.py").read_text()
@@ -56,6 +57,19 @@ def test_kept_judging_stays_within_its_byte_budget(monkeypatch):
     checker._keep_judging(("key", "big", "{}"), [torch.zeros(500)], {"reference": torch.zeros(250)}, "cpu")
     assert ("key", "big", "{}") not in checker._kept_judging  # over a quarter of the budget: not kept
     assert len(checker._kept_judging) == 4
+
+
+def test_the_kept_store_drops_the_least_recently_used_and_counts_a_replaced_entry_once():
+    store = ByteBoundedLRU()
+    for key in "abcd":
+        store.keep(key, key.upper(), 2000, 8000)
+    store.touch("a")  # used: "b" is now the oldest
+    store.keep("b", "B2", 2000, 8000)  # replaced, not counted twice: nothing dropped
+    assert list(store) == ["c", "d", "a", "b"] and store.get("b") == "B2"
+    store.keep("e", "E", 2000, 8000)
+    assert list(store) == ["d", "a", "b", "e"] and store.get("c") is None
+    store.keep("f", "F", 2001, 8000)  # over a quarter of the budget: not kept, nothing dropped
+    assert "f" not in store and len(store) == 4
 
 
 @pytest.fixture(scope="module")

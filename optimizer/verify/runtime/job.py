@@ -34,6 +34,7 @@ from .versions import (
     copy_into,
     describe_exception,
     int_defaults,
+    map_tensors,
     seed_everything,
     shapes,
     to_device,
@@ -137,23 +138,13 @@ def _keep_expected(key: tuple, value: Any, device: str) -> None:
 
 def _seal(value: Any) -> bytes:
     buffer = io.BytesIO()
-    torch.save(_to_host(value), buffer)
+    torch.save(map_tensors(value, lambda t: t.detach().to("cpu", copy=True)), buffer)
     return buffer.getvalue()
 
 
 def _unseal(sealed: bytes, device: str) -> Any:
     value = torch.load(io.BytesIO(sealed), weights_only=False)
-    return _to_device(value, device)
-
-
-def _to_host(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu", copy=True)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_host(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _to_host(v) for k, v in value.items()}
-    return value
+    return map_tensors(value, lambda t: t.to(device))
 
 
 def portable(value: Any, host_copy: bool = True) -> Any:
@@ -173,16 +164,6 @@ def portable(value: Any, host_copy: bool = True) -> Any:
     if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
         return value
     return repr(value)
-
-
-def _to_device(value: Any, device: str) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_device(v, device) for v in value)
-    if isinstance(value, dict):
-        return {k: _to_device(v, device) for k, v in value.items()}
-    return value
 
 
 def _mutation(args: Any, pristine: Any) -> dict | None:

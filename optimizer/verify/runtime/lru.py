@@ -9,6 +9,8 @@ from typing import Any, Hashable, Iterator
 class ByteBoundedLRU:
     """Values by key, least recently used first; keeping one past the byte budget drops the oldest."""
 
+    __slots__ = ("_entries", "_bytes")  # no instance attributes: user code in the process cannot shadow a method
+
     def __init__(self) -> None:
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._bytes = 0

@@ -124,38 +124,35 @@ def seed_everything(seed: int) -> None:
         pass
 
 
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    """``value`` with ``fn`` applied to each tensor, also inside lists/tuples/dicts; everything else as is."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(map_tensors(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
 def to_device(value: Any, device: str) -> Any:
     """Move tensors (also inside lists/tuples/dicts) to ``device``; leave everything else."""
-    if isinstance(value, torch.Tensor):
-        return value if value.device.type == torch.device(device).type else value.to(device)
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_device(v, device) for v in value)
-    if isinstance(value, dict):
-        return {k: to_device(v, device) for k, v in value.items()}
-    return value
+    return map_tensors(value, lambda t: t if t.device.type == torch.device(device).type else t.to(device))
 
 
 def clone(value: Any) -> Any:
     """A deep copy of the tensors in ``value`` (fresh storage), everything else as is."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, (list, tuple)):
-        return type(value)(clone(v) for v in value)
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    return value
+    return map_tensors(value, lambda t: t.detach().clone())
 
 
 def clone_inputs(value: Any) -> Any:
     """Like ``clone``, but a leaf that requires grad still does (an autograd test's inputs)."""
-    if isinstance(value, torch.Tensor):
-        copy = value.detach().clone()
-        return copy.requires_grad_(True) if value.requires_grad and copy.is_floating_point() else copy
-    if isinstance(value, (list, tuple)):
-        return type(value)(clone_inputs(v) for v in value)
-    if isinstance(value, dict):
-        return {k: clone_inputs(v) for k, v in value.items()}
-    return value
+
+    def copy_leaf(tensor: torch.Tensor) -> torch.Tensor:
+        copy = tensor.detach().clone()
+        return copy.requires_grad_(True) if tensor.requires_grad and copy.is_floating_point() else copy
+
+    return map_tensors(value, copy_leaf)
 
 
 def copy_into(held: Any, fresh: Any) -> bool:
