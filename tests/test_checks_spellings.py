@@ -151,3 +151,18 @@ def test_names_resolve_every_spelling_to_triton_language():
     assert op("import triton.language as tl", "load") is None  # a bare name nobody imported
     assert analyze("import triton.language as tl\n").names == TritonNames({"tl": "triton.language"})
     assert analyze("import triton.language as tl\n").names != analyze("import triton.language as T\n").names
+
+
+def test_kernels_jitted_by_a_call_give_the_same_findings():
+    """``f = triton.jit(f)`` (and through another name) in place of ``@triton.jit``: the same kernels, same findings."""
+    text, prefix = _spelled("import triton.language as tl")
+    jitted = text.replace("@triton.jit\n", "# jitted below\n").replace("big_tiles[", "tiles[") + (
+        "\n\nplanted = triton.jit(planted)\n"
+        'tiles = triton.heuristics({})(triton.jit(do_not_specialize=["K"])(big_tiles))\n'
+    )
+    analysis = analyze(jitted)
+    assert [(k.name, k.launch_names) for k in analysis.kernels] == [("planted", []), ("big_tiles", ["tiles"])]
+    # Launches through the new name read as the reference's launches of big_tiles.
+    found = [(*row[:-1], re.sub(r"(?<!big_)tiles\[", "big_tiles[", row[-1]))
+             for row in _comparable(jitted, prefix, run_checks(analysis, H100))]
+    assert found == _reference()
