@@ -82,7 +82,7 @@ from ..hardware import GpuProfile
 from . import _common as c
 from ._consumer_fusion import ConsumerFusion
 from .base import ActionError, Edit
-from .epilogue import _METADATA
+from .epilogue import _metadata_reads
 from .fusion import (
     _ALLOCATORS,
     Fusion,
@@ -399,19 +399,6 @@ def _row_length_sources(host: cst.FunctionDef, buffer: str) -> set[str]:
         if single is not None and "".join(c.code(single[1]).split()) in out:
             out.add(single[0])
     return out | names
-
-
-def _metadata_reads(node: cst.CSTNode, name: str) -> int:
-    count = 0
-
-    class V(cst.CSTVisitor):
-        def visit_Attribute(self, n: cst.Attribute) -> None:
-            nonlocal count
-            if isinstance(n.value, cst.Name) and n.value.value == name and n.attr.value in _METADATA:
-                count += 1
-
-    node.visit(V())
-    return count
 
 
 ACTION = MatmulEpilogue()
