@@ -65,3 +65,94 @@ def test_online_softmax_stays_equivalent(tmp_path):
                         job(tmp_path, "softmax:online+single_pass", SOFTMAX, both, TOL_FP32),
                         job(tmp_path, "log_softmax:online", LOG_SOFTMAX, log, TOL_FP32)], tmp_path)
     assert all(r["ok"] for r in results), results
+
+
+# Row variance in two passes (FlagGems' and the group norm's spelling): a masked sum, then centred squares.
+TWO_PASS_VAR = '''import torch
+import triton
+import triton.language as tl
+
+ENTRY = "row_var"
+
+
+@triton.jit
+def var_kernel(x_ptr, out_ptr, mean_ptr, n_cols, BLOCK: tl.constexpr):
+    row = x_ptr + tl.program_id(0) * n_cols
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, n_cols, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        acc += tl.load(row + cols, mask=cols < n_cols, other=0.0)
+    mean = tl.sum(acc, axis=0) / n_cols
+    # centred squares
+    sq = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, n_cols, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        x = tl.load(row + cols, mask=cols < n_cols, other=0.0)
+        x = tl.where(cols < n_cols, x - mean, 0.0)
+        sq += x * x
+    tl.store(mean_ptr + tl.program_id(0), mean)
+    tl.store(out_ptr + tl.program_id(0), tl.sum(sq, axis=0) / (n_cols - 1))
+
+
+def row_var(x):
+    out = torch.empty(x.shape[0], device=x.device)
+    mean = torch.empty(x.shape[0], device=x.device)
+    var_kernel[(x.shape[0],)](x, out, mean, x.shape[1], BLOCK=16)
+    return torch.stack([out, mean])
+
+
+def get_inputs(device="cpu"):
+    return [torch.randn(4, 300, device=device) * 3 + 100]
+
+
+def reference(x):
+    return torch.stack([torch.var(x, dim=1), x.mean(dim=1)])
+'''
+# The same with the load named in both loops and the centred value in its own name.
+NAMED_LOAD_VAR = TWO_PASS_VAR.replace(
+    "        acc += tl.load(row + cols, mask=cols < n_cols, other=0.0)\n",
+    "        x = tl.load(row + cols, mask=cols < n_cols, other=0.0)\n        acc += x\n").replace(
+    "        x = tl.load(row + cols, mask=cols < n_cols, other=0.0)\n        x = tl.where(cols < n_cols, x - mean, 0.0)\n        sq += x * x\n",
+    "        x = tl.load(row + cols, mask=cols < n_cols, other=0.0)\n        d = tl.where(cols < n_cols, x - mean, 0.0)\n        sq += d * d\n")
+
+
+def test_two_pass_variance_becomes_one_welford_loop():
+    (cand,) = online(TWO_PASS_VAR, "var_kernel")
+    assert cand.params == {"mean": "acc", "sq": "sq"}
+    new = apply_candidate(TWO_PASS_VAR, cand, H100).new_text
+    assert new.count("for off in") == 1 and new.count("tl.load(") == 1
+    assert "        acc += delta / tl.maximum(count, 1.0)\n        sq += delta * tl.where(cols < n_cols, x - acc, 0.0)\n" in new
+    assert "    mean = tl.sum(acc * count, axis=0) / n_cols\n    # centred squares\n    sq += count * (acc - mean) * (acc - mean)\n" in new
+
+
+def test_a_load_named_in_both_loops_is_the_welford_sample():
+    (cand,) = online(NAMED_LOAD_VAR, "var_kernel")
+    new = apply_candidate(NAMED_LOAD_VAR, cand, H100).new_text
+    assert new.count("tl.load(") == 1 and "delta = tl.where(cols < n_cols, x - acc, 0.0)" in new
+
+
+@pytest.mark.parametrize("change", [
+    ("x = tl.where(cols < n_cols, x - mean, 0.0)", "x = tl.where(cols < n_cols - 1, x - mean, 0.0)"),  # another mask
+    ("acc += tl.load(row + cols, mask=cols < n_cols, other=0.0)", "acc += tl.load(row + cols, mask=cols < n_cols, other=1.0)"),
+    ("        sq += x * x\n", "        sq += x * x\n        tl.store(row + cols, x, mask=cols < n_cols)\n"),  # stores
+    ("    tl.store(mean_ptr + tl.program_id(0), mean)\n", "    tl.store(mean_ptr + tl.program_id(0), tl.sum(acc, axis=0))\n"),
+    ("    tl.store(mean_ptr + tl.program_id(0), mean)\n", "    tl.store(mean_ptr + tl.program_id(0), tl.sum(x, axis=0))\n"),
+    ("    mean = tl.sum(acc, axis=0) / n_cols\n", "    mean = tl.sum(acc, axis=0) / n_cols + acc[0]\n"),
+    ("sq = tl.zeros([BLOCK], dtype=tl.float32)", "sq = tl.zeros([BLOCK], dtype=tl.float16)"),
+    ("        sq += x * x\n", "        sq += x * mean\n"),
+])
+def test_refused_when_not_a_sum_then_centred_squares(change):
+    text = TWO_PASS_VAR.replace(*change)
+    assert text != TWO_PASS_VAR
+    assert not online(text, "var_kernel")
+
+
+@pytest.mark.slow
+def test_welford_stays_equivalent(tmp_path):
+    jobs = []
+    for name, text in (("var", TWO_PASS_VAR), ("var_named", NAMED_LOAD_VAR)):
+        new = apply_candidate(text, online(text, "var_kernel")[0], H100).new_text
+        jobs += [job(tmp_path, f"{name}:reference", text, text, TOL_FP32, reference=True),
+                 job(tmp_path, f"{name}:welford", text, new, TOL_FP32)]
+    results = run_jobs(jobs, tmp_path)
+    assert all(r["ok"] for r in results), results
