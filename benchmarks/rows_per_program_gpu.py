@@ -57,6 +57,13 @@ CASES: dict[str, tuple[str, str, list[dict]]] = {
     "sm_log_softmax_kernelbench.py": ("log_softmax_kernel", "lambda x: m.ModelNew()(x)", [{}, {"batch": 32768, "features": 1024}]),
     "sm_online_loop.py": ("online_softmax_kernel", "m.softmax", [{}, {"rows": 32768, "cols": 512}]),
     "red_col_max.py": ("col_max_kernel", "m.col_max", [{}, {"M": 1024, "N": 65536}]),
+    # Elementwise row kernels (no reduction) and grids of several axes with one row axis:
+    "ew_swiglu_liger.py": ("_swiglu_forward_kernel", "m.swiglu_forward", [
+        {}, {"batch": 8, "seq_len": 4096, "intermediate": 128}, {"batch": 8, "seq_len": 4096, "intermediate": 512}]),
+    "ew_rope_lightllm.py": ("_rotary_kernel", "m.rotary_emb_fwd", [{}, {"tokens": 32768, "heads": 32, "head_dim": 64}]),
+    "ew_bias_add_2d.py": ("bias_add_kernel", "m.bias_add", [{}, {"M": 65536, "N": 256}]),
+    "misc_embedding_gather.py": ("embedding_kernel", "m.embedding", [{}, {"batch": 8, "seq_len": 4096, "dim": 256}]),
+    "norm_rmsnorm_kernelbench.py": ("rms_norm_channels_kernel", "lambda x: m.ModelNew(m.features)(x)", [{}]),
 }
 
 

@@ -1,0 +1,66 @@
+"""SwiGLU forward in Liger-Kernel's manner: one program per row, calculate_settings, silu(a) * b in fp32 registers."""
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_FUSED_SIZE = 65536
+
+
+def calculate_settings(n):
+    BLOCK_SIZE = triton.next_power_of_2(n)
+    if BLOCK_SIZE > MAX_FUSED_SIZE:
+        raise RuntimeError(f"Cannot launch Triton kernel since n = {n} exceeds the recommended Triton blocksize = {MAX_FUSED_SIZE}.")
+    num_warps = 4
+    if BLOCK_SIZE >= 32768:
+        num_warps = 32
+    elif BLOCK_SIZE >= 8192:
+        num_warps = 16
+    elif BLOCK_SIZE >= 2048:
+        num_warps = 8
+    return BLOCK_SIZE, num_warps
+
+
+@triton.jit
+def silu(x):
+    return x * tl.sigmoid(x)
+
+
+@triton.jit
+def _swiglu_forward_kernel(a_ptr, b_ptr, c_ptr, stride, n_rows, n_cols: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_M: tl.constexpr):
+    program_id = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    row_mask = program_id < n_rows
+    a_ptr += program_id * stride
+    b_ptr += program_id * stride
+    c_ptr += program_id * stride
+    col_offsets = tl.arange(0, BLOCK_SIZE)
+    mask = col_offsets < n_cols
+    a_row = tl.load(a_ptr[:, None] + col_offsets[None, :], mask=row_mask[:, None] & mask, other=0).to(tl.float32)
+    b_row = tl.load(b_ptr[:, None] + col_offsets[None, :], mask=row_mask[:, None] & mask, other=0)
+    c_row = silu(a_row).cast(b_row.dtype) * b_row
+    tl.store(c_ptr[:, None] + col_offsets[None, :], c_row, mask=row_mask[:, None] & mask)
+
+
+def swiglu_forward(a, b):
+    ori_shape = a.shape
+    n_cols = ori_shape[-1]
+    a = a.view(-1, n_cols)
+    b = b.view(-1, n_cols)
+    c = torch.empty_like(a)
+    n_rows = a.shape[0]
+    BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+    BLOCK_M = max(1, min(8192 // BLOCK_SIZE, triton.next_power_of_2(triton.cdiv(n_rows, 528))))
+    _swiglu_forward_kernel[(triton.cdiv(n_rows, BLOCK_M),)](
+        a, b, c, c.stride(-2), n_rows, n_cols=n_cols, BLOCK_SIZE=BLOCK_SIZE, BLOCK_M=BLOCK_M, num_warps=8 if BLOCK_M > 1 else num_warps,
+    )
+    return c.view(*ori_shape)
+
+
+def get_inputs(device: str = "cuda", batch: int = 2, seq_len: int = 4096, intermediate: int = 11008):
+    a = torch.randn(batch, seq_len, intermediate, device=device, dtype=torch.float16)
+    b = torch.randn(batch, seq_len, intermediate, device=device, dtype=torch.float16)
+    return [a, b]
+
+
+def reference(a, b):
+    return torch.nn.functional.silu(a.float()).to(b.dtype) * b
