@@ -112,6 +112,20 @@ def substitute_names(node, mapping: dict[str, str | cst.BaseExpression]):
     return node.visit(_NameSubstitution(mapping)) if mapping else node
 
 
+def contains(node: cst.CSTNode, kind: type[cst.CSTNode], test=lambda found: True) -> bool:
+    """Whether ``node`` or a node inside it is a ``kind`` that passes ``test``."""
+    found = False
+
+    class V(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or (isinstance(n, kind) and test(n))
+            return not found  # nothing below needs a look once one is found
+
+    node.visit(V())
+    return found
+
+
 def finish(old_text: str, module: cst.Module, summary: str, notes: list[str] | None = None) -> Edit:
     new_text = module.code
     if new_text == old_text:

@@ -341,15 +341,7 @@ class _ReadLike(cst.CSTTransformer):
 
 def _shape_only(value: cst.BaseExpression) -> bool:
     """True for arithmetic on shapes that allocates nothing (what two equal spellings may share)."""
-    allocates = False
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            nonlocal allocates
-            allocates = allocates or c.code(n.func) in _ALLOCATING
-
-    value.visit(V())
-    return not allocates and not _impure_calls(value)
+    return not c.contains(value, cst.Call, lambda call: c.code(call.func) in _ALLOCATING) and not _impure_calls(value)
 
 
 class FuseCalls:
@@ -563,17 +555,12 @@ def _composers(module: cst.Module) -> list[tuple[str, cst.FunctionDef]]:
 
 def _pure_read(node: cst.CSTNode) -> bool:
     """True when evaluating ``node`` only reads: names, attributes, operators and shape queries (no other calls)."""
-    found = False
 
-    class V(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            nonlocal found
-            attr = n.func.attr.value if isinstance(n.func, cst.Attribute) else None
-            if attr != "is_contiguous" and _impure_calls(n.with_changes(args=[])):
-                found = True
+    def impure(call: cst.Call) -> bool:
+        attr = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        return attr != "is_contiguous" and _impure_calls(call.with_changes(args=[]))
 
-    node.visit(V())
-    return not found
+    return not c.contains(node, cst.Call, impure)
 
 
 def _asserts_after_launch(body: list) -> list:

@@ -222,30 +222,17 @@ _SHAPE_ATTRS = {"numel", "shape", "stride", "dtype", "device", "size", "dim", "n
 
 def _impure_calls(node: cst.CSTNode) -> bool:
     """True when the statement calls something other than shape arithmetic and allocation."""
-    found = False
 
-    class V(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            nonlocal found
-            attr = n.func.attr.value if isinstance(n.func, cst.Attribute) else None
-            if c.code(n.func) not in _HOST_PURE and attr not in _SHAPE_ATTRS:
-                found = True
+    def impure(call: cst.Call) -> bool:
+        attr = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        return c.code(call.func) not in _HOST_PURE and attr not in _SHAPE_ATTRS
 
-    node.visit(V())
-    return found
+    return c.contains(node, cst.Call, impure)
 
 
 def _returns(fn: cst.FunctionDef) -> bool:
     """True when the kernel body holds a ``return`` (an early exit for some programs)."""
-    found = False
-
-    class V(cst.CSTVisitor):
-        def visit_Return(self, node: cst.Return) -> None:
-            nonlocal found
-            found = True
-
-    fn.body.visit(V())
-    return found
+    return c.contains(fn.body, cst.Return)
 
 
 class _Canon:
