@@ -379,6 +379,7 @@ def test_refused_when_a_precondition_breaks(old, new, reason):
     ("return 2 * tl.sigmoid(2 * x) - 1", "return 2 * tl.sigmoid(2 * x) - tl.load(x)", "uses tl.load"),
     ("return 2 * tl.sigmoid(2 * x) - 1", "return 2 * tl.sigmoid(2 * x) - tl.program_id(0)", "uses tl.program_id"),
     ("return 2 * tl.sigmoid(2 * x) - 1", "y = x[None, :]\n    return y", "subscript"),
+    ("return 2 * tl.sigmoid(2 * x) - 1", "return _tanh(x)", "calls device functions too deeply"),  # recursion
     ("    return 0.5 * x * (1 + _tanh(inner)) * scale", "    if scale > 0:\n        x = -x\n    return x",
      "branches on a per-row value"),
     # The program id stepping by the block itself: flat, not rows.
@@ -487,6 +488,8 @@ def test_an_elementwise_row_kernel_with_device_functions():
     assert "    return 0.5 * x * (1 + _tanh(inner)) * scale\n" in new
     assert "reductions over axis" not in apply_candidate(
         GEGLU_ROWS, Candidate("rows_per_program", "Tiling", "geglu_rows_kernel", {"TILE": 4096}, "t", 0), H100).summary
+    cast = GEGLU_ROWS.replace("a_ptr += tl.program_id(0).to(tl.int64)", "a_ptr += tl.cast(tl.program_id(0), tl.int64)")
+    assert "    a_ptr += tl.cast(rows, tl.int64) * stride_a\n" in applied(cast, "geglu_rows_kernel")
     swiglu = applied(_dev("ew_swiglu_liger.py"), "_swiglu_forward_kernel")
     assert "program_id = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)" in swiglu
     assert "c_row = silu(a_row).cast(b_row.dtype) * b_row" in swiglu

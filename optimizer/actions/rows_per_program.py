@@ -179,12 +179,13 @@ class _Infer:
     """Gives every expression of the kernel body its shape kind, or raises why the rewrite is not provable."""
 
     def __init__(self, kernel: Kernel, prefix: dict[str, str], widen: dict[int, tuple[int, str]], axis: int = 0,
-                 device_fns: dict[str, tuple[cst.FunctionDef, Kernel]] | None = None, device: bool = False):
+                 device_fns: dict[str, tuple[cst.FunctionDef, Kernel]] | None = None, device_depth: int = 0):
         self.prefix = prefix
         self.widen = widen  # id(start value of a loop accumulator) -> (its kind, its [BLOCK_M] spelling)
         self.axis = axis  # the grid axis whose program id is the row index; the others stay row-independent
         self.device_fns = device_fns or {}  # @triton.jit functions of the file the kernel may call
-        self.device = device  # inferring a device function's body: only elementwise work is allowed
+        self.device = device_depth > 0  # inferring a device function's body: only elementwise work is allowed
+        self.device_depth = device_depth  # how many device-function calls deep this body is
         self.params = {p.name for p in kernel.params}
         self.constexprs = set(kernel.constexpr_names)
         self.kinds: dict[int, int] = {}
@@ -354,8 +355,7 @@ class _Infer:
         any elementwise ``tl`` function (the call site's arguments are rewritten, the function is not).
         """
         fdef, fn = self.device_fns[call.func.value]  # type: ignore[union-attr]
-        depth = getattr(self, "_depth", 0)
-        if depth >= 4:
+        if self.device_depth >= 4:
             raise ActionError(f"`{c.code(call.func)}` calls device functions too deeply")
         kinds: dict[str, int] = {}
         names = [p.name for p in fn.params]
@@ -365,8 +365,7 @@ class _Infer:
             if target is None or target not in names:
                 raise ActionError(f"`{c.code(call)}` passes more arguments than `{fn.name}` takes")
             kinds[target] = kind
-        inner = _Infer(fn, self.prefix, {}, self.axis, self.device_fns, device=True)
-        inner._depth = depth + 1  # type: ignore[attr-defined]
+        inner = _Infer(fn, self.prefix, {}, self.axis, self.device_fns, self.device_depth + 1)
         env_in = {p: kinds.get(p, S) for p in names}
         body = [s for s in fdef.body.body if not c.is_docstring(s)]
         if not body or not isinstance(body[-1], cst.SimpleStatementLine) or len(body[-1].body) != 1 \
