@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -567,3 +568,34 @@ def test_contiguity_hints_keep_the_files_spelling_of_triton_language():
         hints[kernel] = next(line.strip() for line in new.splitlines() if "max_contiguous" in line)
     assert hints == {"plain_jit": "offs = language.max_contiguous(language.multiple_of(offs, BLOCK), BLOCK)",
                      "tuned_jit": "offs = tl2.max_contiguous(tl2.multiple_of(offs, BLOCK), BLOCK)"}
+
+
+def _language_spelled(text: str, spelling: str) -> str:
+    """``text`` with triton.language written as ``tlang.`` (an alias) or ``triton.language.`` (no alias)."""
+    header = "import triton.language as tlang\n" if spelling == "tlang" else ""
+    return re.sub(r"\btl\.", f"{spelling}.", text).replace("import triton.language as tl\n", header)
+
+
+@pytest.mark.parametrize("spelling", ["tlang", "triton.language"])
+@pytest.mark.parametrize("name", ["matmul_2d_literals", "matmul_cdiv_loop"])
+def test_matmul_steps_write_the_files_spelling_of_triton_language(name, spelling):
+    kernel, text = SPELLINGS[name]
+    spelled = _language_spelled(text, spelling)
+    keys = set()
+    for cand in applicable(analyze(spelled), kernel, H100):
+        keys.add(cand.key())
+        new = apply_candidate(spelled, cand, H100).new_text
+        assert not re.search(r"(?<![\w.])tl\.", new), cand.key()  # no `tl` in a file that does not bind it
+    expected = {c.key() for c in applicable(analyze(text), kernel, H100)}
+    if spelling == "tlang":  # split-K reads only `tl.` and `triton.language.`: it is not offered, never wrong
+        expected = {k for k in expected if not k.startswith("split_k")}
+    assert keys == expected
+
+
+def test_pipelining_a_loop_writes_tl_range_as_the_kernel_writes_tl_dot():
+    kernel, text = SPELLINGS["matmul_2d_literals"]
+    spelled = _language_spelled(text, "tlang")
+    unlaunched = spelled[:spelled.index("\n\nENTRY")] + "\n"  # no launch: the stages go on the loop
+    cand = next(c for c in applicable(analyze(unlaunched), kernel, H100) if c.action == "pipelining")
+    new = apply_candidate(unlaunched, cand, H100).new_text
+    assert f"for k in tlang.range(0, K, BLOCK_K, num_stages={cand.params['num_stages']}):" in new

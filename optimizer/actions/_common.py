@@ -629,7 +629,7 @@ def loop_tiled(kernel: Kernel, param: str) -> bool:
     ``range(0, K, BLOCK_K)``, ``range(K, 0, -BLOCK_K)``, or a count of blocks
     (``range(0, tl.cdiv(K, BLOCK_K))``, ``range(tl.cdiv(K, BLOCK_K))``: the tutorial's K loop).
     """
-    cdiv = re.compile(rf"^(tl|triton)\.cdiv\(\s*\w+\s*,\s*{re.escape(param)}\s*\)$")
+    cdiv = re.compile(rf"^(?:\w+\.)*cdiv\(\s*\w+\s*,\s*{re.escape(param)}\s*\)$")  # tl., tl2., triton.
     for loop in kernel.loops:
         if loop.kind not in ("range", "tl.range"):
             continue
@@ -1086,6 +1086,13 @@ def set_launch_option(module: cst.Module, kernel_name: str, option: str, value: 
         else:
             module = replace_all(module, [(launch.call, set_kwarg(launch.call, option, cst.Integer(str(value))))])
     return module
+
+
+def language_roots(analysis: FileAnalysis) -> frozenset[str]:
+    """How this file writes triton.language before a ``.``: ``tl``, ``tl2``, ``language``, ``triton.language``."""
+    roots = {name for name, dotted in analysis.names.prefix.items() if dotted == "triton.language"}
+    roots |= {f"{name}.language" for name, dotted in analysis.names.prefix.items() if dotted == "triton"}
+    return frozenset(roots)
 
 
 def kernel_line(kernel: Kernel) -> int:

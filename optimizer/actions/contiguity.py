@@ -55,13 +55,6 @@ def _block_offsets(value: cst.BaseExpression, blocks: set[str], roots: frozenset
     return None
 
 
-def _language_roots(analysis: FileAnalysis) -> frozenset[str]:
-    """The names (and dotted paths) this file calls triton.language by: ``tl``, ``language``, ``triton.language``."""
-    roots = {name for name, dotted in analysis.names.prefix.items() if dotted == "triton.language"}
-    roots |= {f"{name}.language" for name, dotted in analysis.names.prefix.items() if dotted == "triton"}
-    return frozenset(roots)
-
-
 def _sites(kdef: cst.FunctionDef, kernel: Kernel, roots: frozenset[str]) -> list[tuple[str, str, cst.BaseStatement, str]]:
     """(name, block, its statement, the language module's name as written there) for each offsets line."""
     blocks = set(kernel.constexpr_names)
@@ -87,12 +80,12 @@ class Contiguity:
         line = kernel.calls_of("arange")[0].span.start.line if kernel.calls_of("arange") else c.kernel_line(kernel)
         return [Candidate(self.name, self.kind, kernel.name, {"name": name},
                           f"Add contiguity hints to `{name}` (multiple of {block}, {block} contiguous)", line)
-                for name, block, _s, _tl in _sites(kdef, kernel, _language_roots(analysis))]
+                for name, block, _s, _tl in _sites(kdef, kernel, c.language_roots(analysis))]
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         module = c.parse(text)
         kdef, _ = c.locate(module, kernel.name)
-        hits = [s for s in _sites(kdef, kernel, _language_roots(analysis)) if s[0] == params.get("name")]
+        hits = [s for s in _sites(kdef, kernel, c.language_roots(analysis)) if s[0] == params.get("name")]
         if len(hits) != 1:
             raise ActionError(f"`{params.get('name')}` is not `pid * BLOCK + tl.arange(0, BLOCK)` in {kernel.name}")
         name, block, statement, tl = hits[0]

@@ -86,6 +86,8 @@ class Pipelining:
         else:
             if len(loops) != 1:
                 return [], "", "more than one loop feeds tl.dot"
+            if loops[0].kind == "range" and not _language_of(kernel):
+                return [], "", "tl.dot is imported by name: no module name to write tl.range with"
             where, current = "loop", loops[0].num_stages or c.DEFAULT_NUM_STAGES
         blocks = {p.role: p.value for p in plan.params.values()}
         bm, bn, bk = blocks.get("m"), blocks.get("n"), blocks.get("k")
@@ -142,11 +144,11 @@ class Pipelining:
             _lst, configs = c.autotune_configs(kdef)
             module = c.replace_all(module, [(cfg, c.set_kwarg(cfg, "num_stages", cst.Integer(str(value)))) for cfg in configs])
         else:
-            module = self._set_loop_stages(module, kernel, int(value))
+            module = self._set_loop_stages(module, kernel, int(value), c.language_roots(analysis))
         return c.finish(text, module, f"num_stages={value} for {kernel.name}")
 
     @staticmethod
-    def _set_loop_stages(module: cst.Module, kernel: Kernel, stages: int) -> cst.Module:
+    def _set_loop_stages(module: cst.Module, kernel: Kernel, stages: int, roots: frozenset[str]) -> cst.Module:
         kdef, _ = c.locate(module, kernel.name)
         pairs = []
 
@@ -156,8 +158,10 @@ class Pipelining:
                 if not isinstance(it, cst.Call) or "dot" not in c.code(node.body):
                     return
                 if isinstance(it.func, cst.Name) and it.func.value == "range":
-                    new = c.set_kwarg(it.with_changes(func=c.expr("tl.range")), "num_stages", cst.Integer(str(stages)))
-                elif c.code(it.func) == "tl.range":
+                    # tl.range spelled like the kernel's tl.dot (``tl2.dot`` -> ``tl2.range``).
+                    spelled = f"{_language_of(kernel)}.range"
+                    new = c.set_kwarg(it.with_changes(func=c.expr(spelled)), "num_stages", cst.Integer(str(stages)))
+                elif isinstance(it.func, cst.Attribute) and it.func.attr.value == "range" and c.code(it.func.value) in roots:
                     new = c.set_kwarg(it, "num_stages", cst.Integer(str(stages)))
                 else:
                     return
@@ -167,6 +171,12 @@ class Pipelining:
         if len(pairs) != 1:
             raise ActionError("expected exactly one loop feeding tl.dot")
         return c.replace_all(module, pairs)
+
+
+def _language_of(kernel: Kernel) -> str:
+    """The module part of the kernel's ``tl.dot`` as written (``tl``, ``tl2``, ``triton.language``; "" when bare)."""
+    dots = kernel.calls_of("dot")
+    return dots[0].qualname.rpartition(".")[0] if dots else ""
 
 
 ACTION = Pipelining()

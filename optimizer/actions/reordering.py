@@ -63,15 +63,16 @@ GROUP_PARAM = "GROUP_M"
 _NEW_NAMES = ("pid", "num_pid_m", "num_pid_n", "num_pid_in_group", "first_pid_m", "group_size_m")
 
 
-def _pid_statement(statement: cst.CSTNode) -> tuple[str, int] | None:
-    """``name = tl.program_id(axis)`` -> (name, axis)."""
+def _pid_statement(statement: cst.CSTNode, roots: frozenset[str]) -> tuple[str, int] | None:
+    """``name = tl.program_id(axis)`` (triton.language spelled as in ``roots``) -> (name, axis)."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return None
     assign = statement.body[0]
     if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
         return None
     call = assign.value
-    if not (isinstance(call, cst.Call) and c.code(call.func) in ("tl.program_id", "triton.language.program_id")):
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "program_id"
+            and c.code(call.func.value) in roots):
         return None
     if len(call.args) != 1 or not isinstance(call.args[0].value, cst.Integer):
         return None
@@ -111,8 +112,9 @@ class Reordering:
             raise ActionError("grouped order needs exactly one launch of the kernel in this file")
         launch = launches[0]
         statements = {}
+        roots = c.language_roots(analysis)
         for statement in kdef.body.body:
-            hit = _pid_statement(statement)
+            hit = _pid_statement(statement, roots)
             if hit:
                 statements[hit[1]] = (statement, hit[0])
         if set(statements) != {0, 1}:
@@ -170,13 +172,15 @@ class Reordering:
         (m_size, m_block), (n_size, n_block) = mapped
         pid_m, pid_n = statements[0][1], statements[1][1]
         pid = "pid" if "pid" not in (pid_m, pid_n) else "pid_flat"
+        # Written with the file's own name for triton.language, the one the program-id read used.
+        tl = c.code(statements[0][0].body[0].value.func.value)
         block = [
-            f"{pid} = tl.program_id(0)",
-            f"num_pid_m = tl.cdiv({m_size}, {m_block})",
-            f"num_pid_n = tl.cdiv({n_size}, {n_block})",
+            f"{pid} = {tl}.program_id(0)",
+            f"num_pid_m = {tl}.cdiv({m_size}, {m_block})",
+            f"num_pid_n = {tl}.cdiv({n_size}, {n_block})",
             f"num_pid_in_group = {GROUP_PARAM} * num_pid_n",
             f"first_pid_m = ({pid} // num_pid_in_group) * {GROUP_PARAM}",
-            f"group_size_m = tl.minimum(num_pid_m - first_pid_m, {GROUP_PARAM})",
+            f"group_size_m = {tl}.minimum(num_pid_m - first_pid_m, {GROUP_PARAM})",
             f"{pid_m} = first_pid_m + ({pid} % num_pid_in_group) % group_size_m",
             f"{pid_n} = ({pid} % num_pid_in_group) // group_size_m",
         ]
@@ -194,7 +198,7 @@ class Reordering:
                 body.append(statement)
         params_list = list(kdef.params.params)
         last = params_list[-1]
-        new_param = cst.Param(cst.Name(GROUP_PARAM), annotation=cst.Annotation(c.expr("tl.constexpr")))
+        new_param = cst.Param(cst.Name(GROUP_PARAM), annotation=cst.Annotation(c.expr(f"{tl}.constexpr")))
         new_param = new_param.with_changes(comma=last.comma)
         params_list[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         params_list.append(new_param)

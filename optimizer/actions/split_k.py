@@ -338,7 +338,9 @@ class SplitK:
             new_args[-1] = new_args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         new_range = plan.loop_range.with_changes(args=new_args + keywords)
         # Inside the loop each pointer step covers SPLIT_K blocks; before it, pid_k blocks.
-        loop_pairs, before = [], [c.stmt(f"{PID_NAME} = tl.program_id({plan.grid_axes})")]
+        # New code spells triton.language as the store does (``triton.language.store`` needs no ``tl``).
+        tl = c.code(plan.store.func.value)  # type: ignore[union-attr]
+        loop_pairs, before = [], [c.stmt(f"{PID_NAME} = {tl}.program_id({plan.grid_axes})")]
         for line in plan.increments:
             inc = line.body[0]
             step_code = c.code(inc.value)  # type: ignore[union-attr]
@@ -348,7 +350,7 @@ class SplitK:
         new_loop = c.replace_all(cst.Module(body=[plan.loop]), loop_pairs).body[0]
         new_loop = new_loop.with_changes(iter=new_range, leading_lines=[])
         before[0] = before[0].with_changes(leading_lines=plan.loop.leading_lines)  # the loop's blank lines move up
-        atomic = plan.store.with_changes(func=c.expr("tl.atomic_add"))
+        atomic = plan.store.with_changes(func=c.expr(f"{tl}.atomic_add"))
         new_body = []
         for statement in plan.kdef.body.body:
             if statement is plan.loop:
@@ -359,7 +361,7 @@ class SplitK:
         new_kdef = c.replace_all(cst.Module(body=[new_kdef]), [(plan.store, atomic)]).body[0]
         params_list = list(new_kdef.params.params)
         last = params_list[-1]
-        new_param = cst.Param(cst.Name(SPLIT_PARAM), annotation=cst.Annotation(c.expr("tl.constexpr"))).with_changes(comma=last.comma)
+        new_param = cst.Param(cst.Name(SPLIT_PARAM), annotation=cst.Annotation(c.expr(f"{tl}.constexpr"))).with_changes(comma=last.comma)
         params_list[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         new_kdef = new_kdef.with_changes(params=new_kdef.params.with_changes(params=params_list + [new_param]))
         # The host: a zeroed output, one more grid axis, the new constexpr at the launch.
