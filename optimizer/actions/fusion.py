@@ -497,14 +497,19 @@ class Fusion:
             (c_line, fused_line),
             (alloc_line, cst.RemovalSentinel.REMOVE),
         ])
-        notes = [f"{consumer} is no longer launched here; {plan.buffer} is gone"]
-        module, kept_because = _drop_unreferenced_def(module, consumer)
-        notes.append(f"{consumer} stays defined: {kept_because}" if kept_because
-                     else f"{consumer}'s definition is removed: nothing in the file refers to it any more")
+        module, dropped = _drop_consumer(module, consumer)
+        notes = [f"{consumer} is no longer launched here; {plan.buffer} is gone", dropped]
         return c.finish(text, module, f"fused {consumer} into {kernel.name}", notes)
 
 
 ACTION = Fusion()
+
+
+def _drop_consumer(module: cst.Module, consumer: str) -> tuple[cst.Module, str]:
+    """``module`` without the fused consumer's definition when nothing refers to it any more, and a note saying which."""
+    module, kept_because = _drop_unreferenced_def(module, consumer)
+    return module, (f"{consumer} stays defined: {kept_because}" if kept_because
+                    else f"{consumer}'s definition is removed: nothing in the file refers to it any more")
 
 
 def _drop_unreferenced_def(module: cst.Module, name: str) -> tuple[cst.Module, str | None]:

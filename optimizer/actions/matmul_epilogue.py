@@ -90,7 +90,7 @@ from .fusion import (
     _assign_of,
     _call_of,
     _Canon,
-    _drop_unreferenced_def,
+    _drop_consumer,
     _impure_calls,
     _load_parts,
     _normal_form,
@@ -317,10 +317,8 @@ class MatmulEpilogue(ConsumerFusion):
         pairs += [(old, new) for old, new in zip(body[plan.rename_from:], renamed) if new is not old]
         pairs += [(s, cst.RemovalSentinel.REMOVE) for s in plan.removed]
         module = c.replace_all(module, pairs)
-        notes = [f"{consumer} is no longer launched here; the host reads {plan.buffer} where it read {plan.out}"]
-        module, kept_because = _drop_unreferenced_def(module, consumer)
-        notes.append(f"{consumer} stays defined: {kept_because}" if kept_because
-                     else f"{consumer}'s definition is removed: nothing in the file refers to it any more")
+        module, dropped = _drop_consumer(module, consumer)
+        notes = [f"{consumer} is no longer launched here; the host reads {plan.buffer} where it read {plan.out}", dropped]
         return c.finish(text, module, f"fused {consumer} into {kernel.name}'s epilogue", notes)
 
 

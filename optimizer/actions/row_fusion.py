@@ -83,7 +83,7 @@ from ..hardware import GpuProfile
 from . import _common as c
 from ._consumer_fusion import ConsumerFusion
 from .base import ActionError, Edit
-from .fusion import _assign_of, _call_of, _Canon, _drop_unreferenced_def, _returns, _top_statement
+from .fusion import _assign_of, _call_of, _Canon, _drop_consumer, _returns, _top_statement
 
 _TORCH_TO_TL = {"float32": "tl.float32", "float": "tl.float32", "float16": "tl.float16", "half": "tl.float16",
                 "bfloat16": "tl.bfloat16", "float64": "tl.float64", "double": "tl.float64"}
@@ -317,10 +317,8 @@ class RowFusion(ConsumerFusion):
                 if line is not None and len(line.body) == 1:
                     pairs.append((line, cst.RemovalSentinel.REMOVE))
         module = c.replace_all(module, pairs)
-        module, kept_because = _drop_unreferenced_def(module, consumer)
-        notes = [f"{consumer} is no longer launched here"]
-        notes.append(f"{consumer} stays defined: {kept_because}" if kept_because
-                     else f"{consumer}'s definition is removed: nothing in the file refers to it any more")
+        module, dropped = _drop_consumer(module, consumer)
+        notes = [f"{consumer} is no longer launched here", dropped]
         kept = [s.buffer for s in plan.stats if not s.drop]
         if kept:
             notes.append(f"{', '.join(kept)} still stored: the host reads it after the launches")
