@@ -234,3 +234,8 @@ def test_computed_length_and_autotuned_block_stay_equivalent(tmp_path):
                  job(tmp_path, f"{name}:single_pass", text, new, TOL_FP32)]
     results = run_jobs(jobs, tmp_path)
     assert all(r["ok"] for r in results), results
+
+
+def test_a_lone_column_block_is_not_a_row():
+    text = AUTOTUNED_VAR.replace("BLOCK_N", "BLOCK_M")
+    assert not offered(text, "var_kernel")

@@ -266,9 +266,11 @@ class SinglePass:
         _v, n_name, block = next(iter(shapes))
         if block not in kernel.constexpr_names:
             raise ActionError(f"{block} is not a constexpr")
-        # BLOCK_N is a row's block too when it is the only block; beside a BLOCK_M it is a tile's side.
-        if c.block_role(block) != "1d" and any(c.is_block_name(n) for n in kernel.constexpr_names if n != block):
-            raise ActionError(f"{block} is one side of a tile of several blocks")
+        # BLOCK_N (columns) is a row's block too when it is the only block; beside a BLOCK_M it is a tile's
+        # side, and a lone BLOCK_M or BLOCK_K steps down a column or a K, not along a row.
+        role = c.block_role(block)
+        if role not in ("1d", "n") or (role == "n" and any(c.is_block_name(n) for n in kernel.constexpr_names if n != block)):
+            raise ActionError(f"{block} is not the block of a row")
         if block in kernel.heuristics:
             raise ActionError(f"@triton.heuristics computes {block}")
         # An autotuned block goes with its decorator: one block of the whole row leaves nothing to tune.
