@@ -62,3 +62,62 @@ def test_apply_refuses_illegal_parameters_and_precision(capsys):
     assert main(["apply", path, "--kernel", "matmul_kernel", "--action", "precision"]) == 2
     assert "--allow-precision" in capsys.readouterr().err
     assert main(["apply", path, "--kernel", "matmul_kernel", "--action", "nonsense"]) == 2
+
+
+ROW_SCALE = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def twice(x):
+    return x * 2
+
+
+@triton.jit
+def row_scale_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols)
+    tl.store(y_ptr + row * n_cols + cols, twice(x), mask=cols < n_cols)
+
+
+def row_scale(x):
+    y = torch.empty_like(x)
+    row_scale_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+
+
+def test_actions_why_says_why_each_action_does_not_apply(tmp_path, capsys):
+    path = tmp_path / "row_scale.py"
+    path.write_text(ROW_SCALE)
+    assert main(["actions", str(path), "--target", "h100", "--why"]) == 0
+    out = capsys.readouterr().out
+    # The computed block is quoted, so the user sees what to change; numerics-changing actions say how to ask.
+    assert "tiling           BLOCK: the launch computes it at run time (`triton.next_power_of_2(x.shape[1])`)" in out
+    assert "precision        changes numerics: listed only on request (--allow-precision)" in out
+    assert "twice" in out and "a device function (row_scale_kernel call it)" in out
+    assert main(["actions", str(path), "--target", "h100", "--why", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    refused = {r["action"]: r["reason"] for r in data["refused"]["row_scale_kernel"]}
+    offered = {c["action"] for c in data["kernels"]["row_scale_kernel"]}
+    assert "pipelining" in refused and refused["pipelining"] == "no loop feeds tl.dot"
+    assert not offered & set(refused)  # an action is offered or refused, never both
+    # Without --why nothing is explained.
+    assert main(["actions", str(path), "--target", "h100", "--json"]) == 0
+    assert "refused" not in json.loads(capsys.readouterr().out)
+
+
+def test_refusals_carry_the_reason_a_shared_kernel_keeps_its_interface(tmp_path):
+    from mtmc_lsp.optimizer.actions.refusals import refusals
+    from mtmc_lsp.optimizer.analysis import analyze
+    from mtmc_lsp.optimizer.hardware import get_profile
+
+    shutil.copy(ROOT / "mtmc_lsp/examples/gelu_bias.py", tmp_path / "gelu_bias.py")
+    (tmp_path / "ops.py").write_text("from gelu_bias import gelu_kernel\n\n\ndef gelu(x, y):\n"
+                                     "    gelu_kernel[(1,)](x, y, x.numel(), BLOCK=1024)\n")
+    text = (tmp_path / "gelu_bias.py").read_text()
+    analysis = analyze(text, str(tmp_path / "gelu_bias.py"))
+    reasons = {r.action: r.reason for r in refusals(analysis, analysis.kernel("scale_bias_kernel"), get_profile("h100"))}
+    assert "gelu_kernel is also launched in ops.py" in reasons["fusion"]

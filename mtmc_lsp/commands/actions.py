@@ -1,4 +1,4 @@
-"""``mtmc actions FILE [--kernel K] [--target GPU] [--json]``: the optimization actions that apply, with parameters."""
+"""``mtmc actions FILE [--kernel K] [--target GPU] [--json] [--why]``: the actions that apply, with parameters (and why others do not)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="", help="target GPU (h100, a100, ...); default: the local GPU, else h100")
     parser.add_argument("--allow-precision", action="store_true", help="also list actions that change numerics")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--why", action="store_true",
+                        help="also say why each action that offers nothing does not apply to the kernel")
     parser.add_argument("--history", action="store_true",
                         help="show the file's step history (.mtmc/history in --workspace) instead")
     parser.add_argument("--workspace", default=".", help="workspace root holding .mtmc/ (default: the current folder)")
@@ -21,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mtmc_lsp.optimizer.actions import applicable
+    from mtmc_lsp.optimizer.actions.refusals import refusals
     from mtmc_lsp.optimizer.analysis import analyze
     from mtmc_lsp.optimizer.analysis.workspace import with_foreign_launches
 
@@ -51,9 +54,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"mtmc actions: no kernel {args.kernel!r} in {path} (kernels: {known})", file=sys.stderr)
         return 1
     listing = {k.name: applicable(analysis, k, target, allow_precision=args.allow_precision) for k in kernels}
+    refused = {k.name: refusals(analysis, k, target, allow_precision=args.allow_precision) for k in kernels} \
+        if args.why else {}
     if args.json:
-        print(json.dumps({"file": str(path), "target": target.key,
-                          "kernels": {name: [c.to_json() for c in cands] for name, cands in listing.items()}}, indent=1))
+        out = {"file": str(path), "target": target.key,
+               "kernels": {name: [c.to_json() for c in cands] for name, cands in listing.items()}}
+        if args.why:
+            out["refused"] = {name: [r.to_json() for r in found] for name, found in refused.items()}
+        print(json.dumps(out, indent=1))
         return 0
     print(f"{path} for {target.name}:")
     for name, candidates in listing.items():
@@ -65,4 +73,22 @@ def run(args: argparse.Namespace) -> int:
             numerics = "  [changes numerics]" if cand.changes_numerics else ""
             print(f"    line {cand.line + 1:>4}  {cand.action:<12} {cand.title}{numerics}")
             print(f"               mtmc apply {path} --kernel {cand.kernel} --action {cand.action} {params}".rstrip())
+        if args.why:
+            callers = sorted(k.name for k in analysis.kernels if name in k.called_functions and k.name != name)
+            if callers and not analysis.launches_of(name):
+                print(f"    a device function ({', '.join(callers)} call it): actions apply to the kernels that call it")
+            else:
+                _print_refusals(refused[name])
     return 0
+
+
+def _print_refusals(found: list) -> None:
+    """One line per action that says why it does not apply; the silent ones on one line."""
+    said = [r for r in found if r.reason]
+    if said:
+        print("    not offered:")
+    for r in said:
+        print(f"      {r.action:<16} {r.reason}")
+    silent = [r.action for r in found if not r.reason]
+    if silent:
+        print(f"    not offered (the pattern it rewrites is absent): {', '.join(silent)}")

@@ -713,6 +713,24 @@ def accesses_masked_for(kernel: Kernel, text: str, block: str, grid_counts_it: b
     return True
 
 
+def _unknown_block_reason(launches: list[LaunchNode], kernel: Kernel, param: str) -> str:
+    """Why ``param`` has no single constant value: the launches differ, or one computes it (quoted)."""
+    for launch in launches:
+        how, node = binding_of(launch, kernel, param)
+        if how != "other" or node is None:
+            continue
+        value = node.value  # type: ignore[union-attr]
+        if isinstance(value, cst.Name):
+            assign, _at_module = launch_assignment(launch, value.value)
+            if assign is None:
+                return f"the launch passes `{value.value}`, set at run time; tiling changes constant block sizes only"
+            value = assign.value
+        shown = code(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return f"the launch computes it at run time (`{shown}`); tiling changes constant block sizes only"
+    return "the block size differs between launches or is not a constant"
+
+
 def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst.CSTNode | None]:
     """How a launch sets a constexpr: ("literal"|"host"|"param"|"default"|"other", node to rewrite).
 
@@ -878,7 +896,7 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
             bp.reason = "a host-side tensor descriptor fixes the block shape"
             continue
         if bp.value is None:
-            bp.reason = "the block size differs between launches or is not a constant"
+            bp.reason = _unknown_block_reason(launches, kernel, p.name)
             continue
         ok = True
         for launch in launches:

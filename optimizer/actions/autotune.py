@@ -172,6 +172,14 @@ class Autotune:
                           f"Autotune {kernel.name} over {len(configs)} configs for {target.key.upper()} (key: {', '.join(keys)})",
                           c.kernel_line(kernel))]
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        try:
+            self._configs(analysis, kernel, target)
+        except ActionError as exc:
+            return str(exc)
+        return None
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         configs, keys, plan = self._configs(analysis, kernel, target)
         wanted = params.get("configs", len(configs))

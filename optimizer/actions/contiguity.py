@@ -82,6 +82,14 @@ class Contiguity:
                           f"Add contiguity hints to `{name}` (multiple of {block}, {block} contiguous)", line)
                 for name, block, _s, _tl in _sites(kdef, kernel, c.language_roots(analysis))]
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        kdef, _ = c.locate(c.parse(analysis.text), kernel.name)
+        if "multiple_of" in c.code(kdef.body) or "max_contiguous" in c.code(kdef.body):
+            return "the kernel already has contiguity hints"
+        return None if _sites(kdef, kernel, c.language_roots(analysis)) else \
+            "no top-level offsets line of the form pid * BLOCK + tl.arange(0, BLOCK)"
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         module = c.parse(text)
         kdef, _ = c.locate(module, kernel.name)

@@ -144,6 +144,14 @@ class Epilogue:
                           f"Fuse the PyTorch {op} on {buffer} into {kernel.name}'s store (one pass fewer)",
                           kernel.calls_of("store")[0].span.start.line)]
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        try:
+            self._plan(c.parse(analysis.text), analysis, kernel)
+        except (ActionError, StopIteration) as exc:
+            return str(exc) or "no PyTorch elementwise operation follows the launch on its output"
+        return None
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         module = c.parse(text)
         try:

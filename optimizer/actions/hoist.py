@@ -125,6 +125,11 @@ class Hoist:
                                  f"Hoist the loop-invariant {what} `{name}` out of its loop", line))
         return out
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        kdef, _ = c.locate(c.parse(analysis.text), kernel.name)
+        return None if hoistable(kdef) else "no loop-invariant load or computation inside a loop"
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         module = c.parse(text)
         kdef, _ = c.locate(module, kernel.name)

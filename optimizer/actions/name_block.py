@@ -122,6 +122,21 @@ class NameBlock:
                                  site.span.start.line))
         return out
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        module = c.parse(analysis.text)
+        reasons: dict[str, list[str]] = {}  # reason -> the blocks it refuses
+        for p in kernel.params:
+            if p.kind == "constexpr" and c.is_block_name(p.name):
+                try:
+                    self._plan(module, kernel, p.name)
+                except ActionError as exc:
+                    reasons.setdefault(str(exc), []).append(p.name)
+                else:
+                    return None
+        return "; ".join(f"{', '.join(names)}: {why}" for why, names in reasons.items()) or \
+            "the kernel has no block-size parameter"
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         param = params.get("param")
         if not isinstance(param, str) or kernel.param(param) is None:

@@ -131,6 +131,11 @@ class Pipelining:
             for s in legal
         ]
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        legal, _where, why = self._legal(analysis, kernel, target)
+        return None if legal else why or "no other stage count fits"
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         legal, where, reason = self._legal(analysis, kernel, target)
         value = params.get("num_stages")

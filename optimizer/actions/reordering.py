@@ -163,6 +163,14 @@ class Reordering:
                           f"Reorder programs in groups of {GROUP_PARAM}={g} for L2 reuse on {target.key.upper()}", line)
                 for g in GROUP_SIZES]
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        try:
+            self._plan(c.parse(analysis.text), analysis, kernel)
+        except ActionError as exc:
+            return str(exc) or "not a 2-D tile grid"
+        return None
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         group = params.get(GROUP_PARAM)
         if not c.is_pow2(group) or group > 64:

@@ -857,7 +857,7 @@ class RowsPerProgram:
                           f"cdiv({plan.n_rows_src}, {plan.names['BLOCK_M']})", c.kernel_line(kernel))
                 for params in self._options(plan)]
 
-    def why_not(self, analysis: FileAnalysis, kernel: Kernel) -> str | None:
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile | None = None) -> str | None:
         """Why the action is not offered for ``kernel`` (None when it is)."""
         try:
             self._plan(c.parse(analysis.text), analysis, kernel)

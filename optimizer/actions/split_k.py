@@ -317,6 +317,14 @@ class SplitK:
                           f"{target.key.upper()}", c.kernel_line(kernel))
                 for s in SPLITS]
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        try:
+            self._plan(c.parse(analysis.text), analysis, kernel)
+        except ActionError as exc:
+            return str(exc) or "not a split-K loop"
+        return None
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         split = params.get(SPLIT_PARAM)
         if not c.is_pow2(split) or not 2 <= split <= 64:

@@ -229,6 +229,28 @@ class Tiling:
                     f"(accumulator, operands, pointers; over {c.MAX_REGS_PER_THREAD} spills); raise num_warps first")
         return None
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something): each block's reason."""
+        if self.candidates(analysis, kernel, target):
+            return None
+        if kernel.is_autotuned:
+            names = sorted({k for cfg in (kernel.autotune.configs if kernel.autotune else []) for k in cfg.kwargs
+                            if c.is_block_name(k)})
+            if kernel.autotune is None or not kernel.autotune.configs_are_literal:
+                return "the autotune configs are not a literal list"
+            return (c.autotuned_blocks_tunable(analysis, kernel, names) if names else "no autotune config sets a block size") \
+                or "the autotune configs already hold every tile this action would add"
+        plan = c.tile_plan(analysis, kernel)
+        if not plan.params:
+            return "no block-size parameter (a tl.constexpr whose name has BLOCK or TILE)"
+        refused = [f"{p.name}: {p.reason}" for p in plan.params.values() if not p.tunable]
+        if refused:
+            return "; ".join(refused)
+        if plan.has_dot:
+            return "a tl.dot kernel gets tiles for BLOCK_M, BLOCK_N and BLOCK_K (or M and N alone); no new one fits"
+        return "tiles over two blocks are offered for two-block kernels only" if len(plan.params) > 2 else \
+            "the block already has the size this action would offer"
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         module = c.parse(text)
         if kernel.is_autotuned:

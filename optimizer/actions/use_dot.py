@@ -135,6 +135,16 @@ class UseDot:
                           f"Use tl.dot({a}, {b}) for the tile product at line {line + 1} (tensor cores)", line)
                 for line, _call, a, b in found]
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        if not kernel.calls_of("sum") or not _sites(analysis.text, kernel.name)[1]:
+            return "no tl.sum(a[:, :, None] * b[None, :, :], axis=1) tile product"
+        try:
+            self._check_blocks(analysis, kernel)
+        except ActionError as exc:
+            return str(exc)
+        return None
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         self._check_blocks(analysis, kernel)
         module, found = _sites(text, kernel.name)

@@ -93,6 +93,11 @@ class Warps:
             for w in legal
         ]
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        legal, current, why = self._legal(analysis, kernel)
+        return None if legal else why or f"num_warps={current} is the only value that suits the tile"
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         legal, _current, reason = self._legal(analysis, kernel)
         value = params.get("num_warps")
