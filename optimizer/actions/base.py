@@ -67,7 +67,8 @@ class Action(Protocol):
     # Optional ``keeps_interface = True``: the edit keeps the kernel's parameters, their meaning and its
     # grid contract (a launch value, a hint, a body rewrite with the same results), so it is safe for
     # kernels other modules launch too. Actions without it are not offered on such kernels
-    # (``actions.interface_conflict``).
+    # (``actions.interface_conflict``). Optional ``why_not(analysis, kernel, target) -> str | None``: why
+    # ``candidates`` is empty, for ``mtmc actions --why`` (``actions.refusals``).
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         """The concrete parameterisations that apply to ``kernel`` on ``target`` (empty when none)."""
