@@ -40,8 +40,10 @@ class ConsumerFusion:
                                  self._title(plan, kernel, consumer), kernel.calls_of("store")[0].span.start.line))
         return out
 
-    def _consumer(self, params: dict[str, Value]) -> str:
-        consumer = params.get("consumer")
-        if not isinstance(consumer, str):
-            raise ActionError(f"{self.name} needs params {{'consumer': kernel name}}")
-        return consumer
+
+def consumer_param(action: str, params: dict[str, Value]) -> str:
+    """The consumer kernel a fusing action's params name."""
+    consumer = params.get("consumer")
+    if not isinstance(consumer, str):
+        raise ActionError(f"{action} needs params {{'consumer': kernel name}}")
+    return consumer

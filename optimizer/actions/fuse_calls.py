@@ -89,6 +89,7 @@ from ..analysis.model import Value
 from ..edits import changed_line_count
 from ..hardware import GpuProfile
 from . import _common as c
+from ._consumer_fusion import consumer_param
 from .base import ActionError, Candidate, Edit
 from .fusion import ACTION as FUSION
 from .matmul_epilogue import ACTION as MATMUL_EPILOGUE
@@ -519,9 +520,7 @@ class FuseCalls:
         return out
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
-        consumer = params.get("consumer")
-        if not isinstance(consumer, str):
-            raise ActionError("fuse_calls needs params {'consumer': kernel name}")
+        consumer = consumer_param(self.name, params)
         module = c.parse(text)
         sites = [s for s in self._sites(module, analysis) if s.producer.kernel == kernel.name and s.consumer.kernel == consumer]
         if len(sites) != 1:

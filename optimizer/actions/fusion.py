@@ -69,6 +69,7 @@ from ..analysis import FileAnalysis, Kernel
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
+from ._consumer_fusion import consumer_param
 from .base import ActionError, Candidate, Edit
 
 _ALLOCATORS = ("torch.empty_like", "torch.empty", "torch.zeros_like", "torch.zeros")
@@ -456,9 +457,7 @@ class Fusion:
         return out
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
-        consumer = params.get("consumer")
-        if not isinstance(consumer, str):
-            raise ActionError("fusion needs params {'consumer': kernel name}")
+        consumer = consumer_param(self.name, params)
         module = c.parse(text)
         plan = self._plan(module, analysis, kernel.name, consumer)
         cast = c.stmt(f"{plan.load_target} = ({c.code(plan.p_value)}).to({plan.p_dest}.dtype.element_ty)\n")

@@ -80,7 +80,7 @@ from ..analysis import FileAnalysis, Kernel
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
-from ._consumer_fusion import ConsumerFusion
+from ._consumer_fusion import ConsumerFusion, consumer_param
 from .base import ActionError, Edit
 from .epilogue import _metadata_reads
 from .fusion import (
@@ -290,7 +290,7 @@ class MatmulEpilogue(ConsumerFusion):
         return f"Fuse {consumer} into {kernel.name}'s epilogue (drops {plan.out} and one pass over {plan.buffer})"
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
-        consumer = self._consumer(params)
+        consumer = consumer_param(self.name, params)
         module = c.parse(text)
         plan = self._plan(module, analysis, kernel, consumer)
         target = plan.target

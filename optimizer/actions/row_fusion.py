@@ -81,7 +81,7 @@ from ..analysis import FileAnalysis, Kernel
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
-from ._consumer_fusion import ConsumerFusion
+from ._consumer_fusion import ConsumerFusion, consumer_param
 from .base import ActionError, Edit
 from .fusion import _assign_of, _call_of, _Canon, _drop_consumer, _returns, _top_statement
 
@@ -277,7 +277,7 @@ class RowFusion(ConsumerFusion):
         return f"Fuse {consumer} into {kernel.name}: one kernel per row, {names} stay in registers"
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
-        consumer = self._consumer(params)
+        consumer = consumer_param(self.name, params)
         module = c.parse(text)
         plan = self._plan(module, analysis, kernel, consumer)
         pdef, _ = c.locate(module, kernel.name)
