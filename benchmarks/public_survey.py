@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bootstrap  # noqa: E402,F401
-from wild_actions import NOT_STRUCTURAL, engine_version, pct, survey_text  # noqa: E402
+from wild_actions import NOT_STRUCTURAL, engine_version, pct, refusal_table, survey_text  # noqa: E402
 
 from mtmc_lsp.optimizer.actions import ACTIONS  # noqa: E402
 from mtmc_lsp.optimizer.hardware import get_profile  # noqa: E402
@@ -139,6 +139,9 @@ def markdown(rows: list[dict], parts: dict, repos: dict, sources: dict, meta: di
     failures = Counter((c["action"], (c["apply_error"] or "")[:120]) for r in rows if r["kernel"] for c in r["candidates"]
                        if not c["applies"])
     errors = Counter((r["error"] or "")[:120] for r in rows if r["error"])
+    dev = [r for r in rows if r["kernel"] and r["part"] != "heldout"]  # held-out repositories are not read
+    for action in ("tiling", "rows_per_program"):
+        lines += refusal_table(dev, action)
     if failures:
         lines += ["", "Candidates offered that did not apply (engine bugs to fix):", "", "| action | error | count |",
                   "|---|---|---:|"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bootstrap  # noqa: E402,F401
 
 from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, applicable, apply_candidate  # noqa: E402
+from mtmc_lsp.optimizer.actions.refusals import refusals  # noqa: E402
 from mtmc_lsp.optimizer.analysis import analyze  # noqa: E402
 from mtmc_lsp.optimizer.analysis.workspace import with_foreign_launches  # noqa: E402
 from mtmc_lsp.optimizer.hardware import get_profile  # noqa: E402
@@ -90,8 +92,30 @@ def survey_text(text: str, rel: str, target, allow_precision: bool = False, disk
             except Exception as exc:  # noqa: BLE001 - an action crashing is an engine bug to report
                 entry.update(applies=False, apply_error=f"{type(exc).__name__}: {exc}")
             row["candidates"].append(entry)
+        if row["launched_here"] and not any(c["action"] not in NOT_STRUCTURAL for c in row["candidates"]):
+            # No structural step: keep each structural action's reason (``mtmc actions --why``) for the report.
+            row["refused"] = {r.action: r.reason for r in refusals(analysis, kernel, target, allow_precision)
+                              if r.action not in NOT_STRUCTURAL and r.reason}
         rows.append(row)
     return rows
+
+
+def refusal_pattern(reason: str) -> str:
+    """A reason with its quoted code and block names replaced, so that reasons of one kind count together."""
+    reason = re.sub(r"`[^`]*`", "`...`", reason)
+    return re.sub(r"\b[A-Z][A-Z0-9_]*\b(?=:)", "BLOCK", reason)[:140]
+
+
+def refusal_table(rows: list[dict], action: str = "tiling", top: int = 8) -> list[str]:
+    """Markdown: the commonest reasons ``action`` gives on kernels launched in their file with no structural step."""
+    reasons = Counter(refusal_pattern(r["refused"][action]) for r in rows if action in r.get("refused", {}))
+    if not reasons:
+        return []
+    total = sum(1 for r in rows if "refused" in r)
+    lines = ["", f"Why {action} is not offered, on the {total} kernels launched in their file that get no structural "
+             f"step (`mtmc actions --why`; code quoted in a reason shown as `...`):", "",
+             "| reason | kernels |", "|---|---:|"]
+    return lines + [f"| {why.replace('|', '/')} | {n} |" for why, n in reasons.most_common(top)]
 
 
 def survey(files: list[tuple[str, Path]], target_key: str, allow_precision: bool) -> list[dict]:
@@ -179,6 +203,9 @@ def markdown(rows: list[dict], summary: dict, target: str, allow_precision: bool
         if broken:
             cell += f" (not applying: {'; '.join(broken)})"
         lines.append(f"| {Path(r['file']).name} | {r['part']} | `{r['kernel']}` | {cell} |")
+    dev = [r for r in rows if r["part"] != "heldout"]  # held-out reasons are not read: nothing is tuned to them
+    for action in ("tiling", "rows_per_program"):
+        lines += refusal_table(dev, action)
     return "\n".join(lines) + "\n"
 
 
