@@ -239,3 +239,39 @@ def test_computed_length_and_autotuned_block_stay_equivalent(tmp_path):
 def test_a_lone_column_block_is_not_a_row():
     text = AUTOTUNED_VAR.replace("BLOCK_N", "BLOCK_M")
     assert not offered(text, "var_kernel")
+
+
+# The block computed by @triton.heuristics, capped (Liger's and FlagGems' manner), beside another heuristic that reads it.
+HEURISTIC_VAR = AUTOTUNED_VAR.replace('''@triton.autotune(
+    configs=[triton.Config({"BLOCK_N": 16}, num_warps=2), triton.Config({"BLOCK_N": 64}, num_warps=4)],
+    key=["N"],
+    reset_to_zero=["Out"],
+)
+''', '''@triton.heuristics({
+    "BLOCK_N": lambda args: min(triton.next_power_of_2(args["N"]), 32),
+    "EVEN_N": lambda args: args["N"] % args["BLOCK_N"] == 0,
+})
+''').replace("BLOCK_N: tl.constexpr):", "BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr):")
+
+
+def test_a_heuristic_block_loses_its_entry_and_the_launch_sets_it():
+    new = apply_candidate(HEURISTIC_VAR, single_pass(HEURISTIC_VAR, "var_kernel"), H100).new_text
+    assert '@triton.heuristics({\n    "EVEN_N": lambda args: args["N"] % args["BLOCK_N"] == 0,\n})\n@triton.jit' in new
+    assert "x.shape[1], BLOCK_N=triton.next_power_of_2(x.shape[1]), num_warps=min(16" in new
+    alone = HEURISTIC_VAR.replace('    "EVEN_N": lambda args: args["N"] % args["BLOCK_N"] == 0,\n', "").replace(
+        ", EVEN_N: tl.constexpr", "")
+    new = apply_candidate(alone, single_pass(alone, "var_kernel"), H100).new_text
+    assert "heuristics" not in new and "# Unbiased variance of each row.\n@triton.jit\ndef var_kernel" in new
+
+
+def test_a_block_both_autotuned_and_heuristic_is_refused():
+    text = HEURISTIC_VAR.replace("@triton.heuristics({", '@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=["N"])\n@triton.heuristics({')
+    assert not offered(text, "var_kernel")
+
+
+@pytest.mark.slow
+def test_a_heuristic_block_stays_equivalent(tmp_path):
+    new = apply_candidate(HEURISTIC_VAR, single_pass(HEURISTIC_VAR, "var_kernel"), H100).new_text
+    results = run_jobs([job(tmp_path, "hvar:reference", HEURISTIC_VAR, HEURISTIC_VAR, TOL_FP32, reference=True),
+                        job(tmp_path, "hvar:single_pass", HEURISTIC_VAR, new, TOL_FP32)], tmp_path)
+    assert all(r["ok"] for r in results), results

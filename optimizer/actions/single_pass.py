@@ -10,7 +10,8 @@ warp would spill). Offered only when the grid does not depend on the block. ``N`
 the kernel computes once from its arguments (a group norm's ``(C // G) * HW``): the launch computes
 the same from what it passes. An autotuned block goes with its ``@triton.autotune`` decorator when
 the configs choose only that block and launch options (one block of the whole row leaves nothing
-to tune).
+to tune); a block ``@triton.heuristics`` computes goes with its entry (the decorator too when that
+was its only one).
 
 Example: kernel=rowsum_kernel target=h100 params={}
 
@@ -236,6 +237,30 @@ def _removable_autotune(kdef: cst.FunctionDef, block: str) -> cst.Decorator:
     return decorator
 
 
+def _heuristic_dropped(kdef: cst.FunctionDef, block: str) -> tuple[cst.Decorator, cst.Decorator | None]:
+    """(the ``@triton.heuristics`` decorator, itself without ``block``'s entry, or None when that was its only one)."""
+    for decorator in kdef.decorators:
+        call = decorator.decorator
+        if not (isinstance(call, cst.Call) and c.code(call.func).endswith("heuristics")):
+            continue
+        arg = c.kwarg(call, "values") or next((a for a in call.args if a.keyword is None), None)
+        if arg is None or not isinstance(arg.value, cst.Dict):
+            continue
+        elements = list(arg.value.elements)
+        entry = next((e for e in elements if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+                      and e.key.evaluated_value == block), None)
+        if entry is None:
+            continue
+        kept = [e for e in elements if e is not entry]
+        if not kept:
+            return decorator, None
+        if elements[-1] is entry:
+            kept[-1] = kept[-1].with_changes(comma=entry.comma)
+        new_call = c.replace_all(call, [(arg, arg.with_changes(value=arg.value.with_changes(elements=kept)))])
+        return decorator, decorator.with_changes(decorator=new_call)
+    raise ActionError(f"@triton.heuristics sets {block} in a form this action cannot read")
+
+
 def warps_for_row(n_source: str) -> str:
     """Host expression for the warps of a program that holds a whole row of ``n_source`` elements."""
     return f"min(16, max(4, triton.next_power_of_2({n_source}) // 256))"
@@ -271,10 +296,17 @@ class SinglePass:
         role = c.block_role(block)
         if role not in ("1d", "n") or (role == "n" and any(c.is_block_name(n) for n in kernel.constexpr_names if n != block)):
             raise ActionError(f"{block} is not the block of a row")
+        # An autotuned block goes with its decorator, a heuristic one with its entry: the launch sets the
+        # one block of the whole row, which leaves nothing to tune or to compute.
+        if block in kernel.heuristics and kernel.is_autotuned:
+            raise ActionError(f"{block} is both autotuned and computed by @triton.heuristics")
         if block in kernel.heuristics:
-            raise ActionError(f"@triton.heuristics computes {block}")
-        # An autotuned block goes with its decorator: one block of the whole row leaves nothing to tune.
-        autotune = _removable_autotune(kdef, block) if kernel.is_autotuned else None
+            decorator, replacement = _heuristic_dropped(kdef, block)
+        elif kernel.is_autotuned:
+            decorator, replacement = _removable_autotune(kdef, block), None
+        else:
+            decorator = replacement = None
+        wrapper = (decorator, replacement) if decorator is not None else None
         length = _length_expression(kdef, kernel, n_name, loops[0])
         for loop in loops:
             var = _loop_shape(loop)[0]
@@ -300,11 +332,11 @@ class SinglePass:
                 raise ActionError(f"the launch does not pass {name}")
             sources[name] = passed.source
         n_source = c.code(length.visit(_HostNames(sources))) if not isinstance(length, cst.Name) else sources[n_name]
-        return kdef, launch, loops, block, n_source, autotune
+        return kdef, launch, loops, block, n_source, wrapper
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         try:
-            _kdef, _launch, loops, block, n_source, _autotune = self._plan(c.parse(analysis.text), analysis, kernel)
+            _kdef, _launch, loops, block, n_source, _wrapper = self._plan(c.parse(analysis.text), analysis, kernel)
         except ActionError:
             return []
         passes = f"{len(loops)} passes" if len(loops) > 1 else "the loop"
@@ -316,7 +348,7 @@ class SinglePass:
         if params:
             raise ActionError(f"single_pass takes no parameters, got {sorted(params)}")
         module = c.parse(text)
-        kdef, launch, loops, block, n_source, autotune = self._plan(module, analysis, kernel)
+        kdef, launch, loops, block, n_source, wrapper = self._plan(module, analysis, kernel)
         body: list[cst.BaseStatement] = []
         for statement in kdef.body.body:
             if isinstance(statement, cst.For) and statement in loops:
@@ -327,10 +359,12 @@ class SinglePass:
                 body.append(statement)
         body = dedupe(body)
         new_kdef = kdef.with_changes(body=kdef.body.with_changes(body=body))
-        if autotune is not None:
-            new_kdef = new_kdef.with_changes(decorators=[d for d in kdef.decorators if d is not autotune])
-            if kdef.decorators[0] is autotune:  # the blank lines and comments above the kernel stay above it
-                new_kdef = new_kdef.with_changes(leading_lines=[*kdef.leading_lines, *autotune.leading_lines])
+        if wrapper is not None:
+            old_decorator, new_decorator = wrapper
+            decorators = [new_decorator if d is old_decorator else d for d in kdef.decorators]
+            new_kdef = new_kdef.with_changes(decorators=[d for d in decorators if d is not None])
+            if new_decorator is None and kdef.decorators[0] is old_decorator:  # what is above the kernel stays
+                new_kdef = new_kdef.with_changes(leading_lines=[*kdef.leading_lines, *old_decorator.leading_lines])
         value = c.expr(f"triton.next_power_of_2({n_source})")
         old_arg = block_arg(launch, kernel, block)
         if old_arg is not None and old_arg.keyword is None:  # passed positionally: replace it where it is
