@@ -523,8 +523,17 @@ def test_autotune_wraps_the_jitting_call():
     assert "scale_kernel[lambda META: (triton.cdiv(x.numel(), META[\"BLOCK\"]),)](x, out, x.numel())" in new
     kernel = analyze(new).kernel("_scale")
     assert [d.name for d in kernel.decorators] == ["autotune", "jit"] and kernel.autotune.configs
-    # Tuned now: a second autotune and config edits through a decorator are not offered.
-    assert not {"autotune", "tiling", "pipelining"} & set(offered(new, "_scale"))
+    # Tuned now: no second autotune; the configs already hold every row block tiling would add.
+    assert not {"autotune", "tiling"} & set(offered(new, "_scale"))
+
+
+def test_tiling_adds_a_config_to_an_autotune_call_around_the_jit_call():
+    text = (Path(__file__).parent / "corpus" / "realworld" / "jit_by_call.py").read_text()
+    cand = next(c for c in applicable(analyze(text), "_square", H100) if c.action == "tiling")
+    new = apply_candidate(text, cand, H100).new_text
+    block = cand.params["BLOCK"]
+    assert f'triton.Config({{"BLOCK": 1024}}, num_warps=4), triton.Config({{"BLOCK": {block}}}, num_warps=' in new
+    assert [cfg.kwargs["BLOCK"] for cfg in analyze(new).kernel("_square").autotune.configs] == [256, 1024, block]
 
 
 def test_a_factorys_kernel_is_tuned_at_the_launch_of_its_result_but_not_autotuned():

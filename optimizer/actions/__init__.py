@@ -32,13 +32,11 @@ def _load() -> dict[str, Action]:
 ACTIONS: dict[str, Action] = _load()
 
 # Actions that edit a kernel's decorators or move or remove its definition: they need a decorated def
-# (autotune wraps a ``triton.jit(f)`` call too).
+# (autotune wraps a ``triton.jit(f)`` call too; tiling and pipelining find configs in the wrapping call).
 _DEFINITION_EDITS = frozenset({"split_k", "fusion", "row_fusion", "matmul_epilogue", "flash_attention", "fuse_calls"})
 # ... and those that need it launched by its own name: an autotuner on a factory's kernel is built again,
 # and tunes again, on every call of the factory.
 _FACTORY_EDITS = _DEFINITION_EDITS | {"autotune"}
-# Actions that edit an autotuned kernel's ``configs=[...]`` where a decorator holds them.
-_CONFIG_EDITS = frozenset({"tiling", "pipelining"})
 
 
 def applicable(analysis: FileAnalysis, kernel: Kernel | str, target: GpuProfile, allow_precision: bool = False) -> list[Candidate]:
@@ -72,9 +70,7 @@ def spelling_conflict(analysis: FileAnalysis, candidate: Candidate) -> str | Non
         kernel = analysis.kernel(name)
         if kernel is None:
             continue
-        if kernel.jit_call is not None and (
-            candidate.action in _DEFINITION_EDITS or (kernel.autotune is not None and candidate.action in _CONFIG_EDITS)
-        ):
+        if kernel.jit_call is not None and candidate.action in _DEFINITION_EDITS:
             return (f"{name} is jitted by a call (line {kernel.jit_call.start.line + 1}), not decorated: "
                     f"{candidate.action} edits decorators or the definition")
         if kernel.factories and candidate.action in _FACTORY_EDITS:

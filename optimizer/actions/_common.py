@@ -1122,10 +1122,13 @@ def fmt_params(params: dict) -> str:
 
 
 # ---- autotune configs ------------------------------------------------------------------------------
-def autotune_configs(kdef: cst.FunctionDef) -> tuple[cst.List, list[cst.Call]] | None:
-    """The literal ``configs=[triton.Config(...), ...]`` list of the kernel's autotune decorator."""
-    for decorator in kdef.decorators:
-        call = decorator.decorator
+def autotune_configs(kdef: cst.FunctionDef, module: cst.Module | None = None) -> tuple[cst.List, list[cst.Call]] | None:
+    """The literal ``configs=[triton.Config(...), ...]`` list of the kernel's autotune decorator, or (given
+    ``module``) of the ``triton.autotune(...)`` call around its jit call (``k = triton.autotune(...)(triton.jit(f))``)."""
+    calls = [d.decorator for d in kdef.decorators]
+    if module is not None and not calls:
+        calls = _wrapping_autotunes(module, kdef.name.value)
+    for call in calls:
         if isinstance(call, cst.Call) and code(call.func).endswith("autotune"):
             arg = kwarg(call, "configs") or next((a for a in call.args if a.keyword is None), None)
             if arg is not None and isinstance(arg.value, cst.List):
@@ -1133,6 +1136,25 @@ def autotune_configs(kdef: cst.FunctionDef) -> tuple[cst.List, list[cst.Call]] |
                 if configs and all(isinstance(v, cst.Call) and code(v.func).endswith("Config") for v in configs):
                     return arg.value, configs  # type: ignore[return-value]
     return None
+
+
+def _wrapping_autotunes(module: cst.Module, name: str) -> list[cst.Call]:
+    """The ``triton.autotune(...)`` calls applied to a jitting of ``name`` (``triton.autotune(...)(triton.jit(name))``)."""
+    found: list[cst.Call] = []
+
+    def wraps(node: cst.BaseExpression) -> bool:
+        while isinstance(node, cst.Call) and len(positional := [a for a in node.args if a.keyword is None]) == 1:
+            node = positional[0].value  # triton.jit(f, debug=True), triton.jit(debug=True)(f), heuristics(...)(k)
+        return isinstance(node, cst.Name) and node.value == name
+
+    class Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Call) and code(node.func.func).endswith("autotune") and len(node.args) == 1 \
+                    and node.args[0].keyword is None and wraps(node.args[0].value):
+                found.append(node.func)
+
+    module.visit(Find())
+    return found if len(found) == 1 else []
 
 
 def append_element(lst: cst.List, value: cst.BaseExpression) -> cst.List:

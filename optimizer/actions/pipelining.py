@@ -146,7 +146,7 @@ class Pipelining:
             module = c.set_launch_option(module, kernel.name, "num_stages", int(value))
         elif where == "configs":
             kdef, _ = c.locate(module, kernel.name)
-            _lst, configs = c.autotune_configs(kdef)
+            _lst, configs = c.autotune_configs(kdef, module)
             module = c.replace_all(module, [(cfg, c.set_kwarg(cfg, "num_stages", cst.Integer(str(value)))) for cfg in configs])
         else:
             module = self._set_loop_stages(module, kernel, int(value), c.language_roots(analysis))

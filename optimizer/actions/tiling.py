@@ -258,7 +258,7 @@ class Tiling:
             if option is None:
                 raise ActionError(f"{c.fmt_params(params)} is not a new legal autotune config of {kernel.name} on {target.name}")
             kdef, _ = c.locate(module, kernel.name)
-            lst, _configs = c.autotune_configs(kdef)
+            lst, _configs = c.autotune_configs(kdef, module)
             module = c.replace_all(module, [(lst, c.append_element(lst, c.expr(option)))])
             return c.finish(text, module, f"tiling of {kernel.name}: autotune config {c.fmt_params(params)}")
         if params and set(params) <= set(kernel.heuristics):
