@@ -154,5 +154,9 @@ def test_welford_stays_equivalent(tmp_path):
         new = apply_candidate(text, online(text, "var_kernel")[0], H100).new_text
         jobs += [job(tmp_path, f"{name}:reference", text, text, TOL_FP32, reference=True),
                  job(tmp_path, f"{name}:welford", text, new, TOL_FP32)]
+    # One Welford loop is still a row loop: single_pass then holds the row in one block.
+    welford = apply_candidate(TWO_PASS_VAR, online(TWO_PASS_VAR, "var_kernel")[0], H100).new_text
+    single = next(c for c in applicable(analyze(welford), "var_kernel", H100) if c.action == "single_pass")
+    jobs.append(job(tmp_path, "var:welford+single_pass", TWO_PASS_VAR, apply_candidate(welford, single, H100).new_text, TOL_FP32))
     results = run_jobs(jobs, tmp_path)
     assert all(r["ok"] for r in results), results
