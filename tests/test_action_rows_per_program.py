@@ -221,6 +221,41 @@ def geglu_rows(a, b, s, w):
     return c
 '''
 
+# Liger's SwiGLU backward: the gradients overwrite the rows of a and b they were computed from (in place).
+SWIGLU_BACKWARD = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _swiglu_backward_kernel(dc_ptr, a_ptr, b_ptr, stride, n_cols: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    program_id = tl.program_id(0).to(tl.int64)
+    dc_ptr += program_id * stride
+    a_ptr += program_id * stride
+    b_ptr += program_id * stride
+    col_offsets = tl.arange(0, BLOCK_SIZE)
+    mask = col_offsets < n_cols
+    dc_row = tl.load(dc_ptr + col_offsets, mask=mask, other=0)
+    a_row = tl.load(a_ptr + col_offsets, mask=mask, other=0).to(tl.float32)
+    b_row = tl.load(b_ptr + col_offsets, mask=mask, other=0)
+    sig_a = tl.sigmoid(a_row)
+    silu_a = a_row * sig_a
+    db_row = dc_row * silu_a
+    da_row = dc_row * (silu_a * (1 - sig_a) + sig_a) * b_row
+    tl.store(a_ptr + col_offsets, da_row, mask=mask)
+    tl.store(b_ptr + col_offsets, db_row, mask=mask)
+
+
+def swiglu_backward(a, b, dc):
+    ori_shape = dc.shape
+    n_cols = ori_shape[-1]
+    dc = dc.view(-1, n_cols)
+    n_rows = dc.shape[0]
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    _swiglu_backward_kernel[(n_rows,)](dc, a, b, dc.stride(-2), n_cols=n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
+    return a.view(*ori_shape), b.view(*ori_shape)
+'''
+
 ROPE = (DEV / "ew_rope_lightllm.py").read_text()
 # The head axis made unusable as a row index (``// 1`` is not affine row arithmetic): tokens become the rows.
 ROPE_TOKENS = ROPE.replace("cur_head = tl.program_id(1)", "cur_head = tl.program_id(1) // 1")
@@ -313,7 +348,8 @@ def test_offered_for_row_reductions_of_the_dev_corpus(name, kernel):
 @pytest.mark.parametrize("text,kernel", [(ARGMAX, "argmax_shift_kernel"), (L2_LOOP, "l2_norm_kernel"),
                                          (MASKED_SOFTMAX, "masked_softmax_kernel"), (RMS_UNSLOTH, "_rms_layernorm_forward"),
                                          (L2_FLA, "l2norm_fwd_kernel"), (LSE_I64, "lse_kernel"),
-                                         (GEGLU_ROWS, "geglu_rows_kernel"), (ROPE_TOKENS, "_rotary_kernel")])
+                                         (GEGLU_ROWS, "geglu_rows_kernel"), (ROPE_TOKENS, "_rotary_kernel"),
+                                         (SWIGLU_BACKWARD, "_swiglu_backward_kernel")])
 def test_offered_for_argmax_l2_norm_and_masked_softmax(text, kernel):
     assert offered(text, kernel)
 
@@ -409,6 +445,20 @@ def test_a_two_axis_grid_needs_one_row_axis(old, new, reason):
         return
     assert not offered(text, "_rotary_kernel")
     assert reason in why_not(text, "_rotary_kernel")
+
+
+@pytest.mark.parametrize("old,new", [
+    ("tl.store(a_ptr + col_offsets, da_row", "tl.store(a_ptr + col_offsets + 1, da_row"),  # a neighbour's element
+    ("    sig_a = tl.sigmoid(a_row)\n", "    a_ptr += stride\n    sig_a = tl.sigmoid(a_row)\n"),  # the next row
+    ("    col_offsets = tl.arange(0, BLOCK_SIZE)\n",
+     "    col_offsets = tl.arange(0, BLOCK_SIZE)\n    if n_cols > 4:\n        a_ptr += 0\n"),  # rebound inside a branch
+])
+def test_in_place_rows_need_the_same_address_throughout(old, new):
+    assert old in SWIGLU_BACKWARD
+    text = SWIGLU_BACKWARD.replace(old, new, 1)
+    assert not offered(text, "_swiglu_backward_kernel")
+    reason = why_not(text, "_swiglu_backward_kernel")
+    assert reason.startswith("stores through a_ptr") and "which it also loads" in reason
 
 
 def test_a_loop_accumulator_that_cannot_widen_is_refused():
@@ -611,6 +661,8 @@ INTERPRETED = [
      "[torch.randn(37, 100), torch.randn(37, 100), torch.rand(37) + 0.5, torch.randn(100)]"),
     ("swiglu_liger", _dev("ew_swiglu_liger.py"), "_swiglu_forward_kernel", "m.swiglu_forward",
      "[x.float() for x in m.get_inputs(device='cpu', batch=3, seq_len=13, intermediate=100)]"),
+    ("swiglu_backward", SWIGLU_BACKWARD, "_swiglu_backward_kernel", "m.swiglu_backward",
+     "[torch.randn(3, 13, 100), torch.randn(3, 13, 100), torch.randn(3, 13, 100)]"),
     ("rope_heads", ROPE, "_rotary_kernel", "m.rotary_emb_fwd", "m.get_inputs(device='cpu', tokens=7, heads=5, head_dim=16)"),
     ("rope_tokens", ROPE_TOKENS, "_rotary_kernel", "m.rotary_emb_fwd", "m.get_inputs(device='cpu', tokens=37, heads=3, head_dim=16)"),
     ("bias_add_2d", _dev("ew_bias_add_2d.py"), "bias_add_kernel", "m.bias_add", "m.get_inputs(device='cpu', M=37, N=100)"),

@@ -17,7 +17,7 @@ Offered only where every row is provably computed alone: the program id of the r
 only as the row index (affine arithmetic only; ``.to(tl.int64)`` and row pointers moved with ``+=``
 are fine), nothing branches, loops or indexes on a per-row value, stores and per-row loads are at
 the row's own addresses, nothing is stored to a row-independent address or through a pointer the
-kernel also loads from, no atomics, no ``tl.dot``, no 2-D tiles already, autotune configs (if any)
+kernel also loads from (unless in place: every access through it at the same address), no atomics, no ``tl.dot``, no 2-D tiles already, autotune configs (if any)
 set no blocks, and every call is an elementwise ``tl`` function, ``tl.load``/``tl.store``, a
 ``tl.sum``/``max``/``min``/``argmax``/``argmin``, or a @triton.jit function of the file whose body is
 elementwise in its arguments (no loads, stores, reductions or program ids; it is left as it is). The
@@ -1042,7 +1042,10 @@ def _written_and_read(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, s
 
     A base is a bare additive term of the address (``X + row * stride + cols`` -> ``X``), followed
     through local names to their assignments. Rows that write what other rows read are the one
-    cross-row dependence the kinds cannot see; refusing shared bases rules it out.
+    cross-row dependence the kinds cannot see; refusing shared bases rules it out. Except in place
+    (Liger's backward kernels: ``dy = tl.load(DY + cols)`` ... ``tl.store(DY + cols, dx)``): every load
+    and store through the base spells the same address from names that no statement after the first
+    of them rebinds, so each row reads and writes only its own elements, as with one row a program.
     """
     params = {p.name for p in kernel.params if p.kind != "constexpr"}
     assigned: dict[str, list[cst.BaseExpression]] = {}
@@ -1071,16 +1074,67 @@ def _written_and_read(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, s
 
     loads: set[str] = set()
     stores: set[str] = set()
+    # base -> (the whitespace-free address of each access through it, the first top-level statement holding one)
+    accesses: dict[str, tuple[set[str], int]] = {}
+    # name -> the last top-level statement that binds it (nested bindings count as never settling)
+    last_bound: dict[str, int] = {}
+    never = len(kdef.body.body)
 
     class Memory(cst.CSTVisitor):
+        def __init__(self, index: int):
+            self.index = index
+
         def visit_Call(self, n: cst.Call) -> None:
             op = _tl_name(n.func, prefix)
             pointer = _arg(n, 0, "pointer") if op in ("load", "store") else None
             if pointer is not None:
-                (loads if op == "load" else stores).update(bases(pointer.value))
+                found = bases(pointer.value)
+                (loads if op == "load" else stores).update(found)
+                for base in found:
+                    texts, first = accesses.get(base, (set(), self.index))
+                    texts.add("".join(c.code(pointer.value).split()))
+                    accesses[base] = (texts, min(first, self.index))
 
-    kdef.body.visit(Memory())
-    return loads & stores
+    for index, statement in enumerate(kdef.body.body):
+        statement.visit(Memory(index))
+        top = isinstance(statement, cst.SimpleStatementLine)
+        for small in statement.body if top else ():
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
+                [small.target] if isinstance(small, cst.AugAssign | cst.AnnAssign) else []
+            for name in set().union(*(c.names_in(t) for t in targets)):
+                last_bound[name] = index
+        if not top:
+            for name in _bound_names(statement):
+                last_bound[name] = never
+
+    def in_place(base: str) -> bool:
+        texts, first = accesses[base]
+        if len(texts) != 1:
+            return False
+        return all(last_bound.get(name, -1) < first for name in c.names_in(c.expr(next(iter(texts)))))
+
+    return {base for base in loads & stores if not in_place(base)}
+
+
+def _bound_names(node: cst.CSTNode) -> set[str]:
+    """Every name a statement binds, at any depth (assignments, augmented ones, loop targets)."""
+    names: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
+            names.update(c.names_in(n.target))
+
+        def visit_AugAssign(self, n: cst.AugAssign) -> None:
+            names.update(c.names_in(n.target))
+
+        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+            names.update(c.names_in(n.target))
+
+        def visit_For(self, n: cst.For) -> None:
+            names.update(c.names_in(n.target))
+
+    node.visit(V())
+    return names
 
 
 def _atomic(source: str) -> bool:
