@@ -17,8 +17,9 @@ Offered only where every row is provably computed alone: the program id of the r
 only as the row index (affine arithmetic only; ``.to(tl.int64)`` and row pointers moved with ``+=``
 are fine), nothing branches, loops or indexes on a per-row value, stores and per-row loads are at
 the row's own addresses, nothing is stored to a row-independent address or through a pointer the
-kernel also loads from (unless in place: every access through it at the same address), no atomics, no ``tl.dot``, no 2-D tiles already, autotune configs (if any)
-set no blocks, and every call is an elementwise ``tl`` function, ``tl.load``/``tl.store``, a
+kernel also loads from (unless in place: every access through it at the same address), no
+atomics, no ``tl.dot``, no 2-D tiles already, autotune configs (if any) set no blocks, and every
+call is an elementwise ``tl`` function, ``tl.load``/``tl.store``, a
 ``tl.sum``/``max``/``min``/``argmax``/``argmin``, or a @triton.jit function of the file whose body is
 elementwise in its arguments (no loads, stores, reductions or program ids; it is left as it is). The
 aranges span one constexpr (``tl.arange(0, BLOCK)``, or halves such as ``tl.arange(BLOCK // 2, BLOCK)``).
