@@ -608,3 +608,13 @@ def test_pipelining_a_loop_writes_tl_range_as_the_kernel_writes_tl_dot():
     cand = next(c for c in applicable(analyze(unlaunched), kernel, H100) if c.action == "pipelining")
     new = apply_candidate(unlaunched, cand, H100).new_text
     assert f"for k in tlang.range(0, K, BLOCK_K, num_stages={cand.params['num_stages']}):" in new
+
+
+def test_tiling_adds_a_config_to_a_kernel_tuned_again_under_its_own_name():
+    text = JIT_CALL.replace("scale_kernel = triton.jit(scale_kernel)\n", "scale_kernel = triton.jit(scale_kernel)\n"
+                            'scale_kernel = triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"])(scale_kernel)\n')
+    text = text.replace("[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)",
+                        '[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())')
+    cand = next(c for c in applicable(analyze(text), "scale_kernel", H100) if c.action == "tiling")
+    new = apply_candidate(text, cand, H100).new_text
+    assert f'configs=[triton.Config({{"BLOCK": 64}}), triton.Config({{"BLOCK": {cand.params["BLOCK"]}}}' in new

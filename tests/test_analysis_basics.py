@@ -280,3 +280,27 @@ def test_kernels_returned_by_factories_are_launched_through_their_results():
     assert blocks == [128, 64, 32, 16]
     assert {l.host_function for l in analysis.launches} == {"run"}
     assert analysis.host_function("run").launches == ["fill_kernel"]
+
+
+def test_a_kernel_tuned_again_under_its_own_name_is_one_autotuned_kernel():
+    text = '''import triton
+import triton.language as tl
+
+
+def f(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+
+f = triton.jit(f)
+f = triton.autotune(configs=[triton.Config({"BLOCK": 128})], key=["n"])(f)
+tuned = triton.autotune(configs=[triton.Config({"BLOCK": 256})], key=["n"])(f)  # f stays launchable untuned
+
+
+def run(x):
+    f[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, x.numel())
+'''
+    (kernel,) = analyze(text).kernels
+    assert [d.name for d in kernel.decorators] == ["autotune", "jit"] and kernel.launch_names == []
+    assert [c.kwargs for c in kernel.autotune.configs] == [{"BLOCK": 128}]
+    assert kernel.jit_call.text(text) == "f = triton.jit(f)"

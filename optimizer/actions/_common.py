@@ -1139,19 +1139,22 @@ def autotune_configs(kdef: cst.FunctionDef, module: cst.Module | None = None) ->
 
 
 def _wrapping_autotunes(module: cst.Module, name: str) -> list[cst.Call]:
-    """The ``triton.autotune(...)`` calls applied to a jitting of ``name`` (``triton.autotune(...)(triton.jit(name))``)."""
+    """The ``triton.autotune(...)`` call of the statement that jits ``name`` (``k = triton.autotune(...)(triton.jit(name))``)
+    or tunes it again under its own name (``name = triton.autotune(...)(name)``), as the analysis reads them."""
     found: list[cst.Call] = []
 
-    def wraps(node: cst.BaseExpression) -> bool:
-        while isinstance(node, cst.Call) and len(positional := [a for a in node.args if a.keyword is None]) == 1:
-            node = positional[0].value  # triton.jit(f, debug=True), triton.jit(debug=True)(f), heuristics(...)(k)
-        return isinstance(node, cst.Name) and node.value == name
-
     class Find(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Call) and code(node.func.func).endswith("autotune") and len(node.args) == 1 \
-                    and node.args[0].keyword is None and wraps(node.args[0].value):
-                found.append(node.func)
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+                return
+            tunes, jitted, value = [], False, node.value
+            while isinstance(value, cst.Call) and len(positional := [a for a in value.args if a.keyword is None]) == 1:
+                wrapper = code(value.func.func if isinstance(value.func, cst.Call) else value.func)
+                tunes += [value.func] if isinstance(value.func, cst.Call) and wrapper.endswith("autotune") else []
+                jitted = jitted or wrapper.endswith("jit")
+                value = positional[0].value
+            if isinstance(value, cst.Name) and value.value == name and (jitted or node.targets[0].target.value == name):
+                found.extend(tunes)
 
     module.visit(Find())
     return found if len(found) == 1 else []

@@ -316,9 +316,10 @@ class _Analyzer:
         short = canonical.rsplit(".", 1)[-1]
         return short if short in JIT_WRAPPERS else None
 
-    def _unwrap_jit(self, value: ast.AST) -> tuple[str, list[ast.Call]] | None:
+    def _unwrap_jit(self, value: ast.AST, kernel: bool = False) -> tuple[str, list[ast.Call]] | None:
         """``triton.autotune(...)(triton.jit(f))`` -> ("f", [the autotune(...) call, the jit call]): the
-        def a jitting expression wraps and its wrappers, outermost first; None for anything else."""
+        def a jitting expression wraps and its wrappers, outermost first; None for anything else. With
+        ``kernel``, autotune/heuristics wrappers of a name that is a kernel already (``f = triton.autotune(...)(f)``)."""
         chain: list[ast.Call] = []
         node = value
         while isinstance(node, ast.Call) and len(node.args) == 1 and not isinstance(node.args[0], ast.Starred):
@@ -332,7 +333,8 @@ class _Analyzer:
         if not chain or not isinstance(node, ast.Name):
             return None
         # jit makes the kernel, so it is innermost; autotune and heuristics wrap a kernel, never a def.
-        if self._wrapper(chain[-1].func) != "jit" or any(self._wrapper(c.func) == "jit" for c in chain[:-1]):
+        jits = [self._wrapper(c.func) == "jit" for c in chain]
+        if (not kernel and not jits[-1]) or any(jits[:-1]) or (kernel and any(jits)):
             return None
         return node.id, chain
 
@@ -347,19 +349,31 @@ class _Analyzer:
         while scopes:
             scope = scopes.pop()
             defs: dict[str, ast.AST] = {}  # the def each name holds so far in this scope
+            made: dict[str, int] = {}  # names a jitting statement bound so far -> id(def)
             for stmt in _scope_statements(scope):
                 if isinstance(stmt, _NESTED_DEFS):
                     scopes.append(stmt)
                     defs[stmt.name] = stmt
+                    made.pop(stmt.name, None)
                     continue
                 targets, value = _assignment(stmt)
                 unwrapped = self._unwrap_jit(value) if targets and value is not None else None
                 fn = defs.get(unwrapped[0]) if unwrapped else None
+                rewrapped = self._unwrap_jit(value, kernel=True) if targets and value is not None and not unwrapped else None
                 if isinstance(fn, ast.FunctionDef) and not self._is_kernel_def(fn):
                     entry = found.setdefault(id(fn), (unwrapped[1], [], stmt, scope is tree))
                     entry[1].extend(t for t in targets if t not in entry[1])
+                    made.update((t, id(fn)) for t in targets)
+                elif rewrapped and targets == [rewrapped[0]] and rewrapped[0] in made:
+                    # ``f = triton.jit(f)`` then ``f = triton.autotune(...)(f)``: the name stays one kernel, now
+                    # tuned (a new name would leave the untuned kernel launchable too: not read as one).
+                    chain, names, first, module_level = found[made[rewrapped[0]]]
+                    found[made[rewrapped[0]]] = (rewrapped[1] + chain, names, first, module_level)
+                    continue
                 for target in targets:  # ``f = triton.jit(f)`` rebinds f: the def is no longer reachable as f
                     defs.pop(target, None)
+                    if not (isinstance(fn, ast.FunctionDef) and target in made and made[target] == id(fn)):
+                        made.pop(target, None)
         return found
 
     def _factories(self, tree: ast.Module, functions: list[tuple[ast.FunctionDef, str | None]],
