@@ -51,7 +51,7 @@ def parse(text: str) -> cst.Module:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         raise ActionError(f"the file does not parse: {exc.message} (line {exc.raw_line})") from exc
-    if len(_SOURCES) >= 32:  # bounded like the cache above; the tree is kept so its id stays unique
+    if len(_SOURCES) >= 16:  # as many as the cache above keeps; the tree is kept so its id stays unique
         _SOURCES.pop(next(iter(_SOURCES)))
     _SOURCES[id(module)] = (module, text)
     return module
