@@ -160,3 +160,12 @@ def test_welford_stays_equivalent(tmp_path):
     jobs.append(job(tmp_path, "var:welford+single_pass", TWO_PASS_VAR, apply_candidate(welford, single, H100).new_text, TOL_FP32))
     results = run_jobs(jobs, tmp_path)
     assert all(r["ok"] for r in results), results
+
+
+def test_why_not_says_which_two_loops_it_looks_for():
+    from mtmc_lsp.optimizer.actions.online_softmax import ACTION
+
+    analysis = analyze(TWO_PASS_VAR)
+    assert ACTION.why_not(analysis, analysis.kernel("var_kernel"), H100) is None
+    other = analyze(TWO_PASS_VAR.replace("sq += x * x", "sq += x * mean"))
+    assert "centred-squares loop" in ACTION.why_not(other, other.kernel("var_kernel"), H100)

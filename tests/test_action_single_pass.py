@@ -275,3 +275,18 @@ def test_a_heuristic_block_stays_equivalent(tmp_path):
     results = run_jobs([job(tmp_path, "hvar:reference", HEURISTIC_VAR, HEURISTIC_VAR, TOL_FP32, reference=True),
                         job(tmp_path, "hvar:single_pass", HEURISTIC_VAR, new, TOL_FP32)], tmp_path)
     assert all(r["ok"] for r in results), results
+
+
+def test_why_not_names_the_refused_precondition():
+    from mtmc_lsp.optimizer.actions.single_pass import ACTION
+
+    def why(text: str, kernel: str) -> str | None:
+        analysis = analyze(text)
+        return ACTION.why_not(analysis, analysis.kernel(kernel), H100)
+
+    assert why(GROUP_STATS, "group_center_kernel") is None
+    assert "is neither a kernel argument nor a local" in why(GROUP_STATS.replace("    base = pid * group_size\n",
+                                                                                 "    base = pid * group_size\n    group_size += 1\n"),
+                                                             "group_center_kernel")
+    assert "autotune configs choose more than BLOCK_N" in why(
+        AUTOTUNED_VAR.replace('{"BLOCK_N": 64}', '{"BLOCK_N": 64, "EVEN": 1}'), "var_kernel")

@@ -245,6 +245,17 @@ class OnlineSoftmax:
                    for w in self._welford_plan(module, kernel)]
         return softmax + welford
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        if self.candidates(analysis, kernel, target):
+            return None
+        if kernel.calls_of("dot"):
+            return "a tl.dot kernel: its loop is a reduction over K (flash_attention fuses attention's softmax)"
+        if not any(l.depth == 1 for l in kernel.loops):
+            return "no top-level loop over a row"
+        return ("no top-level max loop followed by a sum-of-exponentials loop, nor a masked-sum loop followed by a "
+                "centred-squares loop (tl.where(mask, x - mean, 0.0)) over the same loads, with nothing stored between")
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         module = c.parse(text)
         if "mean" in params or "sq" in params:

@@ -283,8 +283,10 @@ class SinglePass:
         if kernel.calls_of("dot"):
             raise ActionError("a tl.dot loop is a reduction over K, not a row held in one block")
         loops = [s for s in kdef.body.body if isinstance(s, cst.For)]
+        if not kernel.loops:
+            raise ActionError("no loop over a row: each row is already one block")
         if not loops or any(l.depth > 1 for l in kernel.loops) or len(loops) != len(kernel.loops):
-            raise ActionError("needs one or more top-level loops, none nested")
+            raise ActionError("needs one or more top-level loops: a loop sits inside a branch or another loop")
         shapes = {_loop_shape(l) for l in loops}
         if None in shapes or len({(n, b) for _v, n, b in shapes}) != 1:
             raise ActionError("not every loop is `for v in range(0, N, BLOCK)` over the same N and BLOCK")
@@ -343,6 +345,14 @@ class SinglePass:
         return [Candidate(self.name, self.kind, kernel.name, {},
                           f"Read each row once: {passes} -> one block of {block}=next_power_of_2({n_source})",
                           kernel.loops[0].span.start.line)]
+
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something): the first precondition refused."""
+        try:
+            self._plan(c.parse(analysis.text), analysis, kernel)
+        except ActionError as exc:
+            return str(exc)
+        return None
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         if params:
