@@ -11,7 +11,9 @@ Only ``benchmarks/wild/dev`` files are used (the held-out part is never tuned on
 
 What it should show: single_pass ahead while a row (a group) fits one block (up to about 8K elements),
 Welford ahead past it (one read of the row fewer, no spills), Welford then single_pass like single_pass;
-a raised @triton.heuristics cap on 50K-wide logsumexp rows (fewer loop trips and block reductions).
+a raised @triton.heuristics cap on 50K-wide logsumexp rows (fewer loop trips and block reductions); decode
+attention (64 programs on 132 SMs) faster with 64-key blocks and faster again split over 8-16 programs per
+(sequence, head), the split mattering less at 1024 programs.
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ CASES: dict[str, tuple[str, str, list[str], dict[str, list[tuple[str, object]]]]
         "[torch.randn(16, 512, 64, 64, device='cuda'), torch.randn(512, device='cuda'), torch.randn(512, device='cuda')]",
     ], {"single_pass": [("single_pass", {})], "welford": [WELFORD],
         "welford+single_pass": [WELFORD, ("single_pass", {})]}),
+    # Decode attention's key loop is a reduction too (online softmax): bigger key blocks, then flash decoding.
+    "attn_decode_vllm.py": ("_decode_attention_kernel", "m.decode_attention", [
+        "m.get_inputs(device='cuda')",  # 8 sequences x 8 heads (64 programs), up to 4096 keys, head 128, fp16
+        "m.get_inputs(device='cuda', num_seqs=32, num_heads=32, max_len=2048)",  # 1024 programs
+    ], {"tile64": [("tiling", {"BLOCK_T": 64})], "split8": [("split_kv", {"NUM_SPLITS": 8})],
+        "tile64+split8": [("tiling", {"BLOCK_T": 64}), ("split_kv", {"NUM_SPLITS": 8})],
+        "tile64+split16": [("tiling", {"BLOCK_T": 64}), ("split_kv", {"NUM_SPLITS": 16})]}),
     "sm_logsumexp_heuristics.py": ("logsumexp_kernel", "m.logsumexp", [
         "m.get_inputs(device='cuda')",  # 4096 x 50257 fp16
         "m.get_inputs(device='cuda', M=16384, N=3000)",

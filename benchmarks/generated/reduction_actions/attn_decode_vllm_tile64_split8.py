@@ -1,0 +1,130 @@
+"""Single-token decode attention over a contiguous KV cache, vLLM-style: one program per (sequence, head), keys in blocks."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _decode_attention_kernel(
+    q_ptr, k_cache_ptr, v_cache_ptr, seq_lens_ptr, out_ptr,
+    scale,
+    stride_qb, stride_qh,
+    stride_kb, stride_kt, stride_kh,
+    stride_vb, stride_vt, stride_vh,
+    stride_ob, stride_oh,
+    HEAD_SIZE: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    partial_acc_ptr,
+    partial_ml_ptr,
+    NUM_SPLITS: tl.constexpr,
+):
+    seq_idx = tl.program_id(0)
+    head_idx = tl.program_id(1)
+    seq_len = tl.load(seq_lens_ptr + seq_idx)
+    offs_d = tl.arange(0, HEAD_SIZE)
+    q = tl.load(q_ptr + seq_idx * stride_qb + head_idx * stride_qh + offs_d).to(tl.float32)
+
+    m_prev = -float("inf")
+    l_prev = 0.0
+    acc = tl.zeros([HEAD_SIZE], dtype=tl.float32)
+    split = tl.program_id(2)
+    split_len = tl.cdiv(tl.cdiv(seq_len, BLOCK_T), NUM_SPLITS) * BLOCK_T
+    split_start = split * split_len
+    split_end = tl.minimum(split_start + split_len, seq_len)
+    for start in range(split_start, split_end, BLOCK_T):
+        offs_t = start + tl.arange(0, BLOCK_T)
+        t_mask = offs_t < seq_len
+        k = tl.load(k_cache_ptr + seq_idx * stride_kb + offs_t[:, None] * stride_kt + head_idx * stride_kh
+                    + offs_d[None, :], mask=t_mask[:, None], other=0.0).to(tl.float32)
+        s = tl.sum(k * q[None, :], axis=1) * scale
+        s = tl.where(t_mask, s, -float("inf"))
+        m_new = tl.maximum(m_prev, tl.max(s, axis=0))
+        p = tl.exp(s - m_new)
+        alpha = tl.exp(m_prev - m_new)
+        v = tl.load(v_cache_ptr + seq_idx * stride_vb + offs_t[:, None] * stride_vt + head_idx * stride_vh
+                    + offs_d[None, :], mask=t_mask[:, None], other=0.0).to(tl.float32)
+        acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
+        l_prev = l_prev * alpha + tl.sum(p, axis=0)
+        m_prev = m_new
+    part = (tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)) * NUM_SPLITS + split
+    tl.store(partial_acc_ptr + part * HEAD_SIZE + tl.arange(0, HEAD_SIZE), acc)
+    tl.store(partial_ml_ptr + part * 2, m_prev)
+    tl.store(partial_ml_ptr + part * 2 + 1, l_prev)
+
+
+@triton.jit
+def _decode_attention_kernel_merge(
+    q_ptr, k_cache_ptr, v_cache_ptr, seq_lens_ptr, out_ptr,
+    scale,
+    stride_qb, stride_qh,
+    stride_kb, stride_kt, stride_kh,
+    stride_vb, stride_vt, stride_vh,
+    stride_ob, stride_oh,
+    HEAD_SIZE: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    partial_acc_ptr,
+    partial_ml_ptr,
+    NUM_SPLITS: tl.constexpr,
+):
+    seq_idx = tl.program_id(0)
+    head_idx = tl.program_id(1)
+    seq_len = tl.load(seq_lens_ptr + seq_idx)
+    offs_d = tl.arange(0, HEAD_SIZE)
+    q = tl.load(q_ptr + seq_idx * stride_qb + head_idx * stride_qh + offs_d).to(tl.float32)
+
+    m_prev = -float("inf")
+    l_prev = 0.0
+    acc = tl.zeros([HEAD_SIZE], dtype=tl.float32)
+    first = (tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)) * NUM_SPLITS
+    for split in range(0, NUM_SPLITS):
+        m_prev = tl.maximum(m_prev, tl.load(partial_ml_ptr + (first + split) * 2))
+    for split in range(0, NUM_SPLITS):
+        weight = tl.exp(tl.load(partial_ml_ptr + (first + split) * 2) - m_prev)
+        l_prev += weight * tl.load(partial_ml_ptr + (first + split) * 2 + 1)
+        acc += weight * tl.load(partial_acc_ptr + (first + split) * HEAD_SIZE + tl.arange(0, HEAD_SIZE))
+    out = acc / l_prev
+    tl.store(out_ptr + seq_idx * stride_ob + head_idx * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty))
+
+
+def decode_attention(q, k_cache, v_cache, seq_lens):
+    num_seqs, num_heads, head_size = q.shape
+    out = torch.empty_like(q)
+    grid = (num_seqs, num_heads)
+    partial_acc = torch.empty((num_seqs * num_heads * 8, head_size), device=q.device, dtype=torch.float32)
+    partial_ml = torch.empty((num_seqs * num_heads * 8, 2), device=q.device, dtype=torch.float32)
+    _decode_attention_kernel[(num_seqs, num_heads, 8)](
+        q, k_cache, v_cache, seq_lens, out, head_size ** -0.5,
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        out.stride(0), out.stride(1),
+        HEAD_SIZE=head_size, BLOCK_T=64, partial_acc_ptr=partial_acc, partial_ml_ptr=partial_ml, NUM_SPLITS=8,
+    )
+    _decode_attention_kernel_merge[(num_seqs, num_heads)](
+        q, k_cache, v_cache, seq_lens, out, head_size ** -0.5,
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        out.stride(0), out.stride(1),
+        HEAD_SIZE=head_size, BLOCK_T=64, partial_acc_ptr=partial_acc, partial_ml_ptr=partial_ml, NUM_SPLITS=8,
+    )
+    return out
+
+
+def get_inputs(device: str = "cuda", num_seqs: int = 8, num_heads: int = 8, max_len: int = 4096, head_size: int = 128):
+    q = torch.randn(num_seqs, num_heads, head_size, device=device, dtype=torch.float16)
+    k_cache = torch.randn(num_seqs, max_len, num_heads, head_size, device=device, dtype=torch.float16)
+    v_cache = torch.randn(num_seqs, max_len, num_heads, head_size, device=device, dtype=torch.float16)
+    seq_lens = torch.randint(1, max_len + 1, (num_seqs,), device=device, dtype=torch.int32)
+    return [q, k_cache, v_cache, seq_lens]
+
+
+def reference(q, k_cache, v_cache, seq_lens):
+    out = torch.empty_like(q)
+    for i, n in enumerate(seq_lens.tolist()):
+        k = k_cache[i, :n].float().transpose(0, 1)  # [heads, n, d]
+        v = v_cache[i, :n].float().transpose(0, 1)
+        s = (k @ q[i].float()[:, :, None]).squeeze(-1) * q.shape[-1] ** -0.5
+        out[i] = (torch.softmax(s, -1)[:, None, :] @ v).squeeze(1).to(q.dtype)
+    return out
