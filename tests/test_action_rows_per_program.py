@@ -338,6 +338,8 @@ def run_interpreted(tmp_path: Path, jobs: list[dict]) -> dict[str, dict]:
     ("ew_swiglu_liger.py", "_swiglu_forward_kernel"), ("ew_rope_lightllm.py", "_rotary_kernel"),
     ("ew_bias_add_2d.py", "bias_add_kernel"), ("misc_embedding_gather.py", "embedding_kernel"),
     ("norm_rmsnorm_kernelbench.py", "rms_norm_channels_kernel"),
+    # A scan along the row (``tl.cumsum(x, axis=0)`` becomes ``axis=1`` of the rows' tile):
+    ("red_cumsum_test.py", "cumsum_kernel"),
 ])
 def test_offered_for_row_reductions_of_the_dev_corpus(name, kernel):
     cands = offered((DEV / name).read_text(), kernel)
@@ -363,7 +365,6 @@ def test_offered_for_argmax_l2_norm_and_masked_softmax(text, kernel):
     ("ew_add_relu_chain.py", "add_kernel", "no reduction over the row"),
     # ``pid * BLOCK + tl.arange(0, BLOCK)``: flat 1-D, where tiling makes the block bigger.
     ("ew_gelu_unsloth.py", "_exact_forward_kernel", "flat elementwise kernel"),
-    ("red_cumsum_test.py", "cumsum_kernel", "tl.cumsum"),
     ("mm_bmm_3d.py", "bmm_kernel", "no grid axis is only a row index: axis 0: subscript"),
     ("misc_conv1d_depthwise.py", "causal_conv1d_kernel", "axis 0: computes `pid_bd // dim`"),
     ("ew_swiglu_liger.py", "silu", "exactly one launch"),
@@ -697,3 +698,10 @@ def test_rewritten_kernels_match_the_originals_under_the_interpreter(tmp_path):
         assert r["error"] is None, (name, r)
         # int8 quantisation may round a .5 the other way when the scale differs in the last ulp.
         assert r["worst"] <= (1.0 if name == "quant_int8" else 2e-3 if "layernorm" in name else 1e-5), (name, r)
+
+
+def test_a_scan_along_the_row_scans_axis_1_of_the_tile():
+    after = applied((DEV / "red_cumsum_test.py").read_text(), "cumsum_kernel", tile=4096)
+    assert "y = tl.cumsum(x, axis=1)" in after
+    scans_rows = (DEV / "red_cumsum_test.py").read_text().replace("tl.cumsum(x, axis=0)", "tl.cumsum(x, axis=0, reverse=x)")
+    assert "takes a tensor option" in why_not(scans_rows, "cumsum_kernel")

@@ -103,6 +103,7 @@ TILES = {4096: 4, 8192: 8}
 PROGRAMS_PER_SM = 4
 
 _REDUCTIONS = {"sum", "max", "min", "argmax", "argmin"}
+_SCANS = {"cumsum", "cumprod"}  # along the row: axis 0 of a row becomes axis 1 of the rows' tile
 # triton.language functions that work element by element (and broadcast their arguments).
 _ELEMENTWISE = {
     "exp", "exp2", "log", "log2", "log1p", "sqrt", "sqrt_rn", "rsqrt", "abs", "maximum", "minimum", "where",
@@ -304,6 +305,8 @@ class _Infer:
             return C
         if name in _REDUCTIONS:
             return self._reduction(call, name, env)
+        if name in _SCANS:
+            return self._scan(call, env)
         if name == "load":
             return self._load(call, env)
         if name == "store":
@@ -397,6 +400,22 @@ class _Infer:
         if kind == C:
             return S  # the same for every row
         raise ActionError(f"`{c.code(call)}` reduces a {_KIND_NAMES[kind]}")
+
+    def _scan(self, call: cst.Call, env: dict[str, int]) -> int:
+        """``tl.cumsum(row, axis=0)``: a scan along the row stays within the row."""
+        value, axis = _arg(call, 0, "input"), _arg(call, 1, "axis")
+        if value is None or any(a.keyword is not None and a.keyword.value not in ("input", "axis", "reverse")
+                                for a in call.args):
+            raise ActionError(f"`{c.code(call)}` is not a plain scan")
+        if axis is not None and _int_value(axis.value) not in (0, -1):
+            raise ActionError(f"`{c.code(call)}` scans an axis of a 2-D value")
+        for a in call.args:
+            if a is not value and a is not axis and self.expr(a.value, env) != S:
+                raise ActionError(f"`{c.code(call)}` takes a tensor option")
+        kind = self.expr(value.value, env)
+        if kind != RC:
+            raise ActionError(f"`{c.code(call)}` scans a {_KIND_NAMES[kind]}, not a row")
+        return RC
 
     def _load(self, call: cst.Call, env: dict[str, int]) -> int:
         pointer = _arg(call, 0, "pointer")
@@ -613,7 +632,7 @@ class _Rewrite:
         name = _tl_name(call.func, self.plan.prefix)
         if any(call is p for p in self.plan.pid_calls):
             return self.rows_expr
-        if name in _REDUCTIONS:
+        if name in _REDUCTIONS or name in _SCANS:
             value, axis = _arg(call, 0, "input"), _arg(call, 1, "axis")
             args = []
             for a in call.args:
