@@ -320,3 +320,13 @@ def test_tiling_changes_a_loop_block_beside_unmasked_accesses_that_do_not_depend
         "    tl.store(out_ptr + offs,")
     assert "tiling" in actions(ADD.replace("GRID", "(triton.cdiv(x.numel(), 128),)"), "add_kernel")
     assert "tiling" not in actions(grid_counts, "add_kernel")
+
+
+def test_flash_linear_attention_block_names_are_block_sizes():
+    from mtmc_lsp.optimizer.actions._common import block_role, is_block_name
+
+    assert all(is_block_name(n) for n in ("BT", "BK", "BV", "BD", "BLOCK_M", "TILE"))
+    assert not any(is_block_name(n) for n in ("B", "BATCH", "BKV", "HEAD_DIM", "K"))
+    assert (block_role("BM"), block_role("BN"), block_role("BK"), block_role("BLOCK_K")) == ("m", "n", "1d", "k")
+    fla = (ROOT / "benchmarks" / "wild" / "dev" / "attn_linear_recurrent_fla.py").read_text()
+    assert "warps" in actions(fla, "fused_recurrent_linear_attn_fwd_kernel")

@@ -610,9 +610,13 @@ class TilePlan:
         return {p.name: p.value for p in self.params.values()}
 
 
+# flash-linear-attention's spelling of block sizes: BT (time), BK / BV (key and value dims), BD, BS, BC, BM, BN.
+_SHORT_BLOCK = re.compile(r"^B[TKVDSCMNH]$")
+
+
 def is_block_name(name: str) -> bool:
     upper = name.upper()
-    return "BLOCK" in upper or "TILE" in upper
+    return "BLOCK" in upper or "TILE" in upper or _SHORT_BLOCK.match(name) is not None
 
 
 def block_role(name: str) -> str:
@@ -620,6 +624,8 @@ def block_role(name: str) -> str:
     for role in ("M", "N", "K"):
         if upper.endswith("_" + role) or upper.endswith("SIZE_" + role):
             return role.lower()
+    if _SHORT_BLOCK.match(name) and name[1] in "MN":
+        return name[1].lower()  # BM, BN; fla's BK is a key-dimension block, not a matmul's K loop
     return "1d"
 
 
