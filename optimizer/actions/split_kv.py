@@ -189,6 +189,10 @@ class SplitKV:
     def _plan(self, module: cst.Module, analysis: FileAnalysis, kernel: Kernel) -> _Plan:
         if kernel.is_autotuned or kernel.param(SPLIT_PARAM) is not None:
             raise ActionError("the kernel is autotuned or already split")
+        source = kernel.def_span.text(analysis.text)
+        if not ("inf" in source and "maximum(" in source and "zeros(" in source and "exp" in source):
+            # The cheap test first: most kernels are not an online softmax (the code-action latency counts).
+            raise ActionError("no online-softmax loop (a -inf maximum, tl.maximum, a tl.zeros accumulator, tl.exp)")
         kdef, launches = c.locate(module, kernel.name)
         if len(launches) != 1 or launches[0].host is None:
             raise ActionError("split-KV needs exactly one launch of the kernel, inside a function")
@@ -203,11 +207,10 @@ class SplitKV:
         at = loops[0]
         loop: cst.For = body[at]  # type: ignore[assignment]
         before, after = body[:at], body[at + 1:]
-        if any(c.contains(s, cst.For) or c.contains(s, cst.While) for s in before + after) or loop.orelse is not None:
-            raise ActionError("another loop, or a loop with an else branch")
-        if c.contains(loop.body, cst.For) or c.contains(loop.body, cst.While):
-            raise ActionError("the key loop has an inner loop")
-        if c.contains(loop.body, cst.Break) or c.contains(loop.body, cst.Continue) or c.contains(kdef.body, cst.Return):
+        found = _kinds_in(kdef.body)
+        if found[cst.For] + found[cst.While] != 1 or loop.orelse is not None:
+            raise ActionError("another loop (inside the key loop or beside it), or a loop with an else branch")
+        if found[cst.Break] or found[cst.Continue] or found[cst.Return]:
             raise ActionError("break, continue or return")
         ahead = c.code(cst.Module(body=before)) + c.code(loop)
         if re.search(r"\.store\(|atomic_", ahead):
@@ -264,7 +267,7 @@ class SplitKV:
         positional = [a for a in launch.call.args if a.keyword is None and not a.star]
         if not positional or not isinstance(positional[0].value, cst.Name):
             raise ActionError("the launch's first argument is not a tensor name (the scratch goes on its device)")
-        if "torch" not in c.names_in(module):
+        if not re.search(r"^\s*(import torch\b|from torch\b)", analysis.text, re.M):
             raise ActionError("the module does not import torch (the scratch is a torch tensor)")
         host_names = c.names_in(launch.host)
         if host_names & {s.removesuffix("_ptr") for s in SCRATCH}:
@@ -366,6 +369,20 @@ class SplitKV:
                                         (plan.statement, cst.FlattenSentinel(host_lines))])
         return c.finish(text, module, f"split-KV for {kernel.name} ({SPLIT_PARAM}={splits}, merged by {merge_name})",
                         ["the splits' sums are merged in another order: results match within the dtype's tolerance"])
+
+
+def _kinds_in(node: cst.CSTNode) -> dict[type, int]:
+    """How many loops, breaks, continues and returns ``node`` holds, in one walk."""
+    counts = {cst.For: 0, cst.While: 0, cst.Break: 0, cst.Continue: 0, cst.Return: 0}
+
+    class V(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            if type(n) in counts:
+                counts[type(n)] += 1
+            return True
+
+    node.visit(V())
+    return counts
 
 
 def _vector_zeros(init: cst.BaseExpression) -> str | None:
