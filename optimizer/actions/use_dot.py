@@ -42,6 +42,8 @@ def mm(a, b):
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
@@ -100,6 +102,11 @@ class _Sites(cst.CSTVisitor):
                 self.found.append((self.get_metadata(PositionProvider, node).start.line - 1, node, *hit))
 
 
+# ``a[:, :, None]``: without such a 3-D broadcast in the kernel there is no tile product (and no need to walk
+# the whole module with positions, the costly part of a code-action request).
+_THREE_D = re.compile(r"\[\s*:\s*,\s*:\s*,\s*None\s*\]")
+
+
 def _sites(text: str, kernel: str):
     wrapper = MetadataWrapper(c.parse(text), unsafe_skip_copy=True)
     sites = _Sites(kernel)
@@ -124,7 +131,7 @@ class UseDot:
                     raise ActionError(f"{p} is not known to be at least {MIN_DOT} (tl.dot's minimum)")
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
-        if not kernel.calls_of("sum"):
+        if not kernel.calls_of("sum") or not _THREE_D.search(kernel.def_span.text(analysis.text)):
             return []
         try:
             self._check_blocks(analysis, kernel)
