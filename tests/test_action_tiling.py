@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mtmc_lsp.optimizer.actions import ActionError, Candidate, applicable, apply_candidate
+from mtmc_lsp.optimizer.actions.tiling import Tiling
 from mtmc_lsp.optimizer.analysis import analyze
 from mtmc_lsp.optimizer.hardware import get_profile
 
@@ -97,3 +98,221 @@ def test_a_raised_cap_stays_equivalent(tmp_path):
     results = run_jobs([job(tmp_path, "lse:reference", CAPPED_LSE, CAPPED_LSE, TOL_FP32, reference=True),
                         job(tmp_path, "lse:heuristics_cap", CAPPED_LSE, new, TOL_FP32)], tmp_path)
     assert all(r["ok"] for r in results), results
+
+
+# ---- block sizes the host computes -------------------------------------------------------------
+# Liger's spelling: a row loop of BLOCK_SIZE columns, the block capped by a module constant.
+HOST_CAPPED_LSE = '''import torch
+import triton
+import triton.language as tl
+
+ENTRY = "lse"
+MAX_FUSED_SIZE = 65536 // 2
+
+
+@triton.jit
+def lse_kernel(x_ptr, out_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    x_ptr += tl.program_id(0) * n_cols
+    m = float("-inf")
+    s = 0.0
+    for start in range(0, n_cols, BLOCK_SIZE):
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(x_ptr + cols, mask=cols < n_cols, other=float("-inf"))
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    tl.store(out_ptr + tl.program_id(0), m + tl.log(s))
+
+
+def lse(x):
+    out = torch.empty(x.shape[0], device=x.device)
+    BLOCK_SIZE = min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))
+    lse_kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK_SIZE=BLOCK_SIZE)
+    return out
+
+
+def get_inputs(device="cpu"):
+    return [torch.randn(3, 3000, device=device)]
+
+
+def reference(x):
+    return torch.logsumexp(x, dim=1)
+'''
+
+# fla's spelling: BK, BV = min(K, 32), min(V, 32); the grid counts the blocks (no loop), every access masked.
+FLA_OUTER = '''import torch
+import triton
+import triton.language as tl
+
+ENTRY = "outer"
+
+
+@triton.jit
+def outer_kernel(k, v, o, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr):
+    i_v, i_k, i_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    o_k = i_k * BK + tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    b_k = tl.load(k + i_b * K + o_k, mask=o_k < K, other=0)
+    b_v = tl.load(v + i_b * V + o_v, mask=o_v < V, other=0)
+    mask = (o_k[:, None] < K) & (o_v[None, :] < V)
+    tl.store(o + i_b * K * V + o_k[:, None] * V + o_v[None, :], b_k[:, None] * b_v[None, :], mask=mask)
+
+
+def outer(k, v):
+    B, K = k.shape
+    V = v.shape[1]
+    BK, BV = min(K, 32), min(V, 32)
+    NK, NV = triton.cdiv(K, BK), triton.cdiv(V, BV)
+    o = k.new_empty(B, K, V)
+    outer_kernel[(NV, NK, B)](k, v, o, K=K, V=V, BK=BK, BV=BV)
+    return o
+
+
+def get_inputs(device="cpu"):
+    return [torch.randn(2, 64, device=device), torch.randn(2, 96, device=device)]
+
+
+def reference(k, v):
+    return k[:, :, None] * v[:, None, :]
+'''
+
+
+def tiling_of(text: str, kernel: str) -> list[dict]:
+    return [c.params for c in applicable(analyze(text), kernel, H100) if c.action == "tiling"]
+
+
+def applied(text: str, kernel: str, params: dict) -> str:
+    return apply_candidate(text, Candidate("tiling", "Tiling", kernel, params, "", 0), H100).new_text
+
+
+def why(text: str, kernel: str) -> str:
+    analysis = analyze(text)
+    return Tiling().why_not(analysis, analysis.kernel(kernel), H100) or ""
+
+
+HOST_LINE = "    BLOCK_SIZE = min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))"
+
+
+def test_a_host_cap_in_a_module_constant_is_changed_there():
+    assert tiling_of(HOST_CAPPED_LSE, "lse_kernel") == [{"BLOCK_SIZE": 1024}, {"BLOCK_SIZE": 2048}, {"BLOCK_SIZE": 4096}]
+    new = applied(HOST_CAPPED_LSE, "lse_kernel", {"BLOCK_SIZE": 2048})
+    assert "\nMAX_FUSED_SIZE = 2048\n" in new and HOST_LINE in new
+    assert new.count("\n") == HOST_CAPPED_LSE.count("\n")
+
+
+def test_a_module_constant_read_elsewhere_is_left_and_the_cap_inlined():
+    text = HOST_CAPPED_LSE.replace("    return out\n", "    assert x.shape[1] <= MAX_FUSED_SIZE * 64\n    return out\n", 1)
+    new = applied(text, "lse_kernel", {"BLOCK_SIZE": 1024})
+    assert "\nMAX_FUSED_SIZE = 65536 // 2\n" in new
+    assert "    BLOCK_SIZE = min(1024, triton.next_power_of_2(x.shape[1]))" in new
+
+
+@pytest.mark.parametrize("spelling, applied_line", [
+    ("min(triton.next_power_of_2(x.shape[1]), 1024)", "min(triton.next_power_of_2(x.shape[1]), 2048)"),
+    ("min(1024, triton.next_power_of_2(x.shape[1]))", "min(2048, triton.next_power_of_2(x.shape[1]))"),
+])
+def test_a_literal_host_cap_in_either_order(spelling, applied_line):
+    text = HOST_CAPPED_LSE.replace("min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))", spelling)
+    assert tiling_of(text, "lse_kernel") == [{"BLOCK_SIZE": 2048}, {"BLOCK_SIZE": 4096}]
+    new = applied(text, "lse_kernel", {"BLOCK_SIZE": 2048})
+    assert f"    BLOCK_SIZE = {applied_line}\n" in new and "\nMAX_FUSED_SIZE = 65536 // 2\n" in new
+
+
+def test_a_cap_written_at_the_launch_is_changed_there():
+    text = HOST_CAPPED_LSE.replace(HOST_LINE + "\n", "").replace(
+        "BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=min(triton.next_power_of_2(x.shape[1]), 4096))")
+    assert tiling_of(text, "lse_kernel") == [{"BLOCK_SIZE": 1024}, {"BLOCK_SIZE": 2048}]
+    new = applied(text, "lse_kernel", {"BLOCK_SIZE": 1024})
+    assert "BLOCK_SIZE=min(triton.next_power_of_2(x.shape[1]), 1024))" in new
+
+
+def test_fla_min_caps_are_raised_with_the_size_rounded_up():
+    assert tiling_of(FLA_OUTER, "outer_kernel") == [{"BK": 64, "BV": 64}, {"BK": 32, "BV": 128}, {"BK": 128, "BV": 32}]
+    new = applied(FLA_OUTER, "outer_kernel", {"BK": 64, "BV": 64})
+    assert "    BK, BV = min(triton.next_power_of_2(K), 64), min(triton.next_power_of_2(V), 64)\n" in new
+    new = applied(FLA_OUTER, "outer_kernel", {"BK": 128, "BV": 32})
+    assert "    BK, BV = min(triton.next_power_of_2(K), 128), min(V, 32)\n" in new
+    without_triton = FLA_OUTER.replace("import triton\n", "from triton import cdiv\n").replace("triton.cdiv", "cdiv")
+    assert tiling_of(without_triton, "outer_kernel") == []  # raising needs triton.next_power_of_2 in scope
+
+
+def test_a_lowered_plain_size_cap_keeps_the_size():
+    text = FLA_OUTER.replace("min(K, 32), min(V, 32)", "min(K, 64), min(V, 64)")
+    assert {"BK": 32, "BV": 128} in tiling_of(text, "outer_kernel")
+    new = applied(text, "outer_kernel", {"BK": 32, "BV": 128})
+    assert "    BK, BV = min(K, 32), min(triton.next_power_of_2(V), 128)\n" in new
+
+
+def test_a_cap_is_only_raised_when_the_kernel_branches_on_a_constexpr():
+    text = HOST_CAPPED_LSE.replace("n_cols, BLOCK_SIZE: tl.constexpr):", "n_cols, BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):") \
+        .replace("    tl.store(out_ptr + tl.program_id(0), m + tl.log(s))",
+                 "    if LOG:\n        s = tl.log(s)\n    tl.store(out_ptr + tl.program_id(0), m + s)") \
+        .replace("BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=BLOCK_SIZE, LOG=True)") \
+        .replace("min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))", "min(triton.next_power_of_2(x.shape[1]), 1024)")
+    assert tiling_of(text, "lse_kernel") == [{"BLOCK_SIZE": 2048}, {"BLOCK_SIZE": 4096}]
+    with pytest.raises(ActionError):
+        applied(text, "lse_kernel", {"BLOCK_SIZE": 512})
+
+
+WHOLE_ROW_SOFTMAX = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=float("-inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    BLOCK_SIZE = SPELLING
+    softmax_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK_SIZE=BLOCK_SIZE)
+    return y
+'''
+
+
+@pytest.mark.parametrize("spelling", [
+    "triton.next_power_of_2(x.shape[1])",
+    "min(triton.next_power_of_2(x.shape[1]), 1024)",
+    "max(64, triton.next_power_of_2(x.shape[1]))",
+    "min(x.shape[1], 32)",
+])
+def test_a_block_that_holds_the_whole_row_keeps_its_size(spelling):
+    text = WHOLE_ROW_SOFTMAX.replace("SPELLING", spelling)
+    assert tiling_of(text, "softmax_kernel") == []
+    assert "covers the whole row" in why(text, "softmax_kernel")
+    with pytest.raises(ActionError):
+        applied(text, "softmax_kernel", {"BLOCK_SIZE": 2048})
+
+
+@pytest.mark.parametrize("change, reason", [
+    (("min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))", "triton.next_power_of_2(x.shape[1])"), "no cap to change"),
+    (("min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))", "max(64, triton.next_power_of_2(x.shape[1]))"),
+     "not a `min(next_power_of_2(n), CAP)`"),
+    (("MAX_FUSED_SIZE = 65536 // 2", "MAX_FUSED_SIZE = 3000"), "not a power-of-two integer constant"),
+    (("x = tl.load(x_ptr + cols, mask=cols < n_cols, other=float(\"-inf\"))", "x = tl.load(x_ptr + cols)"), "no mask"),
+])
+def test_a_looped_block_without_a_provable_cap_is_refused(change, reason):
+    text = HOST_CAPPED_LSE.replace(*change)
+    assert text != HOST_CAPPED_LSE
+    assert tiling_of(text, "lse_kernel") == []
+    assert reason in why(text, "lse_kernel")
+
+
+@pytest.mark.slow
+def test_changed_host_caps_stay_equivalent(tmp_path):
+    inline = HOST_CAPPED_LSE.replace(HOST_LINE + "\n", "").replace(
+        "BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=min(triton.next_power_of_2(x.shape[1]), 4096))")
+    jobs = [job(tmp_path, "lse:reference", HOST_CAPPED_LSE, HOST_CAPPED_LSE, TOL_FP32, reference=True),
+            job(tmp_path, "lse:module_cap", HOST_CAPPED_LSE, applied(HOST_CAPPED_LSE, "lse_kernel", {"BLOCK_SIZE": 1024}), TOL_FP32),
+            job(tmp_path, "lse:launch_cap", inline, applied(inline, "lse_kernel", {"BLOCK_SIZE": 1024}), TOL_FP32),
+            job(tmp_path, "outer:reference", FLA_OUTER, FLA_OUTER, TOL_FP32, reference=True)]
+    jobs += [job(tmp_path, f"outer:{bk}x{bv}", FLA_OUTER, applied(FLA_OUTER, "outer_kernel", {"BK": bk, "BV": bv}), TOL_FP32)
+             for bk, bv in ((64, 64), (128, 32))]
+    results = run_jobs(jobs, tmp_path)
+    assert len(results) == len(jobs) and all(r["ok"] for r in results), results

@@ -1190,3 +1190,200 @@ def autotuned_blocks_tunable(analysis: FileAnalysis, kernel: Kernel, names: list
             if name not in grid_source_names(launch) and not loop_tiled(kernel, name):
                 return f"neither the grid nor a loop is derived from {name}"
     return None
+
+
+# ---- block sizes the host computes: ``min(next_power_of_2(n), CAP)``, ``min(K, 32)`` ----------------
+@dataclass
+class ComputedBlock:
+    """How one launch computes a block size at run time, and the cap literal tiling may change."""
+
+    shown: str  # the expression, for messages
+    cap_value: int | None  # CAP of ``min(..., CAP)``; None when there is no cap (``next_power_of_2(n)``, ``max``)
+    pow2: bool  # the capped operand is ``next_power_of_2(...)``; else a plain size such as ``K``
+    host_var: str | None  # the host name the launch passes (None for an expression at the launch)
+    cap_node: cst.BaseExpression | None = None  # the Integer/expression or constant name in ``min``
+    operand: cst.BaseExpression | None = None  # the other argument of ``min``
+    constant: cst.Assign | None = None  # the constant's assignment when the cap is a name only this ``min`` reads
+    why_not: str = ""  # why the cap cannot be changed (empty when it can)
+
+
+def _is_next_pow2(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) and code(node.func).split(".")[-1] in ("next_power_of_2", "_next_power_of_2") \
+        and len(node.args) == 1
+
+
+def int_value(node: cst.CSTNode) -> int | None:
+    """The value of an integer literal or literal arithmetic (``65536 // 2``, ``1 << 12``); None otherwise."""
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.BinaryOperation):
+        left, right = int_value(node.left), int_value(node.right)
+        if left is None or right is None:
+            return None
+        ops = {cst.Add: lambda: left + right, cst.Subtract: lambda: left - right, cst.Multiply: lambda: left * right,
+               cst.FloorDivide: lambda: left // right if right else None, cst.LeftShift: lambda: left << right}
+        fn = ops.get(type(node.operator))
+        return fn() if fn is not None and (not isinstance(node.operator, cst.LeftShift) or 0 <= right < 32) else None
+    return None
+
+
+def assigned_value(host: cst.FunctionDef | cst.Module | None, name: str) -> cst.BaseExpression | None:
+    """The value ``name`` is bound to by the single assignment of ``host``: ``name = v`` or one element of
+    ``a, name = x, v``; None when it is bound more than once or another way."""
+    if host is None:
+        return None
+    assign = any_assignment(host, name)
+    if assign is not None:
+        return assign.value
+    finder = _Assignments(name, host)
+    host.visit(finder)
+    if finder.found:
+        return None
+    tuples: list[cst.BaseExpression | None] = []
+    other_bindings = []
+
+    class V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is host
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                if not isinstance(t.target, cst.Tuple) or name not in names_in(t.target):
+                    continue
+                targets = [e.value for e in t.target.elements]
+                values = node.value.elements if isinstance(node.value, cst.Tuple) else []
+                if len(node.targets) == 1 and len(values) == len(targets) and not any(
+                        isinstance(e, cst.StarredElement) for e in [*t.target.elements, *values]):
+                    tuples.extend(v.value for tgt, v in zip(targets, values)
+                                  if isinstance(tgt, cst.Name) and tgt.value == name)
+                else:
+                    tuples.append(None)  # unpacked from a call or nested: unknown
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if name in names_in(node.target):
+                other_bindings.append(node)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if name in names_in(node.target):
+                other_bindings.append(node)
+
+        def visit_For(self, node: cst.For) -> None:
+            if name in names_in(node.target):
+                other_bindings.append(node)
+
+    host.visit(V())
+    return tuples[0] if len(tuples) == 1 and not other_bindings else None
+
+
+def _binding_source(host: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
+    """The value of the first assignment in ``host`` whose targets bind ``name`` (for messages)."""
+    found: list[cst.BaseExpression] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if any(name in names_in(t.target) for t in node.targets):
+                found.append(node.value)
+
+    host.visit(V())
+    return found[0] if found else None
+
+
+def _names_through(host: cst.FunctionDef | None, start: set[str], depth: int = 3) -> set[str]:
+    """``start`` and the names their single assignments in ``host`` read (tuple assignments included)."""
+    names, frontier = set(start), set(start)
+    for _ in range(depth):
+        following: set[str] = set()
+        for name in frontier:
+            value = assigned_value(host, name) if host is not None else None
+            if value is not None:
+                following |= names_in(value) - names
+        if not following:
+            break
+        names |= following
+        frontier = following
+    return names
+
+
+def computed_block(launch: LaunchNode, kernel: Kernel, param: str) -> ComputedBlock | None:
+    """The launch's run-time block expression for ``param`` (None when it binds it another way)."""
+    how, node = binding_of(launch, kernel, param)
+    if how != "other" or node is None:
+        return None
+    value = node.value  # type: ignore[union-attr]
+    host_var = None
+    if isinstance(value, cst.Name):
+        host_var = value.value
+        if launch.host is None or value.value in _param_names(launch.host):
+            return None
+        value = assigned_value(launch.host, host_var)
+        if value is None:  # ``BLOCK_SIZE, num_warps = calculate_settings(n)``: computed where tiling cannot see
+            source = _binding_source(launch.host, host_var)
+            if source is None:
+                return None
+            shown = code(source)
+            return ComputedBlock(shown if len(shown) <= 60 else shown[:57] + "...", None, False, host_var,
+                                 why_not="set by code tiling does not read")
+    shown = code(value)
+    found = ComputedBlock(shown if len(shown) <= 60 else shown[:57] + "...", None, False, host_var)
+    if _is_next_pow2(value):
+        found.pow2 = True
+        found.why_not = "no cap to change"
+        return found
+    if not (isinstance(value, cst.Call) and code(value.func) == "min" and len(value.args) == 2) \
+            or any(a.keyword or a.star for a in value.args):
+        found.why_not = "not a `min(next_power_of_2(n), CAP)` or `min(n, CAP)` cap"
+        return found
+    first, second = (a.value for a in value.args)
+    if _is_next_pow2(first) or _is_next_pow2(second):
+        operand, cap = (first, second) if _is_next_pow2(first) else (second, first)
+    else:  # ``min(K, 32)`` or ``min(MAX_BLOCK, K)``: the cap is whichever is a constant
+        operand, cap = (first, second) if _cap_value(launch, second)[0] is not None else (second, first)
+    cap_value, constant = _cap_value(launch, cap)
+    if cap_value is None or not is_pow2(cap_value):
+        found.why_not = f"its cap `{code(cap)}` is not a power-of-two integer constant"
+        return found
+    found.cap_value, found.cap_node, found.operand, found.constant = cap_value, cap, operand, constant
+    found.pow2 = _is_next_pow2(operand)
+    if not found.pow2 and not isinstance(operand, cst.Name | cst.Attribute | cst.Subscript):
+        found.why_not = f"`{code(operand)}` is neither next_power_of_2(...) nor a plain size"
+    return found
+
+
+def _cap_value(launch: LaunchNode, cap: cst.BaseExpression) -> tuple[int | None, cst.Assign | None]:
+    """(the cap's value, the module/host constant assignment to edit when only this cap reads it)."""
+    literal = int_value(cap)
+    if literal is not None:
+        return literal, None
+    if not isinstance(cap, cst.Name):
+        return None, None
+    assign, at_module = launch_assignment(launch, cap.value)
+    if assign is None or int_value(assign.value) is None:
+        return None, None
+    scope = launch.module if at_module else launch.host
+    if scope is None:
+        return int_value(assign.value), None
+    reads = count_name(scope, cap.value) - (sum(count_name(fn, cap.value) for fn in _functions_binding(scope, cap.value))
+                                            if at_module else 0)
+    return int_value(assign.value), (assign if reads == 2 else None)  # the assignment and this cap
+
+
+def computed_block_grid_derived(launch: LaunchNode, block: ComputedBlock, param: str) -> bool:
+    """The launch's grid counts blocks of this size (``cdiv(n, BLOCK)``, through tuple assignments too)."""
+    grid_names = _names_through(launch.host, names_in(grid_expression(launch)))
+    return param in grid_names or (block.host_var is not None and block.host_var in grid_names)
+
+
+def cap_rewrites(block: ComputedBlock, new_cap: int) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
+    """(node, replacement) pairs setting the cap to ``new_cap``: the constant only this cap reads, else the
+    literal in ``min``; a plain size raised past the old cap is rounded up to a power of two."""
+    pairs: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+    if block.constant is not None:
+        pairs.append((block.constant, block.constant.with_changes(value=cst.Integer(str(new_cap)))))
+    else:
+        pairs.append((block.cap_node, cst.Integer(str(new_cap))))  # type: ignore[arg-type]
+    if not block.pow2 and new_cap > (block.cap_value or 0):
+        pairs.append((block.operand, expr(f"triton.next_power_of_2({code(block.operand)})")))  # type: ignore[arg-type]
+    return pairs

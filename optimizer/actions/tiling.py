@@ -45,6 +45,8 @@ def add(x, y):
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import replace
 
 import libcst as cst
@@ -111,6 +113,12 @@ class Tiling:
             out.append(Candidate(
                 action=self.name, kind=self.kind, kernel=kernel.name, params=params,
                 title=f"Apply tiling for {gpu_label(target)} ({c.fmt_params(params)}) as the @triton.heuristics cap",
+                line=c.kernel_line(kernel),
+            ))
+        for params in _computed_cap_options(analysis, kernel)[0]:
+            out.append(Candidate(
+                action=self.name, kind=self.kind, kernel=kernel.name, params=params,
+                title=f"Apply tiling for {gpu_label(target)} ({c.fmt_params(params)}) as the launch's cap",
                 line=c.kernel_line(kernel),
             ))
         return out
@@ -243,7 +251,8 @@ class Tiling:
         plan = c.tile_plan(analysis, kernel)
         if not plan.params:
             return "no block-size parameter (a tl.constexpr whose name has BLOCK or TILE)"
-        refused = [f"{p.name}: {p.reason}" for p in plan.params.values() if not p.tunable]
+        computed_reasons = _computed_cap_options(analysis, kernel)[1]
+        refused = [f"{p.name}: {computed_reasons.get(p.name, p.reason)}" for p in plan.params.values() if not p.tunable]
         if refused:
             return "; ".join(refused)
         if plan.has_dot:
@@ -268,6 +277,8 @@ class Tiling:
             caps = {name: _heuristic_cap(kdef, name)[0] for name in params}
             module = c.replace_all(module, [(caps[n], cst.Integer(str(int(v)))) for n, v in params.items()])
             return c.finish(text, module, f"tiling of {kernel.name}: @triton.heuristics cap {c.fmt_params(params)}")
+        if params and params in _computed_cap_options(analysis, kernel)[0]:
+            return self._apply_computed_cap(text, analysis, kernel, params, module)
         plan = c.tile_plan(analysis, kernel, module)
         params = dict(params)
         warps = params.pop("num_warps", None)
@@ -299,6 +310,19 @@ class Tiling:
             module = c.set_launch_option(module, kernel.name, "num_warps", int(warps))
             values["num_warps"] = int(warps)
         return c.finish(text, module, f"tiling of {kernel.name}: {c.fmt_params(values)}", notes)
+
+    @staticmethod
+    def _apply_computed_cap(text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value],
+                            module: cst.Module) -> Edit:
+        """Set the cap of each launch's ``min(next_power_of_2(n), CAP)`` where it is written."""
+        blocks = _computed_cap_options(analysis, kernel, module)[2]
+        pairs: dict[int, tuple[cst.CSTNode, cst.CSTNode]] = {}
+        for name, value in params.items():
+            for block in blocks[name]:
+                for node, new in c.cap_rewrites(block, int(value)):
+                    pairs[id(node)] = (node, new)  # two launches of one host share its assignment
+        module = c.replace_all(module, list(pairs.values()))
+        return c.finish(text, module, f"tiling of {kernel.name}: the launch's cap {c.fmt_params(params)}")
 
     @staticmethod
     def _shared_notes(analysis: FileAnalysis, kernel: Kernel, module, values: dict[str, int]) -> list[str]:
@@ -373,6 +397,100 @@ def _heuristic_cap_options(analysis: FileAnalysis, kernel: Kernel) -> list[dict[
         cap = int(found[0].evaluated_value)
         options += [{name: b} for b in ROW_BLOCKS if b > cap]
     return options
+
+
+def _computed_cap_options(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None = None
+                          ) -> tuple[list[dict[str, Value]], dict[str, str], dict[str, list[c.ComputedBlock]]]:
+    """(options, reasons, blocks) for block sizes the host computes as ``min(next_power_of_2(n), CAP)`` or
+    ``min(K, CAP)``: new caps, why a computed block keeps its size, and each launch's computation.
+
+    A loop or the grid must step by the block and every access it can move must be masked, so any power of
+    two gives the same results. Without that the block holds a whole row and keeps its size. A cap is
+    lowered only when no branch of the kernel reads a constexpr (a whole-row branch chosen by the host
+    for ``n <= CAP`` needs a block as long as the row); raising a plain ``min(K, CAP)`` rounds K up to a
+    power of two (``min(K, 32)`` already needs K a power of two when K < 32).
+    """
+    if kernel.is_autotuned or kernel.calls_of("dot"):
+        return [], {}, {}
+    module = module or c.parse(analysis.text)
+    try:
+        _kdef, launches = c.locate(module, kernel.name)
+    except ActionError:
+        return [], {}, {}
+    if not launches:
+        return [], {}, {}
+    plan = c.tile_plan(analysis, kernel, module)
+    reasons: dict[str, str] = {}
+    blocks: dict[str, list[c.ComputedBlock]] = {}
+    for bp in plan.params.values():
+        if bp.tunable:
+            continue
+        found = [c.computed_block(launch, kernel, bp.name) for launch in launches]
+        if any(f is None for f in found):
+            continue
+        problem = _computed_block_problem(analysis, module, kernel, launches, found, bp.name)  # type: ignore[arg-type]
+        if problem:
+            reasons[bp.name] = problem
+        else:
+            blocks[bp.name] = found  # type: ignore[assignment]
+    if not blocks or set(blocks) != set(plan.params):
+        return [], reasons, blocks
+    caps = {name: found[0].cap_value for name, found in blocks.items()}
+    names = list(caps)
+    if len(names) == 1:
+        sizes = AXIS_BLOCKS if c.block_is_tile_axis(kernel, analysis.text, names[0]) else ROW_BLOCKS
+        tiles = [(b,) for b in sizes]
+    else:
+        tiles = list(TILES_2D) if len(names) == 2 else []
+    lowering_ok = not _branches_on_constexpr(kernel)
+    import_triton = re.search(r"^import triton\s*$", analysis.text, re.M) is not None
+    options: list[dict[str, Value]] = []
+    for tile in tiles:
+        if tuple(caps[n] for n in names) == tile:
+            continue
+        legal = True
+        for name, new in zip(names, tile):
+            old = caps[name]
+            if (new < old and not lowering_ok) or (new > old and not blocks[name][0].pow2 and not import_triton):
+                legal = False
+        if legal:
+            options.append(dict(zip(names, tile)))
+    return options, reasons, blocks
+
+
+def _computed_block_problem(analysis: FileAnalysis, module: cst.Module, kernel: Kernel, launches: list,
+                            found: list[c.ComputedBlock], name: str) -> str | None:
+    """Why the computed block ``name`` keeps its size (None when its cap may change)."""
+    first = found[0]
+    for launch, block in zip(launches, found):
+        via_grid = c.computed_block_grid_derived(launch, block, name)
+        if not via_grid and not c.loop_tiled(kernel, name):
+            return (f"the launch computes `{block.shown}`, one block that covers the whole row (no loop or grid "
+                    "steps by it): another size would drop or repeat elements, so tiling keeps it")
+        if block.why_not:
+            return f"the launch computes `{block.shown}`: {block.why_not}; tiling changes only a cap it can prove safe"
+        if block.cap_value != first.cap_value or block.pow2 != first.pow2:
+            return "the launches cap the block differently"
+        if not c.accesses_masked_for(kernel, analysis.text, name, via_grid):
+            return "a load or store has no mask, so a different block size could go out of bounds"
+        if block.cap_value in c._ints_in(c.grid_expression(launch)):
+            return f"the grid repeats the cap {block.cap_value} as a literal"
+        if block.host_var is not None:
+            problem = c._shared_constant_problem(analysis, module, kernel, launch, block.host_var)
+            if problem:
+                return problem
+    return None
+
+
+def _branches_on_constexpr(kernel: Kernel) -> bool:
+    """Some ``if`` (or conditional expression) of the kernel tests a constexpr parameter."""
+    if kernel.node is None:
+        return True
+    constexprs = set(kernel.constexpr_names)
+    for node in ast.walk(kernel.node):
+        if isinstance(node, ast.If | ast.IfExp) and {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)} & constexprs:
+            return True
+    return False
 
 
 def _dict(values: dict[str, int]) -> str:
