@@ -93,17 +93,17 @@ def hoistable(kdef: cst.FunctionDef) -> list[tuple[str, cst.For, cst.BaseStateme
             written = _assigned_names(loop)
             text = c.code(loop.body)
             stores = any(s in text for s in _SIDE_EFFECTS)
-            read_before: set[str] = set()
-            for statement in loop.body.body:
+            statements = list(loop.body.body)
+            for i, statement in enumerate(statements):
                 single = _single_assign(statement)
-                if single is not None:
-                    name, value = single
-                    kind = _worth_hoisting(value)
-                    reads = c.names_in(value) - {"tl", "triton"}
-                    if (kind and counts.get(name) == 1 and name not in read_before and not reads & written
-                            and not (kind == "load" and stores)):
-                        found.append((name, loop, statement, kind))
-                read_before |= c.names_in(statement)
+                kind = _worth_hoisting(single[1]) if single is not None else None
+                if not kind or counts.get(single[0]) != 1 or (kind == "load" and stores):
+                    continue  # names are read only for a statement worth moving (walks are the cost)
+                name, value = single
+                reads = c.names_in(value) - {"tl", "triton"}
+                read_before = set().union(*(c.names_in(s) for s in statements[:i]))
+                if name not in read_before and not reads & written:
+                    found.append((name, loop, statement, kind))
 
     kdef.visit(Loops())
     return found
