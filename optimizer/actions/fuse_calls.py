@@ -93,7 +93,7 @@ from ._consumer_fusion import consumer_param
 from .base import ActionError, Candidate, Edit
 from .fusion import ACTION as FUSION
 from .matmul_epilogue import ACTION as MATMUL_EPILOGUE
-from .fusion import _impure_calls, remove_definition
+from .fusion import _impure_calls, bound_once, remove_definition
 
 _RESULT_ALLOCATORS = ("torch.empty_like", "torch.empty")
 # Tensor facts ``torch.empty_like(x)`` shares with ``x`` (not strides: a non-dense ``x`` gets dense ones).
@@ -117,15 +117,27 @@ class _Wrapper:
 
 @dataclass
 class _Site:
-    """Where the composer calls the consumer wrapper on the producer wrapper's result."""
+    """Where the composer feeds the producer's result to the consumer: two wrapper calls, or one wrapper call and a
+    launch the composer writes itself (``add_kernel[grid](x, y, t, n, BLOCK=1024)`` then ``relu(t)``)."""
 
     host: cst.FunctionDef
-    producer: _Wrapper
-    consumer: _Wrapper
-    producer_call: cst.Call
-    consumer_call: cst.Call
-    producer_line: cst.SimpleStatementLine | None  # ``t = producer(...)``; None when the call is nested
-    consumer_line: cst.SimpleStatementLine
+    producer_kernel: str
+    consumer_kernel: str
+    producer: _Wrapper | None  # None: the composer launches the producer kernel itself
+    consumer: _Wrapper | None  # None: the composer launches the consumer kernel itself
+    producer_call: cst.Call | None  # the producer wrapper's call
+    consumer_call: cst.Call | None  # the consumer wrapper's call, possibly inside an outer call
+    producer_line: cst.SimpleStatementLine | None  # ``t = producer(...)`` or the producer's launch; None when nested
+    consumer_line: cst.SimpleStatementLine  # the statement holding the consumer's call, or the consumer's launch
+
+
+def _describe(site: _Site) -> str:
+    """``relu(add(...))``, ``relu() of add_kernel's output`` or ``relu_kernel on add()'s result``."""
+    if site.producer is not None and site.consumer is not None:
+        return f"{site.consumer.node.name.value}({site.producer.node.name.value}(...))"
+    if site.consumer is not None:
+        return f"{site.consumer.node.name.value}() of {site.producer_kernel}'s output"
+    return f"{site.consumer_kernel} on {site.producer.node.name.value}()'s result"
 
 
 def _literal(node: cst.BaseExpression) -> bool:
@@ -352,7 +364,8 @@ class FuseCalls:
     max_changed_lines = 40  # both wrappers go (most lines are removed ones) and the composer is rewritten
 
     def _sites(self, module: cst.Module, analysis: FileAnalysis) -> list[_Site]:
-        """Every composition ``consumer(producer(...))`` (nested or through one name) of two one-launch wrappers."""
+        """Every composition of a producer and a consumer where at least one is a one-launch wrapper call: nested
+        (``relu(add(x, y))``, also inside an outer call), through one name, or a wrapper and a launch in the composer."""
         wrappers: dict[str, _Wrapper | None] = {}
 
         def wrapper(call: cst.BaseExpression) -> _Wrapper | None:
@@ -373,94 +386,152 @@ class FuseCalls:
             body = list(host.body.body)
             for index, statement in enumerate(body):
                 small = _single(statement)
+                launched = _launched_kernel(small, analysis)
+                if launched is not None:  # the composer launches the consumer; a wrapper may produce what it reads
+                    for arg in small.value.args:
+                        earlier = _assignment_before(body, index, arg.value) if isinstance(arg.value, cst.Name) else None
+                        if earlier is not None and (producer := wrapper(earlier[1].value)) is not None:
+                            sites.append(_Site(host, producer.kernel, launched, producer, None, earlier[1].value, None,
+                                               earlier[0], statement))
+                    continue
                 value = small.value if isinstance(small, cst.Return) or _assigned_name(small) else None
-                consumer = wrapper(value)
-                if consumer is None:
-                    continue
-                nested = [a.value for a in value.args if wrapper(a.value) is not None]
-                if len(nested) == 1:
-                    sites.append(_Site(host, wrapper(nested[0]), consumer, nested[0], value, None, statement))
-                    continue
-                for arg in value.args:
-                    if not isinstance(arg.value, cst.Name) or c.count_name(host, arg.value.value) != 2:
+                for call in _hoistable_calls(value):
+                    consumer = wrapper(call)
+                    if consumer is None:
                         continue
-                    earlier = [(s, _single(s)) for s in body[:index] if _assigned_name(_single(s)) == arg.value.value]
-                    if len(earlier) == 1 and (producer := wrapper(earlier[0][1].value)) is not None:
-                        sites.append(_Site(host, producer, consumer, earlier[0][1].value, value, earlier[0][0], statement))
-        return [s for s in sites if s.producer.kernel != s.consumer.kernel and s.producer.node is not s.consumer.node]
+                    nested = [a.value for a in call.args if wrapper(a.value) is not None]
+                    if len(nested) == 1:
+                        producer = wrapper(nested[0])
+                        sites.append(_Site(host, producer.kernel, consumer.kernel, producer, consumer, nested[0], call,
+                                           None, statement))
+                    if nested:
+                        continue
+                    for arg in call.args:
+                        if not isinstance(arg.value, cst.Name):
+                            continue
+                        earlier = _assignment_before(body, index, arg.value)
+                        if earlier is not None and c.count_name(host, arg.value.value) == 2 \
+                                and (producer := wrapper(earlier[1].value)) is not None:
+                            sites.append(_Site(host, producer.kernel, consumer.kernel, producer, consumer,
+                                               earlier[1].value, call, earlier[0], statement))
+                        elif (launch := _launch_passing(body[:index], arg.value.value, analysis)) is not None:
+                            sites.append(_Site(host, launch[1], consumer.kernel, None, consumer, None, call, launch[0],
+                                               statement))
+        return [s for s in sites if s.producer_kernel != s.consumer_kernel]
 
     def _inline(self, module: cst.Module, site: _Site) -> tuple[cst.Module, dict[str, str]]:
-        """The module with both calls inlined into the composer and both wrappers removed; renamed locals (new -> old)."""
+        """The module with the wrapper calls inlined into the composer and those wrappers removed; renamed locals (new -> old)."""
         host, producer, consumer = site.host, site.producer, site.consumer
-        if (producer.free | consumer.free) & _bound_names(host):
+        inlined = [w for w in (producer, consumer) if w is not None]
+        free = set().union(*(w.free for w in inlined))
+        if free & _bound_names(host):
             raise ActionError(f"{host.name.value} rebinds a name the wrappers read")
-        taken = c.names_in(host) | producer.free | consumer.free
+        taken = c.names_in(host) | free
+        once = bound_once(host)
+        unstable = _bound_names(host) - once  # host names whose value changes somewhere
         renamed: dict[str, str] = {}
 
-        def locals_of(w: _Wrapper) -> dict[str, cst.BaseExpression]:
+        def locals_of(w: _Wrapper, result_as: str | None) -> dict[str, cst.BaseExpression]:
             out = {}
             for old in w.assigned:
-                new = _fresh(old, taken)
+                new = result_as if old == w.result and result_as is not None else _fresh(old, taken)
                 taken.add(new)
-                if new != old:
+                if new != old and new != result_as:
                     renamed[new] = old
                 out[old] = cst.Name(new)
             return out
 
-        p_map = {**_bind(producer, site.producer_call, None, None), **locals_of(producer)}
-        p_body = [c.substitute_names(s, p_map) for s in producer.body]
-        p_result = p_map[producer.result].value
-        c_map = {**_bind(consumer, site.consumer_call, site.producer_call if site.producer_line is None else None, p_result),
-                 **locals_of(consumer)}
-        if site.producer_line is not None:  # ``t = producer(...)``: the consumer's ``t`` is the producer's result
-            arg_name = next(a.value.value for a in site.consumer_call.args if isinstance(a.value, cst.Name)
-                            and a.value.value == _assigned_name(_single(site.producer_line)))
-            c_map = {k: (cst.Name(p_result) if isinstance(v, cst.Name) and v.value == arg_name else v) for k, v in c_map.items()}
-        c_body = [c.substitute_names(s, c_map) for s in consumer.body]
-        c_result = c_map[consumer.result].value
-        # What the composer rebinds between the two calls: shared spellings must read the same values.
         statements = list(host.body.body)
-        between: set[str] = set()
-        if site.producer_line is not None:
-            first, last = statements.index(site.producer_line), statements.index(site.consumer_line)
-            for statement in statements[first + 1:last]:
-                between |= _bound_names(statement)
-        # Shape queries of tensors allocated like another read that one (the tutorial's ``n = output.numel()``),
-        # so both wrappers spell their sizes alike; a root the composer rebinds between the calls does not count.
-        roots = _like_roots(p_body + c_body)
-        p_body = [s.visit(_ReadLike(roots)) for s in p_body]
-        c_roots = {name: {fact: root for fact, root in facts.items() if root not in between} for name, facts in roots.items()}
-        c_body = [s.visit(_ReadLike(c_roots)) for s in c_body]
-        c_body = self._share(p_body, c_body, between)
-        c_body = _asserts_after_launch(c_body)
-        # The composer's statement: ``return r`` / ``x = r`` for the consumer's call.
-        small = _single(site.consumer_line)
-        final = site.consumer_line.with_changes(
-            body=[small.with_changes(value=cst.Name(c_result))], leading_lines=[])
+        p_body: list = []
+        p_result = None
+        if producer is not None:
+            # ``t = producer(...)``: the producer's result is allocated as ``t`` itself, so no alias is left behind.
+            target = _assigned_name(_single(site.producer_line)) if site.producer_line is not None else None
+            if target is not None and target not in once:
+                raise ActionError(f"{host.name.value} binds {target} more than once")
+            p_map = {**_bind(producer, site.producer_call, None, None), **locals_of(producer, target)}
+            p_body = [c.substitute_names(s, p_map) for s in producer.body]
+            p_result = p_map[producer.result].value
+        c_body: list = []
+        final: list = []
+        if consumer is not None:
+            small = _single(site.consumer_line)
+            target = _assigned_name(small)
+            # ``u = consumer(...)`` with u bound once and not read by the call: the result is allocated as ``u``.
+            result_as = target if target in once and small.value is site.consumer_call \
+                and target not in c.names_in(site.consumer_call) else None
+            nested = site.producer_call if site.producer_line is None else None
+            c_map = {**_bind(consumer, site.consumer_call, nested, p_result), **locals_of(consumer, result_as)}
+            c_body = [c.substitute_names(s, c_map) for s in consumer.body]
+            if result_as is None:
+                rest = site.consumer_line.deep_replace(site.consumer_call, cst.Name(c_map[consumer.result].value))
+                final = [rest.with_changes(leading_lines=[])]
+        replaced: list = []
+        if producer is not None and consumer is not None:
+            # What the composer rebinds between the two calls: shared spellings must read the same values.
+            between: set[str] = set()
+            if site.producer_line is not None:
+                first, last = statements.index(site.producer_line), statements.index(site.consumer_line)
+                for statement in statements[first + 1:last]:
+                    between |= _bound_names(statement)
+            # Shape queries of tensors allocated like another read that one (the tutorial's ``n = output.numel()``),
+            # so both wrappers spell their sizes alike; a root the composer rebinds between the calls does not count.
+            roots = _like_roots(p_body + c_body)
+            p_body = [s.visit(_ReadLike(roots)) for s in p_body]
+            c_roots = {name: {fact: root for fact, root in facts.items() if root not in between} for name, facts in roots.items()}
+            c_body = [s.visit(_ReadLike(c_roots)) for s in c_body]
+            c_body = self._share(_shape_definitions(p_body), c_body, between)
+        elif consumer is not None:
+            # The composer launched the producer: its own allocations and sizes, where bound once, are the facts.
+            prefix = [s for s in statements[:statements.index(site.consumer_line)] if _stable_assignment(s, once, unstable)]
+            roots = _like_roots(prefix + c_body)
+            c_body = [s.visit(_ReadLike(roots)) for s in c_body]
+            c_body = self._share(_shape_definitions(prefix), c_body, set())
+        else:
+            # The composer launches the consumer: its later shape queries of ``t`` read what t was allocated from.
+            first = statements.index(site.producer_line)
+            later = [s for s in statements[first + 1:] if _stable_assignment(s, once, unstable)]
+            roots = {name: {fact: root for fact, root in facts.items() if root not in unstable}
+                     for name, facts in _like_roots(p_body + later).items()}
+            p_body = [s.visit(_ReadLike(roots)) for s in p_body]
+            defined = _shape_definitions(p_body)
+            mapping: dict[str, cst.BaseExpression] = {}
+            for statement in statements[first + 1:]:
+                new = c.substitute_names(statement, mapping)
+                if isinstance(new, cst.SimpleStatementLine):
+                    new = new.visit(_ReadLike(roots))
+                small = _single(new)
+                name = _assigned_name(small)
+                twin = defined.get(c.code(small.value)) if name in once and _shape_only(small.value) \
+                    and not c.names_in(small.value) & unstable else None
+                if twin is not None:
+                    mapping[name] = cst.Name(twin)
+                    replaced.append((statement, cst.RemovalSentinel.REMOVE))
+                elif new is not statement:
+                    replaced.append((statement, new))
+        if consumer is not None:
+            c_body = _asserts_after_launch(c_body)
         lead = site.consumer_line.leading_lines
         if site.producer_line is None:
-            replaced = [(site.consumer_line, cst.FlattenSentinel(_lead(p_body, lead) + c_body + [final]))]
+            replaced.append((site.consumer_line, cst.FlattenSentinel(_lead(p_body + c_body + final, lead))))
         else:
-            replaced = [(site.producer_line, cst.FlattenSentinel(_lead(p_body, site.producer_line.leading_lines))),
-                        (site.consumer_line, cst.FlattenSentinel(_lead(c_body, lead) + [final]))]
+            if producer is not None:
+                replaced.append((site.producer_line, cst.FlattenSentinel(_lead(p_body, site.producer_line.leading_lines))))
+            if consumer is not None:
+                replaced.append((site.consumer_line, cst.FlattenSentinel(_lead(c_body + final, lead))))
         module = c.replace_all(module, replaced)
-        for w in (producer, consumer):
+        for w in inlined:
             count, index = _mentions(module, w.node.name.value)
             if count:
                 raise ActionError(f"{w.node.name.value} is used elsewhere in the file; its kernel must stay as it is")
             module = remove_definition(module, index)
-        if _mentions(module, producer.kernel)[0] != 1:
-            raise ActionError(f"{producer.kernel} is named elsewhere in the file; changing it in place could break that use")
+        if _mentions(module, site.producer_kernel)[0] != 1:
+            raise ActionError(f"{site.producer_kernel} is named elsewhere in the file; changing it in place could break that use")
         return module, renamed
 
     @staticmethod
-    def _share(p_body: list, c_body: list, between: set[str]) -> list:
-        """The consumer's statements with each shape computation the producer already made replaced by the producer's name."""
-        defined = {}
-        for statement in p_body:
-            small = _single(statement)
-            if (name := _assigned_name(small)) is not None and _shape_only(small.value):
-                defined.setdefault(c.code(small.value), name)
+    def _share(defined: dict[str, str], c_body: list, between: set[str]) -> list:
+        """The consumer's statements with each shape computation already made (``defined``: code -> name) replaced by that name."""
         out, mapping = [], {}
         for statement in c_body:
             statement = c.substitute_names(statement, mapping)
@@ -478,10 +549,10 @@ class FuseCalls:
         inlined, renamed = self._inline(module, site)
         inlined_text = inlined.code
         analysis = analyze(inlined_text)
-        kernel = analysis.kernel(site.producer.kernel)
+        kernel = analysis.kernel(site.producer_kernel)
         if analysis.syntax_error is not None or kernel is None:
             raise ActionError("inlining the wrappers did not give a file fusion can read")
-        fused = _fuse_pair(inlined_text, analysis, kernel, site.consumer.kernel, target)
+        fused = _fuse_pair(inlined_text, analysis, kernel, site.consumer_kernel, target)
         result = c.parse(fused.new_text)
         host_name = site.host.name.value
         qualname = next(q for q, fn in _composers(module) if fn is site.host)
@@ -491,40 +562,54 @@ class FuseCalls:
         if back:
             result = c.replace_all(result, [(host, c.substitute_names(host, back))])
         new_text = result.code
-        inlined_note = (f"inlined {site.producer.node.name.value}() and {site.consumer.node.name.value}() into {host_name} "
-                        "and removed both wrappers (nothing else in the file used them)")
+        names = [w.node.name.value for w in (site.producer, site.consumer) if w is not None]
+        inlined_note = (f"inlined {' and '.join(n + '()' for n in names)} into {host_name} and removed "
+                        f"{'both wrappers' if len(names) == 2 else 'the wrapper'} (nothing else in the file used "
+                        f"{'them' if len(names) == 2 else 'it'})")
         notes = [inlined_note, *fused.notes]
         return Edit(new_text=new_text, changed_lines=changed_line_count(text, new_text),
-                    summary=f"fused {site.consumer.node.name.value}({site.producer.node.name.value}(...)) into one "
-                            f"{site.producer.kernel} launch", notes=notes)
+                    summary=f"fused {_describe(site)} into one {site.producer_kernel} launch", notes=notes)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         module = c.parse(analysis.text)
         out: list[Candidate] = []
         for site in self._sites(module, analysis):
-            if kernel.name not in (site.producer.kernel, site.consumer.kernel):
+            if kernel.name not in (site.producer_kernel, site.consumer_kernel):
                 continue
             try:
                 self._fused(analysis.text, module, site, target)  # an offered step must apply
             except ActionError:
                 continue
-            producer = analysis.kernel(site.producer.kernel)
+            producer = analysis.kernel(site.producer_kernel)
             candidate = Candidate(
-                self.name, self.kind, site.producer.kernel, {"consumer": site.consumer.kernel},
-                f"Fuse {site.consumer.node.name.value}({site.producer.node.name.value}(...)) in "
-                f"{site.host.name.value}: {site.consumer.kernel} folded into {site.producer.kernel} (one launch, no buffer)",
+                self.name, self.kind, site.producer_kernel, {"consumer": site.consumer_kernel},
+                f"Fuse {_describe(site)} in {site.host.name.value}: {site.consumer_kernel} folded into "
+                f"{site.producer_kernel} (one launch, no buffer)",
                 producer.calls_of("store")[0].span.start.line,
             )
             if candidate not in out:
                 out.append(candidate)
         return out
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why no composition involving ``kernel`` fuses: each site's refusal, or that there is none."""
+        module = c.parse(analysis.text)
+        reasons = []
+        for site in self._sites(module, analysis):
+            if kernel.name in (site.producer_kernel, site.consumer_kernel):
+                try:
+                    self._fused(analysis.text, module, site, target)
+                except ActionError as exc:
+                    reasons.append(f"{_describe(site)} in {site.host.name.value}: {exc}")
+        return "; ".join(reasons) or ("no one-launch wrapper call composed with another, or with a launch, "
+                                      f"involving {kernel.name}")
+
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         consumer = consumer_param(self.name, params)
         module = c.parse(text)
-        sites = [s for s in self._sites(module, analysis) if s.producer.kernel == kernel.name and s.consumer.kernel == consumer]
+        sites = [s for s in self._sites(module, analysis) if s.producer_kernel == kernel.name and s.consumer_kernel == consumer]
         if len(sites) != 1:
-            raise ActionError(f"no single composition of {kernel.name}'s wrapper feeding {consumer}'s wrapper")
+            raise ActionError(f"no single composition of {kernel.name}'s wrapper or launch feeding {consumer}'s")
         return self._fused(text, module, sites[0], target)
 
 
@@ -549,6 +634,66 @@ def _composers(module: cst.Module) -> list[tuple[str, cst.FunctionDef]]:
             out.append((statement.name.value, statement))
         elif isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
             out += [(f"{statement.name.value}.{s.name.value}", s) for s in statement.body.body if isinstance(s, cst.FunctionDef)]
+    return out
+
+
+def _stable_assignment(statement: cst.CSTNode, once: set[str], unstable: set[str]) -> bool:
+    """``name = value`` where name is bound once and value reads no host name bound more than once."""
+    small = _single(statement)
+    name = _assigned_name(small)
+    return name is not None and name in once and not c.names_in(small.value) & unstable
+
+
+def _shape_definitions(statements: list) -> dict[str, str]:
+    """Shape arithmetic the statements assign: its code -> the first name assigned it."""
+    defined: dict[str, str] = {}
+    for statement in statements:
+        small = _single(statement)
+        if (name := _assigned_name(small)) is not None and _shape_only(small.value):
+            defined.setdefault(c.code(small.value), name)
+    return defined
+
+
+def _launched_kernel(small: cst.BaseSmallStatement | None, analysis: FileAnalysis) -> str | None:
+    """The kernel a statement ``kernel[grid](...)`` launches, if it is one of the file's kernels."""
+    if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Subscript)):
+        return None
+    name = small.value.func.value
+    return name.value if isinstance(name, cst.Name) and analysis.kernel(name.value) is not None else None
+
+
+def _launch_passing(statements: list, name: str, analysis: FileAnalysis) -> tuple[cst.SimpleStatementLine, str] | None:
+    """The last of ``statements`` that launches a kernel on the tensor ``name`` (passed as an argument): (it, its kernel)."""
+    for statement in reversed(statements):
+        small = _single(statement)
+        kernel = _launched_kernel(small, analysis)
+        if kernel is not None and any(isinstance(a.value, cst.Name) and a.value.value == name for a in small.value.args):
+            return statement, kernel
+    return None
+
+
+def _assignment_before(body: list, index: int, name: cst.Name) -> tuple[cst.SimpleStatementLine, cst.Assign] | None:
+    """The one statement before ``body[index]`` that assigns ``name`` (``t = ...``), or None."""
+    earlier = [(s, _single(s)) for s in body[:index] if _assigned_name(_single(s)) == name.value]
+    return earlier[0] if len(earlier) == 1 else None
+
+
+def _hoistable_calls(value: cst.BaseExpression | None) -> list[cst.Call]:
+    """Calls of plain names in ``value`` that may run before the statement does: ``value`` itself and, through call
+    arguments and tuple items, calls with only names or literals evaluated before them (``gelu(mul(add(x, y), z))``:
+    all three; ``relu(t), t``: the call)."""
+    if isinstance(value, cst.Tuple):
+        parts, out = [e.value for e in value.elements if isinstance(e, cst.Element)], []
+        if len(parts) != len(value.elements):
+            return []  # a starred item
+    elif isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and not any(a.star for a in value.args):
+        parts, out = [a.value for a in value.args], [value]
+    else:
+        return []
+    for part in parts:
+        out += _hoistable_calls(part)
+        if not (isinstance(part, cst.Name) or _literal(part)):
+            break  # what follows is evaluated after this call: it cannot move in front of it
     return out
 
 

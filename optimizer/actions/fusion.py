@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -236,6 +237,76 @@ def _returns(fn: cst.FunctionDef) -> bool:
     return c.contains(fn.body, cst.Return)
 
 
+def bound_once(fn: cst.FunctionDef) -> set[str]:
+    """Names ``fn`` binds exactly once anywhere inside (parameters count): their value never changes once bound."""
+    return {name for name, count in binding_counts(fn).items() if count == 1}
+
+
+def binding_counts(fn: cst.FunctionDef) -> dict[str, int]:
+    """How often ``fn`` binds each name anywhere inside (parameters, assignments, imports, nested defs, handlers)."""
+    tree = ast.parse(textwrap.dedent(c.code(fn).lstrip("\n")))
+    counts: dict[str, int] = {}
+    top = tree.body[0]
+    for sub in ast.walk(top):
+        names: list[str] = []
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store | ast.Del):
+            names = [sub.id]
+        elif isinstance(sub, ast.arg):
+            names = [sub.arg]
+        elif isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and sub is not top:
+            names = [sub.name]
+        elif isinstance(sub, ast.alias):
+            names = [(sub.asname or sub.name).split(".")[0]]
+        elif isinstance(sub, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and sub.name:
+            names = [sub.name]
+        elif isinstance(sub, ast.MatchMapping) and sub.rest:
+            names = [sub.rest]
+        elif isinstance(sub, ast.Global | ast.Nonlocal):
+            names = list(sub.names) * 2
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _same_grid(host: cst.FunctionDef, p_launch: c.LaunchNode, c_launch: c.LaunchNode) -> bool:
+    """Whether both launches use one grid: spelled alike, or one names (``grid = (...)``) what the other spells out.
+
+    A named grid counts by its expression only when the name and every host name the expression reads are
+    bound once in the host, so the expression has the same value at both launches.
+    """
+    p_grid, c_grid = (launch.call.func.slice[0].slice.value for launch in (p_launch, c_launch))  # type: ignore[union-attr]
+    if c.code(p_grid) == c.code(c_grid):
+        return True
+    counts = binding_counts(host)
+    bound, once = set(counts), {name for name, count in counts.items() if count == 1}
+
+    def resolved(grid: cst.BaseExpression) -> cst.BaseExpression | None:
+        if isinstance(grid, cst.Name) and grid.value in bound:
+            if grid.value not in once or (assign := c.host_assignment(host, grid.value)) is None:
+                return None
+            grid = assign.value
+        lambda_params = {p.name.value for lam in _all(grid, cst.Lambda) for p in lam.params.params}
+        reads = c.names_in(grid) - lambda_params
+        return grid if not (reads & bound) - once else None
+
+    p_value, c_value = resolved(p_grid), resolved(c_grid)
+    return p_value is not None and c_value is not None and c.code(p_value) == c.code(c_value)
+
+
+def _all(node: cst.CSTNode, kind: type[cst.CSTNode]) -> list:
+    """Every ``kind`` node inside ``node``."""
+    found: list = []
+
+    class V(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            if isinstance(n, kind):
+                found.append(n)
+            return True
+
+    node.visit(V())
+    return found
+
+
 class _Canon:
     """Spell index expressions of two kernels alike: local definitions expanded, parameters by what the launch passes."""
 
@@ -314,7 +385,7 @@ class Fusion:
             written = set().union(*[c.names_in(t.target) for b in st.body for t in b.targets])
             if written & p_reads:
                 raise ActionError(f"a statement between the launches changes what {producer.name} reads")
-        if c.code(p_launch.call.func.slice[0].slice) != c.code(c_launch.call.func.slice[0].slice):  # type: ignore[union-attr]
+        if not _same_grid(host, p_launch, c_launch):
             raise ActionError("the launches use different grids")
         # Kernel bodies: the producer ends in its only store; the consumer, in normal form, is index
         # statements, loads (inline ones named), compute statements and its store.
