@@ -257,7 +257,7 @@ def swiglu_backward(a, b, dc):
 '''
 
 ROPE = (DEV / "ew_rope_lightllm.py").read_text()
-# The head axis made unusable as a row index (``// 1`` is not affine row arithmetic): tokens become the rows.
+# The head axis made unusable as a row index (``// 1`` without ``% 1``: heads would share store addresses): tokens become the rows.
 ROPE_TOKENS = ROPE.replace("cur_head = tl.program_id(1)", "cur_head = tl.program_id(1) // 1")
 
 # Interpreter runner: each job's host function on the same inputs, before and after, every output compared.
@@ -340,6 +340,9 @@ def run_interpreted(tmp_path: Path, jobs: list[dict]) -> dict[str, dict]:
     ("norm_rmsnorm_kernelbench.py", "rms_norm_channels_kernel"),
     # A scan along the row (``tl.cumsum(x, axis=0)`` becomes ``axis=1`` of the rows' tile):
     ("red_cumsum_test.py", "cumsum_kernel"),
+    # One grid axis split into two indices (``b = pid // C``, ``c = pid % C``): each (b, c) pair is a row.
+    ("norm_groupnorm_test.py", "group_norm_kernel"), ("red_mean_kernelbench.py", "mean_dim1_kernel"),
+    ("misc_conv1d_depthwise.py", "causal_conv1d_kernel"),
 ])
 def test_offered_for_row_reductions_of_the_dev_corpus(name, kernel):
     cands = offered((DEV / name).read_text(), kernel)
@@ -358,15 +361,12 @@ def test_offered_for_argmax_l2_norm_and_masked_softmax(text, kernel):
 
 @pytest.mark.parametrize("name,kernel,reason", [
     ("sm_cross_entropy_liger.py", "liger_cross_entropy_kernel", "branches on a per-row value"),
-    ("red_mean_kernelbench.py", "mean_dim1_kernel", "more than + - * /"),
-    ("norm_groupnorm_test.py", "group_norm_kernel", "more than + - * /"),
     ("red_var_autotune.py", "var_kernel", "autotuned over block sizes"),
     ("sm_logsumexp_heuristics.py", "logsumexp_kernel", "heuristics"),
     ("ew_add_relu_chain.py", "add_kernel", "no reduction over the row"),
     # ``pid * BLOCK + tl.arange(0, BLOCK)``: flat 1-D, where tiling makes the block bigger.
     ("ew_gelu_unsloth.py", "_exact_forward_kernel", "flat elementwise kernel"),
     ("mm_bmm_3d.py", "bmm_kernel", "no grid axis is only a row index: axis 0: subscript"),
-    ("misc_conv1d_depthwise.py", "causal_conv1d_kernel", "axis 0: computes `pid_bd // dim`"),
     ("ew_swiglu_liger.py", "silu", "exactly one launch"),
 ])
 def test_refused_with_a_reason(name, kernel, reason):
@@ -379,7 +379,9 @@ SOFTMAX = (DEV / "sm_softmax_tutorial.py").read_text()
 
 
 @pytest.mark.parametrize("old,new,reason", [
-    ("row_idx = tl.program_id(0)", "row_idx = tl.program_id(0) // 2", "more than + - * /"),
+    # Two programs per row: rows would share their store addresses.
+    ("row_idx = tl.program_id(0)", "row_idx = tl.program_id(0) // 2", "reaches the row index only through `//` or `%`"),
+    ("row_idx = tl.program_id(0)", "row_idx = tl.program_id(0) << 1", "more than + - * / // %"),
     ("tl.max(row, axis=0)", "tl.max(row, axis=0) + tl.load(input_ptr)", None),  # a row-independent load: still fine
     ("denominator = tl.sum(numerator, axis=0)", "denominator = tl.sum(numerator, axis=0)\n    tl.atomic_add(output_ptr, 1.0)",
      "tl.atomic_add"),
@@ -432,7 +434,7 @@ def test_device_functions_and_elementwise_rows_are_checked(old, new, reason):
 @pytest.mark.parametrize("old,new,reason", [
     ("    cur_seq = tl.program_id(0)\n    cur_head = tl.program_id(1)\n",
      "    cur_seq = tl.program_id(0) // 1\n    cur_head = tl.program_id(1) // 1\n",
-     "no grid axis is only a row index: axis 0: computes `tl.program_id(0) // 1`"),
+     "no grid axis is only a row index: axis 0: `tl.store(Out + off_o0"),
     ("    cur_head = tl.program_id(1)\n", "    cur_head = tl.program_id(1) + 0 * tl.num_programs(1)\n", None),
     ("    grid = (total_len, head_num)\n", "    grid = (total_len, head_num)\n    total_len = total_len + 0\n",
      "binds more than once"),
@@ -705,3 +707,64 @@ def test_a_scan_along_the_row_scans_axis_1_of_the_tile():
     assert "y = tl.cumsum(x, axis=1)" in after
     scans_rows = (DEV / "red_cumsum_test.py").read_text().replace("tl.cumsum(x, axis=0)", "tl.cumsum(x, axis=0, reverse=x)")
     assert "takes a tensor option" in why_not(scans_rows, "cumsum_kernel")
+
+
+# ---- program-id decompositions: ``b = pid // C``, ``c = pid % C`` -----------------------------------
+GROUPNORM = _dev("norm_groupnorm_test.py")
+MEAN_DIM1 = _dev("red_mean_kernelbench.py")
+
+
+def test_a_split_program_id_becomes_row_vectors_of_both_indices():
+    group = applied(GROUPNORM, "group_norm_kernel", tile=4096)
+    assert "    pid = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n    row_mask = pid < n_rows\n" \
+           "    n = pid // num_groups\n    g = pid % num_groups\n" in group
+    assert "c = g[:, None] * (C // num_groups) + idx // HW" in group  # a column index from both: [BLOCK_M, BLOCK_SIZE]
+    assert "mean = tl.sum(_sum, axis=1) / group_size" in group
+    assert "group_norm_kernel[(triton.cdiv(N * num_groups, BLOCK_M),)](x, y, weight, bias, C, HW, num_groups, eps, " \
+           "N * num_groups, BLOCK_SIZE=BLOCK_SIZE, BLOCK_M=BLOCK_M, num_warps=4)" in group
+    mean = applied(MEAN_DIM1, "mean_dim1_kernel")
+    assert "acc += tl.load(x_ptr + b[:, None] * D1 * D2 + i * D2 + j[:, None], mask=row_mask[:, None] & (i < D1), other=0.0)" in mean
+    assert "tl.store(out_ptr + pid, tl.sum(acc, axis=1) / D1, mask=row_mask)" in mean
+
+
+@pytest.mark.parametrize("old,new,reason", [
+    # The store reaches pid // num_groups and pid % C: two rows can give the same (n, g) address.
+    ("    g = pid % num_groups\n", "    g = pid % C\n", "reaches the row index only through `//` or `%` without the other half"),
+    # The divisor changes between the halves: they no longer split one index.
+    ("    g = pid % num_groups\n", "    num_groups = num_groups + 0\n    g = pid % num_groups\n", "without the other half"),
+    # The address is rebound in a branch: which parts it reaches is unknown.
+    ("    # mean\n", "    if HW > 1:\n        base = n * C * HW\n", "without the other half"),
+    ("    n = pid // num_groups\n", "    n = num_groups // pid\n", "divides by a per-row value"),
+    ("    n = pid // num_groups\n", "    n = pid // tl.arange(0, BLOCK_SIZE)\n", "not a column block"),
+    ("    n = pid // num_groups\n", "    n = pid >> num_groups\n", "more than + - * / // %"),
+])
+def test_a_split_program_id_must_still_pin_down_each_row(old, new, reason):
+    assert old in GROUPNORM
+    text = GROUPNORM.replace(old, new, 1)
+    assert not offered(text, "group_norm_kernel")
+    assert reason in why_not(text, "group_norm_kernel")
+
+
+def test_a_division_without_its_remainder_is_fine_where_stores_use_the_index_itself():
+    # ``pid % 7`` reads another column, but the store is at ``out_ptr + pid``: each row keeps its own address.
+    assert offered(MEAN_DIM1.replace("    j = pid % D2\n", "    j = pid % 7\n"), "mean_dim1_kernel")
+
+
+@pytest.mark.slow
+def test_split_program_ids_match_the_originals_under_the_interpreter(tmp_path):
+    cases = [
+        ("groupnorm", GROUPNORM, "group_norm_kernel", "m.group_norm", "[torch.randn(3, 12, 5, 7), 6, torch.randn(12), torch.randn(12)]"),
+        ("mean_dim1", MEAN_DIM1, "mean_dim1_kernel", "lambda x: m.ModelNew(1)(x)", "m.get_inputs(batch=3, d1=70, d2=13)"),
+        ("conv1d", _dev("misc_conv1d_depthwise.py"), "causal_conv1d_kernel", "m.causal_conv1d",
+         "m.get_inputs(device='cpu', batch=2, dim=7, seqlen=100, width=4)"),
+    ]
+    jobs = [{"name": name, "before": text, "after": applied(text, kernel, sm_cap=4), "entry": entry, "inputs": inputs}
+            for name, text, kernel, entry, inputs in cases]
+    assert all("BLOCK_M = max(1" in job["after"] for job in jobs)
+    # A planted mistake: the sample index taken as a remainder too, so rows normalise another sample's group.
+    planted = applied(GROUPNORM, "group_norm_kernel", sm_cap=4).replace("n = pid // num_groups", "n = pid % num_groups")
+    jobs.append({"name": "planted", "before": GROUPNORM, "after": planted, "entry": "m.group_norm", "inputs": cases[0][4]})
+    results = run_interpreted(tmp_path, jobs)
+    assert results.pop("planted")["worst"] > 1e-3
+    for name, r in results.items():
+        assert r["error"] is None and r["worst"] <= 1e-4, (name, r)

@@ -177,6 +177,22 @@ def _int_value(node: cst.CSTNode) -> int | None:
     return None
 
 
+_ROW_INDEX = frozenset({("pid",)})
+
+
+def _pins_row(parts: frozenset) -> bool:
+    """True when ``parts`` determine the row index: it itself, or ``k // D`` together with ``k % D`` of a k that does."""
+    known = set(parts)
+    grown = True
+    while grown:
+        grown = False
+        for part in list(known):
+            if part[0] == "div" and ("mod", part[1], part[2]) in known and not part[1] <= known:
+                known |= part[1]
+                grown = True
+    return ("pid",) in known
+
+
 class _Infer:
     """Gives every expression of the kernel body its shape kind, or raises why the rewrite is not provable."""
 
@@ -199,6 +215,15 @@ class _Infer:
         self.shared_loads = 0  # loads whose address is the same for every row: one load serves a row block
         self.row_steps: set[str] = set()  # constexprs a per-row value is multiplied by (``pid * BLOCK``)
         self.inits: dict[str, cst.BaseExpression] = {}  # name -> the value of its last plain assignment
+        # Program-id decompositions (``b = pid // C``, ``c = pid % C``) and, for the proof that rows
+        # still store at their own addresses, each name's current binding: (its assigned value, or
+        # None once unknown; the ``+=``/``-=`` values since), and every store's address with the
+        # row-index parts it reaches.
+        self.decompositions = 0
+        self.bindings: dict[str, tuple[cst.BaseExpression | None, tuple[cst.BaseExpression, ...]]] = {}
+        self.store_parts: list[tuple[cst.Call, frozenset]] = []
+        self.serial: dict[str, int] = {}  # name -> how many times it was bound so far
+        self.divisors: dict[int, tuple] = {}  # id(``x // D`` node) -> D's text and its names' bindings there
 
     # ---- expressions ---------------------------------------------------------------------------
     def expr(self, node: cst.BaseExpression, env: dict[str, int]) -> int:
@@ -219,8 +244,19 @@ class _Infer:
         if isinstance(node, cst.BinaryOperation):
             left, right = self.expr(node.left, env), self.expr(node.right, env)
             if R in (left, right) and not isinstance(node.operator, _AFFINE_OPS):
-                # ``pid // 2``, ``pid % n``: rows that share or skip addresses; only affine row arithmetic is provable.
-                raise ActionError(f"computes `{c.code(node)}` from a per-row value with more than + - * /")
+                if not isinstance(node.operator, cst.FloorDivide | cst.Modulo):
+                    raise ActionError(f"computes `{c.code(node)}` from a per-row value with more than + - * / // %")
+                # ``b = pid // C``, ``c = pid % C``: one grid axis split into two indices. Lane-wise on the
+                # [BLOCK_M] row vector it gives each row what its own program computed; that rows still
+                # store at their own addresses (both halves reach each store) is checked after the body.
+                if left != R or right != S:
+                    raise ActionError(f"computes `{c.code(node)}`: `//` and `%` of the row index need a row-independent "
+                                      f"scalar divisor, not a {_KIND_NAMES[right]}" if left == R else
+                                      f"computes `{c.code(node)}`: divides by a per-row value")
+                self.decompositions += 1
+                # ``pid // n`` and ``pid % n`` split the index only if both read the same n.
+                self.divisors[id(node)] = ("".join(c.code(node.right).split()),
+                                           tuple(sorted((n, self.serial.get(n, 0)) for n in c.names_in(node.right))))
             if isinstance(node.operator, cst.Multiply) and R in (left, right):
                 other = node.right if left == R else node.left
                 self.row_steps |= c.names_in(other) & self.constexprs
@@ -447,6 +483,59 @@ class _Infer:
         for a in call.args:
             if a is not pointer and self.expr(a.value, env) & ~kind:
                 raise ActionError(f"`{c.code(call)}` stores a wider value than its address")
+        self.store_parts.append((call, self.row_parts(pointer.value)))
+
+    # ---- which parts of the row index an address reaches ----------------------------------------
+    def row_parts(self, node: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> frozenset:
+        """The parts of the row index that ``node`` certainly depends on: ``("pid",)`` for the index
+        itself (affine), ``("div", k, D)`` / ``("mod", k, D)`` for ``x // D`` / ``x % D`` of an ``x``
+        with parts ``k``. Empty where unknown (a loaded index, a name rebound in a branch)."""
+        if not self.kinds.get(id(node), S) & R:
+            return frozenset()
+        if isinstance(node, cst.Name):
+            if node.value in seen:
+                return frozenset()
+            value, bumps = self.bindings.get(node.value, (cst.Name(node.value), ()))
+            if value is None:
+                return frozenset()
+            seen = seen | {node.value}
+            parts = self.row_parts(value, seen) if not (isinstance(value, cst.Name) and value.value == node.value) else frozenset()
+            for bump in bumps:
+                parts |= self.row_parts(bump, seen)
+            return parts
+        if isinstance(node, cst.BinaryOperation):
+            if isinstance(node.operator, cst.FloorDivide | cst.Modulo):
+                tag = "div" if isinstance(node.operator, cst.FloorDivide) else "mod"
+                return frozenset({(tag, self.row_parts(node.left, seen), self.divisors.get(id(node)))})
+            return self.row_parts(node.left, seen) | self.row_parts(node.right, seen)
+        if isinstance(node, cst.UnaryOperation):
+            return self.row_parts(node.expression, seen)
+        if isinstance(node, cst.Call):
+            if any(node is p for p in self.pid_calls):
+                return _ROW_INDEX
+            if isinstance(node.func, cst.Attribute) and _tl_name(node.func, self.prefix) is None and node.func.attr.value in _METHODS:
+                return self.row_parts(node.func.value, seen)  # ``pid.to(tl.int64)``
+            if _tl_name(node.func, self.prefix) == "cast" and node.args:
+                return self.row_parts(node.args[0].value, seen)
+        return frozenset()
+
+    def bind(self, name: str, value: cst.BaseExpression | None, bump: cst.BaseExpression | None = None) -> None:
+        """Record ``name = value`` (None: unknown), or ``name += bump``."""
+        self.serial[name] = self.serial.get(name, 0) + 1
+        if bump is None:
+            self.bindings[name] = (value, ())
+            return
+        old_value, bumps = self.bindings.get(name, (cst.Name(name), ()))
+        self.bindings[name] = (old_value, (*bumps, bump))
+
+    def merge_bindings(self, *branches: dict) -> None:
+        """After a branch or loop: a name bound differently on two paths becomes unknown."""
+        merged = dict(branches[0])
+        for other in branches[1:]:
+            for name in set(merged) | set(other):
+                if merged.get(name) is not other.get(name):
+                    merged[name] = (None, ())
+        self.bindings = merged
 
     # ---- statements ----------------------------------------------------------------------------
     def block(self, statements: list[cst.BaseStatement] | tuple, env: dict[str, int]) -> dict[str, int]:
@@ -463,12 +552,15 @@ class _Infer:
         if isinstance(statement, cst.If):
             if self.expr(statement.test, env) != S:
                 raise ActionError(f"branches on a per-row value (`if {c.code(statement.test)}`)")
+            before = dict(self.bindings)
             then = self.block(statement.body.body, env)
+            after_then, self.bindings = self.bindings, dict(before)
             orelse = env
             if isinstance(statement.orelse, cst.If):
                 orelse = self.statement(statement.orelse, env)
             elif isinstance(statement.orelse, cst.Else):
                 orelse = self.block(statement.orelse.body.body, env)
+            self.merge_bindings(after_then, self.bindings)
             out = dict(env)
             for name in set(then) | set(orelse):
                 kinds = {k for k in (then.get(name), orelse.get(name)) if k is not None}
@@ -488,6 +580,7 @@ class _Infer:
         for a in it.args:
             self._all_scalar(a.value, env)
         inits = dict(self.inits)  # the start values, before the body reassigns them
+        bindings_before = dict(self.bindings)
         head = dict(env)
         head[loop.target.value] = S
         for _ in range(4):
@@ -498,6 +591,7 @@ class _Infer:
             head = joined
         else:
             raise ActionError("the loop's values do not settle")
+        self.merge_bindings(bindings_before, self.bindings)  # after zero or more trips
         # A value carried around the loop that widens (a scalar sum that becomes one sum per row)
         # must start wide: only plain constants and tl.zeros/tl.full blocks can.
         for name, kind in head.items():
@@ -550,6 +644,7 @@ class _Infer:
             if id(small.value) in self.widen:  # a loop accumulator's start, already known to widen
                 env[name] = self.widen[id(small.value)][0]
             self.inits[name] = small.value
+            self.bind(name, small.value)
             return
         if isinstance(small, cst.AugAssign):
             if not isinstance(small.target, cst.Name):
@@ -557,6 +652,10 @@ class _Infer:
             name = small.target.value
             env[name] = env.get(name, S) | self.expr(small.value, env)
             self.kinds[id(small.target)] = env[name]
+            if isinstance(small.operator, cst.AddAssign | cst.SubtractAssign):
+                self.bind(name, None, small.value)
+            else:
+                self.bind(name, None)
             return
         if isinstance(small, cst.Pass):
             return
@@ -797,6 +896,13 @@ class RowsPerProgram:
                               if infer.blocks else "no `tl.arange(0, BLOCK)` over the row")
         if not infer.stores:
             raise ActionError("the kernel stores nothing per row")
+        if infer.decompositions:
+            # Each row must still store at its own addresses: every store reaches the whole row index
+            # (``pid * stride``, or ``pid // C`` together with ``pid % C``), not ``pid // 2`` alone.
+            for call, parts in infer.store_parts:
+                if not _pins_row(parts):
+                    raise ActionError(f"`{c.code(call)}` reaches the row index only through `//` or `%` without the other "
+                                      "half (`i // D` needs `i % D`): rows would share its addresses")
         shared = _written_and_read(kdef, kernel, prefix)
         if shared:
             raise ActionError(f"stores through {', '.join(sorted(shared))}, which it also loads: rows could read other rows' results")
