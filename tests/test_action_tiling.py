@@ -316,3 +316,25 @@ def test_changed_host_caps_stay_equivalent(tmp_path):
              for bk, bv in ((64, 64), (128, 32))]
     results = run_jobs(jobs, tmp_path)
     assert len(results) == len(jobs) and all(r["ok"] for r in results), results
+
+
+@pytest.mark.parametrize("change, reason", [
+    (("    BLOCK_SIZE = min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))",
+      "    BLOCK_SIZE, unused = 1024, 0"), "a constant bound with others in one assignment"),
+    (("MAX_FUSED_SIZE = 65536 // 2\n", "\n"), "set by code tiling does not read"),
+])
+def test_blocks_bound_another_way_say_how(change, reason):
+    text = HOST_CAPPED_LSE.replace(*change)
+    if "unused" not in text:  # a helper computes the block (Liger's calculate_settings)
+        text = text.replace("    BLOCK_SIZE = min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))",
+                            "    BLOCK_SIZE, num_warps = settings(x.shape[1])") + \
+            "\n\ndef settings(n):\n    return min(triton.next_power_of_2(n), 4096), 4\n"
+    assert tiling_of(text, "lse_kernel") == []
+    assert reason in why(text, "lse_kernel")
+
+
+def test_a_cap_computed_at_run_time_is_refused():
+    text = HOST_CAPPED_LSE.replace("MAX_FUSED_SIZE = 65536 // 2\n", "").replace(
+        "    BLOCK_SIZE = min(", "    MAX_FUSED_SIZE = 65536 // x.element_size()\n    BLOCK_SIZE = min(")
+    assert tiling_of(text, "lse_kernel") == []
+    assert "computed at run time (`65536 // x.element_size()`)" in why(text, "lse_kernel")

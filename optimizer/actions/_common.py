@@ -1278,14 +1278,14 @@ def assigned_value(host: cst.FunctionDef | cst.Module | None, name: str) -> cst.
     return tuples[0] if len(tuples) == 1 and not other_bindings else None
 
 
-def _binding_source(host: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
-    """The value of the first assignment in ``host`` whose targets bind ``name`` (for messages)."""
-    found: list[cst.BaseExpression] = []
+def _binding_source(host: cst.FunctionDef, name: str) -> cst.Assign | None:
+    """The first assignment in ``host`` whose targets bind ``name`` (for messages)."""
+    found: list[cst.Assign] = []
 
     class V(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
             if any(name in names_in(t.target) for t in node.targets):
-                found.append(node.value)
+                found.append(node)
 
     host.visit(V())
     return found[0] if found else None
@@ -1326,6 +1326,11 @@ def computed_block(launch: LaunchNode, kernel: Kernel, param: str) -> ComputedBl
             shown = code(source)
             return ComputedBlock(shown if len(shown) <= 60 else shown[:57] + "...", None, False, host_var,
                                  why_not="set by code tiling does not read")
+        if int_value(value) is not None:  # ``BLOCK_M, BLOCK_N = 128, 64``
+            shown = code(_binding_source(launch.host, host_var) or value)
+            return ComputedBlock(shown if len(shown) <= 60 else shown[:57] + "...", int_value(value), False, host_var,
+                                 why_not="a constant bound with others in one assignment; tiling changes a constant "
+                                         "set on its own line")
     shown = code(value)
     found = ComputedBlock(shown if len(shown) <= 60 else shown[:57] + "...", None, False, host_var)
     if _is_next_pow2(value):
@@ -1343,7 +1348,10 @@ def computed_block(launch: LaunchNode, kernel: Kernel, param: str) -> ComputedBl
         operand, cap = (first, second) if _cap_value(launch, second)[0] is not None else (second, first)
     cap_value, constant = _cap_value(launch, cap)
     if cap_value is None or not is_pow2(cap_value):
-        found.why_not = f"its cap `{code(cap)}` is not a power-of-two integer constant"
+        bound = launch_assignment(launch, cap.value)[0] if isinstance(cap, cst.Name) else None
+        found.why_not = (f"its cap `{code(cap)}` is computed at run time (`{code(bound.value)}`)"
+                         if bound is not None and cap_value is None else
+                         f"its cap `{code(cap)}` is not a power-of-two integer constant")
         return found
     found.cap_value, found.cap_node, found.operand, found.constant = cap_value, cap, operand, constant
     found.pow2 = _is_next_pow2(operand)

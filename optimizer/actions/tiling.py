@@ -464,7 +464,12 @@ def _computed_block_problem(analysis: FileAnalysis, module: cst.Module, kernel: 
     first = found[0]
     for launch, block in zip(launches, found):
         via_grid = c.computed_block_grid_derived(launch, block, name)
+        if block.why_not and block.cap_value is not None:  # a constant, not a computed size
+            return f"the launch passes `{block.shown}`: {block.why_not}"
         if not via_grid and not c.loop_tiled(kernel, name):
+            if _passed_to_helper(kernel, name):
+                return (f"the launch computes `{block.shown}`, and neither the grid nor a loop of the kernel itself "
+                        "steps by it (a helper it calls may); tiling keeps it")
             return (f"the launch computes `{block.shown}`, one block that covers the whole row (no loop or grid "
                     "steps by it): another size would drop or repeat elements, so tiling keeps it")
         if block.why_not:
@@ -480,6 +485,19 @@ def _computed_block_problem(analysis: FileAnalysis, module: cst.Module, kernel: 
             if problem:
                 return problem
     return None
+
+
+def _passed_to_helper(kernel: Kernel, name: str) -> bool:
+    """The kernel passes ``name`` to a function it calls (a ``@triton.jit`` helper that may loop by it)."""
+    if kernel.node is None:
+        return False
+    helpers = set(kernel.called_functions)
+    for node in ast.walk(kernel.node):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in helpers and any(
+                isinstance(n, ast.Name) and n.id == name for a in [*node.args, *(k.value for k in node.keywords)]
+                for n in ast.walk(a)):
+            return True
+    return False
 
 
 def _branches_on_constexpr(kernel: Kernel) -> bool:
