@@ -486,13 +486,18 @@ class FuseCalls:
             prefix = [s for s in statements[:statements.index(site.consumer_line)] if _stable_assignment(s, once, unstable)]
             roots = _like_roots(prefix + c_body)
             c_body = [s.visit(_ReadLike(roots)) for s in c_body]
-            c_body = self._share(_shape_definitions(prefix), c_body, set())
+            # The composer's own queries read the roots too (``n = t.numel()`` is ``x.numel()``): the buffer is then
+            # named only where it is allocated and passed, and shared spellings compare alike.
+            read_like = [s.visit(_ReadLike(roots)) for s in prefix]
+            replaced += [(old, new) for old, new in zip(prefix, read_like) if not new.deep_equals(old)]
+            c_body = self._share(_shape_definitions(read_like), c_body, set())
         else:
             # The composer launches the consumer: its later shape queries of ``t`` read what t was allocated from.
             first = statements.index(site.producer_line)
+            earlier = [s for s in statements[:first] if _stable_assignment(s, once, unstable)]
             later = [s for s in statements[first + 1:] if _stable_assignment(s, once, unstable)]
             roots = {name: {fact: root for fact, root in facts.items() if root not in unstable}
-                     for name, facts in _like_roots(p_body + later).items()}
+                     for name, facts in _like_roots(earlier + p_body + later).items()}
             p_body = [s.visit(_ReadLike(roots)) for s in p_body]
             defined = _shape_definitions(p_body)
             mapping: dict[str, cst.BaseExpression] = {}
@@ -679,22 +684,34 @@ def _assignment_before(body: list, index: int, name: cst.Name) -> tuple[cst.Simp
 
 
 def _hoistable_calls(value: cst.BaseExpression | None) -> list[cst.Call]:
-    """Calls of plain names in ``value`` that may run before the statement does: ``value`` itself and, through call
-    arguments and tuple items, calls with only names or literals evaluated before them (``gelu(mul(add(x, y), z))``:
-    all three; ``relu(t), t``: the call)."""
+    """Calls in ``value`` that may run before the rest of the statement: those with only names, literals and attribute
+    lookups evaluated before them, found through call arguments, tuple items and operands (``gelu(mul(add(x, y), z))``:
+    all three; ``relu(t), t`` and ``torch.sigmoid(relu(t)) * 2``: ``relu(t)``; ``f(x.add_(1), relu(t))``: none)."""
+    out: list[cst.Call] = []
     if isinstance(value, cst.Tuple):
-        parts, out = [e.value for e in value.elements if isinstance(e, cst.Element)], []
-        if len(parts) != len(value.elements):
+        parts = [e.value for e in value.elements]
+        if not all(isinstance(e, cst.Element) for e in value.elements):
             return []  # a starred item
-    elif isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and not any(a.star for a in value.args):
+    elif isinstance(value, cst.BinaryOperation):
+        parts = [value.left, value.right]
+    elif isinstance(value, cst.UnaryOperation):
+        parts = [value.expression]
+    elif isinstance(value, cst.Call) and _dotted(value.func) and not any(a.star for a in value.args):
         parts, out = [a.value for a in value.args], [value]
     else:
         return []
     for part in parts:
         out += _hoistable_calls(part)
-        if not (isinstance(part, cst.Name) or _literal(part)):
-            break  # what follows is evaluated after this call: it cannot move in front of it
+        if not (_dotted(part) or _literal(part)):
+            break  # what follows is evaluated after this part: it cannot move in front of it
     return out
+
+
+def _dotted(node: cst.BaseExpression) -> bool:
+    """A name or an attribute of one (``x``, ``torch.sigmoid``): evaluating it only looks something up."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
 
 
 def _pure_read(node: cst.CSTNode) -> bool:

@@ -560,7 +560,11 @@ class Fusion:
         alloc = c.host_assignment(plan.host, plan.buffer)
         alloc_line = next(s for s in plan.host.body.body if isinstance(s, cst.SimpleStatementLine) and alloc in s.body)
         # The fused launch runs where the consumer ran (what lies between only computed shapes and allocated).
-        fused_line = p_line.with_changes(body=[p_line.body[0].with_changes(value=p_call.with_changes(args=args))])
+        func = p_call.func
+        if isinstance(plan.c_launch.call.func.slice[0].slice.value, cst.Name) \
+                and not isinstance(func.slice[0].slice.value, cst.Name):  # type: ignore[union-attr]
+            func = func.with_changes(slice=plan.c_launch.call.func.slice)  # the consumer's named grid would go unused
+        fused_line = p_line.with_changes(body=[p_line.body[0].with_changes(value=p_call.with_changes(func=func, args=args))])
         module = c.replace_all(module, signature + [
             (plan.p_store, fused),
             (p_line, cst.RemovalSentinel.REMOVE),
