@@ -768,3 +768,26 @@ def test_split_program_ids_match_the_originals_under_the_interpreter(tmp_path):
     assert results.pop("planted")["worst"] > 1e-3
     for name, r in results.items():
         assert r["error"] is None and r["worst"] <= 1e-4, (name, r)
+
+
+@pytest.mark.parametrize("name,kernel,facts", [
+    ("ew_swiglu_liger.py", "_swiglu_forward_kernel", ("row", None, False, False, 1)),  # elementwise, run-time width
+    ("ew_rope_lightllm.py", "_rotary_kernel", ("row", None, False, False, 2)),  # a token's heads on a 2-axis grid
+    ("red_cumsum_test.py", "cumsum_kernel", ("row", None, False, True, 1)),  # a scan shares work along the row
+    ("red_mean_kernelbench.py", "mean_dim1_kernel", ("row", 64, True, True, 1)),  # a split program id
+    ("misc_conv1d_depthwise.py", "causal_conv1d_kernel", ("row", 64, True, False, 2)),
+])
+def test_row_facts_tell_elementwise_rows_and_grid_axes(name, kernel, facts):
+    from mtmc_lsp.optimizer.actions import rows_per_program as rpp
+
+    analysis = analyze(_dev(name))
+    assert rpp.row_facts(analysis, analysis.kernel(kernel)) == rpp.RowFacts(*facts)
+
+
+def test_heuristic_ranks_wide_elementwise_rows_below_wide_reductions():
+    swiglu = _dev("ew_swiglu_liger.py")
+    assert rpp_score(swiglu, "_swiglu_forward_kernel") == 0.5  # a whole elementwise row of run-time width
+    assert rpp_score(swiglu.replace("BLOCK_SIZE=BLOCK_SIZE", "BLOCK_SIZE=2048"), "_swiglu_forward_kernel") == 0.2
+    assert rpp_score(SOFTMAX.replace("BLOCK_SIZE=BLOCK_SIZE", "BLOCK_SIZE=2048"), "softmax_kernel") == 0.3
+    assert rpp_score(swiglu.replace("BLOCK_SIZE=BLOCK_SIZE", "BLOCK_SIZE=128"), "_swiglu_forward_kernel") == 0.9
+    assert rpp_score(ROPE, "_rotary_kernel") == 0.6  # a head of a token: a slice the other axis splits off

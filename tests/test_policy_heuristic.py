@@ -139,3 +139,28 @@ def test_a_loop_accumulating_a_block_reduced_after_it_is_a_reducing_pass():
     running = text.replace("    mean = tl.sum(_mean, axis=0) / N\n", "    mean = 0.0\n")
     analysis = analyze(running)
     assert kernel_features(analysis, analysis.kernel("_layer_norm_fwd_fused")).reduction_passes == 1
+
+
+def _one_pass_features():
+    from mtmc_lsp.optimizer.policy.features import KernelFeatures
+
+    return KernelFeatures("k", uses_dot=False, dot_in_loop=False, loops=0, reduction_passes=0, data_passes=1,
+                          elementwise_1d=False, loads=2, stores=1, transcendentals=[], autotuned=False)
+
+
+@pytest.mark.parametrize("block,reduces,grid_dims,score", [
+    # Reductions: the H200 numbers (1.8x at 128 columns, 1.0-1.3x at 512, 0.97-1.08x at 1024-2048).
+    (128, True, 1, 0.9), (512, True, 1, 0.65), (2048, True, 1, 0.3), (None, True, 1, 0.6),
+    # Elementwise rows: narrow ones as high, wide ones (a row fills a program, nothing to share) lower.
+    (64, False, 1, 0.9), (512, False, 1, 0.65), (1024, False, 1, 0.2), (4096, False, 1, 0.2),
+    # Run-time width: a whole elementwise row (mostly a hidden size) lower; a slice of a 2-axis grid (a head) not.
+    (None, False, 1, 0.5), (None, False, 2, 0.6), (2048, True, 2, 0.3),
+])
+def test_rows_per_program_prior_splits_elementwise_rows_from_reductions(block, reduces, grid_dims, score):
+    from mtmc_lsp.optimizer.actions.rows_per_program import RowFacts
+    from mtmc_lsp.optimizer.policy.heuristic import rows_per_program_prior
+
+    got, why = rows_per_program_prior(_one_pass_features(), RowFacts("row", block, False, reduces, grid_dims))
+    assert got == score
+    assert ("elementwise" in why) == (not reduces and got < 0.6)
+    assert ("2-axis grid" in why) == (grid_dims == 2)

@@ -14,8 +14,10 @@ its own warps (an autotuned kernel's configs keep choosing them). A program id n
 (one column per program, reducing down the rows) gets the same rewrite as ``BLOCK_COLS`` columns.
 
 Offered only where every row is provably computed alone: the program id of the row axis is used
-only as the row index (affine arithmetic only; ``.to(tl.int64)`` and row pointers moved with ``+=``
-are fine), nothing branches, loops or indexes on a per-row value, stores and per-row loads are at
+only as the row index (affine arithmetic; ``.to(tl.int64)`` and row pointers moved with ``+=``
+are fine; so is one grid axis split into two indices, ``b = pid // C`` and ``c = pid % C`` with a
+row-independent divisor, where every store's address reaches both halves or the index itself, so
+no two rows share it), nothing branches, loops or indexes on a per-row value, stores and per-row loads are at
 the row's own addresses, nothing is stored to a row-independent address or through a pointer the
 kernel also loads from (unless in place: every access through it at the same address), no
 atomics, no ``tl.dot``, no 2-D tiles already, autotune configs (if any) set no blocks, and every
@@ -138,6 +140,8 @@ class _Plan:
     n_rows_node: cst.BaseExpression  # that axis's count in the grid tuple
     other_counts: list[str]  # the other axes' counts (empty for a one-axis grid)
     reduces: bool  # the kernel reduces over its rows (else it is an elementwise row kernel)
+    grid_dims: int = 1  # the launch grid's axes (the row axis is one of them)
+    scans: bool = False  # the kernel scans along its rows (tl.cumsum): lanes of a row share work, as in a reduction
 
 
 def _canon(node: cst.CSTNode, prefix: dict[str, str]) -> str:
@@ -212,6 +216,7 @@ class _Infer:
         self.promote: dict[int, tuple[int, str]] = {}  # accumulators found to widen on this pass
         self.stores = 0
         self.row_reductions = 0
+        self.row_scans = 0
         self.shared_loads = 0  # loads whose address is the same for every row: one load serves a row block
         self.row_steps: set[str] = set()  # constexprs a per-row value is multiplied by (``pid * BLOCK``)
         self.inits: dict[str, cst.BaseExpression] = {}  # name -> the value of its last plain assignment
@@ -451,6 +456,7 @@ class _Infer:
         kind = self.expr(value.value, env)
         if kind != RC:
             raise ActionError(f"`{c.code(call)}` scans a {_KIND_NAMES[kind]}, not a row")
+        self.row_scans += 1
         return RC
 
     def _load(self, call: cst.Call, env: dict[str, int]) -> int:
@@ -874,7 +880,7 @@ class RowsPerProgram:
         }
         return _Plan(kdef, launch, launch_line, infer.kinds, {k: v[1] for k, v in widen.items()}, infer.pid_calls,
                      pid_binding, col_block, col_src, n_rows_src, n_rows_param, names, tl, triton, prefix,
-                     grid_axis, n_rows_node, other_counts, infer.row_reductions > 0)
+                     grid_axis, n_rows_node, other_counts, infer.row_reductions > 0, len(grid_axes), infer.row_scans > 0)
 
     @staticmethod
     def _infer(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, str], grid_axis: int,
@@ -1005,7 +1011,7 @@ class RowsPerProgram:
         if plan.pid_binding is None:  # the id is used inline: name the row vector once at the top
             rows_line = c.stmt(f"{n['rows']} = {c.code(rewrite.rows_expr)}")
             rewrite.rows_expr = cst.Name(n["rows"])
-        body = [self._statement(s, rewrite) for s in plan.kdef.body.body]
+        body = self._block(plan.kdef.body.body, rewrite)
         if plan.pid_binding is not None:
             row_name = plan.pid_binding.targets[0].target.value
             index = next(i for i, s in enumerate(plan.kdef.body.body) if isinstance(s, cst.SimpleStatementLine)
@@ -1109,12 +1115,23 @@ class RowsPerProgram:
             if isinstance(orelse, cst.If):
                 orelse = self._statement(orelse, rewrite)
             elif isinstance(orelse, cst.Else):
-                orelse = orelse.with_changes(body=orelse.body.with_changes(body=[self._statement(s, rewrite) for s in orelse.body.body]))
-            return statement.with_changes(body=statement.body.with_changes(body=[self._statement(s, rewrite) for s in statement.body.body]),
+                orelse = orelse.with_changes(body=orelse.body.with_changes(body=self._block(orelse.body.body, rewrite)))
+            return statement.with_changes(body=statement.body.with_changes(body=self._block(statement.body.body, rewrite)),
                                           orelse=orelse)
         if isinstance(statement, cst.For):
-            return statement.with_changes(body=statement.body.with_changes(body=[self._statement(s, rewrite) for s in statement.body.body]))
+            return statement.with_changes(body=statement.body.with_changes(body=self._block(statement.body.body, rewrite)))
         return statement
+
+    def _block(self, statements, rewrite: _Rewrite) -> list[cst.BaseStatement]:
+        """The rewritten statements of one block, each loop's reduced accumulators read once after it."""
+        out = []
+        for index, statement in enumerate(statements):
+            out.append(self._statement(statement, rewrite))
+            if isinstance(statement, cst.For):
+                out.extend(_read_once(name, reduction, rewrite.plan) for name, reduction in
+                           _reduced_accumulators(statement, statements[:index], rewrite.plan)
+                           if c.count_name(cst.Module(body=list(statements[index + 1:])), name) > 1)
+        return out
 
     def _small(self, small: cst.BaseSmallStatement, rewrite: _Rewrite) -> cst.BaseSmallStatement:
         plan = rewrite.plan
@@ -1129,6 +1146,70 @@ class RowsPerProgram:
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             return small.with_changes(value=rewrite.memory(small.value, "store", S))
         return small
+
+
+def _reduced_accumulators(loop: cst.For, before: list[cst.BaseStatement] | tuple, plan: _Plan) -> list[tuple[str, str]]:
+    """Per-row accumulators (and their reduction) that ``loop`` updates as ``acc = op(acc, tl.sum/max/min(loaded, axis=1))``.
+
+    Triton 3.6's OptimizeThreadLocality pass rewrites such a loop (a constant start, a reduction of a
+    load into a float accumulator) and asserts that the loop's result has a single use
+    (``loopResult.hasOneUse()``): read twice after the loop (a 3-pass log_softmax's row maximum), the
+    compile fails with "PassManager::run failed". Triton 3.9 compiles it. (A single read through
+    ``tl.reshape`` or ``[:, None]`` is not enough: the layout passes before it fold that away again.)
+    """
+    loaded = {n.targets[0].target.value for n in _smalls(loop.body.body) if isinstance(n, cst.Assign)
+              and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name) and _is_load(n.value, plan)}
+    starts = {n.targets[0].target.value: n.value for n in _smalls(before) if isinstance(n, cst.Assign)
+              and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name)}
+
+    def reduces_load(node: cst.BaseExpression) -> str | None:
+        reduction = _tl_name(node.func, plan.prefix) if isinstance(node, cst.Call) else None
+        value = _arg(node, 0, "input") if reduction in ("sum", "max", "min") else None
+        if value is not None and ((isinstance(value.value, cst.Name) and value.value.value in loaded) or _is_load(value.value, plan)):
+            return reduction
+        return None
+
+    found: list[tuple[str, str]] = []
+    for small in _smalls(loop.body.body):
+        if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name) and \
+                isinstance(small.operator, cst.AddAssign | cst.MultiplyAssign) and reduces_load(small.value):
+            name, reduction = small.target.value, reduces_load(small.value)
+        elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+            name, value = small.targets[0].target.value, small.value
+            if isinstance(value, cst.Call) and _tl_name(value.func, plan.prefix) in ("maximum", "minimum"):
+                operands = [a.value for a in value.args if a.keyword is None]
+            elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add | cst.Multiply):
+                operands = [value.left, value.right]
+            else:
+                continue
+            reduction = next((r for r in map(reduces_load, operands) if r is not None), None)
+            if len(operands) != 2 or not any(isinstance(o, cst.Name) and o.value == name for o in operands) or reduction is None:
+                continue
+        else:
+            continue
+        start = starts.get(name)
+        spelled = plan.promote.get(id(start)) if start is not None else None  # a constant widened to [BLOCK_M]
+        if spelled is not None and "[{M}]" in spelled and "float32" in spelled and name not in dict(found):
+            found.append((name, reduction))
+    return found
+
+
+def _smalls(statements) -> list[cst.BaseSmallStatement]:
+    return [small for s in statements if isinstance(s, cst.SimpleStatementLine) for small in s.body]
+
+
+def _is_load(node: cst.BaseExpression, plan: _Plan) -> bool:
+    """``tl.load(...)``, maybe followed by ``.to(...)`` (a no-op cast leaves the load as the reduction's input)."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _METHODS \
+            and _tl_name(node.func, plan.prefix) is None:
+        node = node.func.value
+    return isinstance(node, cst.Call) and _tl_name(node.func, plan.prefix) == "load"
+
+
+def _read_once(name: str, reduction: str, plan: _Plan) -> cst.BaseStatement:
+    """``acc = tl.max(acc[:, None], axis=1)``: the loop's result has one use (a reduction of one value, exact)."""
+    return c.stmt(f"{name} = {plan.tl}.{reduction}({name}[:, None], axis=1)"
+                  "  # one read of the loop's result (Triton 3.6 asserts on more)\n")
 
 
 def _plain_comma(comma: cst.Comma | cst.MaybeSentinel) -> cst.Comma:
@@ -1368,6 +1449,8 @@ class RowFacts:
     axis: str  # "row", or "col" for one column per program reducing down the rows
     block: int | None  # the elements of a row one program reads at once, when the launch sets a constant
     loops: bool  # the kernel walks its row (or column) in blocks
+    reduces: bool = True  # it reduces or scans along the row (else an elementwise row kernel: nothing shared between a row's lanes)
+    grid_dims: int = 1  # the launch grid's axes: the row axis is one of them
 
 
 # id(analysis) -> (a weak reference to it, kernel name -> facts or None when not offered): filled by
@@ -1401,7 +1484,7 @@ def _remember_facts(analysis: FileAnalysis, kernel: Kernel, plan: _Plan | None) 
         launches = analysis.launches_of(kernel.name)
         block = launches[0].constexpr_values(kernel).get(plan.col_block) if launches else None
         facts = RowFacts(plan.names["axis"], block if isinstance(block, int) and not isinstance(block, bool) else None,
-                         bool(kernel.loops))
+                         bool(kernel.loops), plan.reduces or plan.scans, plan.grid_dims)
     _facts_of(analysis)[kernel.name] = facts
     return facts
 

@@ -232,16 +232,31 @@ def rows_per_program_prior(f: KernelFeatures, facts) -> tuple[float, str]:
     if facts is not None and facts.axis == "col":
         return 0.92, "several columns per program: coalesced [rows, columns] tiles (3.9-6.7x measured)"
     block = facts.block if facts is not None else None
-    if block is None:
+    reduces = facts is None or facts.reduces
+    several_axes = facts is not None and facts.grid_dims > 1
+    if block is None and (reduces or several_axes):
         # One run-time-wide block per row: 1.8x at 128 columns, 1.2-1.3x at 256-512 for some kernels,
-        # 0.94-1.03x at 512 and wider (most LLM hidden sizes); the width is not in the text.
-        return 0.6, "several rows per program: pays for narrow rows (the row width is known only at run time)"
-    if block <= 256:
+        # 0.94-1.03x at 512 and wider (most LLM hidden sizes); the width is not in the text. On a grid of
+        # several axes the row is a slice the other axes split off (a token's head, a sample's channel).
+        score, why = 0.6, "several rows per program: pays for narrow rows (the row width is known only at run time)"
+    elif block is None:
+        # A whole elementwise row (no reduction whose latency several rows share) of run-time width, the
+        # only axis of the grid: in the wild mostly an LLM hidden or intermediate size, which fills a program.
+        score, why = 0.5, "several elementwise rows per program: pays only for narrow rows (the width is known at run time)"
+    elif block <= 256:
         # Narrow rows, or rows walked in small blocks: 1.8x (128 columns) to 5-6.6x (64-wide blocks).
-        return 0.9, f"several {block}-wide rows per program in 2-D tiles"
-    if block <= 512:
-        return 0.65, f"several {block}-wide rows per program (1.0-1.3x measured at 512)"
-    return 0.3, f"{block}-wide rows already fill a program (0.97-1.08x measured at 1024-2048)"
+        score, why = 0.9, f"several {block}-wide rows per program in 2-D tiles"
+    elif block <= 512:
+        score, why = 0.65, f"several {block}-wide rows per program (1.0-1.3x measured at 512)"
+    elif reduces:
+        score, why = 0.3, f"{block}-wide rows already fill a program (0.97-1.08x measured at 1024-2048)"
+    else:
+        # Reductions of this width measured 0.97-1.08x; an elementwise row has no reduction to share,
+        # so it gains at most as much, and the bigger tile only costs registers.
+        score, why = 0.2, f"{block}-wide elementwise rows already fill a program"
+    if several_axes:
+        why += f" (rows on one axis of a {facts.grid_dims}-axis grid)"
+    return score, why
 
 
 def _history_penalty(state: PolicyState, candidate: Candidate) -> tuple[float, str]:
