@@ -129,6 +129,26 @@ def test_work_between_the_launches_refuses(between):
     assert not [c for c in applicable(analyze(text), "sigmoid_kernel", H100) if c.action == "fusion" and c.params["consumer"] == "mul_kernel"]
 
 
+# The consumer spells out the grid the producer launches under through a name.
+SPELLED_GRID = CHAIN.replace("    mul_kernel[grid](s, b, m, n, BLOCK=128)\n", "    mul_kernel[(triton.cdiv(n, 128),)](s, b, m, n, BLOCK=128)\n")
+
+
+def test_a_named_grid_and_the_grid_it_names_are_one_grid():
+    assert SPELLED_GRID != CHAIN
+    fused = fuse(SPELLED_GRID, "sigmoid_kernel", "mul_kernel")
+    assert "    sigmoid_kernel[grid](a, m, n, b, BLOCK=128)\n" in fused  # the named grid stays in use
+    reversed_names = SPELLED_GRID.replace("sigmoid_kernel[grid](a, s, n, BLOCK=128)", "sigmoid_kernel[(triton.cdiv(n, 128),)](a, s, n, BLOCK=128)")
+    reversed_names = reversed_names.replace("mul_kernel[(triton.cdiv(n, 128),)](s, b, m, n, BLOCK=128)", "mul_kernel[grid](s, b, m, n, BLOCK=128)")
+    assert "    sigmoid_kernel[grid](a, m, n, b, BLOCK=128)\n" in fuse(reversed_names, "sigmoid_kernel", "mul_kernel")
+
+
+@pytest.mark.parametrize("rebinding", ["    n = n + 0\n", "    grid = grid\n"], ids=["a name the grid reads", "the grid's name"])
+def test_a_named_grid_whose_names_are_rebound_is_not_compared_by_meaning(rebinding):
+    """``grid`` may then hold another value than its expression has at the other launch."""
+    text = SPELLED_GRID.replace("    sigmoid_kernel[grid]", rebinding + "    sigmoid_kernel[grid]")
+    assert not [c for c in applicable(analyze(text), "sigmoid_kernel", H100) if c.action == "fusion" and c.params["consumer"] == "mul_kernel"]
+
+
 @pytest.mark.slow
 def test_fused_chain_stays_equivalent(tmp_path):
     once = fuse(CHAIN, "sigmoid_kernel", "mul_kernel")
@@ -137,6 +157,7 @@ def test_fused_chain_stays_equivalent(tmp_path):
             job(tmp_path, "chain:fuse-mul", CHAIN, once, TOL_FP32),
             job(tmp_path, "chain:fuse-mul-add", CHAIN, twice, TOL_FP32),
             job(tmp_path, "chain:fuse-mul-add-into-mul", CHAIN, fuse(CHAIN, "mul_kernel", "add_kernel"), TOL_FP32),
-            job(tmp_path, "interleaved:fuse-mul", INTERLEAVED, fuse(INTERLEAVED, "sigmoid_kernel", "mul_kernel"), TOL_FP32)]
+            job(tmp_path, "interleaved:fuse-mul", INTERLEAVED, fuse(INTERLEAVED, "sigmoid_kernel", "mul_kernel"), TOL_FP32),
+            job(tmp_path, "spelled-grid:fuse-mul", SPELLED_GRID, fuse(SPELLED_GRID, "sigmoid_kernel", "mul_kernel"), TOL_FP32)]
     results = run_jobs(jobs, tmp_path)
     assert all(r["ok"] for r in results), results
