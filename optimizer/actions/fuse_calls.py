@@ -12,16 +12,27 @@ has x's shape, dtype, device and layout; ``torch.empty(x.shape, device=x.device,
 the layout), and a consumer local that repeats a producer local's shape arithmetic (``n = x.numel()``)
 reuses it.
 
+One side may be a launch the composer writes itself: ``t = torch.empty_like(x)``,
+``add_kernel[grid](x, y, t, n, BLOCK=1024)``, ``return relu(t)`` (or ``t = add(x, y)`` read by a launch);
+only the wrapper is inlined, and the composer's names bound once stand for the facts. That is also
+what one step leaves behind, so a chain of three (``gelu(mul(add(x, y), z))``, or through names) fuses
+by repeating the step: the innermost nested pair first, and ``u = mul(t, z)`` allocates the result as
+``u`` so no alias is left between the steps. Whether the intermediate is private (passed between the two
+kernels and nothing else: not returned, not read again, not rebound) is fusion's check; ``mtmc actions
+--why`` gives its reason when it is not.
+
 Offered when each wrapper is a plain top-level function (no decorators, no ``*args``, literal
 defaults only) whose straight-line body assigns names once, may assert, launches one kernel and ends
 in ``return out`` of a tensor it allocated with ``torch.empty``/``torch.empty_like``; the consumer's
-asserts (reads and shape queries only) move right after the fused launch; the calls are a ``return`` or
-a single assignment in the composer's body (a top-level function, or a method such as ``ModelNew.forward``),
-with names or literals as arguments; neither wrapper is
-used anywhere else in the file (no other call, reference or string naming it) and the producer
-kernel is named nowhere but in its wrapper, because the kernel is changed in place and both wrappers
-are removed (a wrapper another caller still needs is refused, not copied). Everything fusion checks
-then has to hold on the inlined function.
+asserts (reads and shape queries only) move right after the fused launch; the calls are in a ``return``
+or a single assignment in the composer's body (a top-level function, or a method such as
+``ModelNew.forward``), with names or literals as arguments, nested in outer calls, tuples or operators
+only where nothing but names, literals and attribute lookups is evaluated before them (the inlined
+code runs before the statement); an inlined wrapper is
+used nowhere else in the file (no other call, reference or string naming it) and the producer
+kernel is named nowhere but in its wrapper or its one launch, because the kernel is changed in place
+and the wrappers are removed (a wrapper another caller still needs is refused, not copied). Everything
+fusion checks then has to hold on the inlined function.
 
 Example: kernel=add_kernel target=h100 params={"consumer": "relu_kernel"}
 

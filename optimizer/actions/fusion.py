@@ -3,8 +3,9 @@
 The producer computes the consumer's expression on its value in registers and stores the final
 result; the intermediate buffer, its allocation and the second launch go away. Offered when both
 kernels are 1-D elementwise kernels launched once, one after the other in the same host function
-over the same grid, indexing and size arguments, the consumer reads the intermediate once, and the
-intermediate buffer is used for nothing else. The value is cast to the intermediate's element type
+over the same grid (a name bound once, ``grid = (...)``, is the expression it names), indexing and
+size arguments, the consumer reads the intermediate once, and the intermediate buffer is used for
+nothing else. The value is cast to the intermediate's element type
 first (what storing and reloading it did), so the numbers stay exactly the same. A consumer's other
 inputs (``mul_kernel(act, b, prod, ...)``: ``b``) must be host names loaded with the same offsets and
 mask; each becomes a new pointer parameter of the producer, inserted after the launch's positional
