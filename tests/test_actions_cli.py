@@ -95,7 +95,7 @@ def test_actions_why_says_why_each_action_does_not_apply(tmp_path, capsys):
     assert main(["actions", str(path), "--target", "h100", "--why"]) == 0
     out = capsys.readouterr().out
     # The computed block is quoted, so the user sees what to change; numerics-changing actions say how to ask.
-    assert "tiling           BLOCK: the launch computes it at run time (`triton.next_power_of_2(x.shape[1])`)" in out
+    assert "tiling           BLOCK: the launch computes `triton.next_power_of_2(x.shape[1])`, one block that covers the whole row" in out
     assert "precision        changes numerics: listed only on request (--allow-precision)" in out
     assert "twice" in out and "a device function (row_scale_kernel call it)" in out
     assert main(["actions", str(path), "--target", "h100", "--why", "--json"]) == 0
