@@ -8,7 +8,9 @@ power of two keeps the result the same. For ``tl.dot`` kernels the A and B tiles
 registers (at most 128 values per thread); a tile that needs more warps than the launch has is
 offered with ``num_warps`` raised to 8 or 16 in the same step. A row block that
 ``@triton.heuristics`` sets to ``min(next_power_of_2(N), CAP)`` gets larger caps (never smaller: a
-branch that holds the whole row when N <= CAP keeps a block at least as long as the row).
+branch that holds the whole row when N <= CAP keeps a block at least as long as the row). A block the
+host computes as ``min(next_power_of_2(n), CAP)`` or ``min(K, CAP)`` gets new caps where a loop or the
+grid steps by it (``_computed_cap_options``); one that must hold a whole row keeps its size.
 
 Example: kernel=add_kernel target=h100 params={"BLOCK_SIZE": 1024}
 
