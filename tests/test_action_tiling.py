@@ -243,15 +243,25 @@ def test_a_lowered_plain_size_cap_keeps_the_size():
     assert "    BK, BV = min(K, 32), min(triton.next_power_of_2(V), 128)\n" in new
 
 
-def test_a_cap_is_only_raised_when_the_kernel_branches_on_a_constexpr():
-    text = HOST_CAPPED_LSE.replace("n_cols, BLOCK_SIZE: tl.constexpr):", "n_cols, BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):") \
+def test_a_cap_is_only_raised_when_a_constexpr_branch_may_use_the_block_for_a_whole_row():
+    whole_row = HOST_CAPPED_LSE.replace("n_cols, BLOCK_SIZE: tl.constexpr):", "n_cols, BLOCK_SIZE: tl.constexpr, WHOLE: tl.constexpr):") \
+        .replace("    m = float(\"-inf\")\n    s = 0.0\n    for start",
+                 "    m = float(\"-inf\")\n    s = 0.0\n    if WHOLE:\n        cols = tl.arange(0, BLOCK_SIZE)\n"
+                 "        x = tl.load(x_ptr + cols, mask=cols < n_cols, other=float(\"-inf\"))\n"
+                 "        m = tl.max(x, axis=0)\n        s = tl.sum(tl.exp(x - m), axis=0)\n    for start") \
+        .replace("BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=BLOCK_SIZE, WHOLE=x.shape[1] <= 1024)") \
+        .replace("min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))", "min(triton.next_power_of_2(x.shape[1]), 1024)")
+    assert "if WHOLE:" in whole_row and "WHOLE=x.shape[1]" in whole_row
+    assert tiling_of(whole_row, "lse_kernel") == [{"BLOCK_SIZE": 2048}, {"BLOCK_SIZE": 4096}]
+    with pytest.raises(ActionError):
+        applied(whole_row, "lse_kernel", {"BLOCK_SIZE": 512})
+    # A constexpr branch that never reads the block: every read is inside the loop, so lowering is fine.
+    flag = HOST_CAPPED_LSE.replace("n_cols, BLOCK_SIZE: tl.constexpr):", "n_cols, BLOCK_SIZE: tl.constexpr, LOG: tl.constexpr):") \
         .replace("    tl.store(out_ptr + tl.program_id(0), m + tl.log(s))",
                  "    if LOG:\n        s = tl.log(s)\n    tl.store(out_ptr + tl.program_id(0), m + s)") \
-        .replace("BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=BLOCK_SIZE, LOG=True)") \
-        .replace("min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))", "min(triton.next_power_of_2(x.shape[1]), 1024)")
-    assert tiling_of(text, "lse_kernel") == [{"BLOCK_SIZE": 2048}, {"BLOCK_SIZE": 4096}]
-    with pytest.raises(ActionError):
-        applied(text, "lse_kernel", {"BLOCK_SIZE": 512})
+        .replace("BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=BLOCK_SIZE, LOG=True)")
+    assert "if LOG:" in flag
+    assert tiling_of(flag, "lse_kernel") == [{"BLOCK_SIZE": 1024}, {"BLOCK_SIZE": 2048}, {"BLOCK_SIZE": 4096}]
 
 
 WHOLE_ROW_SOFTMAX = '''import torch

@@ -408,8 +408,8 @@ def _computed_cap_options(analysis: FileAnalysis, kernel: Kernel, module: cst.Mo
 
     A loop or the grid must step by the block and every access it can move must be masked, so any power of
     two gives the same results. Without that the block holds a whole row and keeps its size. A cap is
-    lowered only when no branch of the kernel reads a constexpr (a whole-row branch chosen by the host
-    for ``n <= CAP`` needs a block as long as the row); raising a plain ``min(K, CAP)`` rounds K up to a
+    lowered only when no branch of the kernel reads a constexpr or the block is read only inside loops that
+    step by it (a whole-row branch chosen by the host for ``n <= CAP`` needs a block as long as the row); raising a plain ``min(K, CAP)`` rounds K up to a
     power of two (``min(K, 32)`` already needs K a power of two when K < 32).
     """
     if kernel.is_autotuned or kernel.calls_of("dot"):
@@ -444,7 +444,7 @@ def _computed_cap_options(analysis: FileAnalysis, kernel: Kernel, module: cst.Mo
         tiles = [(b,) for b in sizes]
     else:
         tiles = list(TILES_2D) if len(names) == 2 else []
-    lowering_ok = not _branches_on_constexpr(kernel)
+    lowering_ok = not _branches_on_constexpr(kernel) or all(_read_only_in_block_loops(kernel, n) for n in names)
     import_triton = re.search(r"^import triton\s*$", analysis.text, re.M) is not None
     options: list[dict[str, Value]] = []
     for tile in tiles:
@@ -500,6 +500,31 @@ def _passed_to_helper(kernel: Kernel, name: str) -> bool:
                 for n in ast.walk(a)):
             return True
     return False
+
+
+def _read_only_in_block_loops(kernel: Kernel, name: str) -> bool:
+    """Every read of ``name`` in the kernel body is inside a loop that steps by it (so no branch can use
+    it as one block over a whole row)."""
+    if kernel.node is None:
+        return False
+    cdiv = re.compile(rf"^(?:\w+\.)*cdiv\(\s*\w+\s*,\s*{re.escape(name)}\s*\)$")
+
+    def steps_by(loop: ast.For) -> bool:
+        call = loop.iter
+        if not (isinstance(call, ast.Call) and ast.unparse(call.func) in ("range", "tl.range")):
+            return False
+        args = [ast.unparse(a) for a in call.args]
+        return (len(args) == 3 and args[2] in (name, f"-{name}")) or (len(args) == 1 and cdiv.match(args[0]) is not None) \
+            or (len(args) == 2 and args[0] == "0" and cdiv.match(args[1]) is not None)
+
+    def reads_outside(node: ast.AST, inside: bool) -> bool:
+        if isinstance(node, ast.Name) and node.id == name and not inside:
+            return True
+        if isinstance(node, ast.For) and steps_by(node):
+            return reads_outside(node.target, inside) or any(reads_outside(n, True) for n in [*node.body, *node.orelse])
+        return any(reads_outside(child, inside) for child in ast.iter_child_nodes(node))
+
+    return not any(reads_outside(statement, False) for statement in kernel.node.body)
 
 
 def _branches_on_constexpr(kernel: Kernel) -> bool:
