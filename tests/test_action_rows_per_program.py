@@ -734,6 +734,8 @@ def test_a_split_program_id_becomes_row_vectors_of_both_indices():
     ("    g = pid % num_groups\n", "    num_groups = num_groups + 0\n    g = pid % num_groups\n", "without the other half"),
     # The address is rebound in a branch: which parts it reaches is unknown.
     ("    # mean\n", "    if HW > 1:\n        base = n * C * HW\n", "without the other half"),
+    # Halves of two different indices: ``(pid + 1) // num_groups`` is not the quotient of ``pid``.
+    ("    n = pid // num_groups\n", "    n = (pid + 1) // num_groups\n", "without the other half"),
     ("    n = pid // num_groups\n", "    n = num_groups // pid\n", "divides by a per-row value"),
     ("    n = pid // num_groups\n", "    n = pid // tl.arange(0, BLOCK_SIZE)\n", "not a column block"),
     ("    n = pid // num_groups\n", "    n = pid >> num_groups\n", "more than + - * / // %"),

@@ -228,7 +228,7 @@ class _Infer:
         self.bindings: dict[str, tuple[cst.BaseExpression | None, tuple[cst.BaseExpression, ...]]] = {}
         self.store_parts: list[tuple[cst.Call, frozenset]] = []
         self.serial: dict[str, int] = {}  # name -> how many times it was bound so far
-        self.divisors: dict[int, tuple] = {}  # id(``x // D`` node) -> D's text and its names' bindings there
+        self.splits: dict[int, tuple] = {}  # id(``x // D`` node) -> x's and D's text and their names' bindings there
 
     # ---- expressions ---------------------------------------------------------------------------
     def expr(self, node: cst.BaseExpression, env: dict[str, int]) -> int:
@@ -259,9 +259,10 @@ class _Infer:
                                       f"scalar divisor, not a {_KIND_NAMES[right]}" if left == R else
                                       f"computes `{c.code(node)}`: divides by a per-row value")
                 self.decompositions += 1
-                # ``pid // n`` and ``pid % n`` split the index only if both read the same n.
-                self.divisors[id(node)] = ("".join(c.code(node.right).split()),
-                                           tuple(sorted((n, self.serial.get(n, 0)) for n in c.names_in(node.right))))
+                # ``x // n`` and ``x % n`` split one index only if both read the same x and the same n.
+                self.splits[id(node)] = tuple(("".join(c.code(side).split()),
+                                               tuple(sorted((n, self.serial.get(n, 0)) for n in c.names_in(side))))
+                                              for side in (node.left, node.right))
             if isinstance(node.operator, cst.Multiply) and R in (left, right):
                 other = node.right if left == R else node.left
                 self.row_steps |= c.names_in(other) & self.constexprs
@@ -512,7 +513,7 @@ class _Infer:
         if isinstance(node, cst.BinaryOperation):
             if isinstance(node.operator, cst.FloorDivide | cst.Modulo):
                 tag = "div" if isinstance(node.operator, cst.FloorDivide) else "mod"
-                return frozenset({(tag, self.row_parts(node.left, seen), self.divisors.get(id(node)))})
+                return frozenset({(tag, self.row_parts(node.left, seen), self.splits.get(id(node)))})
             return self.row_parts(node.left, seen) | self.row_parts(node.right, seen)
         if isinstance(node, cst.UnaryOperation):
             return self.row_parts(node.expression, seen)

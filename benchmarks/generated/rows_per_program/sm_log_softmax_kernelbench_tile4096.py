@@ -20,6 +20,7 @@ def log_softmax_kernel(x_ptr, y_ptr, n_cols, n_rows, BLOCK_SIZE: tl.constexpr, B
         cols = start + tl.arange(0, BLOCK_SIZE)
         x = tl.load(x_row[:, None] + cols[None, :], mask=row_mask[:, None] & (cols < n_cols), other=-float("inf"))
         row_max = tl.maximum(row_max, tl.max(x, axis=1))
+    row_max = tl.max(row_max[:, None], axis=1)  # one read of the loop's result (Triton 3.6 asserts on more)
     total = tl.zeros([BLOCK_M], dtype=tl.float32)
     for start in range(0, n_cols, BLOCK_SIZE):
         cols = start + tl.arange(0, BLOCK_SIZE)
