@@ -712,6 +712,57 @@ def test_a_scan_along_the_row_scans_axis_1_of_the_tile():
 # ---- program-id decompositions: ``b = pid // C``, ``c = pid % C`` -----------------------------------
 GROUPNORM = _dev("norm_groupnorm_test.py")
 MEAN_DIM1 = _dev("red_mean_kernelbench.py")
+# A (batch, head, position) index split in three: position, then head and batch from the quotient.
+THREE_WAY = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bhs_scale_kernel(x_ptr, s_ptr, y_ptr, H, S, D, BLOCK_D: tl.constexpr):
+    pid = tl.program_id(0)
+    s = pid % S
+    bh = pid // S
+    h = bh % H
+    b = bh // H
+    cols = tl.arange(0, BLOCK_D)
+    mask = cols < D
+    base = ((b * H + h) * S + s) * D
+    x = tl.load(x_ptr + base + cols, mask=mask, other=0.0)
+    scale = tl.load(s_ptr + h)
+    y = x * scale / tl.sqrt(tl.sum(x * x, axis=0) / D + 1e-6)
+    tl.store(y_ptr + base + cols, y, mask=mask)
+
+
+def bhs_scale(x, s):
+    B, H, S, D = x.shape
+    y = torch.empty_like(x)
+    bhs_scale_kernel[(B * H * S,)](x, s, y, H, S, D, BLOCK_D=triton.next_power_of_2(D))
+    return y
+'''
+# Batches of flat blocks: a split index whose block index steps by the block itself is flat work, not rows.
+FLAT_BATCHES = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def batched_scale_kernel(x_ptr, y_ptr, n, nblk, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    b = pid // nblk
+    blk = pid % nblk
+    offs = blk * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + b * n + offs, mask=offs < n)
+    tl.store(y_ptr + b * n + offs, x * 2, mask=offs < n)
+
+
+def batched_scale(x):
+    B, n = x.shape
+    y = torch.empty_like(x)
+    nblk = triton.cdiv(n, 256)
+    batched_scale_kernel[(B * nblk,)](x, y, n, nblk, BLOCK=256)
+    return y
+'''
 
 
 def test_a_split_program_id_becomes_row_vectors_of_both_indices():
@@ -747,6 +798,16 @@ def test_a_split_program_id_must_still_pin_down_each_row(old, new, reason):
     assert reason in why_not(text, "group_norm_kernel")
 
 
+def test_an_index_split_in_three_is_rows_and_flat_batches_are_not():
+    new = applied(THREE_WAY, "bhs_scale_kernel")
+    assert "    s = pid % S\n    bh = pid // S\n    h = bh % H\n    b = bh // H\n" in new
+    assert "scale = tl.load(s_ptr + h, mask=row_mask)" in new  # a head's scale, one per row
+    assert "tl.store(y_ptr + base[:, None] + cols[None, :], y, mask=row_mask[:, None] & mask)" in new
+    # The head from the whole index, not from the quotient: (b, h, s) no longer pins the row down.
+    assert "without the other half" in why_not(THREE_WAY.replace("h = bh % H", "h = pid % H"), "bhs_scale_kernel")
+    assert "flat elementwise kernel" in why_not(FLAT_BATCHES, "batched_scale_kernel")
+
+
 def test_a_division_without_its_remainder_is_fine_where_stores_use_the_index_itself():
     # ``pid % 7`` reads another column, but the store is at ``out_ptr + pid``: each row keeps its own address.
     assert offered(MEAN_DIM1.replace("    j = pid % D2\n", "    j = pid % 7\n"), "mean_dim1_kernel")
@@ -759,6 +820,7 @@ def test_split_program_ids_match_the_originals_under_the_interpreter(tmp_path):
         ("mean_dim1", MEAN_DIM1, "mean_dim1_kernel", "lambda x: m.ModelNew(1)(x)", "m.get_inputs(batch=3, d1=70, d2=13)"),
         ("conv1d", _dev("misc_conv1d_depthwise.py"), "causal_conv1d_kernel", "m.causal_conv1d",
          "m.get_inputs(device='cpu', batch=2, dim=7, seqlen=100, width=4)"),
+        ("three_way", THREE_WAY, "bhs_scale_kernel", "m.bhs_scale", "[torch.randn(2, 3, 5, 20), torch.rand(3) + 0.5]"),
     ]
     jobs = [{"name": name, "before": text, "after": applied(text, kernel, sm_cap=4), "entry": entry, "inputs": inputs}
             for name, text, kernel, entry, inputs in cases]
