@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 
@@ -129,6 +130,22 @@ def test_work_between_the_launches_refuses(between):
     assert not [c for c in applicable(analyze(text), "sigmoid_kernel", H100) if c.action == "fusion" and c.params["consumer"] == "mul_kernel"]
 
 
+# The consumer loads into the name the producer's own load has (``x``).
+SAME_NAMES = CHAIN.replace(
+    "    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * tl.load(y_ptr + offs, mask=mask), mask=mask)\n",
+    "    x = tl.load(x_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x * tl.load(y_ptr + offs, mask=mask), mask=mask)\n")
+
+
+def test_a_consumer_name_the_producer_binds_gets_a_fresh_one_and_the_result_fuses_again():
+    assert SAME_NAMES != CHAIN
+    once = fuse(SAME_NAMES, "sigmoid_kernel", "mul_kernel")
+    kernel = ast.parse(once.split("@triton.jit")[1].split("\n\n\n")[0].strip())
+    stored = [n.id for n in ast.walk(kernel) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    assert len(stored) == len(set(stored)), stored  # each name assigned once, as fusion's next step needs
+    twice = fuse(once, "sigmoid_kernel", "add_kernel")
+    assert [k.name for k in analyze(twice).kernels] == ["sigmoid_kernel"]
+
+
 # The consumer spells out the grid the producer launches under through a name.
 SPELLED_GRID = CHAIN.replace("    mul_kernel[grid](s, b, m, n, BLOCK=128)\n", "    mul_kernel[(triton.cdiv(n, 128),)](s, b, m, n, BLOCK=128)\n")
 
@@ -158,6 +175,8 @@ def test_fused_chain_stays_equivalent(tmp_path):
             job(tmp_path, "chain:fuse-mul-add", CHAIN, twice, TOL_FP32),
             job(tmp_path, "chain:fuse-mul-add-into-mul", CHAIN, fuse(CHAIN, "mul_kernel", "add_kernel"), TOL_FP32),
             job(tmp_path, "interleaved:fuse-mul", INTERLEAVED, fuse(INTERLEAVED, "sigmoid_kernel", "mul_kernel"), TOL_FP32),
-            job(tmp_path, "spelled-grid:fuse-mul", SPELLED_GRID, fuse(SPELLED_GRID, "sigmoid_kernel", "mul_kernel"), TOL_FP32)]
+            job(tmp_path, "spelled-grid:fuse-mul", SPELLED_GRID, fuse(SPELLED_GRID, "sigmoid_kernel", "mul_kernel"), TOL_FP32),
+            job(tmp_path, "same-names:fuse-mul-add", SAME_NAMES,
+                fuse(fuse(SAME_NAMES, "sigmoid_kernel", "mul_kernel"), "sigmoid_kernel", "add_kernel"), TOL_FP32)]
     results = run_jobs(jobs, tmp_path)
     assert all(r["ok"] for r in results), results

@@ -472,8 +472,16 @@ class Fusion:
         if out_line > ci:
             raise ActionError(f"{out_arg.source} is allocated after the second launch")
         # The consumer's compute statements, value and other loads, in the producer's names.
-        for old in {target} | extra_targets | {_assign_of(st)[0] for st in segment}:
+        # The consumer's own values keep their names unless the producer binds them too: those get fresh ones, so the
+        # fused kernel still assigns each name once (and fuses again with the next consumer).
+        producer_names = c.names_in(pdef)
+        for old in sorted({target} | extra_targets | {_assign_of(st)[0] for st in segment}):
             rename.pop(old, None)
+            if old in producer_names:
+                rename[old] = next(n for n in (f"{old}_{i}" for i in range(1, 1000)) if n not in taken)
+                taken.add(rename[old])
+        target = rename.get(target, target)
+        extra_targets = {rename.get(t, t) for t in extra_targets}
         segment = [c.substitute_names(st, rename) for st in segment]
         c_value = c.substitute_names(c_value, rename)
         extra_loads = [c.substitute_names(st, {k: v for k, v in rename.items() if k not in extra_params}) for st in extra_loads]
@@ -503,10 +511,13 @@ class Fusion:
         if insert_at > len(params.params) or any(p.default is not None for p in params.params[:insert_at]):
             raise ActionError("the producer's positional parameters do not line up with its launch")
         extra = []
+        producer_names = c.names_in(pdef)
         for statement in extra_loads:
             _t, e_ptr, _o, _m = _load_parts(statement)
             source = c_site.arg(e_ptr).source.strip()
-            new = next((n for n in (e_ptr, f"{source}_ptr", f"{c.code(cdef.name)}_{e_ptr}") if n not in taken), None)
+            # The consumer's own parameter name is free unless the producer uses it (only the moved load names it).
+            new = next((n for n in (e_ptr, f"{source}_ptr", f"{c.code(cdef.name)}_{e_ptr}")
+                        if n not in taken or (n == e_ptr and n not in producer_names | {x[2] for x in extra})), None)
             if new is None:
                 raise ActionError(f"no free name for {e_ptr} in {c.code(pdef.name)}")
             taken.add(new)
