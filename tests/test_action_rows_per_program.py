@@ -808,6 +808,13 @@ def test_an_index_split_in_three_is_rows_and_flat_batches_are_not():
     assert "flat elementwise kernel" in why_not(FLAT_BATCHES, "batched_scale_kernel")
 
 
+def test_a_split_inside_a_device_function_is_checked_at_the_stores():
+    halved = GEGLU_ROWS.replace("@triton.jit\ndef _tanh(x):", "@triton.jit\ndef _half(x):\n    return x // 2\n\n\n@triton.jit\ndef _tanh(x):")
+    halved = halved.replace("c_ptr += tl.program_id(0)", "c_ptr += _half(tl.program_id(0))")  # the stored row
+    assert "_half(tl.program_id(0))" in halved
+    assert "without the other half" in why_not(halved, "geglu_rows_kernel")
+
+
 def test_a_division_without_its_remainder_is_fine_where_stores_use_the_index_itself():
     # ``pid % 7`` reads another column, but the store is at ``out_ptr + pid``: each row keeps its own address.
     assert offered(MEAN_DIM1.replace("    j = pid % D2\n", "    j = pid % 7\n"), "mean_dim1_kernel")

@@ -421,6 +421,7 @@ class _Infer:
         kind = inner.expr(body[-1].body[0].value, env_in)
         if inner.stores or inner.promote:
             raise ActionError(f"`{fn.name}` stores or carries a widening value around a loop")
+        self.decompositions += inner.decompositions  # its result is opaque to the stores' row-index check
         return kind
 
     def _reduction(self, call: cst.Call, name: str, env: dict[str, int]) -> int:
