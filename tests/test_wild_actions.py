@@ -18,8 +18,10 @@ import triton.language as tl
 
 
 @triton.jit
-def cumsum_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+def cumsum_kernel(x_ptr, y_ptr, n_rows, n_cols, BLOCK_SIZE: tl.constexpr):
     row = tl.program_id(0)
+    if row >= n_rows:  # a per-row guard: rows_per_program does not apply either
+        return
     cols = tl.arange(0, BLOCK_SIZE)
     x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
     tl.store(y_ptr + row * n_cols + cols, tl.cumsum(x, axis=0), mask=cols < n_cols)
@@ -27,7 +29,7 @@ def cumsum_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
 
 def cumsum(x):
     y = torch.empty_like(x)
-    cumsum_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    cumsum_kernel[(x.shape[0],)](x, y, x.shape[0], x.shape[1], BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
     return y
 '''
 
