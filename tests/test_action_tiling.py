@@ -210,6 +210,7 @@ def test_a_module_constant_read_elsewhere_is_left_and_the_cap_inlined():
 @pytest.mark.parametrize("spelling, applied_line", [
     ("min(triton.next_power_of_2(x.shape[1]), 1024)", "min(triton.next_power_of_2(x.shape[1]), 2048)"),
     ("min(1024, triton.next_power_of_2(x.shape[1]))", "min(2048, triton.next_power_of_2(x.shape[1]))"),
+    ("builtins.min(1024, triton.next_power_of_2(x.shape[1]))", "builtins.min(2048, triton.next_power_of_2(x.shape[1]))"),
 ])
 def test_a_literal_host_cap_in_either_order(spelling, applied_line):
     text = HOST_CAPPED_LSE.replace("min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))", spelling)

@@ -1337,7 +1337,7 @@ def computed_block(launch: LaunchNode, kernel: Kernel, param: str) -> ComputedBl
         found.pow2 = True
         found.why_not = "no cap to change"
         return found
-    if not (isinstance(value, cst.Call) and code(value.func) == "min" and len(value.args) == 2) \
+    if not (isinstance(value, cst.Call) and code(value.func) in ("min", "builtins.min") and len(value.args) == 2) \
             or any(a.keyword or a.star for a in value.args):
         found.why_not = "not a `min(next_power_of_2(n), CAP)` or `min(n, CAP)` cap"
         return found
