@@ -334,6 +334,20 @@ def test_a_matmul_wrapper_and_its_elementwise_consumer_fuse_into_the_epilogue():
     assert "def linear(" not in new and "def gelu(" not in new
 
 
+def _residual_gate_gelu() -> str:
+    """The dev corpus's wrappers around a launch in the host function, at interpreter size, with the runner's ENTRY."""
+    text = (ROOT / "benchmarks" / "wild" / "dev" / "wrapper_ew_residual_gate_gelu.py").read_text()
+    return text.replace("n: int = 4096 * 1000 + 17", "n: int = 1000 + 17") + '\n\nENTRY = "residual_gate_gelu"\n'
+
+
+@pytest.mark.parametrize("pick", [0, -1], ids=["first-offer", "last-offer"])
+def test_the_corpus_chain_of_wrappers_and_a_launch_fuses_into_one_launch(pick):
+    new, steps = fuse_all(_residual_gate_gelu(), lambda found: found[pick])
+    assert len(steps) == 2, steps
+    analysis = analyze(new)
+    assert [k.name for k in analysis.kernels] == ["add_kernel"] and len(analysis.launches) == 1
+
+
 @pytest.mark.slow
 def test_fused_calls_compute_the_same_under_the_interpreter(tmp_path):
     corpus = kernel_path("wrapper_chain").read_text()
@@ -350,6 +364,10 @@ def test_fused_calls_compute_the_same_under_the_interpreter(tmp_path):
             jobs.append(job(tmp_path, f"{name}:all steps {pick}", text, fuse_all(text, lambda found: found[pick])[0], TOL_FP32))
     for name, text in MIXED.items():
         jobs.append(job(tmp_path, f"{name}:fuse_calls", text, fused(text), TOL_FP32))
+    wild = _residual_gate_gelu()
+    jobs.append(job(tmp_path, "wild-gate:reference", wild, wild, TOL_FP32, reference=True))
+    for pick in (0, -1):
+        jobs.append(job(tmp_path, f"wild-gate:all steps {pick}", wild, fuse_all(wild, lambda found: found[pick])[0], TOL_FP32))
     matmul = _matmul_wrappers()
     jobs.append(job(tmp_path, "matmul:reference", matmul, matmul, TOL_FP16, reference=True))
     jobs.append(job(tmp_path, "matmul:fuse_calls", matmul, fused_by(matmul, "linear_kernel"), TOL_FP16))
