@@ -175,6 +175,9 @@ HARNESS3 = HARNESS.replace("return [torch.randn(1000, device=device), torch.rand
     "def reference(x, y):\n    return torch.relu(x + y)", "def reference(x, y, z):\n    return torch.relu((x + y) * z)")
 CHAIN_NESTED = THREE + "def add_relu(x, y, z):\n    return relu(mul(add(x, y), z))\n" + HARNESS3
 CHAIN_NAMED = THREE + "def add_relu(x, y, z):\n    t = add(x, y)\n    u = mul(t, z)\n    return relu(u)\n" + HARNESS3
+# A composing function of its own: once its pair is fused it is a one-launch wrapper, and composes again.
+CHAIN_WRAPPED = THREE.replace("def relu(x):", "def add_mul(x, y, z):\n    return mul(add(x, y), z)\n\n\ndef relu(x):") + (
+    "def add_relu(x, y, z):\n    return relu(add_mul(x, y, z))\n" + HARNESS3)
 
 
 def fuse_all(text: str, pick=lambda found: found[0]) -> tuple[str, list[str]]:
@@ -192,7 +195,7 @@ def fuse_all(text: str, pick=lambda found: found[0]) -> tuple[str, list[str]]:
         text = apply_candidate(text, candidate, H100).new_text
 
 
-@pytest.mark.parametrize("text", [CHAIN_NESTED, CHAIN_NAMED], ids=["nested", "named"])
+@pytest.mark.parametrize("text", [CHAIN_NESTED, CHAIN_NAMED, CHAIN_WRAPPED], ids=["nested", "named", "wrapped"])
 @pytest.mark.parametrize("pick", [0, -1], ids=["first-offer", "last-offer"])
 def test_a_chain_of_three_wrappers_fuses_into_one_launch_step_by_step(text, pick):
     """Each step leaves the fused launch in the composer, which fuses again with the wrapper call next to it."""
@@ -200,7 +203,7 @@ def test_a_chain_of_three_wrappers_fuses_into_one_launch_step_by_step(text, pick
     assert len(steps) == 2, steps
     analysis = analyze(new)
     assert len(analysis.kernels) == 1 and len(analysis.launches) == 1
-    assert not any(f"def {name}(" in new for name in ("add", "mul", "relu"))
+    assert not any(f"def {name}(" in new for name in ("add", "mul", "relu", "add_mul"))
     body = new.split("def add_relu")[0]
     assert " * " in body and "tl.maximum(" in body and "+ tl.load(" in body
 
@@ -359,7 +362,7 @@ def test_fused_calls_compute_the_same_under_the_interpreter(tmp_path):
     jobs.append(job(tmp_path, "corpus:fuse_calls", corpus, apply_candidate(corpus, cand, H100).new_text, TOL_FP32))
     jobs.append(job(tmp_path, "chain:reference", CHAIN_NAMED, CHAIN_NAMED, TOL_FP32, reference=True))
     jobs.append(job(tmp_path, "chain-nested:one step", CHAIN_NESTED, fused(CHAIN_NESTED), TOL_FP32))
-    for name, text in (("chain-nested", CHAIN_NESTED), ("chain-named", CHAIN_NAMED)):
+    for name, text in (("chain-nested", CHAIN_NESTED), ("chain-named", CHAIN_NAMED), ("chain-wrapped", CHAIN_WRAPPED)):
         for pick in (0, -1):
             jobs.append(job(tmp_path, f"{name}:all steps {pick}", text, fuse_all(text, lambda found: found[pick])[0], TOL_FP32))
     for name, text in MIXED.items():
