@@ -230,6 +230,17 @@ LAUNCHED_THEN_WRAPPED = {
     add_kernel[grid](x, y, t, n, BLOCK=128)
     return relu(t)
 """ + HARNESS,
+    "a method, torch.empty and a keyword": KERNEL_DEFS + RELU_WRAPPER + """class AddRelu(torch.nn.Module):
+    def forward(self, x, y):
+        t = torch.empty(x.shape, device=x.device, dtype=x.dtype)
+        n = x.numel()
+        add_kernel[(triton.cdiv(n, 128),)](x, y, t, n, BLOCK=128)
+        return relu(x=t)
+
+
+def add_relu(x, y):
+    return AddRelu()(x, y)
+""" + HARNESS,
     "inside an outer call": KERNEL_DEFS + RELU_WRAPPER + """def add_relu(x, y):
     t = torch.empty_like(x)
     n = t.numel()
@@ -268,6 +279,7 @@ def test_a_launch_in_the_composer_and_a_wrapper_call_fuse(case):
     assert [k.name for k in analysis.kernels] == ["add_kernel"] and [s.kernel for s in analysis.launches] == ["add_kernel"]
     assert "def add(" not in edit.new_text and "def relu(" not in edit.new_text and "    t = " not in edit.new_text
     assert any("removed the wrapper" in note for note in edit.notes)
+    assert FUSE_CALLS.why_not(analyze(text), analyze(text).kernel("add_kernel"), H100) is None
 
 
 SHARED_INTERMEDIATE = {

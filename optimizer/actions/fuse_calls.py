@@ -356,10 +356,16 @@ class _ReadLike(cst.CSTTransformer):
         root = self._root(updated_node.value, updated_node.attr.value) if updated_node.attr.value != "like" else None
         return updated_node.with_changes(value=cst.Name(root)) if root is not None else updated_node
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-        if c.code(updated_node.func) == "torch.empty_like" and len(updated_node.args) == 1 and updated_node.args[0].keyword is None \
-                and (root := self._root(updated_node.args[0].value, "like")) is not None:
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if not (c.code(updated_node.func) == "torch.empty_like" and len(updated_node.args) == 1 and updated_node.args[0].keyword is None):
+            return updated_node
+        source = updated_node.args[0].value
+        if (root := self._root(source, "like")) is not None:
             return updated_node.with_changes(args=[updated_node.args[0].with_changes(value=cst.Name(root))])
+        # ``t = torch.empty(x.shape, device=x.device, dtype=x.dtype)`` is dense: ``torch.empty_like(t)`` allocates the same.
+        roots = {self._root(source, fact) for fact in ("shape", "device", "dtype")}
+        if len(roots) == 1 and (root := roots.pop()) is not None:
+            return c.expr(f"torch.empty({root}.shape, device={root}.device, dtype={root}.dtype)")
         return updated_node
 
 
@@ -615,6 +621,7 @@ class FuseCalls:
             if kernel.name in (site.producer_kernel, site.consumer_kernel):
                 try:
                     self._fused(analysis.text, module, site, target)
+                    return None
                 except ActionError as exc:
                     reasons.append(f"{_describe(site)} in {site.host.name.value}: {exc}")
         return "; ".join(reasons) or ("no one-launch wrapper call composed with another, or with a launch, "
