@@ -144,9 +144,13 @@ def main(argv: list[str] | None = None) -> int:
                 for row, report in zip(per_job, compile_jobs(source, jobs, target, python=python, cache_dir=None)):
                     row.status[python] = status_of(report)
             rows.extend(per_job)
-    # A step's config fails "new" when it does not compile although every config of its file's original does.
-    broken_originals = {(r.file, p) for r in rows if r.step == "" for p, s in r.status.items() if s != "ok"}
-    new_failures = [r for r in rows if r.step and any(s != "ok" and not s.startswith("skipped") and (r.file, p) not in broken_originals
+        print(f"{name}: {sum(1 for r in rows if r.file == name)} configs", file=sys.stderr, flush=True)  # progress
+    # A step's config fails "new" when it does not compile although every config of that kernel in the original does.
+    def failed(status: str) -> bool:
+        return status != "ok" and not status.startswith("skipped")
+
+    broken_originals = {(r.file, r.kernel, p) for r in rows if r.step == "" for p, s in r.status.items() if failed(s)}
+    new_failures = [r for r in rows if r.step and any(failed(s) and (r.file, r.kernel, p) not in broken_originals
                                                       for p, s in r.status.items())]
     shown = rows if args.all_rows else new_failures
     if args.json:
@@ -162,10 +166,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {r.file} | {r.step or '(original)'} | {r.kernel} | {r.config} | "
                   + " | ".join(r.status.get(p, "-") for p in pythons) + " |")
         for python, label in zip(pythons, labels):
-            failing = sum(1 for r in new_failures if r.status.get(python, "ok") != "ok" and not r.status[python].startswith("skipped"))
-            originals = sum(1 for f, p in broken_originals if p == python)
-            print(f"\n{label} ({python}): {failing} step config(s) fail to compile where the original compiles; "
-                  f"{originals} original file(s) already fail")
+            failing = sum(1 for r in new_failures if failed(r.status.get(python, "ok")))
+            originals = sum(1 for key in broken_originals if key[2] == python)
+            print(f"\n{label} ({python}): {failing} step config(s) fail to compile where the original kernel compiles; "
+                  f"{originals} original kernel(s) already fail")
     return 1 if new_failures else 0
 
 

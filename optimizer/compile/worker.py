@@ -85,8 +85,17 @@ def _message(exc: BaseException) -> str:
 def _def_line_of_source(src: str) -> int | None:
     for fn in _JIT_FUNCTIONS:
         if getattr(fn, "src", None) == src or getattr(fn, "_src", None) == src:
-            return fn.def_file_line_number
+            return _def_line(fn)
     return None
+
+
+def _def_line(fn) -> int | None:
+    """The file line of ``def``: triton 3.9's ``def_file_line_number``; 3.6 has only the first decorator's line."""
+    line = getattr(fn, "def_file_line_number", None)
+    if line is None and getattr(fn, "starting_line_number", None) is not None:
+        raw = getattr(fn, "raw_src", None) or []
+        line = fn.starting_line_number + next((i for i, text in enumerate(raw) if text.strip().startswith("def ")), 0)
+    return line
 
 
 def _resource_usage(cubin: bytes) -> dict:
