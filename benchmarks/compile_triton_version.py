@@ -12,10 +12,12 @@ actions (``--actions all``: every action) to every kernel, ``--depth 2`` also ea
 candidates on each result, and compiles the original and every result with the project's compile
 path (``optimizer/compile``: the configs of each launch or autotune config, ``plan_jobs``) in a worker
 run by each ``--python`` interpreter (default: this one), i.e. with whatever Triton that interpreter
-has installed; that interpreter needs nothing but triton. Constexprs the host picks at run time
-(``BLOCK_M = max(1, min(...))``) get ``--set`` values, else each ``--fill`` value in turn. Prints a
-markdown table (``--json`` for JSON) of every config that did not compile where the original did, then
-a count per interpreter; exit status 1 when there is one. No kernel runs, nothing is cached.
+has installed; that interpreter needs nothing but triton (``python3 -m venv VENV && VENV/bin/pip
+install triton==3.6.0`` for the GPU machine's version; that machine has no libcst, so run this here).
+Constexprs the host picks at run time (``BLOCK_M = max(1, min(...))``) get ``--set`` values, else each
+``--fill`` value in turn. Prints a markdown table (``--json``: JSON) of every config that does not compile
+where the original kernel does (``--all-rows``: every config), then a count per interpreter; exit
+status 1 when there is one. No kernel runs, nothing is cached.
 """
 
 from __future__ import annotations
