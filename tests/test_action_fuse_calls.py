@@ -376,13 +376,13 @@ def test_fused_calls_compute_the_same_under_the_interpreter(tmp_path):
     jobs.append(job(tmp_path, "chain-nested:one step", CHAIN_NESTED, fused(CHAIN_NESTED), TOL_FP32))
     for name, text in (("chain-nested", CHAIN_NESTED), ("chain-named", CHAIN_NAMED), ("chain-wrapped", CHAIN_WRAPPED)):
         for pick in (0, -1):
-            jobs.append(job(tmp_path, f"{name}:all steps {pick}", text, fuse_all(text, lambda found: found[pick])[0], TOL_FP32))
+            jobs.append(job(tmp_path, f"{name}:all steps {pick}", text, fuse_all(text, lambda found, pick=pick: found[pick])[0], TOL_FP32))
     for name, text in MIXED.items():
         jobs.append(job(tmp_path, f"{name}:fuse_calls", text, fused(text), TOL_FP32))
     wild = _residual_gate_gelu()
     jobs.append(job(tmp_path, "wild-gate:reference", wild, wild, TOL_FP32, reference=True))
     for pick in (0, -1):
-        jobs.append(job(tmp_path, f"wild-gate:all steps {pick}", wild, fuse_all(wild, lambda found: found[pick])[0], TOL_FP32))
+        jobs.append(job(tmp_path, f"wild-gate:all steps {pick}", wild, fuse_all(wild, lambda found, pick=pick: found[pick])[0], TOL_FP32))
     matmul = _matmul_wrappers()
     jobs.append(job(tmp_path, "matmul:reference", matmul, matmul, TOL_FP16, reference=True))
     jobs.append(job(tmp_path, "matmul:fuse_calls", matmul, fused_by(matmul, "linear_kernel"), TOL_FP16))

@@ -9,8 +9,8 @@ becoming what the consumer reads), then runs ``fusion`` on that producer/consume
 edit. To give fusion one grid and one size argument, shape queries of a tensor the wrappers allocated
 (``t.numel()``, ``torch.empty_like(t)``) read the tensor it was allocated from (``torch.empty_like(x)``
 has x's shape, dtype, device and layout; ``torch.empty(x.shape, device=x.device, dtype=x.dtype)`` all but
-the layout), and a consumer local that repeats a producer local's shape arithmetic (``n = x.numel()``)
-reuses it.
+the layout, and ``torch.empty_like`` of it allocates the same), and a consumer local that repeats a
+producer local's shape arithmetic (``n = x.numel()``) reuses it.
 
 One side may be a launch the composer writes itself: ``t = torch.empty_like(x)``,
 ``add_kernel[grid](x, y, t, n, BLOCK=1024)``, ``return relu(t)`` (or ``t = add(x, y)`` read by a launch);
@@ -103,8 +103,8 @@ from . import _common as c
 from ._consumer_fusion import consumer_param
 from .base import ActionError, Candidate, Edit
 from .fusion import ACTION as FUSION
-from .matmul_epilogue import ACTION as MATMUL_EPILOGUE
 from .fusion import _impure_calls, bound_once, remove_definition
+from .matmul_epilogue import ACTION as MATMUL_EPILOGUE
 
 _RESULT_ALLOCATORS = ("torch.empty_like", "torch.empty")
 # Tensor facts ``torch.empty_like(x)`` shares with ``x`` (not strides: a non-dense ``x`` gets dense ones).
