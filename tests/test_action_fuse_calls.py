@@ -282,6 +282,22 @@ def test_a_launch_in_the_composer_and_a_wrapper_call_fuse(case):
     assert FUSE_CALLS.why_not(analyze(text), analyze(text).kernel("add_kernel"), H100) is None
 
 
+# The consumer wrapper reads a second tensor: it becomes a new pointer parameter of the launched producer.
+LAUNCH_THEN_MUL = KERNEL_DEFS + "@triton.jit" + MUL[0] + MUL[1] + """def add_relu(x, y, z):
+    t = torch.empty_like(x)
+    n = t.numel()
+    add_kernel[(triton.cdiv(n, 128),)](x, y, t, n, BLOCK=128)
+    return mul(t, z)
+""" + HARNESS3.replace("torch.relu((x + y) * z)", "(x + y) * z")
+
+
+def test_a_launch_and_a_wrapper_with_a_second_input_fuse():
+    assert "(x + y) * z" in LAUNCH_THEN_MUL
+    new = fused_by(LAUNCH_THEN_MUL, "add_kernel")
+    assert "    add_kernel[(triton.cdiv(n, 128),)](x, y, out, n, z, BLOCK=128)\n    return out\n" in new
+    assert "mul_kernel" not in new and [s.kernel for s in analyze(new).launches] == ["add_kernel"]
+
+
 SHARED_INTERMEDIATE = {
     "returned too": (LAUNCHED_THEN_WRAPPED["named grid"], "    return relu(t)\n", "    return relu(t), t\n",
                      "used for more than passing it"),
@@ -379,6 +395,7 @@ def test_fused_calls_compute_the_same_under_the_interpreter(tmp_path):
             jobs.append(job(tmp_path, f"{name}:all steps {pick}", text, fuse_all(text, lambda found, pick=pick: found[pick])[0], TOL_FP32))
     for name, text in MIXED.items():
         jobs.append(job(tmp_path, f"{name}:fuse_calls", text, fused(text), TOL_FP32))
+    jobs.append(job(tmp_path, "launch-then-mul:fuse_calls", LAUNCH_THEN_MUL, fused(LAUNCH_THEN_MUL), TOL_FP32))
     wild = _residual_gate_gelu()
     jobs.append(job(tmp_path, "wild-gate:reference", wild, wild, TOL_FP32, reference=True))
     for pick in (0, -1):
