@@ -290,3 +290,17 @@ def test_why_not_names_the_refused_precondition():
                                                              "group_center_kernel")
     assert "autotune configs choose more than BLOCK_N" in why(
         AUTOTUNED_VAR.replace('{"BLOCK_N": 64}', '{"BLOCK_N": 64, "EVEN": 1}'), "var_kernel")
+
+
+def test_refused_after_rows_per_program_computed_its_row_block_from_the_block():
+    """BLOCK_M = ... // BLOCK_SIZE on the host: a whole-row block at the launch would leave BLOCK_M from the old one."""
+    from mtmc_lsp.optimizer.actions import apply_candidate
+    from mtmc_lsp.optimizer.actions.refusals import refusals
+
+    target = get_profile("h200")
+    text = (Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev" / "sm_log_softmax_kernelbench.py").read_text()
+    rows = next(c for c in applicable(analyze(text), "log_softmax_kernel", target) if c.action == "rows_per_program")
+    after = analyze(apply_candidate(text, rows, target).new_text)
+    assert not [c for c in applicable(after, "log_softmax_kernel", target) if c.action == "single_pass"]
+    reason = {r.action: r.reason for r in refusals(after, after.kernel("log_softmax_kernel"), target)}["single_pass"]
+    assert "computes other values from BLOCK_SIZE" in reason

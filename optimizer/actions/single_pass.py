@@ -326,6 +326,11 @@ class SinglePass:
             raise ActionError(f"the launch computes {block}")
         if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value in c.names_in(c.grid_expression(launch)):
             raise ActionError("the grid depends on the block size")
+        if arg is not None and isinstance(arg.value, cst.Name) and launch.host is not None and \
+                c.count_name(launch.host, arg.value.value) > 2:
+            # Another host line reads the block (rows_per_program's BLOCK_M = ... // BLOCK_SIZE): a new block at the
+            # launch would leave that value computed from the old one.
+            raise ActionError(f"the host also computes other values from {arg.value.value}; the step would leave them stale")
         site = analysis.launches_of(kernel.name)[0]
         sources = {}
         for name in sorted(c.names_in(length)):
