@@ -21,7 +21,9 @@ under ``variants``). Its "PassManager::run failed" rows are real: rows_per_progr
 log_softmax makes ``row_max`` a [BLOCK_M] loop accumulator that two later loops read, and Triton 3.6's
 OptimizeThreadLocality pass asserts on a reduction accumulator with more than one use after its loop
 (``loopResult.hasOneUse()``; reproduced by compiling for sm_90 with triton 3.6.0 on the CPU; 3.9 compiles
-it). The policy now puts single_pass first there (prior 0.45), after which the variant compiles.
+it). The step now adds one line after such a loop (``row_max = tl.max(row_max[:, None], axis=1)``: one read of the
+loop's result, bit-for-bit the same) and the log_softmax tile variants compile with 3.6 (session 6,
+benchmarks/compile_triton_version.py); the policy also puts single_pass first there (prior 0.45).
 Also new and not yet timed: split program ids (group_norm, mean_dim1, conv1d: is 0.9 right for 64-wide
 blocks there?) and the elementwise rows' priors (0.5 for a whole row of run-time width, 0.2 from 1024).
 """
