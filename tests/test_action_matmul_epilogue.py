@@ -69,7 +69,8 @@ def test_bias_read_per_column_moves_into_the_matmul_store():
     assert "def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wk, stride_ym,\n" in new
     other = BIAS_GELU.replace("(h, b, out, n, N, BLOCK_SIZE=1024)", "(h, b2, out, n, N, BLOCK_SIZE=1024)")
     fresh = apply_candidate(other.replace("    M, K = x.shape\n", "    M, K = x.shape\n    b2 = b.clone()\n"), cand, H100)
-    assert "b2_ptr" in fresh.new_text and "b2, BLOCK_M=32, BLOCK_N=32" in fresh.new_text  # a new pointer parameter and argument
+    # A new pointer parameter (the consumer's own name for it) and argument:
+    assert "bias_ptr, BLOCK_M: tl.constexpr" in fresh.new_text and "b2, BLOCK_M=32, BLOCK_N=32" in fresh.new_text
     late = other.replace("    out = torch.empty_like(h)\n", "    out = torch.empty_like(h)\n    b2 = b\n")
     assert not offered(late)  # b2 does not exist yet where the matmul is launched
 

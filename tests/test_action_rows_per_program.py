@@ -832,8 +832,13 @@ def test_split_program_ids_match_the_originals_under_the_interpreter(tmp_path):
     jobs = [{"name": name, "before": text, "after": applied(text, kernel, sm_cap=4), "entry": entry, "inputs": inputs}
             for name, text, kernel, entry, inputs in cases]
     assert all("BLOCK_M = max(1" in job["after"] for job in jobs)
-    # A planted mistake: the sample index taken as a remainder too, so rows normalise another sample's group.
-    planted = applied(GROUPNORM, "group_norm_kernel", sm_cap=4).replace("n = pid // num_groups", "n = pid % num_groups")
+    # A planted mistake: each row's statistics mix in the next row's sample (its mean is taken over the group one
+    # sample later), while it still writes its own group. It stays in bounds on purpose (the last sample wraps to
+    # the first): the interpreter does not check addresses, and an out-of-bounds plant corrupted its heap (CI:
+    # munmap_chunk).
+    planted = applied(GROUPNORM, "group_norm_kernel", sm_cap=4).replace(
+        "_sum += tl.load(X + base[:, None]", "_sum += tl.load(X + ((base + C * HW) % (n_rows // num_groups * C * HW))[:, None]")
+    assert planted != applied(GROUPNORM, "group_norm_kernel", sm_cap=4)
     jobs.append({"name": "planted", "before": GROUPNORM, "after": planted, "entry": "m.group_norm", "inputs": cases[0][4]})
     results = run_interpreted(tmp_path, jobs)
     assert results.pop("planted")["worst"] > 1e-3
