@@ -44,3 +44,13 @@ def test_worker_finds_the_def_line_without_def_file_line_number():
     assert worker._def_line(SimpleNamespace(starting_line_number=10, raw_src=raw)) == 12
     assert worker._def_line(SimpleNamespace(def_file_line_number=7, starting_line_number=5, raw_src=raw)) == 7
     assert worker._def_line(SimpleNamespace()) is None
+
+
+def test_a_worker_interpreter_has_its_own_cache_entries():
+    """Results compiled by another venv's Triton (``python=``) never answer for this one's, or the reverse."""
+    from mtmc_lsp.optimizer.compile.compiler import CompileJob, _cache_key
+
+    job, target = CompileJob("k", {"BLOCK": 64}), get_profile("h100")
+    keys = {_cache_key("text", job, {}, {}, {}, target, {}, python) for python in (None, "/venvs/triton36/bin/python")}
+    assert len(keys) == 2
+    assert _cache_key("text", job, {}, {}, {}, target, {}) == _cache_key("text", job, {}, {}, {}, target, {}, None)

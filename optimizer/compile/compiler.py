@@ -160,9 +160,12 @@ def _constexpr_values(kernel: Kernel, constexprs: dict) -> tuple[dict, dict, lis
 
 
 def _cache_key(module_text: str, job: CompileJob, signature: dict, values: dict, expressions: dict, target: GpuProfile,
-               options: dict) -> str:
+               options: dict, python: str | None = None) -> str:
+    # The worker's interpreter is part of the key: another venv (``python=``) may hold another Triton, whose
+    # results must not come back from this process's Triton's entries (or the reverse).
     blob = json.dumps(
-        [CACHE_VERSION, triton_version(), module_text, job.kernel, signature, values, expressions, target.arch, options],
+        [CACHE_VERSION, triton_version(), module_text, job.kernel, signature, values, expressions, target.arch, options,
+         python or ""],
         sort_keys=True, default=str,
     )
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -258,7 +261,7 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
         except CompileSetupError as exc:
             reports[index] = CompileReport(**base, status="skipped", error=str(exc))
             continue
-        key = _cache_key(built.text, job, signature, values, {**expressions, **heuristics}, target, options)
+        key = _cache_key(built.text, job, signature, values, {**expressions, **heuristics}, target, options, python)
         with _MEMORY_LOCK:
             hit = _MEMORY.get(key)
         hit = hit or _read_disk(cache_dir, key)
