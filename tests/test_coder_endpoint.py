@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,12 @@ def test_cli_prints_the_diff_then_writes_and_records_a_step_that_rejects_cleanly
 @pytest.mark.slow
 def test_good_and_wrong_llm_steps_go_through_mtmc_verify(chat_server, endpoint, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the interpreter, whatever the machine has
+    # The verifier's folders in this test's own temporary folder: CI once saw one vanish from a shared scratch
+    # folder (/tmp/mtmc-lsp-<pid>-*) that a server elsewhere in the run cleaned up.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setenv("TMPDIR", str(scratch))
     for name, kernel, answer, expected in (("softmax", "softmax_kernel", SOFTMAX_RETILE, "verified"),
                                            ("gelu_bias", "gelu_kernel", GELU_WRONG, "incorrect")):
         before = tmp_path / f"{name}.before.py"
