@@ -392,6 +392,29 @@ def names_in(node: cst.CSTNode) -> set[str]:
     return found
 
 
+def bound_names(node: cst.CSTNode | list) -> set[str]:
+    """Every name ``node`` (or each node of a list) binds at any depth: assignments, augmented and annotated ones,
+    loop targets."""
+    found: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
+            found.update(names_in(n.target))
+
+        def visit_AugAssign(self, n: cst.AugAssign) -> None:
+            found.update(names_in(n.target))
+
+        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+            found.update(names_in(n.target))
+
+        def visit_For(self, n: cst.For) -> None:
+            found.update(names_in(n.target))
+
+    for one in node if isinstance(node, list) else [node]:
+        one.visit(V())
+    return found
+
+
 def count_name(node: cst.CSTNode, name: str) -> int:
     """How often ``name`` is read or assigned in ``node`` (keyword names of calls do not count)."""
     count = 0

@@ -47,7 +47,7 @@ from ..analysis.model import TRANSCENDENTAL_OPS, Value
 from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
-from .single_pass import _assigned_names, _single_assign
+from .single_pass import _single_assign
 
 _SIDE_EFFECTS = ("tl.store", "tl.atomic_", "tl.debug_barrier", "tl.device_print")
 
@@ -90,7 +90,7 @@ def hoistable(kdef: cst.FunctionDef) -> list[tuple[str, cst.For, cst.BaseStateme
 
     class Loops(cst.CSTVisitor):
         def visit_For(self, loop: cst.For) -> None:
-            written = _assigned_names(loop)
+            written = c.bound_names(loop)
             text = c.code(loop.body)
             stores = any(s in text for s in _SIDE_EFFECTS)
             statements = list(loop.body.body)

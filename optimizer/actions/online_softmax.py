@@ -62,7 +62,6 @@ from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
 from .fusion import _assign_of
-from .single_pass import _assigned_names
 
 
 def _max_update(statement: cst.CSTNode) -> tuple[str, str] | None:
@@ -338,7 +337,7 @@ class OnlineSoftmax:
                 continue
             # s and q are written only by their initialisation and these loops; the loops store nothing.
             others = [st for st in body if st not in (first, second, mean_line[0], q_init[0], s_init[0])]
-            if any({s_name, q_name} & _written(st) for st in others):
+            if any({s_name, q_name} & c.bound_names(st) for st in others):
                 continue
             if any(s_name in c.names_in(st) for st in body[j + 1:]):
                 continue
@@ -347,12 +346,12 @@ class OnlineSoftmax:
                 continue
             # What lies between the loops must not feed the merged loop, nor read q or s.
             loop_reads = c.names_in(first)  # the merged loop reads what the first did (its mask is the where's)
-            if any(_written(st) & loop_reads or c.names_in(st) & {q_name} for st in between if st is not q_init[0]):
+            if any(c.bound_names(st) & loop_reads or c.names_in(st) & {q_name} for st in between if st is not q_init[0]):
                 continue
             if any(st is not mean_line[0] and s_name in c.names_in(st) for st in between):
                 continue
             # The second loop leaves x and d (and its prefix's names) bound; later code must not read them.
-            leftover = {x, d} | {n for st in prefix for n in _written(st)}
+            leftover = {x, d} | {n for st in prefix for n in c.bound_names(st)}
             if not all(_defined_before_read(body[j + 1:], n) for n in leftover):
                 continue
             fresh = [n for n in ("count", "delta", *(f"count{k}" for k in range(2, 9)), *(f"delta{k}" for k in range(2, 9)))
@@ -430,10 +429,6 @@ class _Welford:
     value: cst.BaseExpression
     count: str
     delta: str
-
-
-def _written(statement: cst.CSTNode) -> set[str]:
-    return _assigned_names(statement)
 
 
 ACTION = OnlineSoftmax()

@@ -139,24 +139,6 @@ def _stat_loads(statement: cst.CSTNode) -> list[tuple[cst.Call, str, str]]:
     return found
 
 
-def _written(statements: list[cst.CSTNode]) -> set[str]:
-    found: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
-            found.update(c.names_in(n.target))
-
-        def visit_AugAssign(self, n: cst.AugAssign) -> None:
-            found.update(c.names_in(n.target))
-
-        def visit_For(self, n: cst.For) -> None:
-            found.update(c.names_in(n.target))
-
-    for s in statements:
-        s.visit(V())
-    return found
-
-
 def _stat_param(stat: _Stat) -> str:
     return stat.load.args[0].value.left.value  # type: ignore[union-attr]
 
@@ -233,7 +215,7 @@ class RowFusion(ConsumerFusion):
             # re-cast it the same way (an earlier row_fusion's copy), nothing else may write it.
             after = p_body[p_body.index(store) + 1:]
             for later in after:
-                written = _written([later]) & c.names_in(value)
+                written = c.bound_names([later]) & c.names_in(value)
                 if written and not _same_cast(later, cast):
                     raise ActionError(f"{producer.name} changes {', '.join(sorted(written))} after storing it")
             stats.append(_Stat(store, value, p_param, call, statement, buffer, cast, private and known))
@@ -242,7 +224,7 @@ class RowFusion(ConsumerFusion):
         rename: dict[str, str] = {}
         new_params: list[tuple[str, str]] = []
         taken = c.names_in(pdef) | c.names_in(cdef)
-        c_locals = _written(c_body)
+        c_locals = c.bound_names(c_body)
         for p in consumer.params:
             if p.name in stat_params:
                 continue
@@ -262,13 +244,13 @@ class RowFusion(ConsumerFusion):
                 new_params.append((fresh, source))
         if set(rename.values()) & (c_locals - set(rename)):
             raise ActionError(f"{consumer.name} assigns a name the producer's parameters use")
-        if set(rename.values()) & _written(p_body):
+        if set(rename.values()) & c.bound_names(p_body):
             raise ActionError(f"{producer.name} changes a parameter the consumer's code would read (``x_ptr += ...``)")
         # The statistics' values must still hold where the consumer's loads were.
         for stat in stats:
             at = c_body.index(stat.statement)  # a loop that loads it may overwrite it in an earlier iteration
             before = c_body[:at + (not isinstance(stat.statement, cst.SimpleStatementLine))]
-            if _written(before) & c.names_in(stat.value):
+            if c.bound_names(before) & c.names_in(stat.value):
                 raise ActionError(f"{consumer.name} overwrites what {producer.name}'s statistic reads before using it")
         return _Plan(stats, p_launch, c_launch, rename, new_params)
 

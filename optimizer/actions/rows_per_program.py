@@ -1313,7 +1313,7 @@ def _written_and_read(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, s
             for name in set().union(*(c.names_in(t) for t in targets)):
                 last_bound[name] = index
         if not top:
-            for name in _bound_names(statement):
+            for name in c.bound_names(statement):
                 last_bound[name] = never
 
     def in_place(base: str) -> bool:
@@ -1323,27 +1323,6 @@ def _written_and_read(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, s
         return all(last_bound.get(name, -1) < first for name in c.names_in(c.expr(next(iter(texts)))))
 
     return {base for base in loads & stores if not in_place(base)}
-
-
-def _bound_names(node: cst.CSTNode) -> set[str]:
-    """Every name a statement binds, at any depth (assignments, augmented ones, loop targets)."""
-    names: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
-            names.update(c.names_in(n.target))
-
-        def visit_AugAssign(self, n: cst.AugAssign) -> None:
-            names.update(c.names_in(n.target))
-
-        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
-            names.update(c.names_in(n.target))
-
-        def visit_For(self, n: cst.For) -> None:
-            names.update(c.names_in(n.target))
-
-    node.visit(V())
-    return names
 
 
 def _atomic(source: str) -> bool:

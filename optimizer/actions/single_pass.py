@@ -102,23 +102,6 @@ def _loop_shape(loop: cst.For) -> tuple[str, str, str] | None:
     return loop.target.value, args[1].value, args[2].value
 
 
-def _assigned_names(node: cst.CSTNode) -> set[str]:
-    found: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
-            found.update(c.names_in(n.target))
-
-        def visit_AugAssign(self, n: cst.AugAssign) -> None:
-            found.update(c.names_in(n.target))
-
-        def visit_For(self, n: cst.For) -> None:
-            found.update(c.names_in(n.target))
-
-    node.visit(V())
-    return found
-
-
 def _single_assign(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
     if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
         a = statement.body[0]
@@ -145,7 +128,7 @@ def dedupe(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
             statement = statement.with_changes(leading_lines=[*carried, *statement.leading_lines])
             carried = []
         text = c.code(statement)
-        written = _assigned_names(statement)
+        written = c.bound_names(statement)
         side_effect = any(s in text for s in _SIDE_EFFECTS)
         for name in list(live):
             _code, reads, loads = live[name]
@@ -171,16 +154,16 @@ def _length_expression(kdef: cst.FunctionDef, kernel: Kernel, n_name: str, first
     """What the loops' bound ``N`` is in kernel arguments: ``N`` itself, or the value of a local assigned
     once before the loops from arguments the kernel never reassigns (``group_size = (C // G) * HW``)."""
     if kernel.param(n_name) is not None:
-        if n_name in _assigned_names(kdef.body):
+        if n_name in c.bound_names(kdef.body):
             raise ActionError(f"the kernel reassigns {n_name}")
         return cst.Name(n_name)
     body = list(kdef.body.body)
     defining = [s for s in body[:body.index(first_loop)] if (a := _single_assign(s)) is not None and a[0] == n_name]
-    assigned_in = [s for s in body if n_name in _assigned_names(s)]
+    assigned_in = [s for s in body if n_name in c.bound_names(s)]
     if len(defining) != 1 or assigned_in != defining:
         raise ActionError(f"{n_name} is neither a kernel argument nor a local assigned once before the loops")
     value = _single_assign(defining[0])[1]
-    reassigned = _assigned_names(kdef.body)
+    reassigned = c.bound_names(kdef.body)
 
     def plain(node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Name):
@@ -312,7 +295,7 @@ class SinglePass:
         length = _length_expression(kdef, kernel, n_name, loops[0])
         for loop in loops:
             var = _loop_shape(loop)[0]
-            if var in _assigned_names(loop.body):
+            if var in c.bound_names(loop.body):
                 raise ActionError(f"the loop assigns its variable {var}")
             after = kdef.body.body[list(kdef.body.body).index(loop) + 1:]
             if any(var in c.names_in(s) and not (isinstance(s, cst.For) and _loop_shape(s)[0] == var) for s in after):

@@ -126,27 +126,6 @@ def _program_id_axes(kdef: cst.FunctionDef) -> set[int | None]:
     return axes
 
 
-def _assigned(node: cst.CSTNode) -> set[str]:
-    """Names bound anywhere in ``node`` (assignments, augmented assignments, loop targets)."""
-    names: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            names.update(c.names_in(node.target))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            names.update(c.names_in(node.target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            names.update(c.names_in(node.target))
-
-        def visit_For(self, node: cst.For) -> None:
-            names.update(c.names_in(node.target))
-
-    node.visit(V())
-    return names
-
-
 def _grid_tuple(grid: cst.BaseExpression) -> tuple[cst.Tuple, bool] | None:
     body = grid.body if isinstance(grid, cst.Lambda) else grid
     return (body, isinstance(grid, cst.Lambda)) if isinstance(body, cst.Tuple) else None
@@ -184,8 +163,8 @@ class SplitK:
             raise ActionError("the K loop does not accumulate exactly one tl.dot result")
         acc = accumulators[0]
         stepped = {c.code(line.body[0].target) for line in increments}  # type: ignore[union-attr]
-        temporaries = _assigned(loop.body) - {loop.target.value, acc} - stepped
-        before = {p.name for p in kernel.params} | set().union(*(_assigned(s) for s in body[:body.index(loop)]))
+        temporaries = c.bound_names(loop.body) - {loop.target.value, acc} - stepped
+        before = {p.name for p in kernel.params} | set().union(*(c.bound_names(s) for s in body[:body.index(loop)]))
         carried = sorted(temporaries & before)
         if carried:
             raise ActionError(f"{', '.join(carried)} is carried across K iterations: split-K cannot divide it")
@@ -223,11 +202,11 @@ class SplitK:
         """(accumulators of tl.dot, `ptr += step` lines): refuses any other loop-carried state."""
         accumulators: list[str] = []
         increments: list[cst.SimpleStatementLine] = []
-        assigned_inside = _assigned(loop.body)
+        assigned_inside = c.bound_names(loop.body)
         loop_var = loop.target.value  # type: ignore[union-attr]
         for statement in loop.body.body:
             if not isinstance(statement, cst.SimpleStatementLine):
-                if _assigned(statement) - {loop_var}:
+                if c.bound_names(statement) - {loop_var}:
                     raise ActionError("the K loop holds nested blocks that assign names")
                 continue
             for small in statement.body:

@@ -151,24 +151,6 @@ class _Plan:
     tl: str
 
 
-def _carried(loop: cst.For) -> set[str]:
-    """Names the loop body assigns."""
-    names: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            names.update(c.names_in(node.target))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            names.update(c.names_in(node.target))
-
-        def visit_For(self, node: cst.For) -> None:
-            names.update(c.names_in(node.target))
-
-    loop.body.visit(V())
-    return names
-
-
 def _single_assignments(statements: list[cst.BaseStatement]) -> dict[str, cst.BaseExpression]:
     """``name = value`` lines among ``statements`` (the last one wins)."""
     out: dict[str, cst.BaseExpression] = {}
@@ -229,7 +211,7 @@ class SplitKV:
         lo, hi, step = ("0", args[0], "1") if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else "1")
         # The state: a maximum from -inf, a sum from 0 and an accumulator from tl.zeros([D]), nothing else.
         inits = _single_assignments(before)
-        carried = (_carried(loop) & set(inits)) - {loop.target.value}
+        carried = (c.bound_names(loop.body) & set(inits)) - {loop.target.value}
         if len(carried) != 3:
             raise ActionError(f"the loop carries {len(carried)} values; online softmax carries a maximum, a sum and an accumulator")
         m = [n for n in carried if _NEG_INF.match(c.code(inits[n]).strip())]
@@ -237,7 +219,7 @@ class SplitKV:
         sums = [n for n in carried if c.code(inits[n]).strip() in ("0", "0.0", "0.")]
         if len(m) != 1 or len(zeros) != 1 or len(sums) != 1:
             raise ActionError("the loop state is not a -inf maximum, a 0 sum and a tl.zeros([D]) accumulator")
-        leaked = (_carried(loop) | {loop.target.value}) - set(inits)
+        leaked = (c.bound_names(loop.body) | {loop.target.value}) - set(inits)
         if c.names_in(cst.Module(body=after)) & leaked:
             raise ActionError("the code after the loop reads a value of the last iteration")
         width = _vector_zeros(inits[zeros[0]])
