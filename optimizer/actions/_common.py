@@ -392,6 +392,22 @@ def names_in(node: cst.CSTNode) -> set[str]:
     return found
 
 
+def heuristics_entry(kdef: cst.FunctionDef, name: str) -> tuple[cst.Decorator, cst.Arg, cst.DictElement] | None:
+    """The ``@triton.heuristics({...})`` decorator whose literal dict sets ``name``, its dict argument and that entry."""
+    for decorator in kdef.decorators:
+        call = decorator.decorator
+        if not (isinstance(call, cst.Call) and code(call.func).endswith("heuristics")):
+            continue
+        arg = kwarg(call, "values") or next((a for a in call.args if a.keyword is None), None)
+        if arg is None or not isinstance(arg.value, cst.Dict):
+            continue
+        for element in arg.value.elements:
+            if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString) \
+                    and element.key.evaluated_value == name:
+                return decorator, arg, element
+    return None
+
+
 def bound_names(node: cst.CSTNode | list) -> set[str]:
     """Every name ``node`` (or each node of a list) binds at any depth: assignments, augmented and annotated ones,
     loop targets."""

@@ -222,24 +222,16 @@ def _removable_autotune(kdef: cst.FunctionDef, block: str) -> cst.Decorator:
 
 def _heuristic_dropped(kdef: cst.FunctionDef, block: str) -> tuple[cst.Decorator, cst.Decorator | None]:
     """(the ``@triton.heuristics`` decorator, itself without ``block``'s entry, or None when that was its only one)."""
-    for decorator in kdef.decorators:
-        call = decorator.decorator
-        if not (isinstance(call, cst.Call) and c.code(call.func).endswith("heuristics")):
-            continue
-        arg = c.kwarg(call, "values") or next((a for a in call.args if a.keyword is None), None)
-        if arg is None or not isinstance(arg.value, cst.Dict):
-            continue
-        elements = list(arg.value.elements)
-        entry = next((e for e in elements if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
-                      and e.key.evaluated_value == block), None)
-        if entry is None:
-            continue
+    found = c.heuristics_entry(kdef, block)
+    if found is not None:
+        decorator, arg, entry = found
+        elements = list(arg.value.elements)  # type: ignore[union-attr]
         kept = [e for e in elements if e is not entry]
         if not kept:
             return decorator, None
         if elements[-1] is entry:
             kept[-1] = kept[-1].with_changes(comma=entry.comma)
-        new_call = c.replace_all(call, [(arg, arg.with_changes(value=arg.value.with_changes(elements=kept)))])
+        new_call = c.replace_all(decorator.decorator, [(arg, arg.with_changes(value=arg.value.with_changes(elements=kept)))])
         return decorator, decorator.with_changes(decorator=new_call)
     raise ActionError(f"@triton.heuristics sets {block} in a form this action cannot read")
 

@@ -346,37 +346,28 @@ class Tiling:
 
 def _heuristic_cap(kdef: cst.FunctionDef, name: str) -> tuple[cst.Integer, str] | None:
     """``"BLOCK": lambda args: min(triton.next_power_of_2(args["N"]), 1024)`` -> (the 1024 node, "N")."""
-    for decorator in kdef.decorators:
-        call = decorator.decorator
-        if not (isinstance(call, cst.Call) and c.code(call.func).endswith("heuristics")):
-            continue
-        arg = c.kwarg(call, "values") or next((a for a in call.args if a.keyword is None), None)
-        if arg is None or not isinstance(arg.value, cst.Dict):
-            continue
-        for element in arg.value.elements:
-            if not (isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
-                    and element.key.evaluated_value == name and isinstance(element.value, cst.Lambda)):
-                continue
-            fn = element.value
-            params = fn.params.params
-            body = fn.body
-            if len(params) != 1 or not (isinstance(body, cst.Call) and c.code(body.func) == "min" and len(body.args) == 2):
-                return None
-            caps = [a.value for a in body.args if isinstance(a.value, cst.Integer)]
-            rest = [a.value for a in body.args if not isinstance(a.value, cst.Integer)]
-            if len(caps) != 1 or len(rest) != 1 or any(a.keyword or a.star for a in body.args):
-                return None
-            pow2 = rest[0]
-            if not (isinstance(pow2, cst.Call) and c.code(pow2.func) in ("triton.next_power_of_2", "next_power_of_2")
-                    and len(pow2.args) == 1 and isinstance(pow2.args[0].value, cst.Subscript)):
-                return None
-            sub = pow2.args[0].value
-            index = sub.slice[0].slice if len(sub.slice) == 1 else None
-            if not (isinstance(sub.value, cst.Name) and sub.value.value == params[0].name.value
-                    and isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)):
-                return None
-            return caps[0], index.value.evaluated_value
-    return None
+    found = c.heuristics_entry(kdef, name)
+    if found is None or not isinstance(found[2].value, cst.Lambda):
+        return None
+    fn = found[2].value
+    params = fn.params.params
+    body = fn.body
+    if len(params) != 1 or not (isinstance(body, cst.Call) and c.code(body.func) == "min" and len(body.args) == 2):
+        return None
+    caps = [a.value for a in body.args if isinstance(a.value, cst.Integer)]
+    rest = [a.value for a in body.args if not isinstance(a.value, cst.Integer)]
+    if len(caps) != 1 or len(rest) != 1 or any(a.keyword or a.star for a in body.args):
+        return None
+    pow2 = rest[0]
+    if not (isinstance(pow2, cst.Call) and c.code(pow2.func) in ("triton.next_power_of_2", "next_power_of_2")
+            and len(pow2.args) == 1 and isinstance(pow2.args[0].value, cst.Subscript)):
+        return None
+    sub = pow2.args[0].value
+    index = sub.slice[0].slice if len(sub.slice) == 1 else None
+    if not (isinstance(sub.value, cst.Name) and sub.value.value == params[0].name.value
+            and isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)):
+        return None
+    return caps[0], index.value.evaluated_value
 
 
 def _heuristic_cap_options(analysis: FileAnalysis, kernel: Kernel) -> list[dict[str, Value]]:
