@@ -23,6 +23,9 @@ THREE = kernel_path("attention_three_kernels").read_text()  # causal, fp16, cont
 PADDED = kernel_path("attention_padded_strided").read_text()  # fp32, strides, per-batch key lengths, scores loop over keys
 TWO = kernel_path("attention_two_kernels").read_text()  # scores + softmax in one kernel, fp16 probabilities
 MATMUL_STYLE = kernel_path("attention_matmul_style").read_text()  # Q @ K^T looping over the head dim, probabilities in q.dtype
+# Strided, a three-pass softmax, the key block named BLOCK_N in one kernel and BLOCK_K in the other, probabilities in
+# q.dtype while the kernels get q3 = q.reshape(...).
+LOOPED = kernel_path("attention_looped_softmax").read_text()
 # The scale applied by the softmax kernel (softmax(scores * scale)) instead of the scores kernel.
 SCALE_IN_SOFTMAX = THREE.replace("    s = tl.dot(q, tl.trans(k)) * scale\n", "    s = tl.dot(q, tl.trans(k))\n").replace(
     "def row_softmax_kernel(x_ptr, y_ptr, n_cols, row_stride, BLOCK: tl.constexpr):",
@@ -37,7 +40,8 @@ CHAINS = {"three": (THREE, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"
           "scale_in_softmax": (SCALE_IN_SOFTMAX, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
           "padded": (PADDED, "attn_scores", "softmax_rows", "attn_pv"),
           "two": (TWO, "softmax_scores_kernel", "", "probs_v_kernel"),
-          "matmul_style": (MATMUL_STYLE, "scores_matmul_kernel", "softmax_kernel", "pv_matmul_kernel")}
+          "matmul_style": (MATMUL_STYLE, "scores_matmul_kernel", "softmax_kernel", "pv_matmul_kernel"),
+          "looped": (LOOPED, "scores_kernel", "row_softmax_kernel", "pv_kernel")}
 
 
 def offered(text: str, kernel: str) -> list:
@@ -216,6 +220,17 @@ def test_flash_kernel_stays_equivalent(tmp_path):
 def fused_edit(text: str, kernel: str, target=H100):
     (cand,) = [cd for cd in applicable(analyze(text), kernel, target) if cd.action == "flash_attention"]
     return apply_candidate(text, cand, target)
+
+
+def test_a_looping_softmax_is_read_in_one_block_first():
+    edit = fused_edit(LOOPED, "row_softmax_kernel", get_profile("h200"))
+    assert edit.notes[0] == "row_softmax_kernel's passes over the row read as one block first (as single_pass does)"
+    new = edit.new_text
+    assert "row_softmax_kernel" not in new and "scores_kernel" not in new and "probs" not in new
+    assert "p = p.to(q_ptr.dtype.element_ty)" in new  # q.dtype reaches the kernel as q3's pointer
+    # The key block is the loop's BLOCK_K: tiled like a query x key tile.
+    assert "    BLOCK_M = 128\n" in new and "    BLOCK_K = 64\n" in new
+    assert edit.notes[-1].startswith("pv_kernel tiled for H200: BLOCK_M=128, BLOCK_K=64, num_warps=8")
 
 
 def test_the_flash_kernel_gets_tiles_for_the_target():

@@ -133,6 +133,8 @@ from .fusion import (
 )
 
 _ALLOCATORS = ("torch.empty", "torch.zeros", "torch.empty_like", "torch.zeros_like")
+# Tensor methods that keep the element type (a host name made with them has its source's dtype).
+_VIEWS = ("reshape", "view", "contiguous", "transpose", "permute", "flatten", "expand", "squeeze", "unsqueeze", "t")
 _NEG_INF = {'float("-inf")', "float('-inf')", '-float("inf")', "-float('inf')", "-math.inf", "-tl.inf"}
 _RANDOM = ("rand", "randn", "randint", "randint4x", "philox", "dropout")
 _TORCH_TO_TL = {"float32": "tl.float32", "float": "tl.float32", "float16": "tl.float16", "half": "tl.float16",
@@ -383,6 +385,25 @@ class _Host:
     def source(self, text: str):
         return self.of(c.expr(text))
 
+    def same_dtype_views(self, tensor: str) -> set[str]:
+        """``tensor`` and the host names made from it by reshaping methods (``q3 = q.reshape(...)``)."""
+        out = {tensor}
+        changed = True
+        while changed:
+            changed = False
+            for node in self.host.body.body:
+                parts = _assign_parts(node)
+                if parts is None or parts[2] or parts[0] in out:
+                    continue
+                value = _unparen(parts[1])
+                while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _VIEWS:
+                    value = _unparen(value.func.value)
+                    if isinstance(value, cst.Name) and value.value in out:
+                        out.add(parts[0])
+                        changed = True
+                        break
+        return out
+
     def covers(self, block_source: str, length) -> bool:
         """True when a block passed as ``block_source`` is ``triton.next_power_of_2(n)`` of ``length``."""
         node = c.expr(block_source)
@@ -544,9 +565,32 @@ def _bound(conjunct: cst.BaseExpression, index: _Index, env: dict) -> tuple[obje
 
 # ---- the softmax of a row --------------------------------------------------------------------------
 def _inline(value: cst.BaseExpression, defs: dict[str, cst.BaseExpression]) -> cst.BaseExpression:
-    """``value`` with each local name it reads replaced by its definition, parenthesised."""
-    return c.substitute_names(value, {name: found.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-                                      for name, found in defs.items()})
+    """``value`` with each local name it reads replaced by its definition, parenthesised, and identities dropped."""
+    inlined = c.substitute_names(value, {name: found.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                                         for name, found in defs.items()})
+    return inlined.visit(_DropIdentities())
+
+
+class _DropIdentities(cst.CSTTransformer):
+    """``0.0 + x`` -> x and ``tl.maximum(-inf, x)`` -> x: a running sum or max started at its identity and
+    updated once (what single_pass leaves of a loop) reads as the plain reduction."""
+
+    def leave_BinaryOperation(self, original_node, updated_node):
+        if isinstance(updated_node.operator, cst.Add):
+            for zero, other in ((updated_node.left, updated_node.right), (updated_node.right, updated_node.left)):
+                if _flat(_unparen(zero)) in ("0", "0.0", "0."):
+                    return other
+        return updated_node
+
+    def leave_Call(self, original_node, updated_node):
+        if _dotted(updated_node.func) == "tl.maximum" and len(updated_node.args) == 2 \
+                and all(a.keyword is None for a in updated_node.args):
+            first, second = (a.value for a in updated_node.args)
+            if _flat(_unparen(first)) in _NEG_INF:
+                return second
+            if _flat(_unparen(second)) in _NEG_INF:
+                return first
+        return updated_node
 
 
 def _unparen(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -633,6 +677,7 @@ class _Plan:
 
 
 # (id(module), chain) -> (module, plan or the refusal); the module is kept so its id stays unique.
+_ONE_PASS: dict = {}  # (text, softmax kernel, target) -> (one-pass text, its analysis) or None
 _PLANS: dict[tuple, tuple[cst.Module, object]] = {}
 
 
@@ -661,12 +706,34 @@ class FlashAttention:
                         out.append(found)
         return out
 
+    def _one_pass(self, text: str, analysis: FileAnalysis, softmax: str, target: GpuProfile) -> tuple[str, FileAnalysis, str | None]:
+        """``text`` with a looping softmax kernel read in one block first (single_pass's edit), which the fused
+        kernel is built from: (text, its analysis, a note; the inputs and None when the softmax does not loop)."""
+        kernel = analysis.kernel(softmax) if softmax else None
+        if kernel is None or not kernel.loops:
+            return text, analysis, None
+        key = (text, softmax, target.name)
+        if key not in _ONE_PASS:
+            from .single_pass import SinglePass  # one rewrite, two users: single_pass itself and this chain
+            try:
+                edit = SinglePass().apply(text, analysis, kernel, {}, target)
+                _ONE_PASS[key] = (edit.new_text, analyze(edit.new_text))
+            except ActionError:
+                _ONE_PASS[key] = None
+            if len(_ONE_PASS) > 8:
+                _ONE_PASS.pop(next(iter(_ONE_PASS)))
+        hit = _ONE_PASS[key]
+        if hit is None:
+            return text, analysis, None
+        return hit[0], hit[1], f"{softmax}'s passes over the row read as one block first (as single_pass does)"
+
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         out = []
         module = c.parse(analysis.text)
         for scores, softmax, pv in self._chains(analysis, kernel):
+            text1, analysis1, note = self._one_pass(analysis.text, analysis, softmax, target)
             try:
-                self._plan(module, analysis, scores, softmax, pv)
+                self._plan(module if note is None else c.parse(text1), analysis1, scores, softmax, pv)
             except ActionError:
                 continue
             names = ", ".join(n for n in (scores, softmax, pv) if n)
@@ -830,7 +897,7 @@ class FlashAttention:
                     if (_names(st.value) & in_loop) - assigned:
                         raise ActionError(f"{scores.name}'s loop carries {', '.join(sorted((_names(st.value) & in_loop) - assigned))} across key blocks")
                     assigned.add(st.target)
-        mapped = sp.expand(_apply(sigma, s_offset))
+        mapped = sp.expand(_apply(sigma, s_offset, renames))
         if sp.expand(mapped - p_offset) != 0:
             raise ActionError(f"{scores.name} and {pv.name} do not index the buffer alike")
         key_monomial = next(m for m, r in _role_of(o1, scores).items() if r == "key")
@@ -875,8 +942,9 @@ class FlashAttention:
             plan.transform = self._transform_params(plan, transform, sources, defs[-1])
         if p_dtype is not None and p_dtype.endswith(".dtype"):  # ``dtype=q.dtype``: the fused kernel's pointer to q
             tensor = p_dtype[:-6]
-            holder = next((q.name for q in pv.params if sources[-1].get(q.name) == tensor and q.name not in (p_param, *p_extra)), None)
-            holder = holder or next((n for n, src, _k in plan.new_params if src == tensor), None)
+            same_dtype = hostv.same_dtype_views(tensor)  # q and q3 = q.reshape(...) share the element type
+            holder = next((q.name for q in pv.params if sources[-1].get(q.name) in same_dtype and q.name not in (p_param, *p_extra)), None)
+            holder = holder or next((n for n, src, _k in plan.new_params if src in same_dtype), None)
             if holder is None:
                 raise ActionError(f"the probabilities have {tensor}'s dtype, and the fused kernel does not take {tensor}")
             plan.p_dtype = f"{holder}.dtype.element_ty"
@@ -1278,6 +1346,8 @@ class FlashAttention:
             raise ActionError("flash_attention needs params {'scores', 'softmax', 'pv'} (kernel names; softmax may be '')")
         if kernel.name not in (scores, softmax, pv):
             raise ActionError(f"{kernel.name} is not part of the attention chain {scores}, {softmax}, {pv}")
+        original = text
+        text, analysis, one_pass_note = self._one_pass(text, analysis, softmax, target)
         module = c.parse(text)
         plan = self._plan(module, analysis, scores, softmax, pv)
         kdef, _ = c.locate(module, pv)
@@ -1383,7 +1453,7 @@ class FlashAttention:
             notes.append(f"{gone} stays defined: {kept_because}" if kept_because else f"{gone}'s definition is removed")
         fused = c.finish(text, module, f"fused attention into one flash kernel {pv}", notes)
         tiled, tile_note = gpu_tiles(fused.new_text, pv, target, FLASH_TILES if self.tiles is None else self.tiles)
-        return c.finish(text, c.parse(tiled), fused.summary, [*fused.notes, tile_note])
+        return c.finish(original, c.parse(tiled), fused.summary, [*([one_pass_note] if one_pass_note else []), *fused.notes, tile_note])
 
 
 def _wrap(code: str) -> str:
@@ -1567,7 +1637,8 @@ def gpu_tiles(text: str, pv: str, target: GpuProfile, tiles=FLASH_TILES) -> tupl
     module = c.parse(split)
     plan = c.tile_plan(analysis, kernel, module)
     by_role = {p.role: p for p in plan.params.values()}
-    m, n = by_role.get("m"), by_role.get("n")
+    # The key block is the loop's: tile_plan may read it as a matmul's reduction block ("k").
+    m, n = by_role.get("m"), by_role.get("n") or by_role.get("k")
     if m is None or n is None:
         return text, f"{pv}'s tiles kept: no query and key block parameters"
     if not (m.tunable and n.tunable) or not isinstance(m.value, int) or not isinstance(n.value, int):
