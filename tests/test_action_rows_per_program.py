@@ -617,10 +617,11 @@ def test_heuristic_prior_follows_the_row_width_measured_on_the_h200():
     wide = SOFTMAX.replace("BLOCK_SIZE=BLOCK_SIZE", "BLOCK_SIZE=2048")
     assert narrow != SOFTMAX and rpp_score(narrow, "softmax_kernel") == 0.9
     assert rpp_score(wide, "softmax_kernel") == 0.3  # a row as wide as the tile gains nothing
-    # Columns per program (3.9-6.7x) and rows walked in 64-wide blocks (5-6.6x): first, 8192-element tiles.
+    # Columns per program (3.1-6.7x; column_block, where offered, ranks above) and rows walked in 64-wide blocks
+    # (5-6.6x): first, 8192-element tiles.
     for name, kernel in (("red_col_max.py", "col_max_kernel"), ("red_row_sum_literal.py", "row_sum_kernel")):
         top = ranked(_dev(name), kernel)[0]
-        assert top.candidate.action == "rows_per_program" and top.candidate.params == {"TILE": 8192} and top.score >= 0.9
+        assert top.candidate.action == "rows_per_program" and top.candidate.params == {"TILE": 8192} and top.score >= 0.88
 
 
 def test_heuristic_puts_one_pass_first_on_a_multi_pass_kernel():
