@@ -20,6 +20,7 @@ import json
 import math
 import os
 import platform
+import re
 import signal
 import statistics
 import subprocess
@@ -611,7 +612,11 @@ def bench_kernel(path: Path, args, ceilings: dict, opt_status: dict, target, dea
     # What the run's budget holds beyond every remaining kernel's own work is shared evenly among the
     # optimize loops still to run (time one leaves unused flows on to the next).
     spare = deadline - time.monotonic() - reserve_now - reserve_after
-    opt_budget = min(args.optimize_timeout_s, spare / (kernels_left + 1))
+    # The loop visits every kernel of the file in turn (optimize(kernel=None) splits its budget among them), so a
+    # file of three kernels gets three shares: one share each left attention's 10 ms steps 7 s, which their first
+    # verification (worker start, three compiles) outran on the H200 (session 7: every step cancelled).
+    kernels_in_file = max(1, len(re.findall(r"^@triton\.jit", text, re.MULTILINE)))
+    opt_budget = min(args.optimize_timeout_s, spare / (kernels_left + 1) * kernels_in_file)
     optimize: dict = {"method": opt_status["method"], "steps_budget": args.steps}
     if opt_status["method"] == "none":
         optimize["skipped"] = opt_status.get("note") or "optimizer not available"

@@ -12,7 +12,7 @@ Per file of ``benchmarks/wild/<part>``:
 
 1. ``optimizer.search.optimize`` (kernel=None: every kernel of the file in turn) with the heuristic
    policy and ``search.make_verifier``, each step verified in a worker with one seed and short timing
-   (as ``benchmarks/bench.py`` does), within ``--budget-s`` seconds of loop per file.
+   (as ``benchmarks/bench.py`` does), within ``--budget-s`` seconds of loop per kernel of the file (at most 3).
 2. One final ``verify_file`` of the final text against the original with two seeds and more timing
    rounds: naive ms (``baseline_ms``), optimized ms (``candidate_ms``) and eager ms (the harness's
    reference: ``reference()`` or KernelBench's ``Model``; ``reference_ms``), each with its noise band.
@@ -370,6 +370,12 @@ def structural_kernels(original: str, final_text: str, kept: list[dict], path: P
     return rows
 
 
+def kernels_in(path: Path, most: int = 3) -> int:
+    """How many ``@triton.jit`` kernels the file defines, 1 to ``most``."""
+    found = sum(1 for line in path.read_text().splitlines() if line.strip().startswith(("@triton.jit", "@jit")))
+    return max(1, min(most, found))
+
+
 def bench_file(path: Path, args, target, policy, loop_budget_s: float, gpu: bool) -> dict:
     original = path.read_text()
     started = time.monotonic()
@@ -485,7 +491,7 @@ def report_markdown(results: dict) -> str:
         f"engine {results.get('engine', '-')}; target {results.get('target', '-')}."),
         "",
         (f"Command: `{results.get('command', '-')}`. Per file: the MTMC loop (heuristic policy, {results['settings'].get('steps')} "
-        f"kept steps per kernel, beam 1, {results['settings'].get('budget_s')} s of loop per file, each step verified "
+        f"kept steps per kernel, beam 1, {results['settings'].get('budget_s')} s of loop per {'kernel of a file (up to 3)' if results['settings'].get('budget_per') == 'kernel' else 'file'}, each step verified "
         "with 1 seed and 3 short timing rounds), then one final verification of the final text against the original "
         "(2 seeds, 5+ interleaved do_bench rounds, L2 flushed) giving the naive, optimized and eager (the harness's "
         "reference) times; torch.compile (default mode) of the same reference is timed in the bench process with "
@@ -672,7 +678,7 @@ def run(args) -> int:
         "environment": environment(gpu), "engine": engine_version(), "target": target.key, "libcst": libcst,
         "policy": policy.describe(),
         "structural_rule": {"kinds": list(STRUCTURAL_KINDS), "except_actions": list(HINT_ONLY_ACTIONS)},
-        "settings": {"steps": args.steps, "budget_s": args.budget_s, "deadline_s": args.deadline_s,
+        "settings": {"steps": args.steps, "budget_s": args.budget_s, "budget_per": "kernel", "deadline_s": args.deadline_s,
                      "compile_timeout_s": args.compile_timeout_s, "compile_rounds": args.compile_rounds,
                      "shard": args.shard, "files": [p.name for p in files]},
         "files": [previous[p.name] if p.name in previous else {"file": p.name, "path": rel(p), "status": "pending"}
@@ -690,7 +696,9 @@ def run(args) -> int:
             continue
         elapsed = time.monotonic() - started
         reserve = max(spent) if spent else FIRST_RESERVE_S
-        loop_budget = min(args.budget_s, args.deadline_s - elapsed - reserve)
+        # The loop visits the file's kernels in turn and splits its budget among them: --budget-s is per kernel
+        # (up to 3 kernels' worth), or a three-kernel chain gets 5 s a kernel, less than one first verification.
+        loop_budget = min(args.budget_s * kernels_in(path), args.deadline_s - elapsed - reserve)
         if loop_budget < MIN_LOOP_S:
             results["files"][index].update(status="not_run", error=f"run deadline ({args.deadline_s:.0f} s): rerun with --resume")
             print(f"wild_bench: {path.name}: not run (deadline; rerun with --resume)", flush=True)
@@ -755,7 +763,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("wild-results"))
     parser.add_argument("--resume", nargs="?", const="out", default=None, metavar="RESULTS_JSON",
                         help="skip files already done in --out/results.json (or in the results file given)")
-    parser.add_argument("--budget-s", type=float, default=15.0, help="seconds of optimize loop per file")
+    parser.add_argument("--budget-s", type=float, default=15.0,
+                        help="seconds of optimize loop per kernel of a file (a file gets up to 3 kernels' worth)")
     parser.add_argument("--deadline-s", type=float, default=520.0,
                         help="start no file that cannot finish before this many seconds (device limit: 600 per command)")
     parser.add_argument("--grace-s", type=float, default=50.0,
