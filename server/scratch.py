@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import tempfile
+import threading
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -49,20 +50,46 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# Servers of one process (a test's threads) may start and stop in any order. Each folder is made in the
+# temporary folder as it was before the first of them, and while any is open the settings name the newest
+# one still open: a server that stops first must neither remove the folder of one still serving (its
+# temporary files vanish mid-verification) nor leave the settings naming a folder it removed.
+_OPEN: list[ScratchSpace] = []
+_LOCK = threading.Lock()  # servers in threads open and close at the same time
+_BEFORE: tuple[str | None, str | None] | None = None  # tempfile.tempdir and TMPDIR before the first opened
+_BASE = Path("/tmp")  # the temporary folder then (set by the first enter), where every scratch folder is made
+
+
+def _point_at(space: ScratchSpace | None) -> None:
+    """Temporary files into ``space``'s folder, or where they went before any was open."""
+    if space is not None and space.path is not None:
+        tempfile.tempdir = str(space.path)
+        os.environ["TMPDIR"] = str(space.path)
+        return
+    tempdir, env = _BEFORE if _BEFORE is not None else (None, None)
+    tempfile.tempdir = tempdir
+    if env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = env
+
+
 class ScratchSpace:
     """Enter: make the folder and point temporary files at it; leave: remove it and restore the settings."""
 
     def __init__(self) -> None:
         self.path: Path | None = None
-        self._saved: tuple[str | None, str | None] | None = None
 
     def enter(self) -> Path:
-        base = Path(tempfile.gettempdir())
-        self.remove_stale(base)
-        self.path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base))
-        self._saved = (tempfile.tempdir, os.environ.get("TMPDIR"))
-        tempfile.tempdir = str(self.path)
-        os.environ["TMPDIR"] = str(self.path)
+        global _BEFORE, _BASE
+        with _LOCK:
+            if not _OPEN:
+                _BEFORE = (tempfile.tempdir, os.environ.get("TMPDIR"))
+                _BASE = Path(tempfile.gettempdir())  # never inside another server's folder
+            self.remove_stale(_BASE)
+            self.path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=_BASE))
+            _OPEN.append(self)
+            _point_at(self)
         # Again at exit, after the executors' threads were joined: a compile that was still running
         # when the server stopped may have written into the folder after it was removed.
         atexit.register(shutil.rmtree, self.path, ignore_errors=True)
@@ -97,14 +124,10 @@ class ScratchSpace:
         return killed
 
     def leave(self) -> None:
-        if self._saved is not None:
-            tempdir, env = self._saved
-            tempfile.tempdir = tempdir
-            if env is None:
-                os.environ.pop("TMPDIR", None)
-            else:
-                os.environ["TMPDIR"] = env
-            self._saved = None
+        with _LOCK:
+            if self in _OPEN:
+                _OPEN.remove(self)
+                _point_at(_OPEN[-1] if _OPEN else None)
         if self.path is not None:
             self.stop_workers()
             shutil.rmtree(self.path, ignore_errors=True)
