@@ -76,3 +76,35 @@ def test_a_candidate_cannot_loosen_its_own_check_with_tf32(pool):
     assert report.raw["runtime"]["precision"] == "float32"
     report = verify(pool, TF32_MATMUL, IEEE_MATMUL)  # the accepted version is exact: TF32 is a precision change
     assert report.status == "incorrect" and report.mismatch.atol == 1e-4, report.summary
+
+
+# The same file over K = 4096: a TF32 sum that long misses outputs near zero by more than fp16's tolerance (the
+# error follows the products, not the output), as a broadcast-product matmul that Triton turns into an fp32 dot
+# did on the H200 (session 7: "1008731 of 1048576 elements off" for the unedited file).
+FIXED_K = ("    return [torch.randn(m, k,", "    k = 4096  # not a size argument: the interpreter's run shrinks those\n    return [torch.randn(m, k,")
+LONG_K = TF32_MATMUL.replace(*FIXED_K)
+
+
+def test_a_long_tf32_sum_is_judged_by_its_own_error_against_the_reference(pool):
+    report = verify(pool, LONG_K.replace("    BLOCK = 16\n", "    BLOCK = 32\n"), LONG_K)
+    assert report.status == "verified", report.summary
+    assert report.raw["runtime"]["precision"].startswith("tf32 over long sums")
+    unchanged = verify(pool, LONG_K, LONG_K)  # the benchmark's final check: the file against its own reference
+    assert unchanged.status == "verified", unchanged.summary
+
+
+@pytest.mark.parametrize("mistake", [
+    ("    c = tl.dot(a, b)\n", "    c = tl.dot(a, b) + ((rm[:, None] == 3) & (rn[None, :] == 5))\n"),  # one element off by 1
+    ("    c = tl.dot(a, b)\n", "    a = tl.where(rk[None, :] < K - 8, a, 0.0)\n    c = tl.dot(a, b)\n"),  # the last 8 of K skipped
+])
+def test_mistakes_stay_caught_under_the_long_sum_tolerance(pool, mistake):
+    wrong = LONG_K.replace(*mistake)
+    assert wrong != LONG_K
+    report = verify(pool, wrong, LONG_K)
+    assert report.status == "incorrect", report.summary
+
+
+def test_an_exact_file_gets_no_long_sum_tolerance(pool):
+    exact = IEEE_MATMUL.replace(*FIXED_K)
+    report = verify(pool, LONG_K, exact)  # TF32 against an exact accepted version is a precision change
+    assert report.status == "incorrect", report.summary
