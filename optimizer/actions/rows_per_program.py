@@ -142,6 +142,9 @@ class _Plan:
     reduces: bool  # the kernel reduces over its rows (else it is an elementwise row kernel)
     grid_dims: int = 1  # the launch grid's axes (the row axis is one of them)
     scans: bool = False  # the kernel scans along its rows (tl.cumsum): lanes of a row share work, as in a reduction
+    # Autotune configs that set blocks (or are not a literal list): the column block as the row block's
+    # ``@triton.heuristics`` lambda reads it (``args["BLOCK_N"]``); None when the host picks BLOCK_M.
+    tuned_col: str | None = None
 
 
 def _canon(node: cst.CSTNode, prefix: dict[str, str]) -> str:
@@ -799,9 +802,13 @@ class RowsPerProgram:
         if len(launches) != 1:
             raise ActionError("needs exactly one launch of the kernel in this file")
         tune = kernel.autotune
-        if tune is not None and (not tune.configs_are_literal or any(config.kwargs for config in tune.configs)):
-            # Configs that only pick warps and stages (FLA's norms) are fine: BLOCK_M is a launch argument.
-            raise ActionError("the kernel is autotuned over block sizes: its configs would need a row block too")
+        # Configs that only pick warps and stages (FLA's norms) leave BLOCK_M to the host, as without autotune.
+        # Configs that pick the column block get BLOCK_M from a @triton.heuristics under the autotune decorator.
+        tuned = tune is not None and (not tune.configs_are_literal or any(config.kwargs for config in tune.configs))
+        if tuned:
+            why = _tuned_problem(kdef, kernel)
+            if why is not None:
+                raise ActionError(why)
         if kernel.heuristics:
             raise ActionError("@triton.heuristics sets the kernel's blocks")
         prefix = analysis.names.prefix
@@ -858,7 +865,11 @@ class RowsPerProgram:
         n_rows_param = next((p.name for p in kernel.params if p.kind != "constexpr" and sources.get(p.name) == flat
                              and not _rebound(kdef, p.name)), None)
         col_src = self._col_source(launch, kernel, col_block)
-        if col_src is None:
+        tuned_col = _tuned_column(launch, kernel, col_block) if tuned else None
+        if tuned and tuned_col is None:
+            raise ActionError(f"the configs set blocks but not always {col_block}, and the launch passes none: "
+                              "the row block's heuristic cannot read it")
+        if col_src is None and not tuned:  # tuned: the heuristic reads the config's column block, not the host
             raise ActionError(f"the launch computes {col_block} in a way the host cannot reuse")
         others = [e for i, e in enumerate(grid_axes) if i != grid_axis]
         # The other axes' counts say how many programs a row block gives; left out when not plain (fewer rows a program then).
@@ -882,7 +893,8 @@ class RowsPerProgram:
         }
         return _Plan(kdef, launch, launch_line, infer.kinds, {k: v[1] for k, v in widen.items()}, infer.pid_calls,
                      pid_binding, col_block, col_src, n_rows_src, n_rows_param, names, tl, triton, prefix,
-                     grid_axis, n_rows_node, other_counts, infer.row_reductions > 0, len(grid_axes), infer.row_scans > 0)
+                     grid_axis, n_rows_node, other_counts, infer.row_reductions > 0, len(grid_axes), infer.row_scans > 0,
+                     tuned_col)
 
     @staticmethod
     def _infer(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, str], grid_axis: int,
@@ -1038,11 +1050,17 @@ class RowsPerProgram:
             if needs_default else cst.MaybeSentinel.DEFAULT))
         new_kdef = plan.kdef.with_changes(params=plan.kdef.params.with_changes(params=kparams),
                                           body=plan.kdef.body.with_changes(body=body))
+        if plan.tuned_col is not None:
+            new_kdef = new_kdef.with_changes(decorators=_with_row_heuristic(new_kdef.decorators, plan, tile, target))
         pairs.append((plan.kdef, new_kdef))
         # The host: BLOCK_M from the row block and the target's SMs, the grid over row blocks.
         call = plan.launch.call
         grid = call.func.slice[0].slice.value
-        row_count = c.expr(f"{plan.triton}.cdiv({plan.n_rows_src}, {block_m})")
+        # Autotuned over blocks: BLOCK_M is known only once a config is chosen, so the grid reads it from META.
+        meta = next(m for m in ("META", "meta", "_META") if m not in c.names_in(plan.n_rows_node)
+                    and all(m not in x for x in plan.other_counts))
+        row_block = f'{meta}["{block_m}"]' if plan.tuned_col is not None else block_m
+        row_count = c.expr(f"{plan.triton}.cdiv({plan.n_rows_src}, {row_block})")
         if isinstance(grid, cst.Tuple):
             new_grid = grid.with_changes(elements=[e.with_changes(value=row_count) if i == plan.grid_axis else e
                                                    for i, e in enumerate(grid.elements)])
@@ -1053,6 +1071,9 @@ class RowsPerProgram:
             if line is not None and len(line.body) == 1 and c.count_name(plan.launch.host, grid.value) == 2 \
                     and not any(ll.comment for ll in line.leading_lines):
                 pairs.append((line, cst.RemovalSentinel.REMOVE))  # read by this launch only: it would be left unused
+        if plan.tuned_col is not None:
+            body = c.code(new_grid).strip()
+            new_grid = c.expr(f"lambda {meta}: {body if body.startswith('(') else f'({body})'}")
         new_call = call.with_changes(func=call.func.with_changes(
             slice=[call.func.slice[0].with_changes(slice=call.func.slice[0].slice.with_changes(value=new_grid))]))
         if plan.n_rows_param is None:
@@ -1061,6 +1082,17 @@ class RowsPerProgram:
         # retiling step, which rewrites that one constant, keeps BLOCK_M * BLOCK_N at the tile.
         col, named = plan.col_src, None
         col_arg = next((a for a in call.args if c.arg_param(a, call, kernel) == plan.col_block), None)
+        if plan.tuned_col is not None:
+            line = c.replace_all(plan.launch_line, [(call, new_call)])
+            pairs.append((plan.launch_line, line))
+            module = c.replace_all(module, pairs)
+            return c.finish(text, module, f"{block_m} rows per program in {kernel.name}: [{block_m}, {plan.col_block}] tiles "
+                            f"for each autotune config, grid cdiv({plan.n_rows_src}, {block_m})",
+                            [f"@triton.heuristics picks {block_m} from the config's {plan.col_block}: about {tile} elements a "
+                             f"tile, at least ~{PROGRAMS_PER_SM} programs per SM ({target.sm_count} SMs on {target.name}); "
+                             "the configs and the autotune key stay as they are",
+                             *([f"{n['n_rows']} (the grid's {plan.n_rows_src}) is a new kernel argument that masks the last "
+                                "row block"] if plan.n_rows_param is None else [])])
         if col.isdigit() and (col_arg is None or isinstance(col_arg.value, cst.Integer)):
             named = next((h for h in (plan.col_block, f"{plan.col_block}_SIZE") if count_free(plan.launch, h)
                           and h != block_m), None)
@@ -1148,6 +1180,57 @@ class RowsPerProgram:
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             return small.with_changes(value=rewrite.memory(small.value, "store", S))
         return small
+
+
+def _with_row_heuristic(decorators, plan: _Plan, tile: int, target: GpuProfile) -> list[cst.Decorator]:
+    """The decorators with ``@triton.heuristics({"BLOCK_M": ...})`` right above ``@triton.jit``.
+
+    Why a heuristic and not a BLOCK_M in every config: Triton's Autotuner calls the function under it with
+    the chosen config's kwargs (``Autotuner.run`` -> ``self.fn.run(*args, **config.all_kwargs())``), and
+    ``Heuristics.run`` then computes its values from those arguments, so BLOCK_M follows whichever column
+    block wins, for literal configs and generated ones alike, while the configs, their count and the
+    autotune key stay as written. It also keeps the programs-per-SM floor, which reads the row count of
+    each call: a BLOCK_M fixed in a config could not, and the key (the row width) does not hold the row
+    count. The configs are benchmarked with their row block, so the tuner still times what will run.
+    Other grid axes are left out of the floor (their counts are host values): fewer rows a program at worst.
+    """
+    n = plan.names
+    cap = PROGRAMS_PER_SM * target.sm_count
+    rows = f'args["{n["n_rows"]}"]'
+    value = (f"lambda args: max(1, min({tile} // {plan.tuned_col}, "
+             f"{plan.triton}.next_power_of_2({plan.triton}.cdiv({rows}, {cap}))))")
+    heuristic = cst.Decorator(decorator=c.expr(f'{plan.triton}.heuristics({{"{n["BLOCK_M"]}": {value}}})'))
+    out = list(decorators)
+    jit = max(i for i, d in enumerate(out)
+              if c.code(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator).split(".")[-1] == "jit")
+    out.insert(jit, heuristic)
+    return out
+
+
+def _tuned_problem(kdef: cst.FunctionDef, kernel: Kernel) -> str | None:
+    """Why a kernel autotuned over block sizes cannot take a ``@triton.heuristics`` for its row block (None when it can)."""
+    if not kernel.plain_spelling:
+        return "the kernel is autotuned over block sizes and jitted by a call: no decorator list for the row block's heuristic"
+    names = [c.code(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator).split(".")[-1]
+             for d in kdef.decorators]
+    if "autotune" not in names or "jit" not in names or names.index("autotune") > names.index("jit"):
+        return "the kernel is autotuned over block sizes, but not by @triton.autotune above @triton.jit"
+    return None
+
+
+def _tuned_column(launch: c.LaunchNode, kernel: Kernel, block: str) -> str | None:
+    """How the row block's heuristic reads the column block: from the launch or the configs, else the kernel's default."""
+    tune = kernel.autotune
+    passed = any(c.arg_param(a, launch.call, kernel) == block for a in launch.call.args)
+    if passed or (tune is not None and tune.configs_are_literal and all(block in cfg.kwargs for cfg in tune.configs)):
+        return f'args["{block}"]'
+    param = kernel.param(block)
+    if param is not None and isinstance(param.default_value, int) and not isinstance(param.default_value, bool):
+        # Heuristics see the launch's arguments and the chosen config, never the defaults.
+        return f'args.get("{block}", {param.default_value})'
+    if tune is not None and not tune.configs_are_literal:
+        return f'args["{block}"]'  # without a default the configs must set it, or no launch would compile
+    return None
 
 
 def _reduced_accumulators(loop: cst.For, before: list[cst.BaseStatement] | tuple, plan: _Plan) -> list[tuple[str, str]]:
