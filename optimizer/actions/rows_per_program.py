@@ -101,6 +101,7 @@ _KIND_NAMES = {S: "scalar", R: "per-row value", C: "column block", RC: "row bloc
 
 # Elements per program (BLOCK_M * BLOCK_N) and the warps for that tile: 32 fp32 values per thread.
 TILES = {4096: 4, 8192: 8}
+ELEMENTS_PER_WARP = 1024  # 32 lanes of 32 fp32 values: an autotune config's warps cap its tile at this many per warp
 # Programs per SM the row count must still give before a program takes more rows.
 PROGRAMS_PER_SM = 4
 
@@ -999,7 +1000,8 @@ class RowsPerProgram:
         _remember_facts(analysis, kernel, plan)
         return [Candidate(self.name, self.kind, kernel.name, params,
                           f"Several {plan.names['axis']}s per program: [{plan.names['BLOCK_M']}, {plan.col_block}] tiles "
-                          f"(about {params['TILE']} elements, {TILES[params['TILE']]} warps), grid "
+                          f"(about {params['TILE']} elements, "
+                          f"{'warps as each config sets them' if plan.tuned_col else str(TILES[params['TILE']]) + ' warps'}), grid "
                           f"cdiv({plan.n_rows_src}, {plan.names['BLOCK_M']})", c.kernel_line(kernel))
                 for params in self._options(plan)]
 
@@ -1191,13 +1193,16 @@ def _with_row_heuristic(decorators, plan: _Plan, tile: int, target: GpuProfile) 
     block wins, for literal configs and generated ones alike, while the configs, their count and the
     autotune key stay as written. It also keeps the programs-per-SM floor, which reads the row count of
     each call: a BLOCK_M fixed in a config could not, and the key (the row width) does not hold the row
-    count. The configs are benchmarked with their row block, so the tuner still times what will run.
+    count. The configs are benchmarked with their row block, so the tuner still times what will run. Each config's
+    warps stay its own (they are what it tunes): its tile stays within ELEMENTS_PER_WARP per warp (``args`` holds the
+    config's ``num_warps``), so a 2-warp config with a narrow block does not take a tile meant for 8 warps.
     Other grid axes are left out of the floor (their counts are host values): fewer rows a program at worst.
     """
     n = plan.names
     cap = PROGRAMS_PER_SM * target.sm_count
     rows = f'args["{n["n_rows"]}"]'
-    value = (f"lambda args: max(1, min({tile} // {plan.tuned_col}, "
+    value = (f'lambda args: max(1, min(min({tile}, {ELEMENTS_PER_WARP} * args.get("num_warps", {c.DEFAULT_NUM_WARPS})) '
+             f"// {plan.tuned_col}, "
              f"{plan.triton}.next_power_of_2({plan.triton}.cdiv({rows}, {cap}))))")
     heuristic = cst.Decorator(decorator=c.expr(f'{plan.triton}.heuristics({{"{n["BLOCK_M"]}": {value}}})'))
     out = list(decorators)
