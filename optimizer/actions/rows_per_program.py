@@ -895,7 +895,7 @@ class RowsPerProgram:
         return _Plan(kdef, launch, launch_line, infer.kinds, {k: v[1] for k, v in widen.items()}, infer.pid_calls,
                      pid_binding, col_block, col_src, n_rows_src, n_rows_param, names, tl, triton, prefix,
                      grid_axis, n_rows_node, other_counts, infer.row_reductions > 0, len(grid_axes), infer.row_scans > 0,
-                     tuned_col)
+                     tuned_col=tuned_col)
 
     @staticmethod
     def _infer(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, str], grid_axis: int,
