@@ -855,6 +855,9 @@ class RowsPerProgram:
         n_rows_node = grid_axes[grid_axis]
         if not _pure_host(n_rows_node):
             raise ActionError("the grid's row count is not a plain expression (names, shapes, arithmetic)")
+        grid_fn = c.grid_expression(launch)
+        if isinstance(grid_fn, cst.Lambda) and grid_fn.params.params[0].name.value in c.names_in(n_rows_node):
+            raise ActionError("the grid's row count reads the grid lambda's meta-parameters")
         if any(a.star for a in launch.call.args):
             raise ActionError("the launch unpacks arguments with * or **")
         launch_line = _statement_holding(launch.host, launch.call)
@@ -940,6 +943,8 @@ class RowsPerProgram:
     def _grid_axes(launch: c.LaunchNode) -> list[cst.BaseExpression] | None:
         """The grid's counts, one per axis, when the grid is (or names) a literal tuple."""
         grid = c.grid_expression(launch)
+        if isinstance(grid, cst.Lambda) and len(grid.params.params) == 1:
+            grid = grid.body  # ``lambda META: (M,)`` (FlagGems' autotuned kernels): the tuple it returns; the lambda stays
         if not isinstance(grid, cst.Tuple) or not grid.elements or any(isinstance(e, cst.StarredElement) for e in grid.elements):
             return None
         return [e.value for e in grid.elements]
@@ -1059,8 +1064,10 @@ class RowsPerProgram:
         call = plan.launch.call
         grid = call.func.slice[0].slice.value
         # Autotuned over blocks: BLOCK_M is known only once a config is chosen, so the grid reads it from META.
-        meta = next(m for m in ("META", "meta", "_META") if m not in c.names_in(plan.n_rows_node)
-                    and all(m not in x for x in plan.other_counts))
+        grid_fn = c.grid_expression(plan.launch)
+        lambda_meta = grid_fn.params.params[0].name.value if isinstance(grid_fn, cst.Lambda) else None
+        meta = lambda_meta or next(m for m in ("META", "meta", "_META") if m not in c.names_in(plan.n_rows_node)
+                                   and all(m not in x for x in plan.other_counts))
         row_block = f'{meta}["{block_m}"]' if plan.tuned_col is not None else block_m
         row_count = c.expr(f"{plan.triton}.cdiv({plan.n_rows_src}, {row_block})")
         if isinstance(grid, cst.Tuple):
@@ -1068,12 +1075,12 @@ class RowsPerProgram:
                                                    for i, e in enumerate(grid.elements)])
         else:  # ``grid = (...)`` then ``kernel[grid]``: the new grid is written at the launch
             new_grid = c.private_grid(plan.launch, {id(plan.n_rows_node): row_count})
-            assign = c.host_assignment(plan.launch.host, grid.value)
+            assign = c.host_assignment(plan.launch.host, grid.value) if isinstance(grid, cst.Name) else None
             line = c.statement_holding(plan.launch.host, assign) if assign is not None else None
             if line is not None and len(line.body) == 1 and c.count_name(plan.launch.host, grid.value) == 2 \
                     and not any(ll.comment for ll in line.leading_lines):
                 pairs.append((line, cst.RemovalSentinel.REMOVE))  # read by this launch only: it would be left unused
-        if plan.tuned_col is not None:
+        if plan.tuned_col is not None and lambda_meta is None:
             body = c.code(new_grid).strip()
             new_grid = c.expr(f"lambda {meta}: {body if body.startswith('(') else f'({body})'}")
         new_call = call.with_changes(func=call.func.with_changes(
