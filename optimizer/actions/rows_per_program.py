@@ -853,11 +853,11 @@ class RowsPerProgram:
             if moving is not None:
                 raise ActionError(f"the grid reads {moving}, which the host function binds more than once")
         n_rows_node = grid_axes[grid_axis]
-        if not _pure_host(n_rows_node):
-            raise ActionError("the grid's row count is not a plain expression (names, shapes, arithmetic)")
         grid_fn = c.grid_expression(launch)
         if isinstance(grid_fn, cst.Lambda) and grid_fn.params.params[0].name.value in c.names_in(n_rows_node):
             raise ActionError("the grid's row count reads the grid lambda's meta-parameters")
+        if not _pure_host(n_rows_node):
+            raise ActionError("the grid's row count is not a plain expression (names, shapes, arithmetic)")
         if any(a.star for a in launch.call.args):
             raise ActionError("the launch unpacks arguments with * or **")
         launch_line = _statement_holding(launch.host, launch.call)
