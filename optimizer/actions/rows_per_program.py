@@ -89,6 +89,7 @@ from ..analysis import FileAnalysis, Kernel
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
+from . import _grid_stride
 from .base import ActionError, Candidate, Edit
 from .column_block import _kwarg_before_options
 from .name_block import count_free
@@ -143,6 +144,7 @@ class _Plan:
     reduces: bool  # the kernel reduces over its rows (else it is an elementwise row kernel)
     grid_dims: int = 1  # the launch grid's axes (the row axis is one of them)
     scans: bool = False  # the kernel scans along its rows (tl.cumsum): lanes of a row share work, as in a reduction
+    stride: _grid_stride.GridStride | None = None  # a persistent kernel's grid-stride row loop (the grid then stays)
     # Autotune configs that set blocks (or are not a literal list): the column block as the row block's
     # ``@triton.heuristics`` lambda reads it (``args["BLOCK_N"]``); None when the host picks BLOCK_M.
     tuned_col: str | None = None
@@ -820,6 +822,12 @@ class RowsPerProgram:
         launch = launches[0]
         grid_axes = self._grid_axes(launch)
         device_fns = self._device_fns(module, analysis, kernel)
+        stride = _grid_stride.find(kdef, prefix)
+        if stride is not None:
+            if tuned:
+                raise ActionError("a grid-stride kernel autotuned over block sizes: its row block would need each config's "
+                                  "column block, and the host picks it for the grid-stride form")
+            return self._plan_grid_stride(module, kernel, kdef, launch, stride, tl, triton, prefix, device_fns)
         # Each grid axis may be the row axis; the others stay as they are. Of the axes that pass, the
         # one with a reduction over its rows, then the one whose rows share the most loads (rotary
         # cos/sin tables shared by a token's heads), then the first.
@@ -899,6 +907,50 @@ class RowsPerProgram:
                      pid_binding, col_block, col_src, n_rows_src, n_rows_param, names, tl, triton, prefix,
                      grid_axis, n_rows_node, other_counts, infer.row_reductions > 0, len(grid_axes), infer.row_scans > 0,
                      tuned_col=tuned_col)
+
+    def _plan_grid_stride(self, module: cst.Module, kernel: Kernel, kdef: cst.FunctionDef, launch: c.LaunchNode,
+                          stride: _grid_stride.GridStride, tl: str, triton: str, prefix: dict[str, str],
+                          device_fns: dict[str, tuple[cst.FunctionDef, Kernel]]) -> _Plan:
+        """The plan for a persistent kernel: its loop body inferred as a one-row-per-program body, the grid left alone."""
+        infer, widen = self._infer(_grid_stride.as_row_kernel(kdef, stride, tl), kernel, prefix, stride.axis, device_fns)
+        col_block = next(iter(infer.blocks))
+        if launch.host is None:
+            raise ActionError("the launch is at module level")
+        if any(a.star for a in launch.call.args):
+            raise ActionError("the launch unpacks arguments with * or **")
+        launch_line = _statement_holding(launch.host, launch.call)
+        if launch_line is None:
+            raise ActionError("cannot find the statement that holds the launch")
+        # The host sizes the row block from the row count: the loop's stop must be an argument the launch passes plainly.
+        stop = stride.stop
+        param = stop.value if isinstance(stop, cst.Name) and kernel.param(stop.value) is not None else None
+        arg = next((a for a in launch.call.args if c.arg_param(a, launch.call, kernel) == param), None) if param else None
+        if arg is None or not _pure_host(arg.value) or _rebound(kdef, param):
+            raise ActionError(f"the grid-stride loop runs to `{c.code(stop)}`, which is not a kernel argument the launch "
+                              "passes as a plain expression: the host cannot size the row block")
+        col_src = self._col_source(launch, kernel, col_block)
+        if col_src is None:
+            raise ActionError(f"the launch computes {col_block} in a way the host cannot reuse")
+        taken = c.names_in(kdef) | {p.name for p in kernel.params}
+        host_taken = c.names_in(launch.host) | (c.names_in(module) if launch.module is not None else set())
+        axis = "col" if stride.row.lower().startswith("col") else "row"
+        choices = ("BLOCK_COLS", "COLS_PER_PROGRAM") if axis == "col" else ("BLOCK_M", "BLOCK_ROWS", "ROWS_PER_PROGRAM")
+        block_m = next((n for n in choices if n not in taken and n not in host_taken), None)
+        if block_m is None:
+            raise ActionError(f"{', '.join(choices)} are all taken")
+        names = {
+            "axis": axis,
+            "BLOCK_M": block_m,
+            "row_mask": next(n for n in (f"{axis}_mask", f"{axis}s_mask", f"{axis}_in_bounds", f"_{axis}_mask") if n not in taken),
+            "row_block": next(n for n in (f"{axis}_block", f"{axis}_block_start", f"_{axis}_block") if n not in taken),
+            "rows": stride.row,
+            "n_rows": param,
+        }
+        grid_axes = self._grid_axes(launch)
+        return _Plan(kdef, launch, launch_line, infer.kinds, {k: v[1] for k, v in widen.items()}, infer.pid_calls,
+                     None, col_block, col_src, c.code(arg.value).strip(), param, names, tl, triton, prefix,
+                     stride.axis, arg.value, [], infer.row_reductions > 0, len(grid_axes) if grid_axes else 1,
+                     infer.row_scans > 0, stride=stride)
 
     @staticmethod
     def _infer(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, str], grid_axis: int,
@@ -1006,8 +1058,9 @@ class RowsPerProgram:
         return [Candidate(self.name, self.kind, kernel.name, params,
                           f"Several {plan.names['axis']}s per program: [{plan.names['BLOCK_M']}, {plan.col_block}] tiles "
                           f"(about {params['TILE']} elements, "
-                          f"{'warps as each config sets them' if plan.tuned_col else str(TILES[params['TILE']]) + ' warps'}), grid "
-                          f"cdiv({plan.n_rows_src}, {plan.names['BLOCK_M']})", c.kernel_line(kernel))
+                          f"{'warps as each config sets them' if plan.tuned_col else str(TILES[params['TILE']]) + ' warps'}), "
+                          + ("the grid-stride loop takes them, grid unchanged" if plan.stride is not None else
+                             f"grid cdiv({plan.n_rows_src}, {plan.names['BLOCK_M']})"), c.kernel_line(kernel))
                 for params in self._options(plan)]
 
     def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile | None = None) -> str | None:
@@ -1029,11 +1082,17 @@ class RowsPerProgram:
         rewrite = _Rewrite(plan)
         pairs: list[tuple[cst.CSTNode, object]] = []
         # The kernel: every statement rebuilt from the kinds, the row mask right after the row index.
-        if plan.pid_binding is None:  # the id is used inline: name the row vector once at the top
+        if plan.stride is None and plan.pid_binding is None:  # the id is used inline: name the row vector once at the top
             rows_line = c.stmt(f"{n['rows']} = {c.code(rewrite.rows_expr)}")
             rewrite.rows_expr = cst.Name(n["rows"])
-        body = self._block(plan.kdef.body.body, rewrite)
-        if plan.pid_binding is not None:
+        if plan.stride is not None:  # persistent: the statements before the loop are row-independent and stay
+            loop_body = self._block(plan.stride.loop.body.body, rewrite)
+            body = [*plan.kdef.body.body[:-1], _grid_stride.rewritten_loop(plan.stride, loop_body, n, tl)]
+        else:
+            body = self._block(plan.kdef.body.body, rewrite)
+        if plan.stride is not None:  # the loop's first lines are already the row vector and its mask
+            pass
+        elif plan.pid_binding is not None:
             row_name = plan.pid_binding.targets[0].target.value
             index = next(i for i, s in enumerate(plan.kdef.body.body) if isinstance(s, cst.SimpleStatementLine)
                          and any(b is plan.pid_binding for b in s.body))
@@ -1060,7 +1119,7 @@ class RowsPerProgram:
         if plan.tuned_col is not None:
             new_kdef = new_kdef.with_changes(decorators=_with_row_heuristic(new_kdef.decorators, plan, tile, target))
         pairs.append((plan.kdef, new_kdef))
-        # The host: BLOCK_M from the row block and the target's SMs, the grid over row blocks.
+        # The host: BLOCK_M from the row block and the target's SMs, the grid over row blocks (a persistent grid stays).
         call = plan.launch.call
         grid = call.func.slice[0].slice.value
         # Autotuned over blocks: BLOCK_M is known only once a config is chosen, so the grid reads it from META.
@@ -1070,7 +1129,9 @@ class RowsPerProgram:
                                    and all(m not in x for x in plan.other_counts))
         row_block = f'{meta}["{block_m}"]' if plan.tuned_col is not None else block_m
         row_count = c.expr(f"{plan.triton}.cdiv({plan.n_rows_src}, {row_block})")
-        if isinstance(grid, cst.Tuple):
+        if plan.stride is not None:
+            new_grid = grid
+        elif isinstance(grid, cst.Tuple):
             new_grid = grid.with_changes(elements=[e.with_changes(value=row_count) if i == plan.grid_axis else e
                                                    for i, e in enumerate(grid.elements)])
         else:  # ``grid = (...)`` then ``kernel[grid]``: the new grid is written at the launch
@@ -1136,6 +1197,10 @@ class RowsPerProgram:
             host_lines.append(c.stmt(f"{block_m} = max(1, min({per_tile}, {plan.triton}.next_power_of_2({plan.n_rows_src}), "
                                      f"{plan.triton}.next_power_of_2({plan.triton}.cdiv({programs}, {cap}))))"))
         else:
+            # A persistent kernel keeps its grid, so this floor no longer sets how many programs run; it keeps
+            # how many row blocks there are to share out: about PROGRAMS_PER_SM per SM (at least half that after
+            # rounding), so every program of a grid sized to the SMs (the usual NUM_SMS * k) still gets row
+            # blocks, whatever the host computes for that grid (often from occupancy, which the file cannot say).
             host_lines.append(c.stmt(f"{block_m} = max(1, min({per_tile}, {plan.triton}.next_power_of_2("
                                      f"{plan.triton}.cdiv({plan.n_rows_src}, {cap}))))"))
         host_lines[0] = host_lines[0].with_changes(leading_lines=plan.launch_line.leading_lines)
@@ -1146,6 +1211,12 @@ class RowsPerProgram:
                   f"per SM ({target.sm_count} SMs on {target.name}); rows as wide as the tile keep one row a program")]
         if plan.n_rows_param is None:
             notes.append(f"{n['n_rows']} (the grid's {plan.n_rows_src}) is a new kernel argument that masks the last row block")
+        if plan.stride is not None:
+            notes[0] = (f"{block_m} rows per trip of the grid-stride loop: about {tile} elements a tile, at least "
+                        f"~{PROGRAMS_PER_SM} row blocks per SM ({target.sm_count} SMs on {target.name}); the grid stays")
+            return c.finish(text, module, f"{block_m} rows per trip of {kernel.name}'s grid-stride loop: [{block_m}, "
+                            f"{plan.col_block}] tiles, {'reductions over axis 1, ' if plan.reduces else ''}the grid unchanged",
+                            notes)
         axis_note = f" on grid axis {plan.grid_axis}" if plan.other_counts or plan.grid_axis else ""
         return c.finish(text, module, f"{block_m} rows per program in {kernel.name}: [{block_m}, {plan.col_block}] tiles, "
                         f"{'reductions over axis 1, ' if plan.reduces else ''}grid cdiv({plan.n_rows_src}, {block_m}){axis_note}", notes)
@@ -1527,6 +1598,7 @@ class RowFacts:
     loops: bool  # the kernel walks its row (or column) in blocks
     reduces: bool = True  # it reduces or scans along the row (else an elementwise row kernel: nothing shared between a row's lanes)
     grid_dims: int = 1  # the launch grid's axes: the row axis is one of them
+    persistent: bool = False  # a grid-stride loop walks the rows (``loops`` then counts only the loops inside it)
 
 
 # id(analysis) -> (a weak reference to it, kernel name -> facts or None when not offered): filled by
@@ -1559,8 +1631,10 @@ def _remember_facts(analysis: FileAnalysis, kernel: Kernel, plan: _Plan | None) 
     if plan is not None:
         launches = analysis.launches_of(kernel.name)
         block = launches[0].constexpr_values(kernel).get(plan.col_block) if launches else None
+        # A persistent kernel's own grid-stride loop is not a walk along the row.
+        loops = any(loop.depth > 1 for loop in kernel.loops) if plan.stride is not None else bool(kernel.loops)
         facts = RowFacts(plan.names["axis"], block if isinstance(block, int) and not isinstance(block, bool) else None,
-                         bool(kernel.loops), plan.reduces or plan.scans, plan.grid_dims)
+                         loops, plan.reduces or plan.scans, plan.grid_dims, plan.stride is not None)
     _facts_of(analysis)[kernel.name] = facts
     return facts
 
