@@ -343,6 +343,8 @@ def run_interpreted(tmp_path: Path, jobs: list[dict]) -> dict[str, dict]:
     # One grid axis split into two indices (``b = pid // C``, ``c = pid % C``): each (b, c) pair is a row.
     ("norm_groupnorm_test.py", "group_norm_kernel"), ("red_mean_kernelbench.py", "mean_dim1_kernel"),
     ("misc_conv1d_depthwise.py", "causal_conv1d_kernel"),
+    # Autotuned over the column block, a ``lambda META: (M,)`` grid: the row block comes from a heuristic.
+    ("red_var_autotune.py", "var_kernel"), ("norm_rmsnorm_autotune_rows.py", "rms_norm_kernel"),
 ])
 def test_offered_for_row_reductions_of_the_dev_corpus(name, kernel):
     cands = offered((DEV / name).read_text(), kernel)
@@ -361,7 +363,6 @@ def test_offered_for_argmax_l2_norm_and_masked_softmax(text, kernel):
 
 @pytest.mark.parametrize("name,kernel,reason", [
     ("sm_cross_entropy_liger.py", "liger_cross_entropy_kernel", "branches on a per-row value"),
-    ("red_var_autotune.py", "var_kernel", "autotuned over block sizes"),
     ("sm_logsumexp_heuristics.py", "logsumexp_kernel", "heuristics"),
     ("ew_add_relu_chain.py", "add_kernel", "no reduction over the row"),
     # ``pid * BLOCK + tl.arange(0, BLOCK)``: flat 1-D, where tiling makes the block bigger.
@@ -388,7 +389,9 @@ SOFTMAX = (DEV / "sm_softmax_tutorial.py").read_text()
     ("tl.store(output_row_start_ptr + col_offsets", "tl.store(output_ptr + col_offsets", "same for every row"),
     ("row_minus_max = row - tl.max(row, axis=0)", ("row_minus_max = row - tl.max(row, axis=0)\n    if row_idx > 3:\n"
                                                    "        row_minus_max = row_minus_max * 2"), "branches on a per-row value"),
-    ("softmax_kernel[(n_rows,)]", "softmax_kernel[lambda meta: (n_rows,)]", "not a literal"),
+    ("softmax_kernel[(n_rows,)]", "softmax_kernel[lambda meta: [n_rows]]", "not a literal"),
+    ("softmax_kernel[(n_rows,)]", "softmax_kernel[lambda meta: (n_rows // meta['num_warps'],)]", "reads the grid lambda's meta"),
+    ("softmax_kernel[(n_rows,)]", "softmax_kernel[lambda meta: (n_rows,)]", None),  # a lambda returning a tuple is a literal grid
     ("softmax_kernel[(n_rows,)]", "softmax_kernel[(n_rows, 1)]", None),  # a second axis of one program: still rows
     ("numerator = tl.exp(row_minus_max)", "numerator = tl.exp(row_minus_max)\n    numerator = numerator[None, :]",
      "subscript"),
@@ -502,8 +505,9 @@ def test_an_int64_row_index_and_warps_only_autotune():
     fla = applied(L2_FLA, "l2norm_fwd_kernel")
     assert "num_warps" not in fla.split("def l2norm(")[1]  # the configs keep choosing the warps
     assert "l2norm_fwd_kernel[(triton.cdiv(T, BLOCK_M),)](x, y, eps, D, T, BD=triton.next_power_of_2(D), BLOCK_M=BLOCK_M)" in fla
+    # A config that sets the block (the other passes it at the launch): the row block comes from a heuristic instead.
     blocks = L2_FLA.replace("triton.Config({}, num_warps=1)", "triton.Config({\"BD\": 64}, num_warps=1)")
-    assert "autotuned over block sizes" in why_not(blocks, "l2norm_fwd_kernel")
+    assert '@triton.heuristics({"BLOCK_M": ' in applied(blocks, "l2norm_fwd_kernel")
 
 
 def test_loop_accumulators_start_as_row_vectors():
