@@ -20,18 +20,28 @@ row-independent divisor, where every store's address reaches both halves or the 
 no two rows share it), nothing branches, loops or indexes on a per-row value, stores and per-row loads are at
 the row's own addresses, nothing is stored to a row-independent address or through a pointer the
 kernel also loads from (unless in place: every access through it at the same address), no
-atomics, no ``tl.dot``, no 2-D tiles already, autotune configs (if any) set no blocks, and every
+atomics, no ``tl.dot``, no 2-D tiles already, and every
 call is an elementwise ``tl`` function, ``tl.load``/``tl.store``, a
 ``tl.sum``/``max``/``min``/``argmax``/``argmin``, or a @triton.jit function of the file whose body is
 elementwise in its arguments (no loads, stores, reductions or program ids; it is left as it is). The
 aranges span one constexpr (``tl.arange(0, BLOCK)``, or halves such as ``tl.arange(BLOCK // 2, BLOCK)``).
 A kernel without a reduction over the row is an elementwise row kernel: offered too (narrow rows
 gain as much), unless its program id steps by its own block (``pid * BLOCK + tl.arange(0, BLOCK)``),
-which is flat 1-D work that a bigger block (tiling) serves. The grid is a literal tuple (or a name
-for one): of a grid with several axes, one axis becomes the row axis (``(tokens, heads)``: the
+which is flat 1-D work that a bigger block (tiling) serves. The grid is a literal tuple (a name
+for one, or ``lambda META: (...)`` returning one whose row count does not read META): of a grid with several axes, one axis becomes the row axis (``(tokens, heads)``: the
 heads, whose rows share the token's loads), its entry ``cdiv(count, BLOCK_M)``, the others stay;
 ``BLOCK_M`` then also stays within that axis's count and keeps the programs of all axes together
 above the per-SM floor.
+
+A kernel autotuned over its blocks (``triton.Config({"BLOCK_N": 1024}, num_warps=4)``, literal or
+generated configs) cannot have ``BLOCK_M`` picked by the host, which never sees the chosen block: a
+``@triton.heuristics({"BLOCK_M": lambda args: ...})`` goes right above ``@triton.jit`` (below the autotune
+decorator, so it runs on each config's arguments), computing the same tile from ``args["BLOCK_N"]``, each
+config's ``num_warps`` (at most 1024 elements a warp) and ``args["n_rows"]`` (the per-SM floor; other grid
+axes are left out of it), and the grid becomes ``lambda META: (triton.cdiv(n_rows, META["BLOCK_M"]),)``.
+The configs, the autotune key and the warps stay as written. Refused when the kernel is jitted by a call
+(no decorator list), already has @triton.heuristics, or its column block is neither set by every config,
+passed at the launch nor given a default.
 
 Example: kernel=rms_kernel target=h100 params={"TILE": 8192}
 
