@@ -23,9 +23,9 @@ THREE = kernel_path("attention_three_kernels").read_text()  # causal, fp16, cont
 PADDED = kernel_path("attention_padded_strided").read_text()  # fp32, strides, per-batch key lengths, scores loop over keys
 TWO = kernel_path("attention_two_kernels").read_text()  # scores + softmax in one kernel, fp16 probabilities
 MATMUL_STYLE = kernel_path("attention_matmul_style").read_text()  # Q @ K^T looping over the head dim, probabilities in q.dtype
-# Strided, a three-pass softmax, the key block named BLOCK_N in one kernel and BLOCK_K in the other, probabilities in
-# q.dtype while the kernels get q3 = q.reshape(...).
-LOOPED = kernel_path("attention_looped_softmax").read_text()
+# The suite's: strided, a three-pass softmax, the key block named BLOCK_N in one kernel and BLOCK_K in the other,
+# probabilities in q.dtype while the kernels get q3 = q.reshape(...).
+LOOPED = kernel_path("suite_attention").read_text()
 # The scale applied by the softmax kernel (softmax(scores * scale)) instead of the scores kernel.
 SCALE_IN_SOFTMAX = THREE.replace("    s = tl.dot(q, tl.trans(k)) * scale\n", "    s = tl.dot(q, tl.trans(k))\n").replace(
     "def row_softmax_kernel(x_ptr, y_ptr, n_cols, row_stride, BLOCK: tl.constexpr):",

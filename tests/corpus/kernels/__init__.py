@@ -19,6 +19,7 @@ ELSEWHERE = {
     "matmul": EXAMPLES / "matmul.py",
     "softmax": EXAMPLES / "softmax.py",
     "gelu_bias": EXAMPLES / "gelu_bias.py",
+    "suite_attention": SUITE / "attention.py",  # the corpus attention.py is a one-kernel flash attention
     "col_sum": SUITE / "col_sum.py",
     "silu_mul_add": SUITE / "silu_mul_add.py",
 }
