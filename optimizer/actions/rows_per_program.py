@@ -43,6 +43,19 @@ The configs, the autotune key and the warps stay as written. Refused when the ke
 (no decorator list), already has @triton.heuristics, or its column block is neither set by every config,
 passed at the launch nor given a default.
 
+Persistent kernels walk their rows with a grid-stride loop, ``for row in tl.range(tl.program_id(0), n_rows,
+tl.num_programs(0), num_stages=...)`` (Python's ``range`` too; the id and the count inline or bound to names
+once). The loop body, read as a one-row-per-program body with the loop variable as the row index, gets the
+rewrite above, and the loop walks blocks of rows: ``tl.range(row_start * BLOCK_M, n_rows, row_step * BLOCK_M,
+num_stages=...)`` (its other keyword arguments kept), then ``row = row_block + tl.arange(0, BLOCK_M)`` and
+``row_mask = row < n_rows``. Statements before the loop are row-independent and stay, and so does the grid,
+which the host sized to the SMs; ``BLOCK_M`` follows the same rule, which then keeps about four row blocks per
+SM to share out. Offered only when the loop is the kernel's last statement, the program id and program count
+of its axis serve its header alone, its row count is a kernel argument the launch passes plainly, nothing
+rebinds the loop variable, no value crosses from one row's trip to the next (every name the body binds is
+assigned in a trip before that trip reads it; a name set only inside a nested loop is not, after that loop),
+and the kernel is not autotuned over its blocks. ``_grid_stride.py`` holds that part.
+
 Example: kernel=rms_kernel target=h100 params={"TILE": 8192}
 
 ```python before
@@ -339,7 +352,10 @@ class _Infer:
             if index != self.axis:
                 return S  # another grid axis: the same for every row of a program
             if name == "num_programs":
-                raise ActionError(f"uses tl.num_programs({index}) of the row axis")
+                # A grid-stride loop over single rows (``_grid_stride``) is planned before this; any other use
+                # (a row block per trip already, a stride read as a number) has no one-row reading.
+                raise ActionError(f"uses tl.num_programs({index}) of the row axis, not as the step of a grid-stride loop over "
+                                  f"single rows (`for row in tl.range(tl.program_id({index}), n_rows, tl.num_programs({index}))`)")
             self.pid_calls.append(call)
             return R
         if name in ("atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and",
