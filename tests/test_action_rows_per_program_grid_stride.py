@@ -194,6 +194,9 @@ def test_row_facts_count_only_the_loops_inside_the_grid_stride_loop():
     # A row writes where a later row reads: stored through the pointer it loads from, at another row's address.
     (STORE, "        tl.store(in_ptr + (row_idx + 1) * in_stride + cols, softmax_output, mask=cols < n_cols)\n",
      "stores through in_ptr, which it also loads"),
+    ("        softmax_output = numerator / denominator\n",
+     "        softmax_output = numerator / denominator\n        while n_cols > 1:\n            softmax_output = softmax_output * 1.0\n",
+     "a `while` statement in the grid-stride loop"),
     # The body's own rules, as for one row a program.
     ("        softmax_output = numerator / denominator\n",
      "        softmax_output = numerator / denominator\n        if denominator > 1.0:\n            softmax_output = numerator\n",
@@ -220,6 +223,16 @@ def test_a_value_set_only_inside_a_nested_loop_and_read_after_it_is_carried():
     assert "x is carried from one row to the next" in why_not(text, "l2_norm_kernel")
     started_outside = L2_INLINE.replace("        ss = 0.0\n", "").replace("    for row in range(", "    ss = 0.0\n    for row in range(")
     assert "ss is carried from one row to the next" in why_not(started_outside, "l2_norm_kernel")
+
+
+def test_a_value_set_on_one_branch_only_is_carried_and_on_both_is_not():
+    one = "        if n_cols > 64:\n            scale = 2.0\n"
+    both = one + "        else:\n            scale = 1.0\n"
+    for branches, carried in ((one, True), (both, False)):
+        text = SOFTMAX.replace("        softmax_output = numerator / denominator\n",
+                               branches + "        softmax_output = numerator / denominator * scale\n")
+        assert ("scale is carried from one row to the next" in (why_not(text, "softmax_kernel") or "")) is carried
+        assert bool(offered(text, "softmax_kernel")) is not carried
 
 
 def test_a_flat_persistent_loop_and_block_autotune_are_refused():

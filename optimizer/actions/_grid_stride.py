@@ -143,7 +143,8 @@ def carried_name(statements: list[cst.BaseStatement], bound: set[str], defined: 
 
     ``defined`` holds the names certainly assigned so far in this trip; a branch defines what both of its
     sides define, a nested loop nothing (it may run zero times), so reading a name set only inside a nested
-    loop after that loop counts as carried too. Conservative: a refusal, never a wrong rewrite.
+    loop after that loop counts as carried too. Conservative: a refusal, never a wrong rewrite. Statements other
+    than assignments, stores, branches and for loops raise (``while``, ``with``: no one-row reading).
     """
     defined = set(defined)
 
@@ -185,7 +186,7 @@ def carried_name(statements: list[cst.BaseStatement], bound: set[str], defined: 
             if hit is not None:
                 return hit
         else:
-            return reads(statement) or next(iter(sorted(c.bound_names(statement) & bound)), None) or "a value"
+            raise ActionError(f"a `{type(statement).__name__.lower()}` statement in the grid-stride loop")
     return None
 
 
