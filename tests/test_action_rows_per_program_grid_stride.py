@@ -6,13 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from mtmc_lsp.optimizer.actions import ActionError
 from mtmc_lsp.optimizer.actions.rows_per_program import row_facts
 from mtmc_lsp.optimizer.analysis import analyze
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_action_rows_per_program import DEV, applied, offered, run_interpreted, why_not  # noqa: E402
+from test_action_rows_per_program import DEV, applied, offered, run_interpreted, why_not
 
 # Triton's fused-softmax tutorial in its persistent form: each program starts at its own row and steps by the grid.
 SOFTMAX = '''import torch
