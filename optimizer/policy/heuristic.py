@@ -229,6 +229,10 @@ def rows_per_program_prior(f: KernelFeatures, facts) -> tuple[float, str]:
         # Alone on the layernorm tutorial (3 passes) 0.80x, on a 3-pass log_softmax a compile failure;
         # single_pass there 1.5-2.3x, and after it this step adds at most 1.4x.
         return 0.45, "one pass over the rows first (single_pass), then several rows per program"
+    if facts is not None and facts.persistent:
+        # A grid-stride kernel already sizes its grid to the GPU and walks many rows a program: several rows a trip
+        # measured 0.75-0.80x on the persistent softmax (H200, session 7, dev sm_softmax_persistent).
+        return 0.35, "several rows per trip of a persistent kernel's row loop (0.75-0.80x measured on a persistent softmax)"
     if facts is not None and facts.axis == "col":
         # Below column_block (0.9) where both are offered: on col_sum (32768 x 4096, H200, session 7) this step
         # kept 8-column tiles for the grid's sake (32-byte row segments) and gave 3.1x, column_block 7.5x.
