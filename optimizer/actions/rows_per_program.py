@@ -912,16 +912,10 @@ class RowsPerProgram:
         others = [e for i, e in enumerate(grid_axes) if i != grid_axis]
         # The other axes' counts say how many programs a row block gives; left out when not plain (fewer rows a program then).
         other_counts = [c.code(e).strip() for e in others] if all(_pure_host(e) for e in others) else []
-        taken = c.names_in(kdef) | {p.name for p in kernel.params}
-        host_taken = c.names_in(launch.host) | (c.names_in(module) if launch.module is not None else set())
         # A program id named for columns (``col = tl.program_id(0)``) reduces down columns: the same
         # rewrite, with the names of that orientation.
         index_name = pid_binding.targets[0].target.value if pid_binding is not None else "row"
-        axis = "col" if index_name.lower().startswith("col") else "row"
-        choices = ("BLOCK_COLS", "COLS_PER_PROGRAM") if axis == "col" else ("BLOCK_M", "BLOCK_ROWS", "ROWS_PER_PROGRAM")
-        block_m = next((n for n in choices if n not in taken and n not in host_taken), None)
-        if block_m is None:
-            raise ActionError(f"{', '.join(choices)} are all taken")
+        taken, axis, block_m = _row_block_names(module, kernel, kdef, launch, index_name)
         names = {
             "axis": axis,
             "BLOCK_M": block_m,
@@ -957,13 +951,7 @@ class RowsPerProgram:
         col_src = self._col_source(launch, kernel, col_block)
         if col_src is None:
             raise ActionError(f"the launch computes {col_block} in a way the host cannot reuse")
-        taken = c.names_in(kdef) | {p.name for p in kernel.params}
-        host_taken = c.names_in(launch.host) | (c.names_in(module) if launch.module is not None else set())
-        axis = "col" if stride.row.lower().startswith("col") else "row"
-        choices = ("BLOCK_COLS", "COLS_PER_PROGRAM") if axis == "col" else ("BLOCK_M", "BLOCK_ROWS", "ROWS_PER_PROGRAM")
-        block_m = next((n for n in choices if n not in taken and n not in host_taken), None)
-        if block_m is None:
-            raise ActionError(f"{', '.join(choices)} are all taken")
+        taken, axis, block_m = _row_block_names(module, kernel, kdef, launch, stride.row)
         names = {
             "axis": axis,
             "BLOCK_M": block_m,
@@ -1340,6 +1328,19 @@ def _tuned_column(launch: c.LaunchNode, kernel: Kernel, block: str) -> str | Non
     if tune is not None and not tune.configs_are_literal:
         return f'args["{block}"]'  # without a default the configs must set it, or no launch would compile
     return None
+
+
+def _row_block_names(module: cst.Module, kernel: Kernel, kdef: cst.FunctionDef, launch: c.LaunchNode,
+                     index_name: str) -> tuple[set[str], str, str]:
+    """(names the kernel takes, "row" or "col" by the row index's name, a free name for the row block)."""
+    taken = c.names_in(kdef) | {p.name for p in kernel.params}
+    host_taken = c.names_in(launch.host) | (c.names_in(module) if launch.module is not None else set())
+    axis = "col" if index_name.lower().startswith("col") else "row"
+    choices = ("BLOCK_COLS", "COLS_PER_PROGRAM") if axis == "col" else ("BLOCK_M", "BLOCK_ROWS", "ROWS_PER_PROGRAM")
+    block_m = next((n for n in choices if n not in taken and n not in host_taken), None)
+    if block_m is None:
+        raise ActionError(f"{', '.join(choices)} are all taken")
+    return taken, axis, block_m
 
 
 def _reduced_accumulators(loop: cst.For, before: list[cst.BaseStatement] | tuple, plan: _Plan) -> list[tuple[str, str]]:
