@@ -714,7 +714,8 @@ class FlashAttention:
             return text, analysis, None
         key = (text, softmax, target.name)
         if key not in _ONE_PASS:
-            from .single_pass import SinglePass  # one rewrite, two users: single_pass itself and this chain
+            # One rewrite, two users: single_pass itself and this chain.
+            from .single_pass import SinglePass
             try:
                 edit = SinglePass().apply(text, analysis, kernel, {}, target)
                 _ONE_PASS[key] = (edit.new_text, analyze(edit.new_text))

@@ -1172,11 +1172,11 @@ class RowsPerProgram:
             module = c.replace_all(module, pairs)
             return c.finish(text, module, f"{block_m} rows per program in {kernel.name}: [{block_m}, {plan.col_block}] tiles "
                             f"for each autotune config, grid cdiv({plan.n_rows_src}, {block_m})",
-                            [f"@triton.heuristics picks {block_m} from the config's {plan.col_block}: about {tile} elements a "
-                             f"tile, at least ~{PROGRAMS_PER_SM} programs per SM ({target.sm_count} SMs on {target.name}); "
-                             "the configs and the autotune key stay as they are",
-                             *([f"{n['n_rows']} (the grid's {plan.n_rows_src}) is a new kernel argument that masks the last "
-                                "row block"] if plan.n_rows_param is None else [])])
+                            [(f"@triton.heuristics picks {block_m} from the config's {plan.col_block}: about {tile} elements a "
+                              f"tile, at least ~{PROGRAMS_PER_SM} programs per SM ({target.sm_count} SMs on {target.name}); "
+                              "the configs and the autotune key stay as they are"),
+                             *([(f"{n['n_rows']} (the grid's {plan.n_rows_src}) is a new kernel argument that masks the last "
+                                 "row block")] if plan.n_rows_param is None else [])])
         if col.isdigit() and (col_arg is None or isinstance(col_arg.value, cst.Integer)):
             named = next((h for h in (plan.col_block, f"{plan.col_block}_SIZE") if count_free(plan.launch, h)
                           and h != block_m), None)
