@@ -120,16 +120,7 @@ def final_options(gpu: bool):
                          mode="gpu" if gpu else "interpreter")
 
 
-def warm_up(path: Path, target, gpu: bool) -> dict:
-    """Start the verification worker (torch import, CUDA context) before the first loop, so that file's
-    loop budget is not spent on it: one untimed check of the file against itself."""
-    from mtmc_lsp.optimizer.verify import VerifyOptions, verify_file
-
-    started = time.monotonic()
-    text = path.read_text()
-    options = VerifyOptions(seeds=1, timing=False, mode="gpu" if gpu else "interpreter")
-    report = verify_file(text, text, str(path), target, options)
-    return {"file": path.name, "status": report.status, "wall_s": round(time.monotonic() - started, 2)}
+warm_up = bench.warm_up  # one home: the suite's bench starts its worker the same way
 
 
 def step_record(attempt) -> dict:
