@@ -369,6 +369,17 @@ def remove_kwargs(call: cst.Call, names: set[str]) -> cst.Call:
     return call.with_changes(args=keep)
 
 
+# Tensor methods that keep a value's shape (``x.to(tl.float32)``, ``x.cast(...)``).
+SHAPE_METHODS = frozenset({"to", "cast"})
+
+
+def canonical_name(node: cst.CSTNode, prefix: dict[str, str]) -> str:
+    """``tl.math.exp`` -> ``triton.language.math.exp``: a dotted name with the file's import spelling resolved
+    (``prefix`` is the analysis's ``names.prefix``)."""
+    parts = code(node).split(".")
+    return ".".join([prefix.get(parts[0], parts[0]), *parts[1:]])
+
+
 def names_in(node: cst.CSTNode) -> set[str]:
     """Every name a node reads or assigns, plus string keys of subscripts (``META["BLOCK"]``)."""
     found: set[str] = set()

@@ -18,7 +18,6 @@ from . import _common as c
 from .base import ActionError
 
 _RANGES = ("range", "triton.language.range")
-_METHODS = {"to", "cast"}
 
 
 @dataclass
@@ -34,16 +33,11 @@ class GridStride:
     bindings: list[cst.Assign]  # ``row_start = tl.program_id(0)``, ``row_step = tl.num_programs(0)`` (kept as they are)
 
 
-def _canon(node: cst.CSTNode, prefix: dict[str, str]) -> str:
-    parts = c.code(node).split(".")
-    return ".".join([prefix.get(parts[0], parts[0]), *parts[1:]])
-
-
 def program_call(node: cst.CSTNode, prefix: dict[str, str]) -> tuple[str, int | None] | None:
     """``("program_id", 0)`` for ``tl.program_id(0)`` (also ``axis=0``; None for the axis when it is not a number)."""
     if not isinstance(node, cst.Call):
         return None
-    name = _canon(node.func, prefix)
+    name = c.canonical_name(node.func, prefix)
     if name not in ("triton.language.program_id", "triton.language.num_programs"):
         return None
     axis = node.args[0].value if len(node.args) == 1 else None
@@ -52,7 +46,7 @@ def program_call(node: cst.CSTNode, prefix: dict[str, str]) -> tuple[str, int | 
 
 def _strip_cast(node: cst.BaseExpression) -> cst.BaseExpression:
     """``tl.program_id(0).to(tl.int64)`` -> ``tl.program_id(0)``."""
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _METHODS:
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in c.SHAPE_METHODS:
         node = node.func.value
     return node
 
@@ -76,7 +70,7 @@ def find(kdef: cst.FunctionDef, prefix: dict[str, str]) -> GridStride | None:
 
     loop = None
     for statement in body:
-        if isinstance(statement, cst.For) and isinstance(statement.iter, cst.Call) and _canon(statement.iter.func, prefix) in _RANGES:
+        if isinstance(statement, cst.For) and isinstance(statement.iter, cst.Call) and c.canonical_name(statement.iter.func, prefix) in _RANGES:
             positional = [a.value for a in statement.iter.args if a.keyword is None]
             # ``range(pid)`` and ``range(pid, n)`` are not grid-stride loops (the regular rewrite explains them).
             if len(positional) == 3 and (resolve(positional[0])[0] or ("",))[0] == "program_id":

@@ -136,7 +136,6 @@ _ELEMENTWISE = {
     "exp", "exp2", "log", "log2", "log1p", "sqrt", "sqrt_rn", "rsqrt", "abs", "maximum", "minimum", "where",
     "sigmoid", "fma", "erf", "cos", "sin", "tanh", "floor", "ceil", "clamp", "fdiv", "div_rn", "cast", "umulhi",
 }
-_METHODS = {"to", "cast"}  # tensor methods that keep the shape
 _META_ATTRS = {"dtype", "element_ty"}
 _LOAD_OPTIONS = {"mask", "other", "cache_modifier", "eviction_policy", "volatile"}
 _STORE_OPTIONS = {"mask", "cache_modifier", "eviction_policy"}
@@ -173,13 +172,6 @@ class _Plan:
     tuned_col: str | None = None
 
 
-def _canon(node: cst.CSTNode, prefix: dict[str, str]) -> str:
-    """``tl.math.exp`` -> ``triton.language.math.exp`` (the file's import spelling resolved)."""
-    parts = c.code(node).split(".")
-    head = prefix.get(parts[0], parts[0])
-    return ".".join([head, *parts[1:]])
-
-
 def _tl_name(func: cst.CSTNode, prefix: dict[str, str]) -> str | None:
     """The function's name under ``triton.language`` (``tl.math.rsqrt`` -> ``rsqrt``), else None."""
     node = func
@@ -187,7 +179,7 @@ def _tl_name(func: cst.CSTNode, prefix: dict[str, str]) -> str | None:
         node = node.value
     if not isinstance(node, cst.Name):  # ``tl.load(p).to``: a method of a value, not a module function
         return None
-    name = _canon(func, prefix)
+    name = c.canonical_name(func, prefix)
     if name.startswith("triton.language."):
         return name.rsplit(".", 1)[1]
     return None
@@ -400,7 +392,7 @@ class _Infer:
                     if self.expr(a.value, env) != S:
                         raise ActionError(f"`{c.code(call)}` takes a tensor argument")
                 return S
-            if func.attr.value in _METHODS:
+            if func.attr.value in c.SHAPE_METHODS:
                 for a in call.args:
                     if self.expr(a.value, env) != S:
                         raise ActionError(f"`{c.code(call)}` takes a tensor argument")
@@ -553,7 +545,7 @@ class _Infer:
         if isinstance(node, cst.Call):
             if any(node is p for p in self.pid_calls):
                 return _ROW_INDEX
-            if isinstance(node.func, cst.Attribute) and _tl_name(node.func, self.prefix) is None and node.func.attr.value in _METHODS:
+            if isinstance(node.func, cst.Attribute) and _tl_name(node.func, self.prefix) is None and node.func.attr.value in c.SHAPE_METHODS:
                 return self.row_parts(node.func.value, seen)  # ``pid.to(tl.int64)``
             if _tl_name(node.func, self.prefix) == "cast" and node.args:
                 return self.row_parts(node.args[0].value, seen)
@@ -615,7 +607,7 @@ class _Infer:
     def loop(self, loop: cst.For, env: dict[str, int]) -> dict[str, int]:
         it = loop.iter
         if loop.orelse is not None or not isinstance(loop.target, cst.Name) or not isinstance(it, cst.Call) or \
-                _canon(it.func, self.prefix) not in ("range", "triton.language.range", "triton.language.static_range"):
+                c.canonical_name(it.func, self.prefix) not in ("range", "triton.language.range", "triton.language.static_range"):
             raise ActionError("a loop that is not `for i in range(...)`")
         for a in it.args:
             self._all_scalar(a.value, env)
@@ -1040,7 +1032,7 @@ class RowsPerProgram:
                     continue
                 if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name):
                     value = small.value
-                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _METHODS:
+                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in c.SHAPE_METHODS:
                         value = value.func.value
                     name = small.targets[0].target.value
                     if any(value is p for p in pid_calls) and not _rebound(kdef, name, allowed=1):
@@ -1096,22 +1088,21 @@ class RowsPerProgram:
         rewrite = _Rewrite(plan)
         pairs: list[tuple[cst.CSTNode, object]] = []
         # The kernel: every statement rebuilt from the kinds, the row mask right after the row index.
-        if plan.stride is None and plan.pid_binding is None:  # the id is used inline: name the row vector once at the top
-            rows_line = c.stmt(f"{n['rows']} = {c.code(rewrite.rows_expr)}")
-            rewrite.rows_expr = cst.Name(n["rows"])
-        if plan.stride is not None:  # persistent: the statements before the loop are row-independent and stay
+        if plan.stride is not None:
+            # Persistent: the statements before the loop are row-independent and stay; the rewritten loop starts
+            # with the row vector and its mask.
             loop_body = self._block(plan.stride.loop.body.body, rewrite)
             body = [*plan.kdef.body.body[:-1], _grid_stride.rewritten_loop(plan.stride, loop_body, n, tl)]
-        else:
-            body = self._block(plan.kdef.body.body, rewrite)
-        if plan.stride is not None:  # the loop's first lines are already the row vector and its mask
-            pass
         elif plan.pid_binding is not None:
+            body = self._block(plan.kdef.body.body, rewrite)
             row_name = plan.pid_binding.targets[0].target.value
             index = next(i for i, s in enumerate(plan.kdef.body.body) if isinstance(s, cst.SimpleStatementLine)
                          and any(b is plan.pid_binding for b in s.body))
             body.insert(index + 1, c.stmt(f"{n['row_mask']} = {row_name} < {n['n_rows']}"))
-        else:
+        else:  # the id is used inline: name the row vector once at the top
+            rows_line = c.stmt(f"{n['rows']} = {c.code(rewrite.rows_expr)}")
+            rewrite.rows_expr = cst.Name(n["rows"])
+            body = self._block(plan.kdef.body.body, rewrite)
             first = 1 if c.is_docstring(body[0]) else 0
             body[first:first] = [rows_line.with_changes(leading_lines=body[first].leading_lines),
                                  c.stmt(f"{n['row_mask']} = {n['rows']} < {n['n_rows']}")]
@@ -1395,7 +1386,7 @@ def _smalls(statements) -> list[cst.BaseSmallStatement]:
 
 def _is_load(node: cst.BaseExpression, plan: _Plan) -> bool:
     """``tl.load(...)``, maybe followed by ``.to(...)`` (a no-op cast leaves the load as the reduction's input)."""
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _METHODS \
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in c.SHAPE_METHODS \
             and _tl_name(node.func, plan.prefix) is None:
         node = node.func.value
     return isinstance(node, cst.Call) and _tl_name(node.func, plan.prefix) == "load"
