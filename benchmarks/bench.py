@@ -20,7 +20,6 @@ import json
 import math
 import os
 import platform
-import re
 import signal
 import statistics
 import subprocess
@@ -351,6 +350,13 @@ def run_search(text: str, path: Path, args, target, device: str, budget_s: float
             "policy": result.policy, "speed_measured": result.speed_measured}
 
 
+def loop_kernels(text: str, path: Path) -> int:
+    """How many kernels ``optimize(kernel=None)`` visits in the file, splitting its budget among them."""
+    from mtmc_lsp.optimizer.analysis import analyze
+
+    return max(1, len(analyze(text, str(path)).kernels))
+
+
 def warm_up(path: Path, target, gpu: bool) -> dict:
     """Start the verification worker (torch import, CUDA context) before the first loop, so that file's
     loop budget is not spent on it: one untimed check of the file against itself."""
@@ -627,8 +633,8 @@ def bench_kernel(path: Path, args, ceilings: dict, opt_status: dict, target, dea
     # The loop visits every kernel of the file in turn (optimize(kernel=None) splits its budget among them), so a
     # file of three kernels gets three shares: one share each left attention's 10 ms steps 7 s, which their first
     # verification (worker start, three compiles) outran on the H200 (session 7: every step cancelled).
-    kernels_in_file = max(1, len(re.findall(r"^@triton\.jit", text, re.MULTILINE)))
-    opt_budget = min(args.optimize_timeout_s, spare / (kernels_left + 1) * kernels_in_file)
+    shares = loop_kernels(text, path) if opt_status["method"] != "none" else 1
+    opt_budget = min(args.optimize_timeout_s, spare / (kernels_left + 1) * shares)
     optimize: dict = {"method": opt_status["method"], "steps_budget": args.steps}
     if opt_status["method"] == "none":
         optimize["skipped"] = opt_status.get("note") or "optimizer not available"

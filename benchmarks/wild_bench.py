@@ -361,12 +361,6 @@ def structural_kernels(original: str, final_text: str, kept: list[dict], path: P
     return rows
 
 
-def kernels_in(path: Path, most: int = 3) -> int:
-    """How many ``@triton.jit`` kernels the file defines, 1 to ``most``."""
-    found = sum(1 for line in path.read_text().splitlines() if line.strip().startswith(("@triton.jit", "@jit")))
-    return max(1, min(most, found))
-
-
 def bench_file(path: Path, args, target, policy, loop_budget_s: float, gpu: bool) -> dict:
     original = path.read_text()
     started = time.monotonic()
@@ -689,7 +683,7 @@ def run(args) -> int:
         reserve = max(spent) if spent else FIRST_RESERVE_S
         # The loop visits the file's kernels in turn and splits its budget among them: --budget-s is per kernel
         # (up to 3 kernels' worth), or a three-kernel chain gets 5 s a kernel, less than one first verification.
-        loop_budget = min(args.budget_s * kernels_in(path), args.deadline_s - elapsed - reserve)
+        loop_budget = min(args.budget_s * min(3, bench.loop_kernels(path.read_text(), path)), args.deadline_s - elapsed - reserve)
         if loop_budget < MIN_LOOP_S:
             results["files"][index].update(status="not_run", error=f"run deadline ({args.deadline_s:.0f} s): rerun with --resume")
             print(f"wild_bench: {path.name}: not run (deadline; rerun with --resume)", flush=True)
