@@ -68,22 +68,26 @@ def find(kdef: cst.FunctionDef, prefix: dict[str, str]) -> GridStride | None:
             return bound[node.value]
         return program_call(_strip_cast(node), prefix), None
 
-    loop = None
+    loop, bounds = None, None
     for statement in body:
         if isinstance(statement, cst.For) and isinstance(statement.iter, cst.Call) and c.canonical_name(statement.iter.func, prefix) in _RANGES:
-            positional = [a.value for a in statement.iter.args if a.keyword is None]
+            bounds = _bounds(statement.iter, prefix)
             # ``range(pid)`` and ``range(pid, n)`` are not grid-stride loops (the regular rewrite explains them).
-            if len(positional) == 3 and (resolve(positional[0])[0] or ("",))[0] == "program_id":
+            if bounds is not None and (resolve(bounds[0])[0] or ("",))[0] == "program_id":
                 loop = statement
                 break
-    if loop is None:
+    if loop is None or bounds is None:
         return None
     header = f"for {c.code(loop.target)} in {c.code(loop.iter)}"
     args = list(loop.iter.args)
-    positional = [a for a in args if a.keyword is None]
-    if any(a.star for a in args) or any(a.keyword is not None and a.keyword.value in ("arg1", "arg2", "step") for a in args):
-        raise ActionError(f"the grid-stride loop `{header}` is not `range(start, n_rows, step)` with three positional bounds")
-    start, stop, step = (a.value for a in positional)
+    if any(a.star for a in args) or any(a.keyword is not None and a.keyword.value in ("arg1", "arg2") for a in args):
+        raise ActionError(f"the grid-stride loop `{header}` is not `range(start, n_rows, step)` with its bounds in order")
+    if c.canonical_name(loop.iter.func, prefix) == "range" and any(a.keyword is not None for a in args):
+        # Triton compiles Python's ``range`` from its positional arguments alone: ``step=`` is dropped (a step of 1),
+        # while the interpreter raises TypeError. The kernel does not do what it says; no rewrite can keep that.
+        raise ActionError(f"the grid-stride loop `{header}` passes a keyword to Python's range, which Triton's compiler "
+                          "ignores (the loop steps by 1): `tl.range(start, n_rows, step)` takes it")
+    start, stop, step = bounds
     (start_call, start_binding), (step_call, step_binding) = resolve(start), resolve(step)
     axis = start_call[1]
     if axis is None:
@@ -101,7 +105,7 @@ def find(kdef: cst.FunctionDef, prefix: dict[str, str]) -> GridStride | None:
     bindings = [b for b in (start_binding, step_binding) if b is not None]
     for binding in bindings:
         name = binding.targets[0].target.value
-        if c.count_name(kdef, name) != 2 or sum(name in c.bound_names(s) for s in body) != 1:
+        if _name_uses(kdef, name) != 2 or sum(name in c.bound_names(s) for s in body) != 1:
             raise ActionError(f"{name} (`{c.code(binding.value)}`) is used outside the grid-stride loop's header: "
                               "the loop must be the kernel's only use of the row index")
     header_calls = [_strip_cast(n) for n in (start, step) if not isinstance(n, cst.Name)]
@@ -116,6 +120,38 @@ def find(kdef: cst.FunctionDef, prefix: dict[str, str]) -> GridStride | None:
     if carried is not None:
         raise ActionError(f"{carried} is carried from one row to the next around the grid-stride loop: rows are not computed alone")
     return GridStride(loop, axis, row, start, stop, step, bindings)
+
+
+def _bounds(call: cst.Call, prefix: dict[str, str]) -> tuple[cst.BaseExpression, ...] | None:
+    """``(start, stop, step)`` of ``range(start, stop, step)``; ``tl.range`` may name its step (``step=num_progs``)."""
+    positional = [a.value for a in call.args if a.keyword is None]
+    step = c.kwarg(call, "step")
+    if len(positional) == 3 and step is None:
+        return tuple(positional)
+    if len(positional) == 2 and step is not None:
+        return (*positional, step.value)
+    return None
+
+
+def _name_uses(node: cst.CSTNode, name: str) -> int:
+    """How often ``name`` is read or bound as a variable: ``tl.num_programs`` is no use of a name ``num_programs``."""
+    count = 0
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            nonlocal count
+            count += n.value == name
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)
+            return False
+
+    node.visit(V())
+    return count
 
 
 def _program_calls(kdef: cst.FunctionDef, prefix: dict[str, str], axis: int) -> list[cst.Call]:

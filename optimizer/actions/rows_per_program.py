@@ -136,6 +136,10 @@ _ELEMENTWISE = {
     "exp", "exp2", "log", "log2", "log1p", "sqrt", "sqrt_rn", "rsqrt", "abs", "maximum", "minimum", "where",
     "sigmoid", "fma", "erf", "cos", "sin", "tanh", "floor", "ceil", "clamp", "fdiv", "div_rn", "cast", "umulhi",
 }
+# ``tl.cdiv`` (of row-independent values) and compiler hints, which return their first argument.
+_SCALAR_HELPERS = {"cdiv", "multiple_of", "max_contiguous", "max_constancy"}
+_DTYPES = {"float16", "bfloat16", "float32", "float64", "int1", "int8", "int16", "int32", "int64",
+           "uint8", "uint16", "uint32", "uint64", "float8e4nv", "float8e5"}
 _META_ATTRS = {"dtype", "element_ty"}
 _LOAD_OPTIONS = {"mask", "other", "cache_modifier", "eviction_policy", "volatile"}
 _STORE_OPTIONS = {"mask", "cache_modifier", "eviction_policy"}
@@ -246,6 +250,7 @@ class _Infer:
         # None once unknown; the ``+=``/``-=`` values since), and every store's address with the
         # row-index parts it reaches.
         self.decompositions = 0
+        self.clamps = 0  # Python min/max of a per-row value: ``min(row, 5)`` maps rows onto one, so stores must pin the row
         self.bindings: dict[str, tuple[cst.BaseExpression | None, tuple[cst.BaseExpression, ...]]] = {}
         self.store_parts: list[tuple[cst.Call, frozenset]] = []
         self.serial: dict[str, int] = {}  # name -> how many times it was bound so far
@@ -377,6 +382,8 @@ class _Infer:
             return self._load(call, env)
         if name == "store":
             raise ActionError("tl.store inside an expression")
+        if name in _SCALAR_HELPERS:
+            return self._scalar_helper(call, name, env)
         if name in _ELEMENTWISE:
             kind = S
             for a in call.args:
@@ -400,12 +407,55 @@ class _Infer:
             raise ActionError(f"calls .{func.attr.value}() on a {_KIND_NAMES[base]}")
         if isinstance(func, cst.Name) and func.value in self.device_fns and name is None:
             return self._device_call(call, env)
-        if isinstance(func, cst.Name) and func.value in ("float", "int", "min", "max") and name is None:
+        if isinstance(func, cst.Name) and func.value in ("min", "max") and name is None:
+            return self._builtin_min_max(call, env)
+        if isinstance(func, cst.Name) and func.value in ("float", "int") and name is None:
             for a in call.args:
                 if self.expr(a.value, env) != S:
                     raise ActionError(f"{func.value}() of a tensor value")
             return S
+        if name in _DTYPES:
+            # ``tl.float32(0.0)``: Triton's dtypes are not callable (TypeError when compiled or interpreted, Triton 3.9).
+            raise ActionError(f"calls `{c.code(func)}(...)`: Triton dtypes are not callable, so the kernel does not compile "
+                              f"(`tl.full([], value, {c.code(func)})` or `.to({c.code(func)})` are the spellings that do)")
         raise ActionError(f"calls `{c.code(func)}`, which the rewrite does not know to be per row")
+
+    def _builtin_min_max(self, call: cst.Call, env: dict[str, int]) -> int:
+        """Python's ``min(a, b)`` in a kernel: Triton's builtin_min folds ``tl.minimum`` over the arguments, elementwise.
+
+        Per-row arguments are rewritten to ``tl.minimum``/``tl.maximum`` (the same NaN rule, no propagation): once they
+        are [BLOCK_M] vectors, the builtin is deprecated for blocks and wrong under the interpreter (Python's own min).
+        """
+        if len(call.args) < 2 or any(a.keyword is not None for a in call.args):
+            raise ActionError(f"`{c.code(call)}` is not min/max of two or more plain arguments")
+        kind = S
+        for a in call.args:
+            kind |= self.expr(a.value, env)
+        self.clamps += bool(kind & R)
+        return kind
+
+    def _scalar_helper(self, call: cst.Call, name: str, env: dict[str, int]) -> int:
+        """``tl.cdiv(a, b)`` of row-independent values, or a compiler hint (``tl.multiple_of(x, 16)``) on a value it keeps.
+
+        A hint's kind is its first argument's; its values must be row-independent. ``max_contiguous`` and
+        ``max_constancy`` on a per-row value would claim runs across rows that the [BLOCK_M] vector does not have,
+        and ``multiple_of`` takes one value per axis, so a row block (2-D after the rewrite) keeps none of them.
+        """
+        kinds = [self.expr(a.value, env) for a in call.args]
+        if name == "cdiv":
+            kind = S
+            for k in kinds:
+                kind |= k
+            if kind & R:  # ``//`` of a per-row value: the rows' addresses could meet (the split rules see only ``//``)
+                raise ActionError(f"`{c.code(call)}` divides a {_KIND_NAMES[kind]}")
+            return kind
+        first = _arg(call, 0, "input")
+        if first is None or any(k != S for a, k in zip(call.args, kinds) if a is not first):
+            raise ActionError(f"`{c.code(call)}` is not a hint on one value with row-independent values")
+        kind = self.kinds[id(first.value)]
+        if kind == RC or (kind == R and name != "multiple_of"):
+            raise ActionError(f"`{c.code(call)}` hints on a {_KIND_NAMES[kind]}, whose shape the rewrite changes")
+        return kind
 
     def _constant(self, node: cst.BaseExpression) -> bool:
         """Numbers and constexprs under + - * //: a compile-time value."""
@@ -446,6 +496,7 @@ class _Infer:
         if inner.stores or inner.promote:
             raise ActionError(f"`{fn.name}` stores or carries a widening value around a loop")
         self.decompositions += inner.decompositions  # its result is opaque to the stores' row-index check
+        self.clamps += inner.clamps
         return kind
 
     def _reduction(self, call: cst.Call, name: str, env: dict[str, int]) -> int:
@@ -547,8 +598,8 @@ class _Infer:
                 return _ROW_INDEX
             if isinstance(node.func, cst.Attribute) and _tl_name(node.func, self.prefix) is None and node.func.attr.value in c.SHAPE_METHODS:
                 return self.row_parts(node.func.value, seen)  # ``pid.to(tl.int64)``
-            if _tl_name(node.func, self.prefix) == "cast" and node.args:
-                return self.row_parts(node.args[0].value, seen)
+            if _tl_name(node.func, self.prefix) in ("cast", "multiple_of") and node.args:
+                return self.row_parts(node.args[0].value, seen)  # ``multiple_of`` returns its value unchanged
         return frozenset()
 
     def bind(self, name: str, value: cst.BaseExpression | None, bump: cst.BaseExpression | None = None) -> None:
@@ -689,6 +740,19 @@ class _Infer:
             else:
                 self.bind(name, None)
             return
+        if isinstance(small, cst.AnnAssign):
+            # ``UNROLL: tl.constexpr = 4``: a local compile-time constant, the same for every row and left as written.
+            if not isinstance(small.target, cst.Name) or small.value is None or \
+                    c.canonical_name(small.annotation.annotation, self.prefix) != "triton.language.constexpr":
+                raise ActionError(f"`{c.code(small).strip()}` is an annotated assignment other than `name: tl.constexpr = value`")
+            name = small.target.value
+            if self.expr(small.value, env) != S:
+                raise ActionError(f"`{c.code(small).strip()}` makes a constexpr of a tensor value")
+            env[name] = S
+            self.constexprs.add(name)
+            self.inits[name] = small.value
+            self.bind(name, small.value)
+            return
         if isinstance(small, cst.Pass):
             return
         raise ActionError(f"a `{type(small).__name__.lower()}` statement in the kernel")
@@ -787,7 +851,19 @@ class _Rewrite:
             if any(call.func.value is p for p in self.plan.pid_calls) and not isinstance(base, cst.Name):
                 base = base.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             return call.with_changes(func=call.func.with_changes(value=base))
-        return call.with_changes(args=[a.with_changes(value=self.rw(a.value, kind == RC)) for a in call.args])
+        args = [a.with_changes(value=self.rw(a.value, kind == RC)) for a in call.args]
+        if name is None and isinstance(call.func, cst.Name) and call.func.value in ("min", "max"):
+            return self.min_max(call.func.value, args)
+        return call.with_changes(args=args)
+
+    def min_max(self, builtin: str, args: list[cst.Arg]) -> cst.Call:
+        """``min(a, b, c)`` of per-row values as ``tl.minimum(tl.minimum(a, b), c)``: what Triton's builtin computes."""
+        func = c.expr(f"{self.plan.tl}.{'minimum' if builtin == 'min' else 'maximum'}")
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        folded = cst.Call(func, [args[0].with_changes(comma=comma), args[1].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+        for a in args[2:]:
+            folded = cst.Call(func, [cst.Arg(folded, comma=comma), a.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+        return folded
 
     def memory(self, call: cst.Call, name: str, kind: int) -> cst.Call:
         pointer = _arg(call, 0, "pointer")
@@ -978,13 +1054,13 @@ class RowsPerProgram:
                               if infer.blocks else "no `tl.arange(0, BLOCK)` over the row")
         if not infer.stores:
             raise ActionError("the kernel stores nothing per row")
-        if infer.decompositions:
+        if infer.decompositions or infer.clamps:
             # Each row must still store at its own addresses: every store reaches the whole row index
-            # (``pid * stride``, or ``pid // C`` together with ``pid % C``), not ``pid // 2`` alone.
+            # (``pid * stride``, or ``pid // C`` together with ``pid % C``), not ``pid // 2`` or ``min(pid, 5)`` alone.
             for call, parts in infer.store_parts:
                 if not _pins_row(parts):
                     raise ActionError(f"`{c.code(call)}` reaches the row index only through `//` or `%` without the other "
-                                      "half (`i // D` needs `i % D`): rows would share its addresses")
+                                      "half (`i // D` needs `i % D`), or through min/max: rows would share its addresses")
         shared = _written_and_read(kdef, kernel, prefix)
         if shared:
             raise ActionError(f"stores through {', '.join(sorted(shared))}, which it also loads: rows could read other rows' results")
@@ -1453,6 +1529,10 @@ def _written_and_read(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, s
             if isinstance(n.target, cst.Name) and isinstance(n.operator, cst.AddAssign | cst.SubtractAssign):
                 assigned.setdefault(n.target.value, []).append(n.value)
 
+        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+            if isinstance(n.target, cst.Name) and n.value is not None:
+                assigned.setdefault(n.target.value, []).append(n.value)
+
     kdef.body.visit(Assigns())
 
     def bases(node: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> set[str]:
@@ -1540,6 +1620,10 @@ def _rebound(kdef: cst.FunctionDef, name: str, allowed: int = 0) -> bool:
         def visit_AugAssign(self, n: cst.AugAssign) -> None:
             nonlocal count
             count += name in c.names_in(n.target)
+
+        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+            nonlocal count
+            count += n.value is not None and name in c.names_in(n.target)
 
         def visit_For(self, n: cst.For) -> None:
             nonlocal count
