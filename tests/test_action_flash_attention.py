@@ -107,7 +107,7 @@ def test_strides_and_padding_keep_their_spelling():
 def test_what_the_softmax_kernel_does_first_comes_along():
     assert SCALE_IN_SOFTMAX.count("sm_scale") == 2
     new = fused(SCALE_IN_SOFTMAX, "row_softmax_kernel")
-    assert 's = tl.where(offs_n[None, :] < seq_len, s.to(tl.float32) * sm_scale, float("-inf"))' in new
+    assert 's = tl.where(offs_n[None, :] < seq_len, s.to(tl.float32) * sm_scale * 1.4426950408889634, float("-inf"))' in new
     assert "q, k, head_dim ** -0.5,\n" in new and "q_ptr, k_ptr, sm_scale,\n" in new
     assert "row_softmax_kernel" not in new
 

@@ -7,7 +7,12 @@ storing the softmax itself. Every score is written to and read back from memory,
 becomes the flash kernel of Triton's tutorial: in its key loop it computes the scores of the block
 with the scores kernel's own code (its loads, scale and masks, at the rows and keys of that
 block), keeps a running row maximum ``m_i`` and sum ``l_i``, rescales the accumulator by
-``exp(m_old - m_new)`` and divides by ``l_i`` after the loop. The score and probability buffers,
+``exp(m_old - m_new)`` and divides by ``l_i`` after the loop. It works in base 2, as the tutorial
+does: the scores times log2(e) through ``tl.math.exp2``, which compiles to the flush-to-zero
+``ex2.approx.ftz``; ``tl.exp`` keeps denormals and costs more per score (H200, 4x16x4096x128 fp16:
+1.68 ms with ``tl.exp``, 1.28 ms with ``exp2``, ``benchmarks/results/h200/suite_tiles``). The
+probabilities are equal: a denormal probability is under 1e-38 of the row's largest, and the P @ V
+dot rounds it to zero in fp16 or bf16 anyway. The score and probability buffers,
 their allocations and the other launches go. Equal up to rounding (each probability is
 rescaled once per new maximum instead of normalised once).
 
@@ -92,10 +97,10 @@ def pv_kernel(v_ptr, o_ptr, n, q_ptr, k_ptr, scale, D: tl.constexpr, BLOCK_M: tl
         offs_n = start_n + tl.arange(0, BLOCK_N)
         k = tl.load(k_ptr + bh * n * D + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < n, other=0.0)
         s = tl.dot(q, tl.trans(k)) * scale
-        s = tl.where(offs_n[None, :] < n, s.to(tl.float32), float("-inf"))
+        s = tl.where(offs_n[None, :] < n, s.to(tl.float32) * 1.4426950408889634, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None]
         m_i = m_new
@@ -1366,11 +1371,12 @@ class FlashAttention:
         scores_value = f"{_wrap(plan.scores_code)}.to(tl.float32)"
         if plan.transform is not None:  # what the softmax kernel did to the fp32 scores it loaded
             scores_value = plan.transform.replace("__mtmc_scores__", scores_value)
+        scores_value = f"{_operand(scores_value)} * {LOG2E}"  # base 2 from here on: exp2 is the cheap exponent
         online = [
             f"{qk} = tl.where({plan.key_mask}, {scores_value}, float(\"-inf\"))",
             f"{m_new} = tl.maximum({m_i}, tl.max({qk}, axis=1))",
-            f"{alpha} = tl.exp({m_i} - {m_new})",
-            f"{p} = tl.exp({qk} - {m_new}[:, None])",
+            f"{alpha} = tl.math.exp2({m_i} - {m_new})",
+            f"{p} = tl.math.exp2({qk} - {m_new}[:, None])",
             f"{l_i} = {l_i} * {alpha} + tl.sum({p}, axis=1)",
             f"{acc} = {acc} * {alpha}[:, None]",
             f"{m_i} = {m_new}",
@@ -1459,6 +1465,13 @@ class FlashAttention:
 
 def _wrap(code: str) -> str:
     return code if code.isidentifier() else f"({code})"
+
+
+def _operand(code: str) -> str:
+    """``code`` as the left operand of ``*``: parenthesized unless a name, call, attribute, subscript or product."""
+    node = c.expr(code)
+    product = isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)
+    return code if product or isinstance(node, cst.Name | cst.Call | cst.Attribute | cst.Subscript) else f"({code})"
 
 
 def _arange(expr, kernel: Kernel):
@@ -1601,6 +1614,7 @@ class _Substitute(cst.CSTTransformer):
 # fused kernels): over 4 warps it spills at head dim 128 (fp16: 255 registers, 260 B), over 8 warps it
 # does not (170 registers; 117 at head dim 64).
 FLASH_TILES = ((128, 64, 8), (64, 64, 4))
+LOG2E = "1.4426950408889634"  # log2(e): exp(x) = exp2(x * LOG2E)
 # The head dim is a run-time value: budgets assume the common largest, as tiling does.
 HEAD_DIM_GUESS = 128
 _SPLIT = "  # __mtmc_split_{}__"
