@@ -122,6 +122,38 @@ def find(kdef: cst.FunctionDef, prefix: dict[str, str]) -> GridStride | None:
     return GridStride(loop, axis, row, start, stop, step, bindings)
 
 
+def own_split(kdef: cst.FunctionDef, prefix: dict[str, str], axis: int) -> str | None:
+    """The header of a top-level loop whose bounds read ``tl.num_programs(axis)``, directly or through names bound before it.
+
+    Such a kernel shares its rows out among the programs itself (row blocks of ``num_progs * BLOCK_M``, flat blocks,
+    contiguous chunks): no grid-stride loop over single rows that rows_per_program could widen. Only used to say so.
+    """
+    reaching: set[str] = set()
+
+    def reads_count(node: cst.CSTNode) -> bool:
+        hit = False
+
+        class V(cst.CSTVisitor):
+            def visit_Call(self, n: cst.Call) -> None:
+                nonlocal hit
+                call = program_call(n, prefix)
+                hit = hit or (call is not None and call[0] == "num_programs" and call[1] in (axis, None))
+
+        node.visit(V())
+        return hit or bool(c.names_in(node) & reaching)
+
+    for statement in kdef.body.body:
+        if isinstance(statement, cst.For):
+            if reads_count(statement.iter):
+                return f"for {c.code(statement.target)} in {c.code(statement.iter)}"
+            continue
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign | cst.AnnAssign) and small.value is not None and reads_count(small.value):
+                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                reaching |= set().union(*(c.names_in(t) for t in targets))
+    return None
+
+
 def _bounds(call: cst.Call, prefix: dict[str, str]) -> tuple[cst.BaseExpression, ...] | None:
     """``(start, stop, step)`` of ``range(start, stop, step)``; ``tl.range`` may name its step (``step=num_progs``)."""
     positional = [a.value for a in call.args if a.keyword is None]
