@@ -23,7 +23,11 @@ kernel also loads from (unless in place: every access through it at the same add
 atomics, no ``tl.dot``, no 2-D tiles already, and every
 call is an elementwise ``tl`` function, ``tl.load``/``tl.store``, a
 ``tl.sum``/``max``/``min``/``argmax``/``argmin``, or a @triton.jit function of the file whose body is
-elementwise in its arguments (no loads, stores, reductions or program ids; it is left as it is). The
+elementwise in its arguments (no loads, stores, reductions or program ids; it is left as it is). Public
+kernels' helpers count too: ``tl.cdiv`` of row-independent values, compiler hints (``tl.multiple_of`` on a
+value that stays at most 1-D, ``tl.max_contiguous``/``max_constancy`` on row-independent ones), Python's
+``min``/``max`` (elementwise, as Triton's builtins; of per-row values they become ``tl.minimum``/``maximum``,
+and every store must then reach the row index itself), and local ``NAME: tl.constexpr = value`` constants. The
 aranges span one constexpr (``tl.arange(0, BLOCK)``, or halves such as ``tl.arange(BLOCK // 2, BLOCK)``).
 A kernel without a reduction over the row is an elementwise row kernel: offered too (narrow rows
 gain as much), unless its program id steps by its own block (``pid * BLOCK + tl.arange(0, BLOCK)``),
@@ -45,7 +49,7 @@ passed at the launch nor given a default.
 
 Persistent kernels walk their rows with a grid-stride loop, ``for row in tl.range(tl.program_id(0), n_rows,
 tl.num_programs(0), num_stages=...)`` (Python's ``range`` too; the id and the count inline or bound to names
-once). The loop body, read as a one-row-per-program body with the loop variable as the row index, gets the
+once; ``tl.range`` may take its step as ``step=``, Python's ``range`` may not: Triton's compiler drops it). The loop body, read as a one-row-per-program body with the loop variable as the row index, gets the
 rewrite above, and the loop walks blocks of rows: ``tl.range(row_start * BLOCK_M, n_rows, row_step * BLOCK_M,
 num_stages=...)`` (its other keyword arguments kept), then ``row = row_block + tl.arange(0, BLOCK_M)`` and
 ``row_mask = row < n_rows``. Statements before the loop are row-independent and stay, and so does the grid,
