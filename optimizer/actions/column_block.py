@@ -8,6 +8,13 @@ Offered when the program id is bound once to a name used only as a unit-stride a
 the loads and of one unmasked scalar store, the loop's loads are 1-D along the rows and reduce with
 ``tl.sum(..., axis=0)`` into a ``0.0`` accumulator, and the grid is ``(N,)`` with N the columns.
 
+On sm_80 and newer it first offers a row-slab variant: 64-column tiles (256-byte fp32 row segments) leave
+a 4096-column matrix only 64 programs, so a second grid axis splits the rows into slabs of
+``ROWS_PER_PROGRAM``; each program sums its slab and adds the partial sums into the output with
+``tl.atomic_add``, and the host allocates that output with ``torch.zeros``. Offered when the loop is
+``range(0, n_rows, BLOCK)``, the stored value is the sum times constants (partial sums add up), and the
+output is a fresh ``torch.empty`` of the host, not half precision, unused before the launch.
+
 Example: kernel=col_mean_kernel target=h100 params={"BLOCK_COLS": 64, "BLOCK_R": 128}
 
 ```python before
@@ -72,6 +79,12 @@ TILES: dict[int, list[tuple[int, int]]] = {
     80: [(8, 1024), (16, 512), (32, 256), (64, 128)],
     70: [(8, 512), (16, 256), (32, 128), (64, 64)],
 }
+SLAB_PARAM = "ROWS_PER_PROGRAM"
+# The row-slab variant: each program sums BLOCK_COLS columns over ROWS_PER_PROGRAM rows and adds its partial
+# sums into the zeroed output with tl.atomic_add, so a wide tile (64 columns: 256-byte rows, fully coalesced)
+# still leaves thousands of programs. H200, col_sum 32768x4096 fp32 (benchmarks/results/h200/suite_tiles):
+# 64 columns x 1024 rows in 64-row blocks, 4 warps, 0.133 ms; the best one-slab tile 0.173 ms; torch 0.141.
+SLAB_TILE = {SLAB_PARAM: 1024, COLS_PARAM: 64, "row_block": 64}
 _LOAD_KWARGS = {"mask", "other", "cache_modifier", "eviction_policy", "volatile"}
 _STORE_KWARGS = {"cache_modifier", "eviction_policy"}
 _ELEMENTWISE = (cst.Name, cst.Integer, cst.Float, cst.BinaryOperation, cst.UnaryOperation)
@@ -93,7 +106,11 @@ class _Plan:
     store: cst.Call
     row_block: str
     n_cols: str  # source of the grid's N at the launch
-    names: dict[str, str]  # fresh names: cols, col_mask, n_cols
+    names: dict[str, str]  # fresh names: cols, col_mask, n_cols, slab
+    loop: cst.For
+    split: str | None  # why the row-slab variant is not offered, or None when it is
+    n_rows: str = ""  # source of the loop's row count at the launch (the row-slab variant's grid)
+    out_alloc: cst.Call | None = None  # the host's torch.empty(...) of the output (zeroed for the atomic adds)
 
 
 def _tl_call(node: cst.CSTNode, op: str) -> str | None:
@@ -281,8 +298,51 @@ class ColumnBlock:
         names = {"cols": _fresh(taken, "cols", f"{col}_offsets", "col_offsets"),
                  "col_mask": _fresh(taken, "col_mask", f"{col}_mask"),
                  "n_cols": _fresh(taken, "n_cols", "num_cols", "n_columns")}
-        return _Plan(kdef, launch, launch_line, tl, triton, col, col_assign, pid[1], acc_init, loads, rows,
-                     store, row_blocks.pop(), c.code(n_expr), names)
+        names["slab"] = _fresh(taken, "row_start", "slab_start", "first_row")
+        plan = _Plan(kdef, launch, launch_line, tl, triton, col, col_assign, pid[1], acc_init, loads, rows,
+                     store, row_blocks.pop(), c.code(n_expr), names, loop, None)
+        try:
+            plan.n_rows, plan.out_alloc = self._slab_facts(plan, kernel, acc)
+        except ActionError as why:
+            plan.split = str(why)
+        return plan
+
+    @staticmethod
+    def _slab_facts(plan: _Plan, kernel: Kernel, acc: str) -> tuple[str, cst.Call]:
+        """What the row-slab variant needs: the launch's row count and the output's allocation."""
+        positional = [a for a in plan.loop.iter.args if a.keyword is None]
+        if len(positional) != 3 or c.code(positional[0].value) != "0" or c.code(positional[2].value) != plan.row_block \
+                or not isinstance(positional[1].value, cst.Name):
+            raise ActionError(f"the row loop is not `range(0, n_rows, {plan.row_block})` over a kernel argument")
+        bound = positional[1].value.value
+        call = plan.launch.call
+        n_rows = next((a.value for a in call.args if c.arg_param(a, call, kernel) == bound), None)
+        if n_rows is None or not _plain(n_rows):
+            raise ActionError(f"the launch's {bound} is not a plain expression")
+        if len(plan.store.args) != 2 or not _linear_in(plan.store.args[1].value, acc):
+            raise ActionError("the stored value is not the sum times constants: partial sums would not add up")
+        params = {p.name for p in kernel.params}
+        pointers = [t for t in _add_terms(plan.store.args[0].value) if isinstance(t, cst.Name) and t.value in params
+                    and t.value != plan.col]
+        out_arg = next((a.value for a in call.args if len(pointers) == 1 and c.arg_param(a, call, kernel) == pointers[0].value), None)
+        if not isinstance(out_arg, cst.Name):
+            raise ActionError("the output the kernel stores is not a named host tensor")
+        statements = list(plan.launch.host.body.body)
+        at = statements.index(plan.launch_line)
+        writes = [i for i, s in enumerate(statements) if out_arg.value in _assigned(s)]
+        alloc = None
+        if len(writes) == 1 and writes[0] < at:
+            single = _single_assign(statements[writes[0]])
+            if single is not None and isinstance(single[1], cst.Call) and c.code(single[1].func) in ("torch.empty", "torch.empty_like"):
+                alloc = single[1]
+        if alloc is None:
+            raise ActionError(f"{out_arg.value} is not allocated once by torch.empty/empty_like before the launch")
+        if any(out_arg.value in c.names_in(s) for s in statements[writes[0] + 1:at]):
+            raise ActionError(f"{out_arg.value} is used between its allocation and the launch")
+        dtype = next((c.code(a.value) for a in alloc.args if a.keyword is not None and a.keyword.value == "dtype"), "")
+        if dtype in ("torch.float16", "torch.half", "torch.bfloat16"):
+            raise ActionError("a half-precision output would add the partial sums in half precision")
+        return c.code(n_rows), alloc
 
     @staticmethod
     def _is_update(statement: cst.CSTNode, acc: str, tl: str) -> bool:
@@ -308,25 +368,30 @@ class ColumnBlock:
     def _options(self, analysis: FileAnalysis, kernel: Kernel, plan: _Plan, target: GpuProfile) -> list[dict[str, Value]]:
         block = c.tile_plan(analysis, kernel).params.get(plan.row_block)
         tiles = TILES[80 if target.arch >= 80 else 70]
+        slab = []
+        if plan.split is None and target.arch >= 80:
+            fixed = None if block is not None and block.tunable else \
+                analysis.launches_of(kernel.name)[0].constexpr_values(kernel).get(plan.row_block)
+            row_block = SLAB_TILE["row_block"] if fixed is None else fixed
+            if c.is_pow2(row_block) and row_block * SLAB_TILE[COLS_PARAM] <= 8192:
+                slab = [{COLS_PARAM: SLAB_TILE[COLS_PARAM], plan.row_block: row_block,
+                         SLAB_PARAM: max(SLAB_TILE[SLAB_PARAM], row_block)}]
         if block is not None and block.tunable:
-            return [{COLS_PARAM: bc, plan.row_block: br} for bc, br in tiles]
+            return slab + [{COLS_PARAM: bc, plan.row_block: br} for bc, br in tiles]
         # The row block cannot change (or tiling does not know it): column blocks around its current value.
         value = analysis.launches_of(kernel.name)[0].constexpr_values(kernel).get(plan.row_block)
         if not c.is_pow2(value):
             return []
         limit = max(bc * br for bc, br in tiles)
         widths = sorted({bc for bc, _ in tiles if bc * value <= limit})
-        return [{COLS_PARAM: bc, plan.row_block: value} for bc in widths]
+        return slab + [{COLS_PARAM: bc, plan.row_block: value} for bc in widths]
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         try:
             plan = self._plan(c.parse(analysis.text), analysis, kernel)
         except ActionError:
             return []
-        return [Candidate(self.name, self.kind, kernel.name, params,
-                          f"Sum {params[COLS_PARAM]} adjacent columns per program in coalesced "
-                          f"{params[plan.row_block]}x{params[COLS_PARAM]} tiles ({c.fmt_params(params)})",
-                          c.kernel_line(kernel))
+        return [Candidate(self.name, self.kind, kernel.name, params, _title(params, plan.row_block), c.kernel_line(kernel))
                 for params in self._options(analysis, kernel, plan, target)]
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
@@ -340,13 +405,18 @@ class ColumnBlock:
         kparams = list(plan.kdef.params.params)
         first_constexpr = next((p.index for p in kernel.params if p.kind == "constexpr"), len(kparams))
         kparams = _insert_param(kparams, first_constexpr, cst.Param(cst.Name(n["n_cols"])))
-        kparams = _insert_param(kparams, len(kparams), cst.Param(
-            cst.Name(COLS_PARAM), annotation=cst.Annotation(c.expr(f"{tl}.constexpr"))))
+        slab = SLAB_PARAM in params
+        for constexpr in (COLS_PARAM, SLAB_PARAM) if slab else (COLS_PARAM,):
+            kparams = _insert_param(kparams, len(kparams), cst.Param(
+                cst.Name(constexpr), annotation=cst.Annotation(c.expr(f"{tl}.constexpr"))))
         pid = c.code(plan.pid_call)
         first = plan.col_assign.with_changes(body=[c.stmt(f"{cols} = {pid} * {COLS_PARAM} + {tl}.arange(0, {COLS_PARAM})").body[0]])
+        firsts = [first, c.stmt(f"{col_mask} = {cols} < {n['n_cols']}")]
+        if slab:
+            firsts.append(c.stmt(f"{n['slab']} = {tl}.program_id(1) * {SLAB_PARAM}"))
         pairs: list[tuple[cst.CSTNode, object]] = [
             (plan.kdef.params, plan.kdef.params.with_changes(params=kparams)),
-            (plan.col_assign, cst.FlattenSentinel([first, c.stmt(f"{col_mask} = {cols} < {n['n_cols']}")])),
+            (plan.col_assign, cst.FlattenSentinel(firsts)),
             (plan.acc_init.body[0], plan.acc_init.body[0].with_changes(
                 value=c.expr(f"{tl}.zeros([{COLS_PARAM}], dtype={tl}.float32)"))),
         ]
@@ -367,12 +437,25 @@ class ColumnBlock:
             pairs.append((load, new))
         store_args = list(plan.store.args)
         store_args[0] = store_args[0].with_changes(value=store_args[0].value.visit(_Rename({plan.col: cols})))
-        pairs.append((plan.store, c.set_kwarg(plan.store.with_changes(args=store_args), "mask", cst.Name(col_mask))))
+        store = plan.store.with_changes(args=store_args)
+        if slab:  # each program adds its slab's partial sums; the rows' loop stops at the slab's end
+            store = store.with_changes(func=store.func.with_changes(attr=cst.Name("atomic_add")))
+            loop_args = list(plan.loop.iter.args)
+            bound = c.code(loop_args[1].value)
+            loop_args[0] = loop_args[0].with_changes(value=cst.Name(n["slab"]))
+            loop_args[1] = loop_args[1].with_changes(value=c.expr(f"{tl}.minimum({n['slab']} + {SLAB_PARAM}, {bound})"))
+            pairs.append((plan.loop.iter, plan.loop.iter.with_changes(args=loop_args)))
+            zeros = "torch.zeros_like" if c.code(plan.out_alloc.func) == "torch.empty_like" else "torch.zeros"
+            pairs.append((plan.out_alloc, plan.out_alloc.with_changes(func=c.expr(zeros))))
+        pairs.append((plan.store, c.set_kwarg(store, "mask", cst.Name(col_mask))))
         # Host: BLOCK_COLS constant, grid cdiv(N, BLOCK_COLS), N passed as the column count.
         call = plan.launch.call
         grid_tuple = call.func.slice[0].slice.value
-        new_grid = grid_tuple.with_changes(elements=[grid_tuple.elements[0].with_changes(
-            value=c.expr(f"{plan.triton}.cdiv({plan.n_cols}, {COLS_PARAM})"))])
+        grid = [grid_tuple.elements[0].with_changes(value=c.expr(f"{plan.triton}.cdiv({plan.n_cols}, {COLS_PARAM})"))]
+        if slab:
+            grid = [grid[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                    cst.Element(c.expr(f"{plan.triton}.cdiv({plan.n_rows}, {SLAB_PARAM})"))]
+        new_grid = grid_tuple.with_changes(elements=grid)
         new_call = call.with_changes(func=call.func.with_changes(
             slice=[call.func.slice[0].with_changes(slice=call.func.slice[0].slice.with_changes(value=new_grid))]))
         args = list(new_call.args)
@@ -387,10 +470,13 @@ class ColumnBlock:
         else:
             new_call = _kwarg_before_options(new_call, n["n_cols"], c.expr(plan.n_cols))
         new_call = _kwarg_before_options(new_call, COLS_PARAM, cst.Name(COLS_PARAM))
-        constant = c.stmt(f"{COLS_PARAM} = {params[COLS_PARAM]}")
+        constants = [c.stmt(f"{COLS_PARAM} = {params[COLS_PARAM]}")]
+        if slab:
+            new_call = _kwarg_before_options(new_call, SLAB_PARAM, cst.Name(SLAB_PARAM))
+            constants.append(c.stmt(f"{SLAB_PARAM} = {params[SLAB_PARAM]}"))
         launch_line = c.replace_all(plan.launch_line, [(call, new_call)])
         pairs.append((plan.launch_line, cst.FlattenSentinel([
-            constant.with_changes(leading_lines=plan.launch_line.leading_lines),
+            constants[0].with_changes(leading_lines=plan.launch_line.leading_lines), *constants[1:],
             launch_line.with_changes(leading_lines=[]),
         ])))
         module = c.replace_all(module, pairs)
@@ -398,9 +484,14 @@ class ColumnBlock:
         row_value = int(params[plan.row_block])
         rewritten = analyze(module.code)
         module = c.set_constexpr(module, rewritten, rewritten.kernel(kernel.name), {plan.row_block: row_value})
-        return c.finish(text, module, f"column blocks of {params[COLS_PARAM]} in {kernel.name}: coalesced "
-                        f"{row_value}x{params[COLS_PARAM]} tiles, grid cdiv({plan.n_cols}, {COLS_PARAM})",
-                        [f"{n['n_cols']} (the grid's {plan.n_cols}) is a new kernel argument that masks the last column block"])
+        notes = [f"{n['n_cols']} (the grid's {plan.n_cols}) is a new kernel argument that masks the last column block"]
+        summary = f"column blocks of {params[COLS_PARAM]} in {kernel.name}: coalesced {row_value}x{params[COLS_PARAM]} tiles, " \
+                  f"grid cdiv({plan.n_cols}, {COLS_PARAM})"
+        if slab:
+            summary += f" x cdiv({plan.n_rows}, {SLAB_PARAM}) row slabs"
+            notes.append(f"the output is zeroed (torch.zeros) and each slab adds its partial sums with tl.atomic_add: "
+                         "the order of those additions varies from run to run (equal up to rounding)")
+        return c.finish(text, module, summary, notes)
 
 
 def _strip_calls(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -432,6 +523,48 @@ def _plain(node: cst.BaseExpression) -> bool:
 
     node.visit(V())
     return ok
+
+
+def _title(params: dict[str, Value], row_block: str) -> str:
+    if SLAB_PARAM in params:
+        return (f"Sum {params[COLS_PARAM]} adjacent columns over {params[SLAB_PARAM]}-row slabs per program, partial sums "
+                f"added atomically ({c.fmt_params(params)})")
+    return (f"Sum {params[COLS_PARAM]} adjacent columns per program in coalesced {params[row_block]}x{params[COLS_PARAM]} "
+            f"tiles ({c.fmt_params(params)})")
+
+
+def _linear_in(node: cst.BaseExpression, name: str) -> bool:
+    """``name``, times or divided by expressions that do not read it (``acc``, ``acc / n``, ``-2.0 * acc``)."""
+    if isinstance(node, cst.Name):
+        return node.value == name
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return _linear_in(node.expression, name)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply | cst.Divide):
+        if name not in c.names_in(node.right):
+            return _linear_in(node.left, name)
+        return isinstance(node.operator, cst.Multiply) and name not in c.names_in(node.left) and _linear_in(node.right, name)
+    return False
+
+
+def _assigned(statement: cst.CSTNode) -> set[str]:
+    """Names a host statement binds (assignment targets, loop targets, with-as names)."""
+    found: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
+            found.update(c.names_in(n.target))
+
+        def visit_AugAssign(self, n: cst.AugAssign) -> None:
+            found.update(c.names_in(n.target))
+
+        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+            found.update(c.names_in(n.target))
+
+        def visit_For(self, n: cst.For) -> None:
+            found.update(c.names_in(n.target))
+
+    statement.visit(V())
+    return found
 
 
 def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
