@@ -399,7 +399,7 @@ SOFTMAX = (DEV / "sm_softmax_tutorial.py").read_text()
                                     "    tl.store(output_ptr + col_offsets, other_row)"), "same for every row"),
     ("denominator = tl.sum(numerator, axis=0)", "denominator = tl.sum(numerator, axis=0, keep_dims=True)", "plain reduction"),
     ("denominator = tl.sum(numerator, axis=0)", ("denominator = tl.sum(numerator, axis=0)\n    for i in range(row_idx):\n"
-                                                 "        denominator += 1.0"), "mixes a tensor into a scalar context"),
+                                                 "        denominator += 1.0"), "has bounds from the row index"),
     ("n_rows, n_cols = x.shape", "n_rows, n_cols = x.shape\n    softmax_kernel[(n_rows,)](x, x, 1, 1, n_rows, n_cols, BLOCK_SIZE=8)",
      "exactly one launch"),
     # Writes through the pointer it reads: a row could read another row's result.

@@ -236,6 +236,10 @@ def test_local_constexprs_stay_and_the_grid_stride_step_keyword_is_scaled():
     # The kernel walks blocks of rows by the program count itself (Liger's Ascend norms): nothing left to widen.
     (RMS_PERSISTENT, "tl.range(pid, n_rows, step=num_programs)", "tl.range(pid * 2, n_rows, step=num_programs * 2)",
      "the kernel shares its rows out among the programs itself: `for row in tl.range(pid * 2, n_rows, step=num_programs * 2)`"),
+    # Liger's backward kernels walk a program's own rows: ``range(row_start, row_end)`` from the program id.
+    (LAYERNORM_CDIV, "    for blk in range(n_blocks):\n        cols = blk * BLOCK + offs\n        mask = cols < n_cols\n",
+     "    for blk in range(row, min(row + 2, n_blocks)):\n        cols = blk * BLOCK + offs\n        mask = cols < n_cols\n",
+     "`for blk in range(row, min(row + 2, n_blocks))` has bounds from the row index"),
     # Dtypes are not callable in Triton 3.9: the kernel does not compile, whatever the rewrite.
     (LAYERNORM_CDIV, "    total = 0.0\n", "    total = tl.float32(0.0)\n", "Triton dtypes are not callable"),
 ])

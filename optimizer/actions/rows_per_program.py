@@ -665,7 +665,12 @@ class _Infer:
                 c.canonical_name(it.func, self.prefix) not in ("range", "triton.language.range", "triton.language.static_range"):
             raise ActionError("a loop that is not `for i in range(...)`")
         for a in it.args:
-            self._all_scalar(a.value, env)
+            kind = self.expr(a.value, env)
+            if kind & R:  # Liger's backward kernels: ``range(row_start, row_end)`` walks a program's own rows
+                raise ActionError(f"the loop `for {c.code(loop.target)} in {c.code(it)}` has bounds from the row index or "
+                                  "other per-row values: the program walks rows itself, or rows take different trip counts")
+            if kind != S:
+                raise ActionError(f"`{c.code(a.value)}` mixes a tensor into a scalar context")
         inits = dict(self.inits)  # the start values, before the body reassigns them
         bindings_before = dict(self.bindings)
         head = dict(env)
