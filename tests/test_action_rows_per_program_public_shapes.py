@@ -251,6 +251,17 @@ def test_refused_with_a_reason(text, old, new, reason):
     assert reason in why_not(changed, kernel)
 
 
+def test_python_min_in_a_device_function_of_per_row_values_is_refused():
+    # The device function is left as written: its Python min would meet [BLOCK_M] vectors (Python's own min when interpreted).
+    text = GATHER_CLAMP.replace("@triton.jit\ndef clamped_gather_kernel",
+                                "@triton.jit\ndef _clamp(v, hi):\n    return max(min(v, hi), 0)\n\n\n@triton.jit\ndef clamped_gather_kernel")
+    text = text.replace("tok = max(min(tok, vocab - 1), 0)", "tok = _clamp(tok, vocab - 1)")
+    assert "_clamp(tok, vocab - 1)" in text and "def _clamp" in text
+    assert "a device function the kernel calls takes `min(v, hi)` of a per-row value" in why_not(text, "clamped_gather_kernel")
+    # Of row-independent values it is fine.
+    assert why_not(text.replace("_clamp(tok, vocab - 1)", "tok + _clamp(vocab, 3) * 0"), "clamped_gather_kernel") is None
+
+
 @pytest.mark.slow
 def test_rewritten_public_spellings_match_the_originals_under_the_interpreter(tmp_path):
     # sm_cap 4: 37 rows give up to 16 rows a program with a partial last block.

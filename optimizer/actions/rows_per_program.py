@@ -435,6 +435,10 @@ class _Infer:
         kind = S
         for a in call.args:
             kind |= self.expr(a.value, env)
+        if self.device and kind & R:
+            # The device function is left as written: its builtin would meet [BLOCK_M] blocks (deprecated, and
+            # Python's own min under the interpreter).
+            raise ActionError(f"a device function the kernel calls takes `{c.code(call)}` of a per-row value")
         self.clamps += bool(kind & R)
         return kind
 
