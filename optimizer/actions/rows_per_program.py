@@ -951,9 +951,10 @@ class RowsPerProgram:
             for i, (axis, why) in enumerate(tried):
                 split = _grid_stride.own_split(kdef, prefix, axis) if why.startswith("uses tl.num_programs(") else None
                 if split is not None:
-                    tried[i] = (axis, f"the kernel shares its rows out among the programs itself: `{split}` reads "
-                                      f"tl.num_programs({axis}), not a grid-stride loop over single rows "
-                                      f"(`for row in tl.range(tl.program_id({axis}), n_rows, tl.num_programs({axis}))`)")
+                    why = (f"the kernel shares its rows out among the programs itself: `{split}` reads "
+                           f"tl.num_programs({axis}), not a grid-stride loop over single rows "
+                           f"(`for row in tl.range(tl.program_id({axis}), n_rows, tl.num_programs({axis}))`)")
+                    tried[i] = (axis, why)
             if len(tried) == 1:
                 raise ActionError(tried[0][1])
             raise ActionError("no grid axis is only a row index: " + "; ".join(f"axis {a}: {why}" for a, why in tried))
