@@ -47,7 +47,7 @@ class SearchConfig:
     steps: int = 3  # kept steps per kernel at most
     beam: int = 1  # states kept per depth (1: greedy, falling back down the ranking)
     budget_s: float = 600.0
-    tries: int | None = None  # verifications per state before giving up on it (None: 3 x beam)
+    tries: int | None = None  # verifications per state before giving up on it (None: 3 x beam; doubled while none is kept)
     allow_precision: bool = False  # also offer numerics-changing actions
     candidates: CandidateSource | None = None  # replaces the action registry's ``applicable``
     apply: Applier | None = None  # replaces ``apply_candidate`` (the LLM coder's goals)
@@ -59,6 +59,12 @@ class SearchConfig:
     @property
     def tries_per_state(self) -> int:
         return max(self.beam, int(self.tries)) if self.tries else 3 * self.beam
+
+    def tries_at(self, kept_any: bool) -> int:
+        """Verifications allowed at a state so far; by default doubled while none of its children was kept
+        (the wild dev corpus, H200, session 8: loops stopped after three rejected tries with most of their
+        budget left)."""
+        return self.tries_per_state if self.tries or kept_any else 2 * self.tries_per_state
 
 STANDING_STILL_REWARD = 0.4  # compile 0.1 + correct 0.3 + log(1)
 SPEED_UNAVAILABLE_NOTE = (
@@ -366,7 +372,7 @@ class _KernelSearch:
         queue = list(enumerate(ranked))  # (the policy's rank, choice); the rank is what trajectories record
         while queue:
             position, choice = queue.pop(0)
-            if len(children) >= self.config.beam or applied >= self.config.tries_per_state or self.stop_now():
+            if len(children) >= self.config.beam or applied >= self.config.tries_at(bool(children)) or self.stop_now():
                 break
             self.tried.add((hash(node.text), choice.candidate.key()))
             attempt = _try(node, choice, position, depth, self.path, self.target, self.apply_one, self.verify,

@@ -130,6 +130,16 @@ def test_after_a_variant_fails_the_next_try_is_another_action():
     assert result.attempts[0].rank == 0 and tried[0] == raw[0]  # the policy's first choice still goes first
 
 
+def test_by_default_a_state_with_nothing_kept_gets_twice_the_tries():
+    text = (Path(__file__).parent / "corpus" / "kernels" / "attention.py").read_text()
+    nothing_pays = ScriptedVerifier(lambda new, old: report(speedup=1.0, band=0.05))
+    result = run(text, "attention.py", "attention_kernel", nothing_pays, steps=1)
+    assert len([a for a in result.attempts if a.status == "rejected"]) == 6
+    # The doubling is the default's: tries set by the caller hold as given (the test above).
+    result = run(text, "attention.py", "attention_kernel", nothing_pays, steps=1, tries=3)
+    assert len([a for a in result.attempts if a.status == "rejected"]) == 3
+
+
 def test_a_state_where_nothing_helps_ends_the_search():
     verify = ScriptedVerifier(lambda new, old: report(compiled=False))
     result = run(MATMUL, "matmul.py", "matmul_kernel", verify, steps=3, tries=2)
