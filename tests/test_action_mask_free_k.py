@@ -83,6 +83,18 @@ def reference(a, b):
 '''
 
 
+# The same loop spelled otherwise: tl.range with stages, a K remainder named in the loop, a cast after the load, `other=0`,
+# the loads apart (each gets its own branch).
+TUTORIAL_SPELLED = TUTORIAL.replace(
+    "for k in range(0, tl.cdiv(K, BLOCK_K)):", "for k in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=2):").replace(
+    "        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k * BLOCK_K), other=0.0)\n",
+    "        k_remaining = K - k * BLOCK_K\n"
+    "        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_remaining), other=0).to(tl.float16)\n"
+    "        a_ptrs += BLOCK_K * stride_ak\n").replace(
+    "        accumulator = tl.dot(a, b, accumulator)\n        a_ptrs += BLOCK_K * stride_ak\n",
+    "        accumulator = tl.dot(a, b, accumulator)\n")
+
+
 def offered(text: str, kernel: str):
     return [cand for cand in applicable(analyze(text), kernel, H200) if cand.action == "mask_free_k"]
 
@@ -116,6 +128,13 @@ def test_the_tutorial_loop_wraps_in_place_and_the_launch_computes_even_k():
     assert "mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))" in new  # the store keeps its mask
     # tiling cannot move a block of unmasked loads, so the step comes after it
     assert not [cand for cand in applicable(analyze(new), "matmul_kernel", H200) if cand.action == "tiling"]
+
+
+def test_other_spellings_of_the_loop():
+    new = apply(TUTORIAL_SPELLED, "matmul_kernel")
+    assert "        if EVEN_K:\n            a = tl.load(a_ptrs).to(tl.float16)\n        else:\n" \
+           "            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0).to(tl.float16)\n" \
+           "        a_ptrs += BLOCK_K * stride_ak\n        if EVEN_K:\n            b = tl.load(b_ptrs)\n" in new
 
 
 def test_offsets_the_store_also_reads_get_a_new_wrapped_name():
@@ -175,6 +194,10 @@ def test_reordering_still_applies_after_it_and_it_after_reordering():
      "`tl.max`"),
     (("mask=(rm[:, None] < M) & (rn[None, :] < N))", "mask=rn[None, :] < N)"), "not masked on the same row and column offsets"),
     (("a_ptr + rm[:, None] * K", "a_ptr + tl.program_id(0) * 0 + rm[:, None] * K"), "reads program_id(0) besides rm"),
+    (("((k + rk)[None, :] < K), other=0.0)\n", "(rk[None, :] < k_left), other=0.0)\n        k_left = K - k\n"),
+     "the mask of a is not a row part and a K part"),  # the remainder is set after the load: last iteration's
+    (("    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc,", "    acc = gelu(acc)\n    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc,"),
+     "the accumulator goes through `gelu`"),
     (("BLOCK_K: tl.constexpr):", "BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr = True):"), "already has EVEN_K"),
 ])
 def test_refused_with_a_reason(change, why):
@@ -222,6 +245,7 @@ def test_outputs_stay_identical_in_the_interpreter(tmp_path):
     cases = [
         # literal launch blocks 16 x 32 x 16, M = 20, N = 36
         ("tutorial", TUTORIAL, "matmul_kernel", "m: int = 20, n: int = 36, k: int = 48", ("k: int = 48", "k: int = 40")),
+        ("spelled", TUTORIAL_SPELLED, "matmul_kernel", "", ("k: int = 48", "k: int = 40")),
         # B stored (N, K) and read through its strides; host-constant blocks 32, M = 40, N = 56
         ("transposed", with_k(transposed, '"cpu": {"m": 64, "n": 48, "k": 80}', '"cpu": {"m": 40, "n": 56, "k": 64}'),
          "matmul_bt_kernel", '"k": 64}', ('"k": 64}', '"k": 80}')),
@@ -235,6 +259,6 @@ def test_outputs_stay_identical_in_the_interpreter(tmp_path):
             for label, k_size in (("even", even), ("odd", odd)):
                 jobs.append(job(tmp_path, f"{name}:{label}:{params}", with_k(text, even, k_size), with_k(new, even, k_size),
                                 exact))
-    assert len(jobs) == 12
+    assert len(jobs) == 16
     results = run_jobs(jobs, tmp_path)
     assert all(r["ok"] for r in results), [r for r in results if not r["ok"]]

@@ -326,10 +326,11 @@ class MaskFreeK:
     def _loop_body(self, loop, kdef, body, reads, roots, size_k, block_k, kterm, var) -> tuple[list[_Operand], str]:
         """The two loads of the loop and the accumulator's name; refuses a loop that does anything else."""
         loads: dict[str, tuple[cst.SimpleStatementLine, cst.Call]] = {}
-        helpers: dict[str, cst.BaseExpression] = {}  # names assigned in the loop: pointers or K arithmetic
+        helpers: dict[str, tuple[int, cst.BaseExpression]] = {}  # names the loop assigns: pointers or K arithmetic
         steps: list[cst.AugAssign] = []
         dots: list[tuple[str, cst.Call, int]] = []  # (accumulator, dot, how often the statement names it)
-        for statement in loop.body.body:
+        assigned: set[str] = set()
+        for index, statement in enumerate(loop.body.body):
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
             shown = c.code(statement).strip().splitlines()[0] if statement is not None else ""
             if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
@@ -342,19 +343,22 @@ class MaskFreeK:
             if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
                 raise ActionError(f"the K loop holds `{shown}`: only the A/B loads, their pointers and the tl.dot are understood")
             target, value = small.targets[0].target.value, _strip(small.value)
+            if target in assigned:
+                raise ActionError(f"the K loop assigns {target} twice")
+            assigned.add(target)
             load = value if _is_call(value, "load", roots) else None
             if load is None and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
                     and value.func.attr.value == "to" and _is_call(_strip(value.func.value), "load", roots):
                 load = _strip(value.func.value)
             accumulated = self._accumulation(target, value, roots)
             if load is not None:
-                loads[target] = (statement, load)
+                loads[target] = (index, statement, load)
             elif accumulated is not None:
                 dots.append((target, accumulated, 2))
             elif c.contains(value, cst.Call, lambda n: not _is_call(n, "arange", roots) and not _is_call(n, "cdiv", roots)):
                 raise ActionError(f"the K loop holds `{shown}`: only the A/B loads, their pointers and the tl.dot are understood")
             else:
-                helpers[target] = value
+                helpers[target] = (index, value)
         if len(dots) != 1:
             raise ActionError("the K loop does not accumulate exactly one tl.dot (`acc += tl.dot(a, b)`)")
         acc, dot, named = dots[0]
@@ -370,8 +374,9 @@ class MaskFreeK:
                         and n not in c.bound_names(list(loop.body.body))}
         operands = []
         for axis, name in zip(("rows", "cols"), names):
-            statement, load = loads[name]
-            operands.append(self._operand(name, statement, load, axis, loop, kdef, body, reads, roots, helpers, steps,
+            index, statement, load = loads[name]
+            before = {n: v for n, (i, v) in helpers.items() if i < index}  # what the load's mask sees this iteration
+            operands.append(self._operand(name, statement, load, axis, loop, kdef, body, reads, roots, before, steps,
                                           arange_names, size_k, block_k, kterm, var))
         pointers = {op.pointer.value for op in operands if isinstance(op.pointer, cst.Name)}
         for step in steps:
