@@ -174,6 +174,8 @@ def test_reordering_still_applies_after_it_and_it_after_reordering():
     unmasked = apply(text, "matmul_kernel")
     assert any(cand.action == "reordering" for cand in applicable(analyze(unmasked), "matmul_kernel", H200))
     assert offered(unmasked, "matmul_kernel") == []  # EVEN_K is there
+    # the GROUP_M variant is exactly reordering followed by the plain step
+    assert apply(text, "matmul_kernel", GROUP_M=8) == apply(grouped, "matmul_kernel")
 
 
 @pytest.mark.parametrize("change, why", [
