@@ -196,6 +196,7 @@ def test_reordering_still_applies_after_it_and_it_after_reordering():
      "`tl.max`"),
     (("mask=(rm[:, None] < M) & (rn[None, :] < N))", "mask=rn[None, :] < N)"), "not masked on the same row and column offsets"),
     (("a_ptr + rm[:, None] * K", "a_ptr + tl.program_id(0) * 0 + rm[:, None] * K"), "reads program_id(0) besides rm"),
+
     (("((k + rk)[None, :] < K), other=0.0)\n", "(rk[None, :] < k_left), other=0.0)\n        k_left = K - k\n"),
      "the mask of a is not a row part and a K part"),  # the remainder is set after the load: last iteration's
     (("    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc,", "    acc = gelu(acc)\n    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc,"),
@@ -208,6 +209,13 @@ def test_refused_with_a_reason(change, why):
     assert why in why_refused(text)
     assert offered(text, "mm_kernel") == []
     assert why in ACTION.why_not(analyze(text), analyze(text).kernel("mm_kernel"), H200)
+
+
+def test_offsets_read_through_another_name_are_refused():
+    """Only the offsets a pointer names are wrapped: rows reached through `a_rows` would stay unwrapped and unmasked."""
+    text = BEFORE.replace("    rk = tl.arange(0, BLOCK_K)\n", "    rk = tl.arange(0, BLOCK_K)\n    a_rows = a_ptr + rm[:, None] * K\n")
+    text = text.replace("a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=", "a_rows + (k + rk)[None, :] + 0 * rm[:, None], mask=")
+    assert "reads rm through another name" in why_refused(text)
 
 
 def test_the_heuristic_loop_reaches_grouped_order_and_the_unmasked_loop_within_its_steps():

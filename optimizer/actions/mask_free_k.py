@@ -172,11 +172,11 @@ def _assignments(kdef: cst.FunctionDef) -> dict[str, list[set[str]]]:
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
             for name in c.names_in(node.target):
-                found.setdefault(name, []).append(c.names_in(node.value) | {name})
+                found.setdefault(name, []).append(c.names_in(node.value) | _called_ops(node.value) | {name})
 
         def visit_For(self, node: cst.For) -> None:
             for name in c.names_in(node.target):
-                found.setdefault(name, []).append(c.names_in(node.iter))
+                found.setdefault(name, []).append(c.names_in(node.iter) | _called_ops(node.iter))
 
     kdef.body.visit(V())
     return found
@@ -496,10 +496,11 @@ class MaskFreeK:
             pid_reads = {n for n in reads if any(r.startswith("program_id(") for r in _closure({n}, reads))}
             pid_reads |= {n for read in reads.values() for names in read for n in names if n.startswith("program_id(")}
             axis_ids = _closure(c.names_in(edge.value) | _called_ops(edge.value), reads) & pid_reads
-            reached = _closure(c.names_in(defined) | _called_ops(defined), reads, {edge.offsets}) - {edge.offsets}
-            if operand.pointer_def is not None:
-                reached |= _closure(set().union(*(c.names_in(s.value) for s in steps if s.target.value == pointer.value)),
-                                    reads, {edge.offsets})
+            direct = (c.names_in(defined) | _called_ops(defined)) - {edge.offsets}
+            direct |= set().union(*(c.names_in(s.value) for s in steps if s.target.value == getattr(pointer, "value", None)))
+            reached = _closure(direct, reads, {edge.offsets})
+            if edge.offsets in reached:  # only the offsets the pointer reads by name are wrapped
+                raise ActionError(f"the pointer of {name} reads {edge.offsets} through another name")
             if reached & axis_ids:
                 raise ActionError(f"the pointer of {name} reads {', '.join(sorted(reached & axis_ids))} besides {edge.offsets}")
         return operand
