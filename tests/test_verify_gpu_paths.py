@@ -85,3 +85,17 @@ def test_no_recheck_below_the_threshold_and_no_timing_when_incorrect():
     result = run_gpu_job(wrong, BASE, input_kwargs={"n": 40})
     assert result["speed"] is None  # an incorrect kernel is never timed
     assert report_of(result, wrong).speed_unavailable_reason.startswith("not measured (the kernel is not correct)")
+
+
+def test_inputs_without_a_device_argument_are_made_on_the_gpu():
+    """KernelBench's get_inputs() makes CPU tensors; on a device they are made there (4 s a call on the H200's host)."""
+    import torch
+
+    from mtmc_lsp.optimizer.verify.runtime.job import inputs_made_on
+
+    with inputs_made_on("meta", {}):  # "meta" stands in for "cuda": the same default-device context
+        assert torch.randn(4, 4).device.type == "meta"
+    with inputs_made_on("meta", {"device": "meta"}):  # get_inputs(device=...) places its tensors itself
+        assert torch.randn(4, 4).device.type == "cpu"
+    with inputs_made_on("cpu", {}):
+        assert torch.randn(4, 4).device.type == "cpu"
