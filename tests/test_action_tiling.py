@@ -349,3 +349,21 @@ def test_a_cap_computed_at_run_time_is_refused():
         "    BLOCK_SIZE = min(", "    MAX_FUSED_SIZE = 65536 // x.element_size()\n    BLOCK_SIZE = min(")
     assert tiling_of(text, "lse_kernel") == []
     assert "computed at run time (`65536 // x.element_size()`)" in why(text, "lse_kernel")
+
+
+def test_a_loop_that_stages_more_than_two_tiles_counts_them_and_gets_two_stages():
+    """A W4A16 matmul loads packed weights, scales and zeros beside A: 128x256x64 at 3 stages needed 475,136
+    bytes of shared memory for sm_90 (over the H200's 232,448); tiling now counts those tiles and offers two stages."""
+    text = (Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev" / "quant_int4_packed_test.py").read_text()
+    from corpus.kernels import kernel_path
+
+    matmul = kernel_path("matmul").read_text()
+    analysis = analyze(text)
+    cands = [c for c in applicable(analysis, "w4a16_matmul_kernel", get_profile("h200")) if c.action == "tiling"]
+    assert cands and all(c.params.get("num_stages") == 2 for c in cands)
+    assert not [c for c in cands if c.params.get("BLOCK_N") == 256]  # 128x256 overflows even at two stages
+    new = apply_candidate(text, cands[0], get_profile("h200")).new_text
+    assert "num_stages=2" in new
+    # A plain matmul stages only its two operands: no stage change offered there.
+    plain = [c for c in applicable(analyze(matmul), "matmul_kernel", get_profile("h200")) if c.action == "tiling"]
+    assert plain and not [c for c in plain if "num_stages" in c.params]

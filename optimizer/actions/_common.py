@@ -655,6 +655,10 @@ class TilePlan:
     num_stages: int | None = None
     has_dot: bool = False
     warps_settable: bool = False  # every launch sets num_warps as a constant (or not at all)
+    stages_settable: bool = False  # every launch sets num_stages as a constant (or not at all)
+    # 2-D loads in the kernel's loops besides tl.dot's two operands (a dequantizing matmul's packed
+    # weights, scales and zeros): the pipeliner stages each of them in shared memory too.
+    extra_staged_tiles: int = 0
 
     def values(self) -> dict[str, int | None]:
         return {p.name: p.value for p in self.params.values()}
@@ -902,6 +906,16 @@ def _rebinds(host: cst.FunctionDef, name: str) -> bool:
 _PLANS: dict[tuple[int, int, str, bool], tuple[FileAnalysis, cst.Module, "TilePlan"]] = {}
 
 
+_COLUMN_OF = re.compile(r"\[\s*:\s*,\s*None\s*\]")
+_ROW_OF = re.compile(r"\[\s*None\s*,\s*:\s*\]")
+
+
+def _two_d_access(call) -> bool:
+    """A load whose address (or mask) broadcasts offsets both ways: ``x[:, None]`` and ``y[None, :]``."""
+    source = " ".join([*call.args, *call.kwargs.values()])
+    return bool(_COLUMN_OF.search(source) and _ROW_OF.search(source))
+
+
 def tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module | None = None, _shared: bool = True) -> TilePlan:
     """Which block parameters tiling may change, and why not for the others.
 
@@ -929,6 +943,10 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
     stages = {s.num_stages for s in sites}
     plan.num_stages = stages.pop() if len(stages) == 1 else None
     plan.warps_settable = bool(launches) and all(option_settable(launch, "num_warps") for launch in launches)
+    plan.stages_settable = bool(launches) and all(option_settable(launch, "num_stages") for launch in launches)
+    if plan.has_dot:
+        plan.extra_staged_tiles = max(0, len([call for call in kernel.calls_of("load") if call.loop_depth > 0
+                                              and _two_d_access(call)]) - 2)
     masked = all_accesses_masked(kernel, analysis.text)
     descriptors = any("TensorDescriptor" in code(launch.host) for launch in launches if launch.host is not None)
     for p in kernel.params:
