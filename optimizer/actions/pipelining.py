@@ -96,7 +96,7 @@ class Pipelining:
         for s in STAGES[90 if target.arch >= 90 else 80]:
             if s == current:
                 continue
-            if bm and bn and bk and c.dot_shared_bytes(bm, bn, bk, s, elem) > target.max_shared_per_block:
+            if bm and bn and bk and c.staged_shared_bytes(bm, bn, bk, s, elem, plan.extra_staged_tiles) > target.max_shared_per_block:
                 continue
             legal.append(s)
         return legal, where, "" if legal else "no other stage count fits the shared memory"
@@ -107,6 +107,7 @@ class Pipelining:
         if tune is None or not tune.configs_are_literal or not tune.configs:
             return [], "", "the autotune configs are not a literal list"
         elem = c.element_bytes(analysis.text)
+        extra = c.tile_plan(analysis, kernel).extra_staged_tiles
         legal = []
         for s in STAGES[90 if target.arch >= 90 else 80]:
             if all(cfg.num_stages == s for cfg in tune.configs):
@@ -115,7 +116,7 @@ class Pipelining:
             for cfg in tune.configs:
                 blocks = {c.block_role(k): v for k, v in cfg.kwargs.items() if c.is_block_name(k)}
                 bm, bn, bk = blocks.get("m"), blocks.get("n"), blocks.get("k")
-                if not (bm and bn and bk) or c.dot_shared_bytes(bm, bn, bk, s, elem) > target.max_shared_per_block:
+                if not (bm and bn and bk) or c.staged_shared_bytes(bm, bn, bk, s, elem, extra) > target.max_shared_per_block:
                     fits = False
             if fits:
                 legal.append(s)

@@ -230,10 +230,7 @@ class Tiling:
     def _fits(tile: tuple[int, int, int], plan: c.TilePlan, analysis: FileAnalysis, target: GpuProfile) -> str | None:
         bm, bn, bk = tile
         stages = plan.num_stages or c.DEFAULT_NUM_STAGES
-        shared = c.dot_shared_bytes(bm, bn, bk, stages, c.element_bytes(analysis.text))
-        # Each other 2-D load of the loop is staged as well; counted as the larger operand tile in fp32 (its
-        # element type is not in the text). H200, a W4A16 dev kernel tiled 128x256x64 x 3 stages: 475,136 bytes.
-        shared += plan.extra_staged_tiles * max(bm * bk, bk * bn) * 4 * stages
+        shared = c.staged_shared_bytes(bm, bn, bk, stages, c.element_bytes(analysis.text), plan.extra_staged_tiles)
         if shared > target.max_shared_per_block:
             return f"{bm}x{bn}x{bk} with {stages} stages needs {shared // 1024} KiB of shared memory; {target.name} has {target.max_shared_per_block // 1024} KiB"
         per_thread = bm * bn // (32 * plan.num_warps)
