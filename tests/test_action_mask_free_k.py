@@ -247,6 +247,22 @@ def test_a_pipelining_step_does_not_demote_it():
 
 
 @pytest.mark.slow
+def test_both_branches_compile_for_hopper_without_spills():
+    """The interpreter does not check what the compiler does: both EVEN_K branches, grouped, at the suite's tile."""
+    from mtmc_lsp.optimizer.compile.compiler import CompileJob, compile_jobs
+
+    path, kernel = SUITE["matmul"]
+    text = path.read_text()
+    tiling = next(cand for cand in applicable(analyze(text), kernel, H200)
+                  if cand.action == "tiling" and cand.params.get("BLOCK_N") == 256)
+    new = apply(apply_candidate(text, tiling, H200).new_text, kernel, GROUP_M=8)
+    blocks = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}
+    jobs = [CompileJob(kernel, {**blocks, "EVEN_K": even}, num_warps=8, num_stages=3) for even in (True, False)]
+    for report in compile_jobs(new, jobs, H200, cache_dir=None):
+        assert report.status == "ok" and report.spills == 0, (report.status, report.error)
+
+
+@pytest.mark.slow
 def test_outputs_stay_identical_in_the_interpreter(tmp_path):
     """M and N not multiples of the blocks; K a multiple of BLOCK_K (the unmasked branch) and not (the K mask)."""
     exact = (0.0, 0.0)  # the kept rows and columns load the same values in the same order
