@@ -112,7 +112,7 @@ def bench(out_dir: Path, rep: int, dry_run: bool) -> int:
             if not torch.allclose(out.double(), refs[problem].double(), rtol=TOL[0], atol=TOL[1]):
                 row["error"] = f"wrong result: max abs err {row['max_abs_err']:.3g}"
             else:
-                row["ms"] = do_bench(lambda: fn(*inputs[problem]), warmup=25, rep=rep, return_mode="median")
+                row["ms"] = do_bench(lambda fn=fn, args=inputs[problem]: fn(*args), warmup=25, rep=rep, return_mode="median")
                 row["ok"] = True
         except Exception as exc:  # noqa: BLE001 - a failing variant is a result, not a crash
             row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"

@@ -258,8 +258,8 @@ def test_both_branches_compile_for_hopper_without_spills():
     new = apply(apply_candidate(text, tiling, H200).new_text, kernel, GROUP_M=8)
     blocks = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}
     jobs = [CompileJob(kernel, {**blocks, "EVEN_K": even}, num_warps=8, num_stages=3) for even in (True, False)]
-    for report in compile_jobs(new, jobs, H200, cache_dir=None):
-        assert report.status == "ok" and report.spills == 0, (report.status, report.error)
+    for compiled in compile_jobs(new, jobs, H200, cache_dir=None):
+        assert compiled.status == "ok" and compiled.spills == 0, (compiled.status, compiled.error)
 
 
 @pytest.mark.slow

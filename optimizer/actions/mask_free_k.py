@@ -277,7 +277,7 @@ class MaskFreeK:
         operands, acc = self._loop_body(loop, kdef, body, reads, roots, size_k, block_k, kterm, var)
         self._check_after_loop(body[body.index(loop) + 1:], acc, operands, kdef, roots)
         self._name_wraps(operands, kdef, loop)
-        language = next(iter(sorted(r for r in roots if "." not in r)), sorted(roots)[0])
+        language = min((r for r in roots if "." not in r), default=min(roots))
         plan = _Plan(kdef, loop, operands, size_k, block_k, False, language)
         plan.by_heuristic = kernel.is_autotuned or block_k in kernel.heuristics or size_k in kernel.heuristics
         if plan.by_heuristic:
