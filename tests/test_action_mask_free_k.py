@@ -246,6 +246,13 @@ def test_a_pipelining_step_does_not_demote_it():
         policy.score(PolicyState(analysis, analysis.kernel("matmul_kernel"), H200), alone)[0]
 
 
+def test_the_compile_diagnostics_plan_the_masked_branch_of_a_launch_computed_even_k():
+    from mtmc_lsp.optimizer.compile.plan import plan_jobs
+
+    (planned,) = plan_jobs(analyze(apply(TUTORIAL, "matmul_kernel")), H200)
+    assert planned.job.constexprs["EVEN_K"] is False and planned.job.constexprs["BLOCK_K"] == 16
+
+
 @pytest.mark.slow
 def test_both_branches_compile_for_hopper_without_spills():
     """The interpreter does not check what the compiler does: both EVEN_K branches, grouped, at the suite's tile."""

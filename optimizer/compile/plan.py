@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 
@@ -37,6 +38,8 @@ def plan_jobs(analysis: FileAnalysis, target: GpuProfile, kernels: list[str] | N
         for binding in bindings:
             values = {k: v for k, v in binding.values.items() if _is_constexpr(kernel, k)}
             values.update({name: 1 for name in unit})  # the runtime specializes ints equal to 1
+            if binding.kind == "launch":
+                values.update(_computed_flags(kernel, ctx.launches_by_kernel.get(kernel.name, []), binding, values))
             warps = binding.num_warps or DEFAULT_NUM_WARPS
             stages = binding.num_stages or DEFAULT_NUM_STAGES
             key = (tuple(sorted(values.items(), key=lambda kv: kv[0])), warps, stages)
@@ -64,6 +67,23 @@ def _helpers(analysis: FileAnalysis) -> set[str]:
         body = kernel.body_span.text(analysis.text)
         used.update(n for n in names if n != kernel.name and re.search(rf"\b{re.escape(n)}\b", body))
     return used
+
+
+def _computed_flags(kernel: Kernel, launches: list, binding, values: dict) -> dict[str, bool]:
+    """Constexprs the launch computes as a comparison (mask_free_k's ``EVEN_K=K % BLOCK_K == 0``), known only at run
+    time: compiled as False, the branch the launch takes whenever the comparison fails."""
+    site = next((launch for launch in launches if launch.span == binding.fallback), None)
+    flags: dict[str, bool] = {}
+    for arg in site.args if site is not None else []:
+        if arg.param is None or arg.param in values or arg.value is not None or not _is_constexpr(kernel, arg.param):
+            continue
+        try:
+            node = ast.parse(arg.source.strip(), mode="eval").body
+        except SyntaxError:
+            continue
+        if isinstance(node, ast.Compare):
+            flags[arg.param] = False
+    return flags
 
 
 _STRIDE_CALL = re.compile(r"^\s*(\w+)\.stride\(\s*(-?\d+)\s*\)\s*$")
