@@ -109,3 +109,19 @@ def test_split_k_stays_equivalent(tmp_path):
     jobs.append(job(tmp_path, "autotuned:split_k", tuned, split, tol))
     results = run_jobs(jobs, tmp_path)
     assert all(r["ok"] for r in results), [r for r in results if not r["ok"]]
+
+
+def test_a_half_precision_output_sums_in_an_fp32_workspace():
+    """Atomic adds into fp16 round every partial sum (the H200 verifier rejected an 8192^3 fp16 split): the
+    partial tiles add up in fp32, cast once after the launch; an fp32 output is added into directly."""
+    cand = next(cand for cand in applicable(analyze(SKINNY), "mm_kernel", H100) if cand.action == "split_k")
+    new = apply_candidate(SKINNY, cand, H100).new_text
+    assert "c = torch.zeros((M, N), device=a.device, dtype=torch.float32)" in new
+    assert "SPLIT_K=4)\n    c = c.to(torch.float16)\n    return c" in new.replace(f"SPLIT_K={cand.params['SPLIT_K']})", "SPLIT_K=4)")
+    assert "acc.to(tl.float16)" not in new  # the fp32 partial tile itself is added
+    fp32 = SKINNY.replace("dtype=torch.float16)", "dtype=torch.float32)").replace("acc.to(tl.float16)", "acc")
+    direct = apply_candidate(fp32, cand, H100).new_text
+    assert "c = torch.zeros((M, N), device=a.device, dtype=torch.float32)" in direct
+    assert "c = c.to(" not in direct
+    used = SKINNY.replace("    grid = (triton.cdiv(M, 32)", "    c.fill_(0)\n    grid = (triton.cdiv(M, 32)")
+    assert used != SKINNY and "used between its allocation and the launch" in why_refused(used)
