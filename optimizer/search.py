@@ -67,6 +67,9 @@ class SearchConfig:
         return self.tries_per_state if self.tries or kept_any else 2 * self.tries_per_state
 
 STANDING_STILL_REWARD = 0.4  # compile 0.1 + correct 0.3 + log(1)
+# A step must change the time by more than this to count, whatever the rounds' band says: on the H200 a step
+# that only names a constant (name_block) measured 1.004x at a +/-0.2% band and took one of three kept steps.
+MIN_BELIEVED_CHANGE = 0.01
 SPEED_UNAVAILABLE_NOTE = (
     "speed unavailable (no GPU: verified in the Triton interpreter): steps were kept because they are "
     "correct, and ranked by the policy's score; their speed-up is not measured"
@@ -200,7 +203,7 @@ class Verdict:
         speedup = within_noise = None
         if speed is not None and speed.believed:
             speedup = speed.speedup
-            within_noise = speedup is not None and abs(speedup - 1.0) <= (speed.band or 0.0)
+            within_noise = speedup is not None and abs(speedup - 1.0) <= max(speed.band or 0.0, MIN_BELIEVED_CHANGE)
         reward = report.reward.total if report.reward is not None else None
         return cls(report.status, report.compiled, report.correct, speedup, within_noise, reward, report.summary)
 
@@ -355,6 +358,8 @@ class _KernelSearch:
         state = PolicyState(analysis, found, self.target, [s.outcome() for s in node.steps])
         offered = [c for c in self.list_candidates(analysis, self.kernel, self.target)
                    if (hash(node.text), c.key()) not in self.tried]
+        if depth >= self.config.steps:  # a preparation only pays through a later step: none is left
+            offered = [c for c in offered if c.kind != "Prepare"]
         if not offered:
             return None
         t0 = time.monotonic()

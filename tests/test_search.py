@@ -221,3 +221,23 @@ def test_recording_is_opt_in(tmp_path):
     run(MATMUL, "m.py", "matmul_kernel", ScriptedVerifier(lambda n, o: report()),
              steps=1, record=recorder)
     assert not (tmp_path / ".mtmc").exists()
+
+
+def test_a_change_under_one_percent_is_noise_whatever_the_band():
+    """On the H200 a step that only named a constant measured 1.004x at a +/-0.2% band and was kept."""
+    from mtmc_lsp.optimizer.search import Verdict
+
+    verdict = Verdict.of(report(speedup=1.004, band=0.002))
+    assert verdict.within_noise and verdict.decide()[0] == "rejected"
+    assert Verdict.of(report(speedup=1.03, band=0.002)).decide()[0] == "kept"
+
+
+def test_a_preparation_is_not_tried_at_the_last_step():
+    text = (Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev" / "quant_int4_packed_test.py").read_text()
+    kinds = {c.kind for c in candidates(analyze(text), "w4a16_matmul_kernel", H100)}
+    assert "Prepare" in kinds  # name_block is offered on this file
+    nothing_pays = ScriptedVerifier(lambda new, old: report(speedup=1.0, band=0.05))
+    last = run(text, "q.py", "w4a16_matmul_kernel", nothing_pays, steps=1, tries=50)
+    assert last.attempts and not [a for a in last.attempts if a.candidate.kind == "Prepare"]
+    earlier = run(text, "q.py", "w4a16_matmul_kernel", nothing_pays, steps=2, tries=50)
+    assert [a for a in earlier.attempts if a.candidate.kind == "Prepare"]  # with a step left it may prepare one
