@@ -442,6 +442,18 @@ def bound_names(node: cst.CSTNode | list) -> set[str]:
     return found
 
 
+def calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    """Every call under ``node`` (outer calls before the calls in their arguments)."""
+    found: list[cst.Call] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            found.append(call)
+
+    node.visit(V())
+    return found
+
+
 def count_name(node: cst.CSTNode, name: str) -> int:
     """How often ``name`` is read or assigned in ``node`` (keyword names of calls do not count)."""
     count = 0

@@ -250,7 +250,7 @@ class ColumnBlock:
                 updates += 1
             elif single is not None:
                 name, value = single
-                calls = _calls_in(value)
+                calls = c.calls_in(value)
                 ok = all(_tl_call(a, "arange") == tl and len(a.args) == 2 and c.code(a.args[0].value) == "0"
                          and isinstance(a.args[1].value, cst.Name) and a.args[1].value.value in kernel.constexpr_names
                          for a in calls)
@@ -289,7 +289,7 @@ class ColumnBlock:
         if not analysis.imports_triton or triton is None:
             raise ActionError("the host does not import triton")
         launch_line = next((s for s in launch.host.body.body if isinstance(s, cst.SimpleStatementLine)
-                            and launch.call in _calls_in(s)), None)
+                            and launch.call in c.calls_in(s)), None)
         if launch_line is None:
             raise ActionError("the launch is not a top-level statement of its host function")
         if COLS_PARAM in params or COLS_PARAM in c.names_in(launch.host):
@@ -489,7 +489,7 @@ class ColumnBlock:
                   f"grid cdiv({plan.n_cols}, {COLS_PARAM})"
         if slab:
             summary += f" x cdiv({plan.n_rows}, {SLAB_PARAM}) row slabs"
-            notes.append(f"the output is zeroed (torch.zeros) and each slab adds its partial sums with tl.atomic_add: "
+            notes.append("the output is zeroed (torch.zeros) and each slab adds its partial sums with tl.atomic_add: "
                          "the order of those additions varies from run to run (equal up to rounding)")
         return c.finish(text, module, summary, notes)
 
@@ -567,15 +567,6 @@ def _assigned(statement: cst.CSTNode) -> set[str]:
     return found
 
 
-def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            found.append(n)
-
-    node.visit(V())
-    return found
 
 
 def _insert_param(params: list[cst.Param], index: int, new: cst.Param) -> list[cst.Param]:

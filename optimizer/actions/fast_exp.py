@@ -86,7 +86,7 @@ def _exps_beside_dots(kdef: cst.FunctionDef, roots: frozenset[str]) -> list[cst.
 
     class Loops(cst.CSTVisitor):
         def visit_For(self, node: cst.For) -> bool:
-            calls = _calls(node.body)
+            calls = c.calls_in(node.body)
             if any(_language_call(call, roots, ("dot",)) for call in calls):
                 found.extend(call for call in calls if _language_call(call, roots, ("exp",)) and len(call.args) == 1
                              and call.args[0].keyword is None and call not in found)
@@ -96,15 +96,6 @@ def _exps_beside_dots(kdef: cst.FunctionDef, roots: frozenset[str]) -> list[cst.
     return found
 
 
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    out: list[cst.Call] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            out.append(call)
-
-    node.visit(V())
-    return out
 
 
 def _times_log2e(arg: cst.BaseExpression) -> cst.BaseExpression:

@@ -224,8 +224,8 @@ class SplitK:
             return None, None
         host = launch.host
         statements = list(host.body.body) if host is not None else []
-        line = next((s for s in statements if isinstance(s, cst.SimpleStatementLine) and launch.call in _calls(s)), None)
-        alloc_at = next((i for i, s in enumerate(statements) if allocation in _calls(s)), None)
+        line = next((s for s in statements if isinstance(s, cst.SimpleStatementLine) and launch.call in c.calls_in(s)), None)
+        alloc_at = next((i for i, s in enumerate(statements) if allocation in c.calls_in(s)), None)
         if line is None or alloc_at is None:
             raise ActionError("the output may be half precision and the launch is not a statement of the function that "
                               "allocates it: no place for the fp32 workspace's cast")
@@ -425,15 +425,6 @@ class SplitK:
         return c.finish(text, module, f"split-K for {kernel.name} ({SPLIT_PARAM}={split})", notes)
 
 
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            found.append(call)
-
-    node.visit(V())
-    return found
 
 
 def _autotune_call(kdef: cst.FunctionDef) -> cst.Call | None:
