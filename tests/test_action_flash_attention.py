@@ -230,7 +230,7 @@ def test_a_looping_softmax_is_read_in_one_block_first():
     assert "p = p.to(q_ptr.dtype.element_ty)" in new  # q.dtype reaches the kernel as q3's pointer
     # The key block is the loop's BLOCK_K: tiled like a query x key tile.
     assert "    BLOCK_M = 128\n" in new and "    BLOCK_K = 64\n" in new
-    assert edit.notes[-1].startswith("pv_kernel tiled for H200: BLOCK_M=128, BLOCK_K=64, num_warps=8")
+    assert edit.notes[-2].startswith("pv_kernel tiled for H200: BLOCK_M=128, BLOCK_K=64, num_warps=8")
 
 
 def test_the_flash_kernel_gets_tiles_for_the_target():
@@ -240,18 +240,18 @@ def test_the_flash_kernel_gets_tiles_for_the_target():
     assert "num_warps" not in three.new_text and "num_stages" not in three.new_text
     padded = fused_edit(PADDED, "attn_scores", h200).new_text
     assert "    BLOCK_M, BLOCK_N = 128, 64\n    grid = (triton.cdiv(seq_q, BLOCK_M), batch, heads)\n" in padded  # the tuple stays a tuple
-    assert "BLOCK_D=head_dim, num_warps=8, num_stages=2)" in padded  # fp32 K/V tiles: two stages fit 227 KiB
+    assert "BLOCK_D=head_dim, EVEN_N=seq_k % BLOCK_N == 0, num_warps=8, num_stages=2)" in padded  # fp32 K/V tiles: two stages fit 227 KiB
     two = fused_edit(TWO, "probs_v_kernel", h200)
     assert "grid = (triton.cdiv(seq_len, 128), heads)" in two.new_text  # the grid follows BLOCK_M
-    assert "BLOCK_M=128, BLOCK_N=64, num_warps=8)" in two.new_text  # fp16: the default three stages fit
-    assert two.notes[-1].startswith("probs_v_kernel tiled for H200: BLOCK_M=128, BLOCK_N=64, num_warps=8 (was 16x16")
+    assert "BLOCK_M=128, BLOCK_N=64, EVEN_N=seq_len % 64 == 0, num_warps=8)" in two.new_text  # fp16: the default three stages fit
+    assert two.notes[-2].startswith("probs_v_kernel tiled for H200: BLOCK_M=128, BLOCK_N=64, num_warps=8 (was 16x16")
 
 
 def test_tiles_follow_the_targets_shared_memory():
     small = fused_edit(TWO, "probs_v_kernel", get_profile("rtx4090")).new_text  # 99 KiB per block
-    assert "BLOCK_M=64, BLOCK_N=64, num_stages=2)" in small and "grid = (triton.cdiv(seq_len, 64), heads)" in small
+    assert "BLOCK_M=64, BLOCK_N=64, EVEN_N=seq_len % 64 == 0, num_stages=2)" in small and "grid = (triton.cdiv(seq_len, 64), heads)" in small
     volta = fused_edit(TWO, "probs_v_kernel", get_profile("v100")).new_text  # no async copies: nothing staged
-    assert "BLOCK_M=128, BLOCK_N=64, num_warps=8)" in volta
+    assert "BLOCK_M=128, BLOCK_N=64, EVEN_N=seq_len % 64 == 0, num_warps=8)" in volta
     for bm, bn, warps, stages in [fa.choose_flash_tile(t, 2, 4, True, False) for t in (H100, get_profile("a100"))]:
         assert (bm, bn, warps, stages) == (128, 64, 8, 3)
         assert fa.flash_shared_bytes(bm, bn, fa.HEAD_DIM_GUESS, 2, stages) <= get_profile("a100").max_shared_per_block
@@ -261,10 +261,10 @@ def test_tiles_follow_the_targets_shared_memory():
 
 def test_tiles_already_large_or_not_constants_are_kept():
     big = fused_edit(THREE.replace("    BLOCK = 16\n", "    BLOCK = 128\n"), "pv_kernel")
-    assert "    BLOCK = 128\n" in big.new_text and "kept at 128x128" in big.notes[-1]
+    assert "    BLOCK = 128\n" in big.new_text and "kept at 128x128" in big.notes[-2]
     computed = TWO.replace("HEAD=head_dim, BLOCK_M=16, BLOCK_N=16)", "HEAD=head_dim, BLOCK_M=16, BLOCK_N=max(16, head_dim // 4))")
     kept = fused_edit(computed, "probs_v_kernel")
-    assert "BLOCK_M=16, BLOCK_N=max(16, head_dim // 4))" in kept.new_text and "tiles kept" in kept.notes[-1]
+    assert "BLOCK_M=16, BLOCK_N=max(16, head_dim // 4), EVEN_N=seq_len % max(16, head_dim // 4) == 0)" in kept.new_text and "tiles kept" in kept.notes[-2]
 
 
 def test_tuple_constants_keep_their_comment():

@@ -32,7 +32,12 @@ The naive chain's small tiles (16 x 16) starve the fused kernel, so the same ste
 target where tiling could (the blocks are constants, every access is masked): 128 x 64 with 8 warps,
 else 64 x 64 (one constant for both blocks: square), with the num_stages whose K/V tiles fit the
 target's shared memory for a head dim up to 128 (``gpu_tiles``; H200: 64 x 64 ran 2.9-12.9x faster
-than 16 x 16).
+than 16 x 16). The key masks matter only in the last key block, and only when the key length is not a
+multiple of the key block: after the tiles the same step (``even_keys``) adds a constexpr ``EVEN_N`` that the
+launch computes (``EVEN_N=n % 64 == 0``, with the host's own names for the key length and block) and, in the
+key loop, ``if EVEN_N:`` the loads and scores without the key mask, ``else:`` as before, as Triton's matmul
+and attention code do (H200, 4x16x4096x128 fp16: 1.28 ms with the key mask in every block, 1.22 ms without).
+Causal, query-row, per-batch-length and head-dim masks stay in both branches.
 
 Example: kernel=pv_kernel target=h100 params={"scores": "qk_kernel", "softmax": "softmax_kernel", "pv": "pv_kernel"}
 
@@ -85,7 +90,7 @@ def attention(q, k, v):
 
 ```python after
 @triton.jit
-def pv_kernel(v_ptr, o_ptr, n, q_ptr, k_ptr, scale, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def pv_kernel(v_ptr, o_ptr, n, q_ptr, k_ptr, scale, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr):
     bh = tl.program_id(1)
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, D)
@@ -95,16 +100,25 @@ def pv_kernel(v_ptr, o_ptr, n, q_ptr, k_ptr, scale, D: tl.constexpr, BLOCK_M: tl
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     for start_n in range(0, n, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = tl.load(k_ptr + bh * n * D + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < n, other=0.0)
+        if EVEN_N:
+            k = tl.load(k_ptr + bh * n * D + offs_n[:, None] * D + offs_d[None, :])
+        else:
+            k = tl.load(k_ptr + bh * n * D + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < n, other=0.0)
         s = tl.dot(q, tl.trans(k)) * scale
-        s = tl.where(offs_n[None, :] < n, s.to(tl.float32) * 1.4426950408889634, float("-inf"))
+        if EVEN_N:
+            s = s.to(tl.float32) * 1.4426950408889634
+        else:
+            s = tl.where(offs_n[None, :] < n, s.to(tl.float32) * 1.4426950408889634, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         alpha = tl.math.exp2(m_i - m_new)
         p = tl.math.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None]
         m_i = m_new
-        v = tl.load(v_ptr + bh * n * D + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < n, other=0.0)
+        if EVEN_N:
+            v = tl.load(v_ptr + bh * n * D + offs_n[:, None] * D + offs_d[None, :])
+        else:
+            v = tl.load(v_ptr + bh * n * D + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < n, other=0.0)
         acc += tl.dot(p.to(v.dtype), v)
     acc = acc / l_i[:, None]
     tl.store(o_ptr + bh * n * D + offs_m[:, None] * D + offs_d[None, :], acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < n)
@@ -113,7 +127,7 @@ def pv_kernel(v_ptr, o_ptr, n, q_ptr, k_ptr, scale, D: tl.constexpr, BLOCK_M: tl
 def attention(q, k, v):
     bh, n, d = q.shape
     o = torch.empty_like(q)
-    pv_kernel[(triton.cdiv(n, 128), bh)](v, o, n, q, k, d ** -0.5, D=d, BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2)
+    pv_kernel[(triton.cdiv(n, 128), bh)](v, o, n, q, k, d ** -0.5, D=d, BLOCK_M=128, BLOCK_N=64, EVEN_N=n % 64 == 0, num_warps=8, num_stages=2)
     return o
 ```
 """
@@ -692,6 +706,7 @@ class FlashAttention:
     changes_numerics = False
     max_changed_lines = 100  # one reviewable step, bigger than the usual: three kernels become one (most lines are removed ones)
     tiles = None  # the tiles gpu_tiles chooses from (None: FLASH_TILES; () keeps the chain's, as the GPU benchmark's baseline)
+    mask_free_keys = True  # even_keys on the fused kernel (False: key masks in every block, the GPU benchmark's comparison)
 
     def _chains(self, analysis: FileAnalysis, kernel: Kernel) -> list[tuple[str, str, str]]:
         """(scores, softmax or "", pv) launched back to back in one host function and involving ``kernel``."""
@@ -1460,7 +1475,11 @@ class FlashAttention:
             notes.append(f"{gone} stays defined: {kept_because}" if kept_because else f"{gone}'s definition is removed")
         fused = c.finish(text, module, f"fused attention into one flash kernel {pv}", notes)
         tiled, tile_note = gpu_tiles(fused.new_text, pv, target, FLASH_TILES if self.tiles is None else self.tiles)
-        return c.finish(original, c.parse(tiled), fused.summary, [*([one_pass_note] if one_pass_note else []), *fused.notes, tile_note])
+        notes = [*([one_pass_note] if one_pass_note else []), *fused.notes, tile_note]
+        if self.mask_free_keys:  # after the tiles: the launch's EVEN_N reads the key block they set
+            tiled, keys_note = even_keys(tiled, pv)
+            notes.append(keys_note)
+        return c.finish(original, c.parse(tiled), fused.summary, notes)
 
 
 def _wrap(code: str) -> str:
@@ -1682,6 +1701,271 @@ def gpu_tiles(text: str, pv: str, target: GpuProfile, tiles=FLASH_TILES) -> tupl
     return tiled, (
         f"{pv} tiled for {target.name}: {', '.join(said)} (was {m.value}x{n.value}; shared memory checked for "
         f"a head dim up to {HEAD_DIM_GUESS})")
+
+
+# ---- key masks only where the last key block can be partial ------------------------------------------
+# Triton's matmul and attention code branch on an EVEN constexpr: when the key length is a multiple of the
+# key block every key of every block exists, the key masks are all true, and the loads and the score mask
+# can go. H200, 64x4096x128 fp16 (benchmarks/results/h200/suite_tiles): the fused kernel with the key mask in
+# every block 1.28 ms, without 1.22 ms (1.05x; 64x64: 1.07x). In the same step as the fusion, since a loop
+# that keeps only measurably faster steps could reject a 5% step on its own as noise.
+EVEN_KEYS = ("EVEN_N", "EVEN_KEYS")  # the constexpr's name: the first the kernel does not use
+
+
+def even_keys(text: str, kernel_name: str) -> tuple[str, str]:
+    """``text`` with ``kernel_name``'s key loop (``for j in range(0, N, BLOCK)``, the end may be
+    ``tl.minimum(N, ...)``) branching on a new constexpr ``EVEN_N`` the launch computes as ``N % BLOCK == 0``:
+    ``if EVEN_N:`` the loop's statements without their key masks (``j + tl.arange(0, BLOCK) < N``: loads and
+    stores unmasked on keys, ``tl.where`` on them dropped), ``else:`` as they were; and a note. Other masks
+    (causal, rows, per-batch lengths, the head dim) stay in both branches. Unchanged, with the reason in the
+    note, when there is no such loop or no key mask in it or the launch's values cannot be read."""
+    try:
+        return _even_keys(text, kernel_name)
+    except ActionError as exc:
+        return text, f"{kernel_name}'s key masks kept in every block: {exc}"
+
+
+def _even_keys(text: str, kernel_name: str) -> tuple[str, str]:
+    sp = _sympy()
+    from .mask_free_k import MaskFreeK  # the launch's ``K % BLOCK_K == 0``, spelled with what it passes
+
+    analysis = analyze(text)
+    kernel = analysis.kernel(kernel_name)
+    module = c.parse(text)
+    if kernel is None:
+        raise ActionError("no such kernel")
+    if kernel.is_autotuned or kernel.heuristics:
+        raise ActionError("it is autotuned or has @triton.heuristics")
+    kdef, launches = c.locate(module, kernel_name)
+    if len(launches) != 1:
+        raise ActionError("it is not launched once in this file")
+    used = c.names_in(kdef)
+    flag = next((n for n in EVEN_KEYS if n not in used and kernel.param(n) is None), None)
+    if flag is None:
+        raise ActionError(f"the names {', '.join(EVEN_KEYS)} are taken")
+    loops = [st for st in kdef.body.body if isinstance(st, cst.For)]
+    if len(loops) != 1 or not isinstance(loops[0].target, cst.Name) or loops[0].orelse is not None:
+        raise ActionError("no single top-level key loop")
+    loop = loops[0]
+    iter_ = loop.iter
+    args = [a.value for a in iter_.args] if isinstance(iter_, cst.Call) else []
+    if not (isinstance(iter_, cst.Call) and _dotted(iter_.func) in ("range", "tl.range")) or len(args) < 3 \
+            or any(a.keyword is not None for a in iter_.args[:3]) or _flat(args[0]) != "0":
+        raise ActionError("the key loop is not range(0, N, BLOCK)")
+    end, step = _unparen(args[1]), _unparen(args[2])
+    if isinstance(end, cst.Call) and _dotted(end.func) == "tl.minimum" and len(end.args) == 2:
+        end = _unparen(end.args[0].value)  # a causal loop stops earlier: its keys are below N all the same
+    size = kernel.param(end.value) if isinstance(end, cst.Name) else None
+    block = kernel.param(step.value) if isinstance(step, cst.Name) else None
+    if size is None or size.kind != "scalar" or block is None or block.kind != "constexpr":
+        raise ActionError("the key loop does not step a length parameter by a constexpr block")
+    var = loop.target.value
+    if {size.name, block.name} & c.bound_names(kdef.body) or var in c.bound_names(list(loop.body.body)):
+        raise ActionError(f"{size.name}, {block.name} or {var} is reassigned in the kernel")
+    launch_value, literal = MaskFreeK._launch_value(launches[0], kernel, size.name, block.name)
+    # Index arithmetic: scalars by what the launch passes (two parameters given the same value are one length),
+    # the loop variable as a multiple of the block (it starts at 0 and steps by it).
+    sources = c.launch_sources(launches[0], kernel)
+    params: dict = {}
+    for p in kernel.params:
+        if p.kind == "pointer":
+            params[p.name] = sp.Symbol(f"k.ptr:{p.name}")
+        elif p.kind == "constexpr":
+            params[p.name] = sp.Symbol(f"k.blk:{p.name}")
+        else:
+            params[p.name] = sp.Symbol(f"h:{sources.get(p.name, '?' + p.name)}")
+    index = _Index("k.", params)
+    blk = params[block.name]
+    key_mask = sp.expand(blk * sp.Symbol("k.j") + index.sym(f"ar:{block.name}") - params[size.name])
+    for st in kdef.body.body[:kdef.body.body.index(loop)]:
+        parts = _assign_parts(st)
+        if parts is not None and not parts[2]:
+            index.assign(parts[0], parts[1])
+        else:
+            for name in c.bound_names(st):
+                index.env.pop(name, None)
+    for name in c.bound_names(list(loop.body.body)):
+        index.env.pop(name, None)  # read before their assignment they hold the last block's values
+    index.env[var] = blk * sp.Symbol("k.j")
+
+    def is_key_mask(conjunct: cst.BaseExpression) -> bool:
+        if not (isinstance(conjunct, cst.Comparison) and len(conjunct.comparisons) == 1
+                and isinstance(conjunct.comparisons[0].operator, cst.LessThan)):
+            return False
+        left, right = index.of(conjunct.left), index.of(conjunct.comparisons[0].comparator)
+        if left is None or right is None:
+            return False
+        return sp.expand(_divide_out(_strip_axes(left) - _strip_axes(right)) - key_mask) == 0
+
+    def without_key_masks(node: cst.BaseStatement) -> cst.BaseStatement | None:
+        """The statement with its key conjuncts dropped (None for a ``x = x`` left over, the node when unchanged)."""
+        dropper = _DropKeyMasks(is_key_mask)
+        new = node.visit(dropper)
+        if not dropper.dropped:
+            return node
+        parts = _assign_parts(new)
+        if parts is not None and not parts[2] and _flat(_unparen(parts[1])) == parts[0]:
+            return None
+        small = new.body[0]
+        if isinstance(small, cst.Assign) and getattr(small.value, "lpar", None):  # ``s = (s * LOG2E)``: no parentheses needed
+            new = new.with_changes(body=[small.with_changes(value=_unparen(small.value))])
+        return new
+
+    def block_of(statements) -> tuple[list[cst.BaseStatement], int]:
+        out: list[cst.BaseStatement] = []
+        run: list[tuple[cst.BaseStatement, cst.BaseStatement | None]] = []
+        changed = 0
+
+        def flush() -> None:
+            if not run:
+                return
+            first = run[0][0]
+            masked = [run[0][0].with_changes(leading_lines=[]), *(o for o, _e in run[1:])]
+            evens = [e for _o, e in run if e is not None]
+            body = cst.IndentedBlock(body=masked)
+            if evens:
+                evens[0] = evens[0].with_changes(leading_lines=[])
+                branch = cst.If(test=cst.Name(flag), body=cst.IndentedBlock(body=evens), orelse=cst.Else(body=body),
+                                leading_lines=first.leading_lines)
+            else:
+                branch = cst.If(test=c.expr(f"not {flag}"), body=body, leading_lines=first.leading_lines)
+            out.append(branch)
+            run.clear()
+
+        for st in statements:
+            if isinstance(st, cst.SimpleStatementLine):
+                even = without_key_masks(st)
+                parts = _assign_parts(st)
+                if even is not st:
+                    run.append((st, even))
+                    changed += 1
+                else:
+                    flush()
+                    out.append(st)
+                if parts is not None and not parts[2]:
+                    index.assign(parts[0], parts[1])
+                else:
+                    for name in c.bound_names(st):
+                        index.env.pop(name, None)
+                continue
+            flush()
+            for name in c.bound_names(st):
+                index.env.pop(name, None)
+            if isinstance(st, cst.For) and st.orelse is None:  # a loop nested in the key loop (over the head dim)
+                inner, count = block_of(st.body.body)
+                changed += count
+                out.append(st.with_changes(body=st.body.with_changes(body=inner)))
+                for name in c.bound_names(st):
+                    index.env.pop(name, None)
+            else:
+                out.append(st)
+        flush()
+        return out, changed
+
+    new_body, changed = block_of(loop.body.body)
+    if not changed:
+        raise ActionError(f"no mask in the key loop is on its keys (`{var} + tl.arange(0, {block.name}) < {size.name}`)")
+    new_loop = loop.with_changes(body=loop.body.with_changes(body=new_body))
+    params_list = list(kdef.params.params)
+    last = params_list[-1]
+    params_list[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    params_list.append(cst.Param(cst.Name(flag), annotation=cst.Annotation(c.expr("tl.constexpr")), comma=last.comma))
+    new_def = kdef.with_changes(params=kdef.params.with_changes(params=params_list),
+                                body=kdef.body.with_changes(body=[new_loop if st is loop else st for st in kdef.body.body]))
+    call = launches[0].call
+    module = c.replace_all(module, [(kdef, new_def), (call, _with_flag(call, kernel, flag, launch_value))])
+    note = (f"{kernel_name}'s key masks only where the last key block is partial: {flag}={launch_value} at the launch "
+            f"({changed} masked statement{'s' if changed != 1 else ''} in an if {flag}/else)")
+    if literal:
+        note += f"; {flag} repeats the launch's literal {block.name}: change both together"
+    return module.code, note
+
+
+def _with_flag(call: cst.Call, kernel: Kernel, flag: str, value: str) -> cst.Call:
+    """The launch with ``flag=value`` after its last kernel argument (before ``num_warps`` and the other options)."""
+    args = list(call.args)
+    at = next((i for i, a in enumerate(args) if a.keyword is not None and kernel.param(a.keyword.value) is None), None)
+    if at is None:
+        return c.set_kwarg(call, flag, c.expr(value))
+    eq = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    new = cst.Arg(c.expr(value), keyword=cst.Name(flag), equal=eq, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    if at > 0 and isinstance(args[at - 1].comma, cst.Comma):
+        new = new.with_changes(comma=args[at - 1].comma)  # the options keep their line
+        args[at - 1] = args[at - 1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=args[:at] + [new] + args[at:])
+
+
+def _divide_out(expr):
+    """``floordiv(BLOCK * j, BLOCK)`` -> ``j``: a floor division that is exact (``k // BLOCK_K`` of the loop variable)."""
+    sp = _sympy()
+    floordiv = sp.Function("floordiv")
+
+    def exact(a, b):
+        quotient = sp.cancel(a / b)
+        return quotient if sp.fraction(quotient)[1] == 1 else floordiv(a, b)
+
+    return sp.expand(expr.replace(floordiv, exact))
+
+
+class _DropKeyMasks(cst.CSTTransformer):
+    """Key conjuncts out of ``tl.load``/``tl.store`` masks and ``tl.where`` conditions; a where left without a
+    condition is its value, a load or store without a mask loses ``mask`` (and ``other``)."""
+
+    def __init__(self, is_key_mask):
+        self.is_key_mask = is_key_mask
+        self.dropped = 0
+
+    def _rest(self, mask: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+        """The conjuncts that stay (None when none is a key mask)."""
+        parts = _conjuncts(mask)
+        kept = [p for p in parts if not self.is_key_mask(p)]
+        if len(kept) == len(parts):
+            return None
+        self.dropped += len(parts) - len(kept)
+        return kept
+
+    @staticmethod
+    def _and(parts: list[cst.BaseExpression]) -> cst.BaseExpression:
+        if len(parts) == 1:
+            return parts[0]
+        return c.expr(" & ".join(f"({c.code(p)})" for p in parts))
+
+    def leave_Call(self, original_node, updated_node):
+        func = _dotted(original_node.func)
+        if func == "tl.where" and len(updated_node.args) == 3 and all(a.keyword is None for a in updated_node.args):
+            rest = self._rest(original_node.args[0].value)
+            if rest is None:
+                return updated_node
+            if not rest:
+                value = updated_node.args[1].value
+                return value if isinstance(value, cst.Name | cst.Call | cst.Attribute | cst.Subscript) \
+                    else value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            return updated_node.with_changes(args=[updated_node.args[0].with_changes(value=self._and(rest)), *updated_node.args[1:]])
+        if func not in ("tl.load", "tl.store"):
+            return updated_node
+        position = 1 if func == "tl.load" else 2
+        args = list(updated_node.args)
+        at = next((i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == "mask"), None)
+        if at is None and len(args) > position and all(a.keyword is None for a in args[:position + 1]):
+            at = position
+        if at is None or any(a.star for a in args):
+            return updated_node
+        rest = self._rest(original_node.args[at].value)
+        if rest is None:
+            return updated_node
+        if rest:
+            args[at] = args[at].with_changes(value=self._and(rest))
+            return updated_node.with_changes(args=args)
+        drop = {at}
+        if func == "tl.load":  # ``other`` only fills masked-out lanes
+            drop |= {i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == "other"}
+            if args[at].keyword is None and len(args) > at + 1 and args[at + 1].keyword is None:
+                drop.add(at + 1)
+        if args[at].keyword is None and any(i > at and a.keyword is None and i not in drop for i, a in enumerate(args)):
+            raise ActionError(f"`{c.code(original_node)[:60]}` passes arguments after its mask by position")
+        kept = [a for i, a in enumerate(args) if i not in drop]
+        kept[-1] = kept[-1].with_changes(comma=args[-1].comma)
+        return updated_node.with_changes(args=kept)
 
 
 def _split_tuple_constants(text: str) -> tuple[str, list[str]]:
