@@ -80,6 +80,7 @@ class AutotuneConfig:
     num_warps: int | None
     num_stages: int | None
     span: Span
+    hooks: dict[str, str] = field(default_factory=dict)  # pre_hook / ir_override -> the function's source
 
 
 @dataclass
@@ -90,7 +91,12 @@ class Autotune:
     key: list[str]
     span: Span
     configs_source: str  # source of the configs argument (a list, or a name/call when not literal)
-    configs_are_literal: bool
+    configs_are_literal: bool  # the argument is a literal list of triton.Config: actions may edit its elements
+    # ``configs`` holds every config the autotuner gets: a literal list, or an expression the analysis
+    # evaluated statically (analysis/config_eval.py: comprehensions, module-level names, helpers, ``+``).
+    configs_known: bool = False
+    configs_unknown_reason: str = ""  # why the configs are not known (empty when they are)
+    configs_sequence: str = "list"  # what the configs expression builds: "list" or "tuple"
 
 
 @dataclass

@@ -25,6 +25,7 @@ from .model import (
     TritonNames,
     Value,
 )
+from . import config_eval
 from .positions import SourceMap, Span
 
 log = logging.getLogger(__name__)
@@ -158,6 +159,7 @@ class _Analyzer:
 
     def run(self) -> FileAnalysis:
         tree = ast.parse(self.text, filename=self.path or "<unknown>")
+        self.tree, self.config_scope = tree, None  # the scope is built on the first configs that need it
         self.names, self.imports_triton = _triton_names(tree)
         self.constants = self._module_constants(tree)
         self.module_nodes = {
@@ -502,13 +504,48 @@ class _Analyzer:
         key: list[str] = []
         if isinstance(key_node, ast.List | ast.Tuple):
             key = [e.value for e in key_node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-        return Autotune(
+        is_literal = literal and isinstance(configs_node, ast.List | ast.Tuple)
+        tune = Autotune(
             configs=configs,
             key=key,
             span=self.span(dec),
             configs_source=self.src(configs_node) if configs_node is not None else "",
-            configs_are_literal=literal and isinstance(configs_node, ast.List | ast.Tuple),
+            configs_are_literal=is_literal,
+            configs_known=is_literal,
+            configs_sequence="tuple" if isinstance(configs_node, ast.Tuple) else "list",
         )
+        if not is_literal:
+            self._evaluate_configs(tune, configs_node)
+        return tune
+
+    def _evaluate_configs(self, tune: Autotune, node: ast.AST | None) -> None:
+        """Fill ``tune``'s configs from a statically evaluated expression (a comprehension, a name, a helper),
+        or say why they stay unknown; what the literal reading found stays when evaluation refuses."""
+        if node is None:
+            tune.configs_unknown_reason = "the autotune decorator passes no configs"
+            return
+        if self.config_scope is None:
+            self.config_scope = config_eval.module_scope(self.tree, self.names)
+        try:
+            values, sequence = config_eval.evaluate_configs(node, self.config_scope)
+        except config_eval.ConfigsRefused as refused:
+            tune.configs_unknown_reason = str(refused)
+            return
+        except RecursionError:
+            tune.configs_unknown_reason = "the configs expression is nested too deeply to evaluate"
+            return
+        tune.configs = [
+            AutotuneConfig(
+                kwargs={k: v for k, v in value.kwargs.items() if _is_value(v)},
+                num_warps=value.options.get("num_warps"),
+                num_stages=value.options.get("num_stages"),
+                span=self.span(value.node),
+                hooks=dict(value.hooks),
+            )
+            for value in values
+        ]
+        tune.configs_known = True
+        tune.configs_sequence = sequence
 
     def _config(self, node: ast.AST) -> AutotuneConfig | None:
         if not isinstance(node, ast.Call) or (self.names.canonical(node.func) or "").rsplit(".", 1)[-1] != "Config":
@@ -523,6 +560,8 @@ class _Analyzer:
             num_warps=options.get("num_warps") if isinstance(options.get("num_warps"), int) else None,
             num_stages=options.get("num_stages") if isinstance(options.get("num_stages"), int) else None,
             span=self.span(node),
+            hooks={k.arg: self.src(k.value) for k in node.keywords if k.arg in config_eval.CONFIG_OPAQUE
+                   and not (isinstance(k.value, ast.Constant) and k.value.value is None)},
         )
 
     def imported_launches(self, tree: ast.Module, kernels: dict[str, Kernel]) -> list[LaunchSite]:
