@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -274,3 +278,134 @@ def test_tuple_constants_keep_their_comment():
     split, joins = fa._split_tuple_constants("x = 1\n    BLOCK_M, BLOCK_N = 16, 16  # c\n    a, b = 1, 2\n")
     assert split.count("__mtmc_split_0__") == 2 and "a, b = 1, 2" in split  # only block names are split
     assert fa._join_tuple_constants(split, joins) == "x = 1\n    BLOCK_M, BLOCK_N = 16, 16  # c\n    a, b = 1, 2\n"
+
+
+# ---- EVEN_N: the key masks only where the last key block is partial -----------------------------------
+# Interpreter sizes per chain: the key length goes in ``{L}`` (the fused kernels' key block is 64 on the H200).
+EVEN_SIZES = {"three": {"batch": 1, "heads": 2, "seq_len": "L", "head_dim": 16},
+              "padded": {"batch": 2, "heads": 1, "seq_q": 40, "seq_k": "L", "head_dim": 16},
+              "matmul_style": {"bh": 2, "seq": "L", "dim": 16},
+              "two": {"heads": 2, "seq_len": "L", "head_dim": 16},
+              "looped": {"batch": 1, "heads": 2, "seq_len": "L", "head_dim": 16}}
+EVEN_LENGTHS = (128, 100)  # two whole key blocks; a partial last block
+_EVEN_RUNNER = '''
+import importlib.util, json, sys, torch
+jobs = json.loads(open(sys.argv[1]).read())
+out = []
+for j in jobs:
+    mods = []
+    for i, path in enumerate((j["before"], j["after"])):
+        spec = importlib.util.spec_from_file_location(f"m{len(out)}_{i}", path)
+        mods.append(importlib.util.module_from_spec(spec))
+        spec.loader.exec_module(mods[-1])
+    torch.manual_seed(0)
+    inputs = mods[0].get_inputs(device="cpu", **j["sizes"])
+    before, after = (getattr(m, m.ENTRY)(*inputs).float() for m in mods)
+    out.append({"name": j["name"], "ok": bool(torch.allclose(after, before, atol=j["atol"], rtol=j["rtol"])),
+                "max_diff": float((after - before).abs().max())})
+open(sys.argv[2], "w").write(json.dumps(out))
+'''
+
+
+def even_jobs(tmp_path, versions: dict[str, str], chain: str, text: str) -> list[dict]:
+    """One job per (version, key length): the version against the naive chain at that length."""
+    tol = TOL_FP16 if "float16" in text else TOL_FP32
+    jobs = []
+    for label, new in versions.items():
+        for length in EVEN_LENGTHS:
+            sizes = {k: length if v == "L" else v for k, v in EVEN_SIZES[chain].items()}
+            jobs.append(job(tmp_path, f"{chain}:{label}:{length}", text, new, tol, sizes=sizes))
+    return jobs
+
+
+def run_even(jobs: list[dict], tmp_path) -> dict[str, dict]:
+    runner, jobs_file, results = tmp_path / "even_runner.py", tmp_path / "even_jobs.json", tmp_path / "even_results.json"
+    runner.write_text(_EVEN_RUNNER)
+    jobs_file.write_text(json.dumps(jobs))
+    proc = subprocess.run([sys.executable, str(runner), str(jobs_file), str(results)], env={**os.environ, "TRITON_INTERPRET": "1"},
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {r["name"]: r for r in json.loads(results.read_text())}
+
+
+def test_the_key_masks_branch_on_even_n():
+    new = fused_edit(THREE, "pv_kernel", get_profile("h200"))
+    loop = new.new_text.split("    for start_n", 1)[1].split("    acc = acc / l_i", 1)[0]
+    assert loop.count("        if EVEN_N:\n") == 3 and loop.count("        else:\n") == 3  # K load, scores, V load
+    even_k = "        if EVEN_N:\n            k = tl.load(k_ptr + bh * seq_len * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :])\n"
+    assert even_k in loop
+    assert "            s = s.to(tl.float32) * 1.4426950408889634\n" in loop  # no tl.where on the key mask
+    assert 's = tl.where(offs_m[:, None] >= offs_n[None, :], s, float("-inf"))  # causal' in loop  # outside the branches
+    assert loop.count("< seq_len") == 3  # only in the else branches
+    assert "mask=offs_m[:, None] < seq_len, other=0.0)" in new.new_text.split("    for start_n", 1)[0]  # query rows stay masked
+    assert "BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr):" in new.new_text
+    assert "BLOCK_M=BLOCK, BLOCK_N=BLOCK, EVEN_N=seq_len % BLOCK == 0)" in new.new_text  # the host's own names
+    assert new.notes[-1].startswith("pv_kernel's key masks only where the last key block is partial: EVEN_N=seq_len % BLOCK == 0")
+
+
+def test_even_n_keeps_masks_that_are_not_on_the_loops_keys():
+    padded = fused_edit(PADDED, "attn_scores", get_profile("h200")).new_text
+    # The per-batch length is no key-block bound: its tl.where stays outside the branches.
+    assert '        qk = tl.where((start_n + offs_n_qk)[None, :] < kv_len, qk, float("-inf"))\n        if EVEN_N:\n' in padded
+    matmul = fused_edit(MATMUL_STYLE, "pv_matmul_kernel", get_profile("h200")).new_text
+    # The head-dim loop nested in the key loop: only the key part of K's mask goes (M and N are both ``seq``).
+    assert "            if EVEN_N:\n                b = tl.load(" in matmul and "mask=(k + rk)[:, None] < D, other=0.0)" in matmul
+    assert "mask=rd[None, :] < D, other=0.0)" in matmul and "EVEN_N=seq % 64 == 0" in matmul
+    two = fused_edit(TWO, "probs_v_kernel", get_profile("h200")).new_text
+    # Two tl.where on the key mask in a row: in the EVEN_N branch one statement is left, not ``scores = scores``.
+    assert "        if EVEN_N:\n            scores = scores.to(tl.float32) * 1.4426950408889634\n        else:\n" in two
+    looped = fused_edit(LOOPED, "row_softmax_kernel", get_profile("h200")).new_text
+    assert looped.count("if EVEN_N:") == 3  # offs_n = (k // BLOCK_K) * BLOCK_K + arange: exact, the loop's keys
+    assert "EVEN_N=seq_len % BLOCK_K == 0" in looped
+
+
+def test_even_n_is_left_out_with_a_reason():
+    masked = fa.FlashAttention()
+    masked.mask_free_keys = False
+    analysis = analyze(THREE)
+    (cand,) = offered(THREE, "pv_kernel")
+    plain = masked.apply(THREE, analysis, analysis.kernel("pv_kernel"), cand.params, H100).new_text
+    assert "EVEN_N" not in plain
+    text, note = fa.even_keys(plain.replace("for start_n in range(0, tl.minimum(", "for start_n in range(1, tl.minimum("), "pv_kernel")
+    assert "EVEN_N" not in text and "range(0, N, BLOCK)" in note
+    taken = plain.replace("    pid_m = tl.program_id(0)\n", "    pid_m = tl.program_id(0)\n    EVEN_N = 1\n    EVEN_KEYS = 2\n")
+    assert "are taken" in fa.even_keys(taken, "pv_kernel")[1]
+    no_key_mask = plain.replace("mask=offs_n[:, None] < seq_len, other=0.0)", "mask=offs_n[:, None] < seq_len - 1, other=0.0)")
+    no_key_mask = no_key_mask.replace("tl.where(offs_n[None, :] < seq_len,", "tl.where(offs_n[None, :] <= seq_len - 1,")
+    assert "no mask in the key loop is on its keys" in fa.even_keys(no_key_mask, "pv_kernel")[1]
+
+
+@pytest.mark.slow
+def test_even_n_is_equivalent_at_whole_and_partial_key_blocks(tmp_path):
+    """Every chain, fused with and without EVEN_N, against the naive chain at a key length that is a multiple of
+    the key block and one that is not; planted mistakes show both branches run and the test catches them."""
+    h200 = get_profile("h200")
+    masked = fa.FlashAttention()
+    masked.mask_free_keys = False
+    jobs = []
+    planted = {}
+    for chain in sorted(EVEN_SIZES):
+        text, scores, softmax, pv = CHAINS[chain]
+        analysis = analyze(text)
+        new = fused_edit(text, pv, h200).new_text
+        launch_value = re.search(r"EVEN_N=([^,)]+ == 0)", new)[1]
+        versions = {"even": new, "masked": masked.apply(text, analysis, analysis.kernel(pv), {"scores": scores, "softmax": softmax, "pv": pv},
+                                                        h200).new_text}
+        if chain in ("three", "two"):
+            # EVEN_N forced True: the last partial block reads keys past the length unmasked.
+            versions["planted_true"] = new.replace(f"EVEN_N={launch_value}", "EVEN_N=True")
+            # A wrong scale in the EVEN_N branch only: seen exactly at whole key blocks.
+            versions["planted_branch"] = new.replace("* 1.4426950408889634\n        else:", "* 2.0\n        else:")
+            assert all(v != new for k, v in versions.items() if k.startswith("planted")), chain
+            planted[chain] = True
+        jobs += even_jobs(tmp_path, versions, chain, text)
+    results = run_even(jobs, tmp_path)
+    for name, r in results.items():
+        chain, label, length = name.split(":")
+        if label == "planted_true":
+            assert r["ok"] == (int(length) % 64 == 0), r
+        elif label == "planted_branch":
+            assert r["ok"] == (int(length) % 64 != 0), r
+        else:
+            assert r["ok"], r
+    assert len(results) == 2 * (2 * len(EVEN_SIZES) + 2 * len(planted))
