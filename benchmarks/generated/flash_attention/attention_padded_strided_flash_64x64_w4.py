@@ -12,7 +12,7 @@ def attn_pv(V, Out, seq_q, seq_k,
             stride_vb, stride_vh, stride_vn, stride_vd,
             stride_ob, stride_oh, stride_om, stride_od,
             Q, K, kv_lens, sm_scale, stride_qb, stride_qh, stride_qm, stride_qd, stride_kb, stride_kh, stride_kn, stride_kd,
-            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, EVEN_N: tl.constexpr):
     start_m = tl.program_id(0)
     off_b = tl.program_id(1)
     off_h = tl.program_id(2)
@@ -28,20 +28,29 @@ def attn_pv(V, Out, seq_q, seq_k,
     for start_n in range(0, seq_k, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         k_ptrs = K + off_b * stride_kb + off_h * stride_kh + (start_n + offs_n_qk)[None, :] * stride_kn + offs_d[:, None] * stride_kd
-        k = tl.load(k_ptrs, mask=(start_n + offs_n_qk)[None, :] < seq_k, other=0.0)
+        if EVEN_N:
+            k = tl.load(k_ptrs)
+        else:
+            k = tl.load(k_ptrs, mask=(start_n + offs_n_qk)[None, :] < seq_k, other=0.0)
         qk = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         qk += tl.dot(q, k)
         qk *= sm_scale
         qk = tl.where((start_n + offs_n_qk)[None, :] < kv_len, qk, float("-inf"))
-        qk = tl.where(offs_n[None, :] < seq_k, qk.to(tl.float32), float("-inf"))
+        if EVEN_N:
+            qk = qk.to(tl.float32) * 1.4426950408889634
+        else:
+            qk = tl.where(offs_n[None, :] < seq_k, qk.to(tl.float32) * 1.4426950408889634, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(qk - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None]
         m_i = m_new
-        v = tl.load(V + off_b * stride_vb + off_h * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                    mask=offs_n[:, None] < seq_k, other=0.0)
+        if EVEN_N:
+            v = tl.load(V + off_b * stride_vb + off_h * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd)
+        else:
+            v = tl.load(V + off_b * stride_vb + off_h * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                        mask=offs_n[:, None] < seq_k, other=0.0)
         acc += tl.dot(p, v)
     acc = acc / l_i[:, None]
     tl.store(Out + off_b * stride_ob + off_h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
@@ -59,7 +68,7 @@ def padded_attention(q, k, v, kv_lens):
                   v.stride(0), v.stride(1), v.stride(2), v.stride(3),
                   o.stride(0), o.stride(1), o.stride(2), o.stride(3),
                   q, k, kv_lens, sm_scale, q.stride(0), q.stride(1), q.stride(2), q.stride(3), k.stride(0), k.stride(1), k.stride(2), k.stride(3),
-                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_dim, num_stages=2)
+                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_dim, EVEN_N=seq_k % BLOCK_N == 0, num_stages=2)
     return o
 
 

@@ -10,7 +10,7 @@ ENTRY = "causal_attention"
 @triton.jit
 def pv_kernel(v_ptr, o_ptr, seq_len,
               q_ptr, k_ptr, scale,
-              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -22,19 +22,28 @@ def pv_kernel(v_ptr, o_ptr, seq_len,
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     for start_n in range(0, tl.minimum(seq_len, (pid_m + 1) * BLOCK_M), BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = tl.load(k_ptr + bh * seq_len * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
-                    mask=offs_n[:, None] < seq_len, other=0.0)
+        if EVEN_N:
+            k = tl.load(k_ptr + bh * seq_len * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :])
+        else:
+            k = tl.load(k_ptr + bh * seq_len * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
+                        mask=offs_n[:, None] < seq_len, other=0.0)
         s = tl.dot(q, tl.trans(k)) * scale
         s = tl.where(offs_m[:, None] >= offs_n[None, :], s, float("-inf"))  # causal
-        s = tl.where(offs_n[None, :] < seq_len, s.to(tl.float32), float("-inf"))
+        if EVEN_N:
+            s = s.to(tl.float32) * 1.4426950408889634
+        else:
+            s = tl.where(offs_n[None, :] < seq_len, s.to(tl.float32) * 1.4426950408889634, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None]
         m_i = m_new
-        v = tl.load(v_ptr + bh * seq_len * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
-                    mask=offs_n[:, None] < seq_len, other=0.0)
+        if EVEN_N:
+            v = tl.load(v_ptr + bh * seq_len * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :])
+        else:
+            v = tl.load(v_ptr + bh * seq_len * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
+                        mask=offs_n[:, None] < seq_len, other=0.0)
         acc += tl.dot(p.to(v.dtype), v)
     acc = acc / l_i[:, None]
     tl.store(o_ptr + bh * seq_len * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
@@ -47,7 +56,7 @@ def causal_attention(q, k, v):
     BLOCK = 128
     pv_kernel[(triton.cdiv(seq_len, BLOCK), batch * heads)](v, out, seq_len,
                                                           q, k, head_dim ** -0.5,
-                                                          HEAD_DIM=head_dim, BLOCK_M=BLOCK, BLOCK_N=BLOCK, num_warps=8, num_stages=2)
+                                                          HEAD_DIM=head_dim, BLOCK_M=BLOCK, BLOCK_N=BLOCK, EVEN_N=seq_len % BLOCK == 0, num_warps=8, num_stages=2)
     return out
 
 

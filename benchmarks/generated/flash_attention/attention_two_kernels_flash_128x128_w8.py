@@ -11,7 +11,7 @@ ENTRY = "attention"
 @triton.jit
 def probs_v_kernel(v_ptr, o_ptr, seq_len, stride_vh, stride_vs, stride_oh, stride_os,
                    q_ptr, k_ptr, stride_qh, stride_qs, stride_kh, stride_ks, sm_scale,
-                   HEAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                   HEAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr):
     head = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD)
@@ -21,18 +21,27 @@ def probs_v_kernel(v_ptr, o_ptr, seq_len, stride_vh, stride_vs, stride_oh, strid
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     for start in range(0, seq_len, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
-        k = tl.load(k_ptr + head * stride_kh + cols[None, :] * stride_ks + dims[:, None], mask=cols[None, :] < seq_len, other=0.0)
+        if EVEN_N:
+            k = tl.load(k_ptr + head * stride_kh + cols[None, :] * stride_ks + dims[:, None])
+        else:
+            k = tl.load(k_ptr + head * stride_kh + cols[None, :] * stride_ks + dims[:, None], mask=cols[None, :] < seq_len, other=0.0)
         scores = tl.dot(q, k) * sm_scale
-        scores = tl.where(cols[None, :] < seq_len, scores, float("-inf"))
-        scores = tl.where(cols[None, :] < seq_len, scores.to(tl.float32), float("-inf"))
+        if EVEN_N:
+            scores = scores.to(tl.float32) * 1.4426950408889634
+        else:
+            scores = tl.where(cols[None, :] < seq_len, scores, float("-inf"))
+            scores = tl.where(cols[None, :] < seq_len, scores.to(tl.float32) * 1.4426950408889634, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(scores - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(scores - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None]
         m_i = m_new
         p = p.to(tl.float16)
-        v = tl.load(v_ptr + head * stride_vh + cols[:, None] * stride_vs + dims[None, :], mask=cols[:, None] < seq_len, other=0.0)
+        if EVEN_N:
+            v = tl.load(v_ptr + head * stride_vh + cols[:, None] * stride_vs + dims[None, :])
+        else:
+            v = tl.load(v_ptr + head * stride_vh + cols[:, None] * stride_vs + dims[None, :], mask=cols[:, None] < seq_len, other=0.0)
         acc = tl.dot(p, v, acc)
     acc = acc / l_i[:, None]
     tl.store(o_ptr + head * stride_oh + rows[:, None] * stride_os + dims[None, :], acc.to(tl.float16), mask=rows[:, None] < seq_len)
@@ -43,7 +52,7 @@ def attention(q, k, v):
     out = torch.empty_like(q)
     grid = (triton.cdiv(seq_len, 128), heads)
     probs_v_kernel[grid](v, out, seq_len, v.stride(0), v.stride(1),
-                         out.stride(0), out.stride(1), q, k, q.stride(0), q.stride(1), k.stride(0), k.stride(1), 1.0 / head_dim ** 0.5, HEAD=head_dim, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2)
+                         out.stride(0), out.stride(1), q, k, q.stride(0), q.stride(1), k.stride(0), k.stride(1), 1.0 / head_dim ** 0.5, HEAD=head_dim, BLOCK_M=128, BLOCK_N=128, EVEN_N=seq_len % 128 == 0, num_warps=8, num_stages=2)
     return out
 
 
