@@ -80,7 +80,7 @@ def lens_title(ctx: CheckContext, kernel: Kernel, target: GpuProfile, compiled_s
     parts = [kernel.name, f"{launches} launch" + ("" if launches == 1 else "es")]
     if kernel.autotune is not None:
         n = len(kernel.autotune.configs)
-        parts.append(f"{n} autotune config" + ("" if n == 1 else "s") if kernel.autotune.configs_are_literal else "autotuned")
+        parts.append(f"{n} autotune config" + ("" if n == 1 else "s") if kernel.autotune.configs_known else "autotuned")
     if compiled_shared is not None:
         parts.append(f"{format_bytes(compiled_shared)} smem ({target.sm_name})")
     else:

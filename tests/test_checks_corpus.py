@@ -58,6 +58,11 @@ def test_correct_corpus_files_have_no_static_findings(name, target):
     if name == "matmul_heuristics.py" and get_profile(target).max_shared_per_block < 122_880:
         assert [f.code for f in findings] == ["MTMC104"]
         return
+    # matmul_autotune's configs come from a helper the analysis evaluates: its first (128x256x64, 3 stages:
+    # 147,456 bytes) is the tutorial's H100/A100 tile, over the budget of the GPUs with about 100 KB.
+    if name == "matmul_autotune.py" and get_profile(target).max_shared_per_block < 147_456:
+        assert [(f.code, f.data["binding"]) for f in findings] == [("MTMC104", "autotune config 0")]
+        return
     assert findings == [], [f.message for f in findings]
 
 

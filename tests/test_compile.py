@@ -327,9 +327,12 @@ def test_factory_kernel_closure_is_a_skip_not_an_error():
 
 def test_plan_specializes_unit_strides_like_the_runtime():
     analysis = analyze((CORPUS / "matmul_autotune.py").read_text())
-    (planned,) = plan_jobs(analysis, H100)
-    assert {k: v for k, v in planned.job.constexprs.items() if k.startswith("stride")} == {
-        "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
+    planned = plan_jobs(analysis, H100)
+    # One job per config of the helper the analysis evaluates (get_cuda_autotune_config()).
+    assert [p.job.label for p in planned] == [f"autotune config {i}" for i in range(3)]
+    for p in planned:
+        assert {k: v for k, v in p.job.constexprs.items() if k.startswith("stride")} == {
+            "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
 
 
 @pytest.mark.slow

@@ -53,6 +53,8 @@ def _kernel_json(kernel, analysis) -> dict:
                 for c in kernel.autotune.configs
             ],
             "literal": kernel.autotune.configs_are_literal,
+            "known": kernel.autotune.configs_known,  # evaluated statically when not literal
+            "unknown_reason": kernel.autotune.configs_unknown_reason,
         },
         "heuristics": dict(kernel.heuristics),
         "nested_in": kernel.enclosing_function,

@@ -1231,6 +1231,33 @@ def autotune_configs(kdef: cst.FunctionDef, module: cst.Module | None = None) ->
     return None
 
 
+def autotune_configs_arg(kdef: cst.FunctionDef, module: cst.Module | None = None) -> cst.Arg | None:
+    """The ``configs`` argument of the kernel's autotune decorator (or wrapping call), whatever its expression."""
+    calls = [d.decorator for d in kdef.decorators]
+    if module is not None and not calls:
+        calls = _wrapping_autotunes(module, kdef.name.value)
+    for call in calls:
+        if isinstance(call, cst.Call) and code(call.func).endswith("autotune"):
+            return kwarg(call, "configs") or next((a for a in call.args if a.keyword is None), None)
+    return None
+
+
+def extended_configs(configs: cst.BaseExpression, config: cst.BaseExpression, sequence: str) -> cst.BaseExpression:
+    """``configs + [config]`` (``+ (config,)`` for a tuple): one config more, the expression that builds the
+    others untouched; a trailing literal of configs (``get_configs() + [...]``) takes it as its last element."""
+    if isinstance(configs, cst.BinaryOperation) and isinstance(configs.operator, cst.Add) and \
+            isinstance(configs.right, cst.List) and sequence == "list" and configs.right.elements and \
+            all(isinstance(e.value, cst.Call) and code(e.value.func).endswith("Config") for e in configs.right.elements):
+        return configs.with_changes(right=append_element(configs.right, config))
+    tail = cst.List([cst.Element(config)]) if sequence == "list" else \
+        cst.Tuple([cst.Element(config, comma=cst.Comma())])
+    binds_tighter = isinstance(configs, cst.Name | cst.List | cst.ListComp | cst.Call | cst.Subscript | cst.Tuple) or \
+        isinstance(configs, cst.BinaryOperation) and isinstance(configs.operator, cst.Add)
+    if not binds_tighter and not configs.lpar:  # ``a if x else b`` must not become ``a if x else b + [c]``
+        configs = configs.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.BinaryOperation(configs, cst.Add(), tail)
+
+
 def _wrapping_autotunes(module: cst.Module, name: str) -> list[cst.Call]:
     """The ``triton.autotune(...)`` call of the statement that jits ``name`` (``k = triton.autotune(...)(triton.jit(name))``)
     or tunes it again under its own name (``name = triton.autotune(...)(name)``), as the analysis reads them."""

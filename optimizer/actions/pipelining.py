@@ -104,8 +104,9 @@ class Pipelining:
     def _legal_configs(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> tuple[list[int], str, str]:
         """Stage counts to set in every autotune config (each config's tiles must fit with it)."""
         tune = kernel.autotune
-        if tune is None or not tune.configs_are_literal or not tune.configs:
-            return [], "", "the autotune configs are not a literal list"
+        if tune is None or not tune.configs_known or not tune.configs:
+            why = tune.configs_unknown_reason if tune is not None else ""
+            return [], "", "the autotune configs cannot be read statically" + (f": {why}" if why else "")
         elem = c.element_bytes(analysis.text)
         extra = c.tile_plan(analysis, kernel).extra_staged_tiles
         legal = []
@@ -120,6 +121,12 @@ class Pipelining:
                     fits = False
             if fits:
                 legal.append(s)
+        if legal and not tune.configs_are_literal:
+            # Read from configs built by code, the check holds; the edit would set num_stages inside the code
+            # that builds them (a comprehension's loop, a helper), which is no small reviewable step.
+            return [], "", (f"num_stages={legal[0]} fits every one of the {len(tune.configs)} autotune configs, but they "
+                            f"are built by `{_short(tune.configs_source)}`: pipelining sets num_stages in each "
+                            "config of a literal list only")
         return legal, "configs", "" if legal else "no stage count fits every config's tiles"
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
@@ -177,6 +184,11 @@ class Pipelining:
         if len(pairs) != 1:
             raise ActionError("expected exactly one loop feeding tl.dot")
         return c.replace_all(module, pairs)
+
+
+def _short(source: str, limit: int = 50) -> str:
+    text = " ".join(source.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _language_of(kernel: Kernel) -> str:

@@ -175,7 +175,7 @@ class _Plan:
     grid_dims: int = 1  # the launch grid's axes (the row axis is one of them)
     scans: bool = False  # the kernel scans along its rows (tl.cumsum): lanes of a row share work, as in a reduction
     stride: _grid_stride.GridStride | None = None  # a persistent kernel's grid-stride row loop (the grid then stays)
-    # Autotune configs that set blocks (or are not a literal list): the column block as the row block's
+    # Autotune configs that set blocks (or cannot be read): the column block as the row block's
     # ``@triton.heuristics`` lambda reads it (``args["BLOCK_N"]``); None when the host picks BLOCK_M.
     tuned_col: str | None = None
 
@@ -914,7 +914,7 @@ class RowsPerProgram:
         tune = kernel.autotune
         # Configs that only pick warps and stages (FLA's norms) leave BLOCK_M to the host, as without autotune.
         # Configs that pick the column block get BLOCK_M from a @triton.heuristics under the autotune decorator.
-        tuned = tune is not None and (not tune.configs_are_literal or any(config.kwargs for config in tune.configs))
+        tuned = tune is not None and (not tune.configs_known or any(config.kwargs for config in tune.configs))
         if tuned:
             why = _tuned_problem(kdef, kernel)
             if why is not None:
@@ -1406,13 +1406,13 @@ def _tuned_column(launch: c.LaunchNode, kernel: Kernel, block: str) -> str | Non
     """How the row block's heuristic reads the column block: from the launch or the configs, else the kernel's default."""
     tune = kernel.autotune
     passed = any(c.arg_param(a, launch.call, kernel) == block for a in launch.call.args)
-    if passed or (tune is not None and tune.configs_are_literal and all(block in cfg.kwargs for cfg in tune.configs)):
+    if passed or (tune is not None and tune.configs_known and all(block in cfg.kwargs for cfg in tune.configs)):
         return f'args["{block}"]'
     param = kernel.param(block)
     if param is not None and isinstance(param.default_value, int) and not isinstance(param.default_value, bool):
         # Heuristics see the launch's arguments and the chosen config, never the defaults.
         return f'args.get("{block}", {param.default_value})'
-    if tune is not None and not tune.configs_are_literal:
+    if tune is not None and not tune.configs_known:
         return f'args["{block}"]'  # without a default the configs must set it, or no launch would compile
     return None
 

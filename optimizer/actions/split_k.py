@@ -197,7 +197,13 @@ class SplitK:
             # output before each timed run and once after (reset_to_zero): atomics add into it.
             tuned = c.autotune_configs(kdef)
             if tuned is None or _autotune_call(kdef) is None:
-                raise ActionError("the autotune configs are not a literal list of triton.Config")
+                tune = kernel.autotune
+                if tune is not None and tune.configs_known and not tune.configs_are_literal:
+                    raise ActionError(f"split-K adds SPLIT_K to each of the {len(tune.configs)} autotune configs, an edit "
+                                      "made in a literal list of triton.Config only; these are built by code")
+                if tune is not None and not tune.configs_known:
+                    raise ActionError(f"the autotune configs cannot be read statically: {tune.configs_unknown_reason}")
+                raise ActionError("the autotune configs are not a literal list of triton.Config in a decorator")
             if not parsed[1]:
                 raise ActionError("an autotuned kernel's grid must be a lambda over META to read SPLIT_K")
             if any(not (cfg.args and isinstance(cfg.args[0].value, cst.Dict)) for cfg in tuned[1]):

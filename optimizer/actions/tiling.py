@@ -200,12 +200,22 @@ class Tiling:
 
     def _autotune_options(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[tuple[dict, str]]:
         """(block sizes, new ``triton.Config(...)`` source) for tiles the configs do not hold yet."""
-        if kernel.autotune is None or not kernel.autotune.configs_are_literal or not kernel.autotune.configs:
+        # Known configs (a literal list, or one the analysis evaluated) say which tiles are present.
+        if kernel.autotune is None or not kernel.autotune.configs_known or not kernel.autotune.configs:
             return []
         names = sorted({k for cfg in kernel.autotune.configs for k in cfg.kwargs if c.is_block_name(k)})
         if not names or c.autotuned_blocks_tunable(analysis, kernel, names) is not None:
             return []
         present = {tuple(cfg.kwargs.get(n) for n in names) for cfg in kernel.autotune.configs}
+        # A hook every config shares (a pre_hook that sizes TMA descriptors) goes with the new config too.
+        hooks = {tuple(sorted(cfg.hooks.items())) for cfg in kernel.autotune.configs}
+        if len(hooks) > 1:
+            return []
+        hook_args = "".join(f", {option}={function}" for option, function in next(iter(hooks)))
+        # Parameters other than blocks (GROUP_SIZE_M) go with the new config when every config agrees on them.
+        fixed, why = _shared_settings(kernel.autotune.configs, names)
+        if why:
+            return []
         stages = 3 if target.has("cp.async") else 1
         roles = {c.block_role(n): n for n in names}
         options = []
@@ -218,12 +228,14 @@ class Tiling:
                 values = {roles["m"]: bm, roles["n"]: bn, roles["k"]: bk}
                 if tuple(values[n] for n in names) in present or self._fits((bm, bn, bk), plan, analysis, target):
                     continue
-                options.append((values, f"triton.Config({_dict(values)}, num_warps={warps}, num_stages={stages})"))
+                options.append((values, f"triton.Config({_dict({**values, **fixed})}, num_warps={warps}, "
+                                        f"num_stages={stages}{hook_args})"))
         elif len(names) == 1:
             for block in ROW_BLOCKS:
                 if (block,) not in present:
                     warps = max(4, min(16, block // 512))
-                    options.append(({names[0]: block}, f"triton.Config({_dict({names[0]: block})}, num_warps={warps})"))
+                    options.append(({names[0]: block},
+                                    f"triton.Config({_dict({names[0]: block, **fixed})}, num_warps={warps}{hook_args})"))
         return options
 
     @staticmethod
@@ -249,8 +261,14 @@ class Tiling:
         if kernel.is_autotuned:
             names = sorted({k for cfg in (kernel.autotune.configs if kernel.autotune else []) for k in cfg.kwargs
                             if c.is_block_name(k)})
-            if kernel.autotune is None or not kernel.autotune.configs_are_literal:
-                return "the autotune configs are not a literal list"
+            if kernel.autotune is None or not kernel.autotune.configs_known:
+                why = kernel.autotune.configs_unknown_reason if kernel.autotune else ""
+                return f"the autotune configs cannot be read statically: {why}" if why else \
+                    "the autotune configs cannot be read statically"
+            if len({tuple(sorted(cfg.hooks.items())) for cfg in kernel.autotune.configs}) > 1:
+                return "the autotune configs have different hooks: a new config would not know which one it needs"
+            if names and _shared_settings(kernel.autotune.configs, names)[1]:
+                return _shared_settings(kernel.autotune.configs, names)[1]
             return (c.autotuned_blocks_tunable(analysis, kernel, names) if names else "no autotune config sets a block size") \
                 or "the autotune configs already hold every tile this action would add"
         plan = c.tile_plan(analysis, kernel)
@@ -272,8 +290,17 @@ class Tiling:
             if option is None:
                 raise ActionError(f"{c.fmt_params(params)} is not a new legal autotune config of {kernel.name} on {target.name}")
             kdef, _ = c.locate(module, kernel.name)
-            lst, _configs = c.autotune_configs(kdef, module)
-            module = c.replace_all(module, [(lst, c.append_element(lst, c.expr(option)))])
+            if kernel.autotune.configs_are_literal:
+                lst, _configs = c.autotune_configs(kdef, module)
+                module = c.replace_all(module, [(lst, c.append_element(lst, c.expr(option)))])
+            else:
+                # Configs built by code (a comprehension, a name, a helper) stay as written: the new one is
+                # appended to this decorator's expression, so a list other kernels share is not changed.
+                arg = c.autotune_configs_arg(kdef, module)
+                if arg is None:
+                    raise ActionError(f"no configs argument found on {kernel.name}'s autotune")
+                extended = c.extended_configs(arg.value, c.expr(option), kernel.autotune.configs_sequence)
+                module = c.replace_all(module, [(arg.value, extended)])
             return c.finish(text, module, f"tiling of {kernel.name}: autotune config {c.fmt_params(params)}")
         if params and set(params) <= set(kernel.heuristics):
             if params not in _heuristic_cap_options(analysis, kernel):
@@ -544,8 +571,22 @@ def _branches_on_constexpr(kernel: Kernel) -> bool:
     return False
 
 
-def _dict(values: dict[str, int]) -> str:
-    return "{" + ", ".join(f'"{k}": {v}' for k, v in values.items()) + "}"
+def _dict(values: dict[str, Value]) -> str:
+    return "{" + ", ".join(f'"{k}": {v!r}' for k, v in values.items()) + "}"
+
+
+def _shared_settings(configs: list, blocks: list[str]) -> tuple[dict[str, Value], str]:
+    """(the non-block parameters every config sets, to the one value they agree on; why not, when a config
+    lacks one or they differ: a new config could not know its value)."""
+    others = sorted({k for cfg in configs for k in cfg.kwargs if k not in blocks})
+    fixed: dict[str, Value] = {}
+    for name in others:
+        values = {repr(cfg.kwargs.get(name, "<unset>")) for cfg in configs}
+        if len(values) != 1 or any(name not in cfg.kwargs for cfg in configs):
+            return {}, (f"the autotune configs also choose {name} ({', '.join(sorted(values))}): "
+                        "a new config would not know its value")
+        fixed[name] = configs[0].kwargs[name]
+    return fixed, ""
 
 
 ACTION = Tiling()

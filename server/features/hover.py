@@ -94,7 +94,7 @@ def kernel_markdown(ctx: CheckContext, kernel: Kernel, target: GpuProfile, repor
     lines += [""] + _parameters(kernel) + [""] + _launches(analysis, kernel)
     if kernel.autotune is not None:
         key = ", ".join(kernel.autotune.key) or "none"
-        count = len(kernel.autotune.configs) if kernel.autotune.configs_are_literal else "?"
+        count = len(kernel.autotune.configs) if kernel.autotune.configs_known else "?"
         lines += ["", f"**Autotune**: {count} configs, key [{key}]"]
     lines += [""] + _resources(ctx, kernel, target, reports)
     return "\n".join(lines)
