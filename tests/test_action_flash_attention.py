@@ -323,7 +323,7 @@ def run_even(jobs: list[dict], tmp_path) -> dict[str, dict]:
     runner.write_text(_EVEN_RUNNER)
     jobs_file.write_text(json.dumps(jobs))
     proc = subprocess.run([sys.executable, str(runner), str(jobs_file), str(results)], env={**os.environ, "TRITON_INTERPRET": "1"},
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {r["name"]: r for r in json.loads(results.read_text())}
 

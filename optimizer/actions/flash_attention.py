@@ -150,6 +150,7 @@ from .fusion import (
     _impure_calls,
     _top_statement,
 )
+from .mask_free_k import MaskFreeK
 
 _ALLOCATORS = ("torch.empty", "torch.zeros", "torch.empty_like", "torch.zeros_like")
 # Tensor methods that keep the element type (a host name made with them has its source's dtype).
@@ -1727,8 +1728,6 @@ def even_keys(text: str, kernel_name: str) -> tuple[str, str]:
 
 def _even_keys(text: str, kernel_name: str) -> tuple[str, str]:
     sp = _sympy()
-    from .mask_free_k import MaskFreeK  # the launch's ``K % BLOCK_K == 0``, spelled with what it passes
-
     analysis = analyze(text)
     kernel = analysis.kernel(kernel_name)
     module = c.parse(text)
@@ -1762,6 +1761,7 @@ def _even_keys(text: str, kernel_name: str) -> tuple[str, str]:
     var = loop.target.value
     if {size.name, block.name} & c.bound_names(kdef.body) or var in c.bound_names(list(loop.body.body)):
         raise ActionError(f"{size.name}, {block.name} or {var} is reassigned in the kernel")
+    # ``N % BLOCK == 0`` spelled with what the launch passes, as mask_free_k's EVEN_K is.
     launch_value, literal = MaskFreeK._launch_value(launches[0], kernel, size.name, block.name)
     # Index arithmetic: scalars by what the launch passes (two parameters given the same value are one length),
     # the loop variable as a multiple of the block (it starts at 0 and steps by it).
