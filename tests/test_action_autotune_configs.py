@@ -113,6 +113,10 @@ def test_a_shared_pre_hook_and_a_parameter_all_configs_agree_on_go_with_the_new_
         "BLOCK: tl.constexpr):", "BLOCK: tl.constexpr, UNROLL: tl.constexpr):")
     new = tiled(text, "scale_kernel", {"BLOCK": 1024})
     assert '+ [triton.Config({"BLOCK": 1024, "UNROLL": 2}, num_warps=4, pre_hook=hook)]' in new
+    # A parameter the configs cross with every tile is independent of it: the new tile takes the first config's.
+    crossed = text.replace('"UNROLL": 2}', '"UNROLL": u}').replace("for b in SIZES]", "for b in SIZES for u in [4, 2]]")
+    assert '+ [triton.Config({"BLOCK": 1024, "UNROLL": 4}, num_warps=4, pre_hook=hook)]' in \
+        tiled(crossed, "scale_kernel", {"BLOCK": 1024})
     differing = text.replace('"UNROLL": 2}', '"UNROLL": b // 32}')
     analysis = analyze(differing)
     assert not [c for c in applicable(analysis, "scale_kernel", H100) if c.action == "tiling"]

@@ -265,12 +265,15 @@ class Tiling:
                 why = kernel.autotune.configs_unknown_reason if kernel.autotune else ""
                 return f"the autotune configs cannot be read statically: {why}" if why else \
                     "the autotune configs cannot be read statically"
+            if not names:
+                return "no autotune config sets a block size"
+            unsafe = c.autotuned_blocks_tunable(analysis, kernel, names)
+            if unsafe:
+                return unsafe
             if len({tuple(sorted(cfg.hooks.items())) for cfg in kernel.autotune.configs}) > 1:
                 return "the autotune configs have different hooks: a new config would not know which one it needs"
-            if names and _shared_settings(kernel.autotune.configs, names)[1]:
-                return _shared_settings(kernel.autotune.configs, names)[1]
-            return (c.autotuned_blocks_tunable(analysis, kernel, names) if names else "no autotune config sets a block size") \
-                or "the autotune configs already hold every tile this action would add"
+            return _shared_settings(kernel.autotune.configs, names)[1] or \
+                "the autotune configs already hold every tile this action would add"
         plan = c.tile_plan(analysis, kernel)
         if not plan.params:
             return "no block-size parameter (a tl.constexpr whose name has BLOCK or TILE)"
@@ -576,14 +579,22 @@ def _dict(values: dict[str, Value]) -> str:
 
 
 def _shared_settings(configs: list, blocks: list[str]) -> tuple[dict[str, Value], str]:
-    """(the non-block parameters every config sets, to the one value they agree on; why not, when a config
-    lacks one or they differ: a new config could not know its value)."""
+    """(the non-block parameters every config sets, each to a value a new tile can take; why not, when a config
+    lacks one or its values depend on the tile: a new config could not know its value).
+
+    A parameter every config sets to one value keeps it. One the configs cross with every tile (each tile
+    with the same values: ``for GS in [1, 8]`` next to the tile loops) is independent of the tile, so the
+    new tile takes the first config's value, as the configs show it works with every tile."""
     others = sorted({k for cfg in configs for k in cfg.kwargs if k not in blocks})
     fixed: dict[str, Value] = {}
     for name in others:
         values = {repr(cfg.kwargs.get(name, "<unset>")) for cfg in configs}
-        if len(values) != 1 or any(name not in cfg.kwargs for cfg in configs):
-            return {}, (f"the autotune configs also choose {name} ({', '.join(sorted(values))}): "
+        per_tile: dict[tuple, set[str]] = {}
+        for cfg in configs:
+            per_tile.setdefault(tuple(cfg.kwargs.get(b) for b in blocks), set()).add(repr(cfg.kwargs.get(name, "<unset>")))
+        crossed = len(per_tile) > 1 and all(seen == values for seen in per_tile.values())
+        if any(name not in cfg.kwargs for cfg in configs) or (len(values) != 1 and not crossed):
+            return {}, (f"the autotune configs also choose {name} ({', '.join(sorted(values))}) with the tile: "
                         "a new config would not know its value")
         fixed[name] = configs[0].kwargs[name]
     return fixed, ""
