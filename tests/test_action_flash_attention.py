@@ -409,3 +409,18 @@ def test_even_n_is_equivalent_at_whole_and_partial_key_blocks(tmp_path):
         else:
             assert r["ok"], r
     assert len(results) == 2 * (2 * len(EVEN_SIZES) + 2 * len(planted))
+
+
+def test_even_keys_reads_a_hand_written_flash_kernel():
+    """even_keys alone, on a user-written flash kernel (K and V loaded together, the key mask last): the same branches."""
+    text = (Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev" / "attn_kernelbench_sdpa.py").read_text()
+    new, note = fa.even_keys(text, "sdpa_fwd_kernel")
+    assert "EVEN_N=S % 32 == 0, num_warps=4" in new and "change both together" in note  # the launch passes BLOCK_N=32
+    assert "        if EVEN_N:\n            k = tl.load(" in new  # the two loads in one branch
+    assert '        if not EVEN_N:\n            s = tl.where(offs_n[None, :] < seq_len, s, float("-inf"))\n' in new  # nothing left when even
+    # A where whose value is a constant keeps its mask: without it the constant would not have the mask's shape.
+    additive = text.replace('s = tl.where(offs_n[None, :] < seq_len, s, float("-inf"))',
+                            's = s + tl.where(offs_n[None, :] < seq_len, 0.0, float("-inf"))')
+    assert additive != text
+    new, note = fa.even_keys(additive, "sdpa_fwd_kernel")
+    assert "(2 masked statements" in note and "s = s + tl.where(offs_n[None, :] < seq_len, 0.0, float(\"-inf\"))" in new

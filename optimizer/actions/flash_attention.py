@@ -1907,6 +1907,13 @@ def _divide_out(expr):
     return sp.expand(expr.replace(floordiv, exact))
 
 
+def _is_number(node: cst.BaseExpression) -> bool:
+    node = _unparen(node)
+    if isinstance(node, cst.UnaryOperation):
+        node = _unparen(node.expression)
+    return isinstance(node, cst.Integer | cst.Float) or _flat(node) in _NEG_INF or _flat(node) in ('float("inf")', "float('inf')")
+
+
 class _DropKeyMasks(cst.CSTTransformer):
     """Key conjuncts out of ``tl.load``/``tl.store`` masks and ``tl.where`` conditions; a where left without a
     condition is its value, a load or store without a mask loses ``mask`` (and ``other``)."""
@@ -1933,6 +1940,8 @@ class _DropKeyMasks(cst.CSTTransformer):
     def leave_Call(self, original_node, updated_node):
         func = _dotted(original_node.func)
         if func == "tl.where" and len(updated_node.args) == 3 and all(a.keyword is None for a in updated_node.args):
+            if _is_number(updated_node.args[1].value):
+                return updated_node  # without the where a constant would lose the mask's shape
             rest = self._rest(original_node.args[0].value)
             if rest is None:
                 return updated_node
