@@ -1709,7 +1709,9 @@ def gpu_tiles(text: str, pv: str, target: GpuProfile, tiles=FLASH_TILES) -> tupl
 # key block every key of every block exists, the key masks are all true, and the loads and the score mask
 # can go. H200, 64x4096x128 fp16 (benchmarks/results/h200/suite_tiles): the fused kernel with the key mask in
 # every block 1.28 ms, without 1.22 ms (1.05x; 64x64: 1.07x). In the same step as the fusion, since a loop
-# that keeps only measurably faster steps could reject a 5% step on its own as noise.
+# that keeps only measurably faster steps could reject a 5% step on its own as noise. Compiled for sm_90
+# (``mtmc analyze --compile``): both branches build with the masked kernel's shared memory (suite attention
+# 128x64 w8 s3 at head dim 128: 49,152 B; 180 registers masked, 152 in the EVEN_N branch).
 EVEN_KEYS = ("EVEN_N", "EVEN_KEYS")  # the constexpr's name: the first the kernel does not use
 
 
