@@ -214,3 +214,33 @@ def test_tiled_kernels_match_the_originals_under_the_interpreter(tmp_path):
         assert r["grew"] == 1, (name, r)
         assert r["worst"] <= 1e-2 if name == "matmul" else r["worst"] == 0.0, (name, r)
     assert {r["chosen"]["BLOCK"] for name, r in results.items() if name != "matmul"} == {1024}
+
+
+def test_single_pass_drops_an_autotune_whose_built_configs_choose_only_the_row_block():
+    from test_action_single_pass import AUTOTUNED_VAR
+
+    literal = '[triton.Config({"BLOCK_N": 16}, num_warps=2), triton.Config({"BLOCK_N": 64}, num_warps=4)]'
+    built = AUTOTUNED_VAR.replace(literal, '[triton.Config({"BLOCK_N": b}, num_warps=w) for b, w in [(16, 2), (64, 4)]]')
+    assert built != AUTOTUNED_VAR
+    cand = next(c for c in applicable(analyze(built), "var_kernel", H100) if c.action == "single_pass")
+    new = apply_candidate(built, cand, H100).new_text
+    assert "autotune" not in new and "triton.Config" not in new
+    more = built.replace('{"BLOCK_N": b}', '{"BLOCK_N": b, "EVEN": 1}')
+    hooked = built.replace("num_warps=w)", "num_warps=w, pre_hook=row_var)")  # a hook runs at every launch
+    for text in (more, hooked):
+        assert text != built
+        assert not [c for c in applicable(analyze(text), "var_kernel", H100) if c.action == "single_pass"]
+
+
+@pytest.mark.slow
+def test_single_pass_on_built_configs_stays_equivalent(tmp_path):
+    from test_action_single_pass import AUTOTUNED_VAR
+    from test_actions_semantics import TOL_FP32, job, run_jobs
+
+    literal = '[triton.Config({"BLOCK_N": 16}, num_warps=2), triton.Config({"BLOCK_N": 64}, num_warps=4)]'
+    built = AUTOTUNED_VAR.replace(literal, '[triton.Config({"BLOCK_N": b}, num_warps=w) for b, w in [(16, 2), (64, 4)]]')
+    cand = next(c for c in applicable(analyze(built), "var_kernel", H100) if c.action == "single_pass")
+    new = apply_candidate(built, cand, H100).new_text
+    results = run_jobs([job(tmp_path, "built:reference", built, built, TOL_FP32, reference=True),
+                        job(tmp_path, "built:single_pass", built, new, TOL_FP32)], tmp_path)
+    assert all(r["ok"] for r in results), results

@@ -197,13 +197,25 @@ class _HostNames(cst.CSTTransformer):
         return value
 
 
-def _removable_autotune(kdef: cst.FunctionDef, block: str) -> cst.Decorator:
+def _removable_autotune(kdef: cst.FunctionDef, block: str, kernel: Kernel | None = None) -> cst.Decorator:
     """The ``@triton.autotune`` decorator when its configs choose only ``block`` (and launch options)."""
     decorator = next((d for d in kdef.decorators if isinstance(d.decorator, cst.Call)
                       and c.code(d.decorator.func).endswith("autotune")), None)
     found = c.autotune_configs(kdef)
+    tune = kernel.autotune if kernel is not None else None
+    if decorator is not None and found is None and tune is not None and tune.configs_known and not tune.configs_are_literal:
+        # Configs built by code, read from the analysis (it evaluated them; only launch options besides
+        # kwargs pass its evaluator): the whole decorator goes, the code that built them stays untouched.
+        call = decorator.decorator
+        if any(a.keyword is not None and a.keyword.value not in _BENCH_ONLY_AUTOTUNE_ARGS for a in call.args) or \
+                sum(a.keyword is None for a in call.args) > 1 or any(cfg.hooks for cfg in tune.configs):
+            raise ActionError("the autotune decorator has hooks that also run at launches")
+        if any(set(cfg.kwargs) - {block} for cfg in tune.configs):
+            raise ActionError(f"the autotune configs choose more than {block}")
+        return decorator
     if decorator is None or found is None:
-        raise ActionError("the kernel is autotuned through configs this action cannot read")
+        why = f": {tune.configs_unknown_reason}" if tune is not None and tune.configs_unknown_reason else ""
+        raise ActionError(f"the kernel is autotuned through configs this action cannot read{why}")
     call = decorator.decorator
     if any(a.keyword is None and a.value is not found[0] for a in call.args) or \
             any(a.keyword is not None and a.keyword.value not in _BENCH_ONLY_AUTOTUNE_ARGS for a in call.args):
@@ -280,7 +292,7 @@ class SinglePass:
         if block in kernel.heuristics:
             decorator, replacement = _heuristic_dropped(kdef, block)
         elif kernel.is_autotuned:
-            decorator, replacement = _removable_autotune(kdef, block), None
+            decorator, replacement = _removable_autotune(kdef, block, kernel), None
         else:
             decorator = replacement = None
         wrapper = (decorator, replacement) if decorator is not None else None

@@ -534,6 +534,10 @@ class _Analyzer:
         except RecursionError:
             tune.configs_unknown_reason = "the configs expression is nested too deeply to evaluate"
             return
+        odd = next((f"{k}={v!r}" for value in values for k, v in value.kwargs.items() if not _is_value(v)), None)
+        if odd is not None:  # the model keeps plain values only: a config would read as setting less than it does
+            tune.configs_unknown_reason = f"a config sets {odd}, not a number, string or None"
+            return
         tune.configs = [
             AutotuneConfig(
                 kwargs={k: v for k, v in value.kwargs.items() if _is_value(v)},
