@@ -35,9 +35,6 @@ TOL_HALF = (2e-2, 2e-2)
 # (strict: an entry that starts passing fails, so it is removed when the bug is).
 # (file stem, kernel, action) -> reason
 XFAIL: dict[tuple[str, str, str], str] = {
-    ("mm_heuristics_even_k", "_kernel", "autotune"):
-        "autotune puts @triton.autotune under @triton.heuristics, so the EVEN_K heuristic reads args['BLOCK_K'] "
-        "before a config supplies it: KeyError 'BLOCK_K' at launch",
 }
 
 

@@ -240,7 +240,9 @@ class Autotune:
             return c.finish(text, module, f"autotune {kernel.name} over {len(configs)} configs keyed on {', '.join(keys)}")
         decorator = cst.parse_module(decorator_code + "def _f():\n    pass\n").body[0].decorators[0]
         decorators = list(kdef.decorators)
-        jit_index = next(i for i, d in enumerate(decorators) if "jit" in c.code(d.decorator))
+        # Above the first Triton decorator, @triton.heuristics included: the autotuner must run first, so that
+        # a heuristic reading an autotuned block (EVEN_K from BLOCK_K) sees the config's value.
+        jit_index = next(i for i, d in enumerate(decorators) if "jit" in c.code(d.decorator) or "heuristics" in c.code(d.decorator))
         decorators.insert(jit_index, decorator)
         if jit_index == 0:
             decorators[0] = decorators[0].with_changes(leading_lines=decorators[1].leading_lines)
