@@ -442,6 +442,41 @@ def bound_names(node: cst.CSTNode | list) -> set[str]:
     return found
 
 
+def divisible_at_launch(launch: LaunchNode, kernel: Kernel, size: str, block: str) -> tuple[str, bool]:
+    """(``N % BLOCK == 0`` spelled with what ``launch`` passes for ``size`` and ``block``, whether the block is a
+    literal there): the value of an ``EVEN_*`` constexpr the launch computes (mask_free_k's EVEN_K, the flash
+    kernel's EVEN_N)."""
+    if any(a.star for a in launch.call.args):
+        raise ActionError("a launch passes *args or **kwargs")
+
+    def bare(node: cst.BaseExpression) -> cst.BaseExpression:
+        return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node
+
+    def passed(param: str) -> cst.BaseExpression | None:
+        arg = kwarg(launch.call, param)
+        if arg is not None:
+            return arg.value
+        p = kernel.param(param)
+        positional = [a for a in launch.call.args if a.keyword is None]
+        return positional[p.index].value if p is not None and p.index < len(positional) else None
+
+    def operand(node: cst.BaseExpression) -> str:
+        text = code(bare(node)).strip()
+        simple = isinstance(bare(node), cst.Name | cst.Attribute | cst.Subscript | cst.Call | cst.Integer)
+        return text if simple and "\n" not in text else f"({' '.join(text.split())})"
+
+    size_node = passed(size)
+    if size_node is None:
+        raise ActionError(f"a launch does not pass {size}")
+    block_node = passed(block)
+    if block_node is None:
+        default = kernel.param(block).default_value
+        if not isinstance(default, int):
+            raise ActionError(f"a launch leaves {block} to a default that is not an integer")
+        return f"{operand(size_node)} % {default} == 0", True
+    return f"{operand(size_node)} % {operand(block_node)} == 0", isinstance(bare(block_node), cst.Integer)
+
+
 def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     """Every call under ``node`` (outer calls before the calls in their arguments)."""
     found: list[cst.Call] = []

@@ -150,7 +150,6 @@ from .fusion import (
     _impure_calls,
     _top_statement,
 )
-from .mask_free_k import MaskFreeK
 
 _ALLOCATORS = ("torch.empty", "torch.zeros", "torch.empty_like", "torch.zeros_like")
 # Tensor methods that keep the element type (a host name made with them has its source's dtype).
@@ -1764,7 +1763,7 @@ def _even_keys(text: str, kernel_name: str) -> tuple[str, str]:
     if {size.name, block.name} & c.bound_names(kdef.body) or var in c.bound_names(list(loop.body.body)):
         raise ActionError(f"{size.name}, {block.name} or {var} is reassigned in the kernel")
     # ``N % BLOCK == 0`` spelled with what the launch passes, as mask_free_k's EVEN_K is.
-    launch_value, literal = MaskFreeK._launch_value(launches[0], kernel, size.name, block.name)
+    launch_value, literal = c.divisible_at_launch(launches[0], kernel, size.name, block.name)
     # Index arithmetic: scalars by what the launch passes (two parameters given the same value are one length),
     # the loop variable as a multiple of the block (it starts at 0 and steps by it).
     sources = c.launch_sources(launches[0], kernel)

@@ -664,34 +664,9 @@ class MaskFreeK:
     @staticmethod
     def _launch_value(launch: c.LaunchNode, kernel: Kernel, size_k: str, block_k: str) -> tuple[str, bool]:
         """(``K % BLOCK_K == 0`` spelled with what this launch passes, whether the block is a literal there)."""
-        if any(a.star for a in launch.call.args):
-            raise ActionError("a launch passes *args or **kwargs")
         if c.kwarg(launch.call, EVEN) is not None:
             raise ActionError(f"a launch already passes {EVEN}")
-
-        def passed(param: str) -> cst.BaseExpression | None:
-            arg = c.kwarg(launch.call, param)
-            if arg is not None:
-                return arg.value
-            p = kernel.param(param)
-            positional = [a for a in launch.call.args if a.keyword is None]
-            return positional[p.index].value if p is not None and p.index < len(positional) else None
-
-        def operand(node: cst.BaseExpression) -> str:
-            text = c.code(_strip(node)).strip()
-            simple = isinstance(_strip(node), cst.Name | cst.Attribute | cst.Subscript | cst.Call | cst.Integer)
-            return text if simple and "\n" not in text else f"({' '.join(text.split())})"
-
-        size = passed(size_k)
-        if size is None:
-            raise ActionError(f"a launch does not pass {size_k}")
-        block = passed(block_k)
-        if block is None:
-            default = kernel.param(block_k).default_value
-            if not isinstance(default, int):
-                raise ActionError(f"a launch leaves {block_k} to a default that is not an integer")
-            return f"{operand(size)} % {default} == 0", True
-        return f"{operand(size)} % {operand(block)} == 0", isinstance(_strip(block), cst.Integer)
+        return c.divisible_at_launch(launch, kernel, size_k, block_k)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         try:
