@@ -653,7 +653,7 @@ class _Infer:
                 orelse = self.block(statement.orelse.body.body, env)
             self.merge_bindings(after_then, self.bindings)
             out = dict(env)
-            for name in set(then) | set(orelse):
+            for name in sorted(set(then) | set(orelse)):  # sorted: the same name in the reason on every run
                 kinds = {k for k in (then.get(name), orelse.get(name)) if k is not None}
                 if len(kinds) > 1:
                     raise ActionError(f"{name} is a {' in one branch and a '.join(_KIND_NAMES[k] for k in sorted(kinds))} in the other")
