@@ -576,6 +576,9 @@ def geomean(values) -> float | None:
 # One kernel on the GPU
 # --------------------------------------------------------------------------------------------
 
+LOOP_WARN_S = 10.0  # planned loop per kernel under which first verifications were cancelled (the default suite run plans 12 s)
+
+
 def plan_reserves(files: list[Path], ceilings: dict) -> dict[str, float]:
     """Per kernel, the seconds its non-optional work needs, from its roofline bound on meta tensors (no memory)."""
     reserves = {}
@@ -919,6 +922,13 @@ def run_gpu(args, files: list[Path]) -> int:
     print(f"bench: ceilings copy {c['copy_gbs']:.0f} GB/s, bf16 matmul {c['matmul_tflops']:.0f} TFLOP/s", flush=True)
     write_results(args.out, results)
     reserves = plan_reserves(files, results["ceilings"])
+    loops = sum(loop_kernels(p.read_text(), p) for p in files) if opt_status["method"] != "none" else 0
+    per_loop = (args.budget_s - sum(reserves.values())) / max(1, loops)
+    if loops and per_loop < LOOP_WARN_S:
+        # Session 8: 230 s for six files left attention's three kernels 10 s each; every flash step was cancelled.
+        print(f"bench: warning: about {per_loop:.0f} s of optimize loop per kernel ({loops} kernels); a first "
+              f"verification can take 12-15 s: raise --budget-s (default 450 s for the whole suite)",
+              file=sys.stderr, flush=True)
     if opt_status["method"] == "search" and files and args.steps > 0:
         # On a freshly started machine the first kernels' loops otherwise pay the worker's start out of a 10-20 s
         # share, and their first verification is cancelled (session 7: five kernels kept nothing).
