@@ -927,7 +927,7 @@ def run_gpu(args, files: list[Path]) -> int:
     if loops and per_loop < LOOP_WARN_S:
         # Session 8: 230 s for six files left attention's three kernels 10 s each; every flash step was cancelled.
         print(f"bench: warning: about {per_loop:.0f} s of optimize loop per kernel ({loops} kernels); a first "
-              f"verification can take 12-15 s: raise --budget-s (default 450 s for the whole suite)",
+              "verification can take 12-15 s: raise --budget-s (default 450 s for the whole suite)",
               file=sys.stderr, flush=True)
     if opt_status["method"] == "search" and files and args.steps > 0:
         # On a freshly started machine the first kernels' loops otherwise pay the worker's start out of a 10-20 s
