@@ -442,15 +442,26 @@ def bound_names(node: cst.CSTNode | list) -> set[str]:
     return found
 
 
+def unparen(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``node`` without its own parentheses (``(a & b)`` -> ``a & b``)."""
+    return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node
+
+
+def conjuncts(mask: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    """``(a) & (b) & c`` -> [a, b, c], each without its parentheses ([] for no mask)."""
+    if mask is None:
+        return []
+    if isinstance(mask, cst.BinaryOperation) and isinstance(mask.operator, cst.BitAnd):
+        return conjuncts(mask.left) + conjuncts(mask.right)
+    return [unparen(mask)]
+
+
 def divisible_at_launch(launch: LaunchNode, kernel: Kernel, size: str, block: str) -> tuple[str, bool]:
     """(``N % BLOCK == 0`` spelled with what ``launch`` passes for ``size`` and ``block``, whether the block is a
     literal there): the value of an ``EVEN_*`` constexpr the launch computes (mask_free_k's EVEN_K, the flash
     kernel's EVEN_N)."""
     if any(a.star for a in launch.call.args):
         raise ActionError("a launch passes *args or **kwargs")
-
-    def bare(node: cst.BaseExpression) -> cst.BaseExpression:
-        return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node
 
     def passed(param: str) -> cst.BaseExpression | None:
         arg = kwarg(launch.call, param)
@@ -461,8 +472,8 @@ def divisible_at_launch(launch: LaunchNode, kernel: Kernel, size: str, block: st
         return positional[p.index].value if p is not None and p.index < len(positional) else None
 
     def operand(node: cst.BaseExpression) -> str:
-        text = code(bare(node)).strip()
-        simple = isinstance(bare(node), cst.Name | cst.Attribute | cst.Subscript | cst.Call | cst.Integer)
+        text = code(unparen(node)).strip()
+        simple = isinstance(unparen(node), cst.Name | cst.Attribute | cst.Subscript | cst.Call | cst.Integer)
         return text if simple and "\n" not in text else f"({' '.join(text.split())})"
 
     size_node = passed(size)
@@ -474,7 +485,15 @@ def divisible_at_launch(launch: LaunchNode, kernel: Kernel, size: str, block: st
         if not isinstance(default, int):
             raise ActionError(f"a launch leaves {block} to a default that is not an integer")
         return f"{operand(size_node)} % {default} == 0", True
-    return f"{operand(size_node)} % {operand(block_node)} == 0", isinstance(bare(block_node), cst.Integer)
+    return f"{operand(size_node)} % {operand(block_node)} == 0", isinstance(unparen(block_node), cst.Integer)
+
+
+def launch_statement(launch: LaunchNode) -> cst.SimpleStatementLine | None:
+    """The top-level statement of the launch's host function that holds the launch (None when nested deeper)."""
+    if launch.host is None:
+        return None
+    return next((s for s in launch.host.body.body if isinstance(s, cst.SimpleStatementLine)
+                 and launch.call in calls_in(s)), None)
 
 
 def calls_in(node: cst.CSTNode) -> list[cst.Call]:

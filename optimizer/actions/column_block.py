@@ -288,8 +288,7 @@ class ColumnBlock:
         triton = next((k for k, v in analysis.names.prefix.items() if v == "triton"), None)
         if not analysis.imports_triton or triton is None:
             raise ActionError("the host does not import triton")
-        launch_line = next((s for s in launch.host.body.body if isinstance(s, cst.SimpleStatementLine)
-                            and launch.call in c.calls_in(s)), None)
+        launch_line = c.launch_statement(launch)
         if launch_line is None:
             raise ActionError("the launch is not a top-level statement of its host function")
         if COLS_PARAM in params or COLS_PARAM in c.names_in(launch.host):

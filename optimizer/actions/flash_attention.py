@@ -414,9 +414,9 @@ class _Host:
                 parts = _assign_parts(node)
                 if parts is None or parts[2] or parts[0] in out:
                     continue
-                value = _unparen(parts[1])
+                value = c.unparen(parts[1])
                 while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _VIEWS:
-                    value = _unparen(value.func.value)
+                    value = c.unparen(value.func.value)
                     if isinstance(value, cst.Name) and value.value in out:
                         out.add(parts[0])
                         changed = True
@@ -561,14 +561,6 @@ def _mask_of(call: cst.Call, position: int) -> cst.BaseExpression | None:
     return positional[position] if len(positional) > position else None
 
 
-def _conjuncts(mask: cst.BaseExpression | None) -> list[cst.BaseExpression]:
-    if mask is None:
-        return []
-    if isinstance(mask, cst.BinaryOperation) and isinstance(mask.operator, cst.BitAnd):
-        return _conjuncts(mask.left) + _conjuncts(mask.right)
-    return [mask.with_changes(lpar=[], rpar=[])]
-
-
 def _bound(conjunct: cst.BaseExpression, index: _Index, env: dict) -> tuple[object, object] | None:
     """``i < n`` -> (i, n) as sympy."""
     if not (isinstance(conjunct, cst.Comparison) and len(conjunct.comparisons) == 1
@@ -597,7 +589,7 @@ class _DropIdentities(cst.CSTTransformer):
     def leave_BinaryOperation(self, original_node, updated_node):
         if isinstance(updated_node.operator, cst.Add):
             for zero, other in ((updated_node.left, updated_node.right), (updated_node.right, updated_node.left)):
-                if _flat(_unparen(zero)) in ("0", "0.0", "0."):
+                if _flat(c.unparen(zero)) in ("0", "0.0", "0."):
                     return other
         return updated_node
 
@@ -605,22 +597,18 @@ class _DropIdentities(cst.CSTTransformer):
         if _dotted(updated_node.func) == "tl.maximum" and len(updated_node.args) == 2 \
                 and all(a.keyword is None for a in updated_node.args):
             first, second = (a.value for a in updated_node.args)
-            if _flat(_unparen(first)) in _NEG_INF:
+            if _flat(c.unparen(first)) in _NEG_INF:
                 return second
-            if _flat(_unparen(second)) in _NEG_INF:
+            if _flat(c.unparen(second)) in _NEG_INF:
                 return first
         return updated_node
 
 
-def _unparen(node: cst.BaseExpression) -> cst.BaseExpression:
-    return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node
-
-
 def _reduction(node: cst.BaseExpression, op: str) -> tuple[cst.BaseExpression, int] | None:
     """``tl.max(x, axis=1)[:, None]`` (or unbroadcast) -> (x, 1)."""
-    node = _unparen(node)
+    node = c.unparen(node)
     if isinstance(node, cst.Subscript) and _broadcast_axis(node) is not None:
-        node = _unparen(node.value)
+        node = c.unparen(node.value)
     if not (isinstance(node, cst.Call) and _dotted(node.func) == op and node.args):
         return None
     axis = c.kwarg(node, "axis")
@@ -632,25 +620,25 @@ def _reduction(node: cst.BaseExpression, op: str) -> tuple[cst.BaseExpression, i
 
 def _softmax_input(value: cst.BaseExpression) -> tuple[str, int, cst.BaseExpression] | None:
     """``exp(x - max(x)) / sum(exp(x - max(x)))`` over one axis (casts allowed) -> (x's code, axis, x)."""
-    value = _unparen(value)
+    value = c.unparen(value)
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
-        value = _unparen(value.func.value)
+        value = c.unparen(value.func.value)
     if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
         return None
-    num = _unparen(value.left)
+    num = c.unparen(value.left)
     den = _reduction(value.right, "tl.sum")
-    if den is None or _flat(_unparen(den[0])) != _flat(num):
+    if den is None or _flat(c.unparen(den[0])) != _flat(num):
         return None
     if not (isinstance(num, cst.Call) and _dotted(num.func) == "tl.exp" and len(num.args) == 1):
         return None
-    diff = _unparen(num.args[0].value)
+    diff = c.unparen(num.args[0].value)
     if not (isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)):
         return None
     top = _reduction(diff.right, "tl.max")
-    x = _flat(_unparen(diff.left))
-    if top is None or _flat(_unparen(top[0])) != x or top[1] != den[1]:
+    x = _flat(c.unparen(diff.left))
+    if top is None or _flat(c.unparen(top[0])) != x or top[1] != den[1]:
         return None
-    return x, den[1], _unparen(diff.left)
+    return x, den[1], c.unparen(diff.left)
 
 
 def _inlined_defs(stmts: list[_Stmt], upto: int) -> tuple[dict[str, cst.BaseExpression], list[dict[str, str]]]:
@@ -1004,7 +992,7 @@ class FlashAttention:
         if not (isinstance(value, cst.Call) and _dotted(value.func) == "tl.where" and len(value.args) == 3
                 and _flat(value.args[1].value) == name and _flat(value.args[2].value) in _NEG_INF):
             return None
-        cond = _unparen(value.args[0].value)
+        cond = c.unparen(value.args[0].value)
         if not (isinstance(cond, cst.Comparison) and len(cond.comparisons) == 1):
             return None
         op = cond.comparisons[0].operator
@@ -1040,15 +1028,15 @@ class FlashAttention:
         value = st.value
         dot = None
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) and _flat(value.left) == acc:
-            dot = _unparen(value.right)
+            dot = c.unparen(value.right)
         elif isinstance(value, cst.Call) and _dotted(value.func) == "tl.dot" and len(value.args) >= 3 and \
                 [_flat(a.value) for a in value.args[2:] if a.keyword is None or a.keyword.value == "acc"] == [acc]:
             dot = value  # tl.dot(p, v, acc) or tl.dot(p, v, acc=acc)
         if not (isinstance(dot, cst.Call) and _dotted(dot.func) == "tl.dot") or len(dot.args) < 2:
             raise ActionError(f"{pv.name} does not accumulate tl.dot(p, v)")
-        first = _unparen(dot.args[0].value)
+        first = c.unparen(dot.args[0].value)
         while isinstance(first, cst.Call) and isinstance(first.func, cst.Attribute) and first.func.attr.value == "to":
-            first = _unparen(first.func.value)
+            first = c.unparen(first.func.value)
         if _flat(first) != p_name or p_name in _names(dot.args[1].value):
             raise ActionError(f"{pv.name}'s tl.dot does not take the probabilities as its left operand")
         writes = [s for s in body.stmts if s.target == acc]
@@ -1113,7 +1101,7 @@ class FlashAttention:
 
         class Hole(cst.CSTTransformer):
             def on_leave(self, original_node, updated_node):
-                if isinstance(updated_node, cst.BaseExpression) and _flat(_unparen(updated_node)) == load_code:
+                if isinstance(updated_node, cst.BaseExpression) and _flat(c.unparen(updated_node)) == load_code:
                     return cst.Name("__mtmc_scores__")
                 return updated_node
 
@@ -1166,7 +1154,7 @@ class FlashAttention:
         block = col.name.split("ar:", 1)[1]
         bounds = []
         for st, call_ in ((loads[0], load), (store, call)):
-            conj = _conjuncts(_mask_of(call_, 1 if call_ is load else 2))
+            conj = c.conjuncts(_mask_of(call_, 1 if call_ is load else 2))
             found_bounds = [b for cj in conj if (b := _bound(cj, body.index, st.env)) is not None and b[0] == col]
             if len(conj) != 1 or len(found_bounds) != 1:
                 raise ActionError(f"{softmax.name} does not mask its row by the row length alone")
@@ -1201,7 +1189,7 @@ class FlashAttention:
             call = st.value if st.target == name and isinstance(st.value, cst.Call) else None
             if call is None or _dotted(call.func) != "tl.where" or len(call.args) != 3 or _flat(call.args[2].value) not in _NEG_INF:
                 continue
-            for cj in _conjuncts(call.args[0].value):
+            for cj in c.conjuncts(call.args[0].value):
                 b = _bound(cj, body.index, st.env)
                 if b is not None and sp.expand(_strip_axes(b[0]) - key) == 0:
                     length = b[1]
@@ -1214,7 +1202,7 @@ class FlashAttention:
         sp = _sympy()
         key = _strip_axes(roles3["key"])
         keys, rows = [], []
-        for cj in _conjuncts(_mask_of(p_call, 1)):
+        for cj in c.conjuncts(_mask_of(p_call, 1)):
             b = _bound(cj, body.index, p_stmt.env)
             if b is None:
                 raise ActionError(f"{pv.name} masks the probabilities with a condition this action does not read")
@@ -1228,7 +1216,7 @@ class FlashAttention:
         if not any(sp.expand(bound - n_cols) == 0 for _cj, bound in keys):
             raise ActionError(f"{pv.name} does not mask keys past the row length")
         stores = [st for st in body.stmts if st.target is None]
-        store_masks = {_flat(cj) for st in stores for cj in _conjuncts(_mask_of(_call_of(st.node), 2))}
+        store_masks = {_flat(cj) for st in stores for cj in c.conjuncts(_mask_of(_call_of(st.node), 2))}
         if any(_flat(cj) not in store_masks for cj in rows):
             raise ActionError(f"{pv.name} masks probabilities by rows that its store does not mask")
         return " & ".join(c.code(cj) if len(keys) == 1 else f"({c.code(cj)})" for cj, _b in keys)
@@ -1752,9 +1740,9 @@ def _even_keys(text: str, kernel_name: str) -> tuple[str, str]:
     if not (isinstance(iter_, cst.Call) and _dotted(iter_.func) in ("range", "tl.range")) or len(args) < 3 \
             or any(a.keyword is not None for a in iter_.args[:3]) or _flat(args[0]) != "0":
         raise ActionError("the key loop is not range(0, N, BLOCK)")
-    end, step = _unparen(args[1]), _unparen(args[2])
+    end, step = c.unparen(args[1]), c.unparen(args[2])
     if isinstance(end, cst.Call) and _dotted(end.func) == "tl.minimum" and len(end.args) == 2:
-        end = _unparen(end.args[0].value)  # a causal loop stops earlier: its keys are below N all the same
+        end = c.unparen(end.args[0].value)  # a causal loop stops earlier: its keys are below N all the same
     size = kernel.param(end.value) if isinstance(end, cst.Name) else None
     block = kernel.param(step.value) if isinstance(step, cst.Name) else None
     if size is None or size.kind != "scalar" or block is None or block.kind != "constexpr":
@@ -1805,11 +1793,11 @@ def _even_keys(text: str, kernel_name: str) -> tuple[str, str]:
         if not dropper.dropped:
             return node
         parts = _assign_parts(new)
-        if parts is not None and not parts[2] and _flat(_unparen(parts[1])) == parts[0]:
+        if parts is not None and not parts[2] and _flat(c.unparen(parts[1])) == parts[0]:
             return None
         small = new.body[0]
         if isinstance(small, cst.Assign) and getattr(small.value, "lpar", None):  # ``s = (s * LOG2E)``: no parentheses needed
-            new = new.with_changes(body=[small.with_changes(value=_unparen(small.value))])
+            new = new.with_changes(body=[small.with_changes(value=c.unparen(small.value))])
         return new
 
     def block_of(statements) -> tuple[list[cst.BaseStatement], int]:
@@ -1909,9 +1897,9 @@ def _divide_out(expr):
 
 
 def _is_number(node: cst.BaseExpression) -> bool:
-    node = _unparen(node)
+    node = c.unparen(node)
     if isinstance(node, cst.UnaryOperation):
-        node = _unparen(node.expression)
+        node = c.unparen(node.expression)
     return isinstance(node, cst.Integer | cst.Float) or _flat(node) in _NEG_INF or _flat(node) in ('float("inf")', "float('inf')")
 
 
@@ -1925,7 +1913,7 @@ class _DropKeyMasks(cst.CSTTransformer):
 
     def _rest(self, mask: cst.BaseExpression) -> list[cst.BaseExpression] | None:
         """The conjuncts that stay (None when none is a key mask)."""
-        parts = _conjuncts(mask)
+        parts = c.conjuncts(mask)
         kept = [p for p in parts if not self.is_key_mask(p)]
         if len(kept) == len(parts):
             return None

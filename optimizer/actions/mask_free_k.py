@@ -130,25 +130,13 @@ class _Plan:
     launch_values: list[tuple[str, bool]] = field(default_factory=list)  # per launch: EVEN_K's expression, literal block
 
 
-def _strip(node: cst.BaseExpression) -> cst.BaseExpression:
-    return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node
-
-
 def _flat(source: str) -> str:
     return "".join(source.split())
 
 
-def _conjuncts(node: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """``(a) & (b) & c`` -> [a, b, c] (parentheses dropped)."""
-    node = _strip(node)
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitAnd):
-        return _conjuncts(node.left) + _conjuncts(node.right)
-    return [node]
-
-
 def _broadcast(node: cst.BaseExpression) -> tuple[cst.BaseExpression, str | None]:
     """``x[:, None]`` -> (x, "rows"), ``x[None, :]`` -> (x, "cols"), anything else -> (node, None)."""
-    node = _strip(node)
+    node = c.unparen(node)
     if isinstance(node, cst.Subscript):
         spelled = _flat(c.code(node)[len(c.code(node.value)):])
         for axis, text in _BROADCASTS.items():
@@ -336,7 +324,7 @@ class MaskFreeK:
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
             shown = c.code(statement).strip().splitlines()[0] if statement is not None else ""
             if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
-                dot = _strip(small.value)
+                dot = c.unparen(small.value)
                 if isinstance(small.operator, cst.AddAssign) and _is_call(dot, "dot", roots):
                     dots.append((small.target.value, dot, 1))
                 else:
@@ -344,14 +332,14 @@ class MaskFreeK:
                 continue
             if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
                 raise ActionError(f"the K loop holds `{shown}`: only the A/B loads, their pointers and the tl.dot are understood")
-            target, value = small.targets[0].target.value, _strip(small.value)
+            target, value = small.targets[0].target.value, c.unparen(small.value)
             if target in assigned:
                 raise ActionError(f"the K loop assigns {target} twice")
             assigned.add(target)
             load = value if _is_call(value, "load", roots) else None
             if load is None and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
-                    and value.func.attr.value == "to" and _is_call(_strip(value.func.value), "load", roots):
-                load = _strip(value.func.value)
+                    and value.func.attr.value == "to" and _is_call(c.unparen(value.func.value), "load", roots):
+                load = c.unparen(value.func.value)
             accumulated = self._accumulation(target, value, roots)
             if load is not None:
                 loads[target] = (index, statement, load)
@@ -401,15 +389,15 @@ class MaskFreeK:
             return None
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
             for mine, other in ((value.left, value.right), (value.right, value.left)):
-                if isinstance(mine, cst.Name) and mine.value == target and _is_call(_strip(other), "dot", roots):
-                    return _strip(other)
+                if isinstance(mine, cst.Name) and mine.value == target and _is_call(c.unparen(other), "dot", roots):
+                    return c.unparen(other)
         return None
 
     @staticmethod
     def _is_arange(assign: cst.Assign | None, block_k: str, roots: frozenset[str]) -> bool:
         if assign is None:
             return False
-        value = _strip(assign.value)
+        value = c.unparen(assign.value)
         return _is_call(value, "arange", roots) and [c.code(a.value) for a in value.args] == ["0", block_k]
 
     def _operand(self, name, statement, load, axis, loop, kdef, body, reads, roots, helpers, steps, arange_names,
@@ -426,7 +414,7 @@ class MaskFreeK:
         k_parts, edges, other = [], [], []
 
         def linear(node: cst.BaseExpression, depth: int = 0) -> Counter | None:
-            node = _strip(node)
+            node = c.unparen(node)
             if depth > 4:
                 return None
             if isinstance(node, cst.Subscript):
@@ -453,7 +441,7 @@ class MaskFreeK:
                     return Counter({_product(next(iter(left)), next(iter(right))): 1})
             return None
 
-        for part in _conjuncts(keywords["mask"].value):
+        for part in c.conjuncts(keywords["mask"].value):
             if isinstance(part, cst.Comparison) and len(part.comparisons) == 1 \
                     and isinstance(part.comparisons[0].operator, cst.LessThan):
                 left, right = part.left, part.comparisons[0].comparator
@@ -564,9 +552,9 @@ class MaskFreeK:
             if mask is None:
                 return False
             parts = []
-            for part in _conjuncts(mask):
+            for part in c.conjuncts(mask):
                 if isinstance(part, cst.Name) and (a := c.any_assignment(kdef, part.value)) is not None:
-                    parts += _conjuncts(a.value)
+                    parts += c.conjuncts(a.value)
                 else:
                     parts.append(part)
             for edge, axis in edges:
@@ -731,11 +719,11 @@ class MaskFreeK:
             if edge is not None and edge.wrapped == edge.offsets:
                 assign = statement.body[0]
                 new_body.append(statement.with_changes(body=[assign.with_changes(
-                    value=c.expr(f"({c.code(_strip(edge.value))}) % {edge.size}"))]))
+                    value=c.expr(f"({c.code(c.unparen(edge.value))}) % {edge.size}"))]))
                 continue
             new_body.append(self._with_pointer_defs(statement, pointer_defs, substitute))
             if edge is not None:
-                new_body.append(c.stmt(f"{edge.wrapped} = ({c.code(_strip(edge.value))}) % {edge.size}"))
+                new_body.append(c.stmt(f"{edge.wrapped} = ({c.code(c.unparen(edge.value))}) % {edge.size}"))
         params_list = list(plan.kdef.params.params)
         last = params_list[-1]
         annotation = next((p.annotation for p in params_list if p.name.value == plan.block_k and p.annotation), None)
@@ -793,7 +781,7 @@ class MaskFreeK:
                 if member.hoisted:
                     pointer = member.pointer if member.edge is None else c.substitute_names(
                         member.pointer, {member.edge.offsets: member.edge.wrapped})
-                    made.append(c.stmt(f"{member.hoisted} = {' '.join(c.code(_strip(pointer)).split())}"))
+                    made.append(c.stmt(f"{member.hoisted} = {' '.join(c.code(c.unparen(pointer)).split())}"))
             made.append(self._branches(group, plan))
             made[0] = made[0].with_changes(leading_lines=statement.leading_lines)  # comments above the load stay
             new_body += made
@@ -810,7 +798,7 @@ class MaskFreeK:
                     if a.keyword.value != "other"]
             others = [f"other={' '.join(c.code(a.value).split())}" for a in op.kept_args if a.keyword.value == "other"]
             func = c.code(op.load.func)
-            k_part = " ".join(c.code(_strip(op.k_part)).split())
+            k_part = " ".join(c.code(c.unparen(op.k_part)).split())
             plain = f"{func}({', '.join([pointer, *rest])})"
             with_k = f"{func}({', '.join([pointer, f'mask={k_part}', *others, *rest])})"
             value = op.statement.body[0].value
@@ -835,7 +823,7 @@ class MaskFreeK:
 
 def _replaced(value: cst.BaseExpression, load: cst.Call, new_load: str) -> str:
     """The source of ``value`` with its load call written as ``new_load`` (``tl.load(...).to(tl.float16)``)."""
-    value = _strip(value)
+    value = c.unparen(value)
     if value is load:
         return new_load
     return " ".join(c.code(c.replace_all(value, [(load, c.expr(new_load))])).split())

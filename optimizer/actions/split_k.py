@@ -228,9 +228,8 @@ class SplitK:
             cast_to = None  # torch.empty's default dtype: float32
         if cast_to in ("torch.float32", "torch.float", "torch.float64", "torch.double"):
             return None, None
-        host = launch.host
-        statements = list(host.body.body) if host is not None else []
-        line = next((s for s in statements if isinstance(s, cst.SimpleStatementLine) and launch.call in c.calls_in(s)), None)
+        statements = list(launch.host.body.body) if launch.host is not None else []
+        line = c.launch_statement(launch)
         alloc_at = next((i for i, s in enumerate(statements) if allocation in c.calls_in(s)), None)
         if line is None or alloc_at is None:
             raise ActionError("the output may be half precision and the launch is not a statement of the function that "
@@ -429,8 +428,6 @@ class SplitK:
             pairs.append((plan.launch.call, new_call))
         module = c.replace_all(module, pairs)
         return c.finish(text, module, f"split-K for {kernel.name} ({SPLIT_PARAM}={split})", notes)
-
-
 
 
 def _autotune_call(kdef: cst.FunctionDef) -> cst.Call | None:

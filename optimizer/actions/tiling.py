@@ -210,10 +210,9 @@ class Tiling:
             return []
         present = {tuple(cfg.kwargs.get(n) for n in names) for cfg in kernel.autotune.configs}
         # A hook every config shares (a pre_hook that sizes TMA descriptors) goes with the new config too.
-        hooks = {tuple(sorted(cfg.hooks.items())) for cfg in kernel.autotune.configs}
-        if len(hooks) > 1:
+        hook_args = _shared_hooks(kernel.autotune.configs)
+        if hook_args is None:
             return []
-        hook_args = "".join(f", {option}={function}" for option, function in next(iter(hooks)))
         # Parameters other than blocks (GROUP_SIZE_M) go with the new config when every config agrees on them.
         fixed, why = _shared_settings(kernel.autotune.configs, names)
         if why:
@@ -272,7 +271,7 @@ class Tiling:
             unsafe = c.autotuned_blocks_tunable(analysis, kernel, names)
             if unsafe:
                 return unsafe
-            if len({tuple(sorted(cfg.hooks.items())) for cfg in kernel.autotune.configs}) > 1:
+            if _shared_hooks(kernel.autotune.configs) is None:
                 return "the autotune configs have different hooks: a new config would not know which one it needs"
             return _shared_settings(kernel.autotune.configs, names)[1] or \
                 "the autotune configs already hold every tile this action would add"
@@ -578,6 +577,14 @@ def _branches_on_constexpr(kernel: Kernel) -> bool:
 
 def _dict(values: dict[str, Value]) -> str:
     return "{" + ", ".join(f'"{k}": {v!r}' for k, v in values.items()) + "}"
+
+
+def _shared_hooks(configs: list) -> str | None:
+    """The hooks every config sets, as arguments for a new ``triton.Config`` (``, pre_hook=f``); None when they differ."""
+    hooks = {tuple(sorted(cfg.hooks.items())) for cfg in configs}
+    if len(hooks) > 1:
+        return None
+    return "".join(f", {option}={function}" for option, function in next(iter(hooks), ()))
 
 
 def _shared_settings(configs: list, blocks: list[str]) -> tuple[dict[str, Value], str]:
