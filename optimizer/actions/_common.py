@@ -442,6 +442,18 @@ def bound_names(node: cst.CSTNode | list) -> set[str]:
     return found
 
 
+LOG2E = "1.4426950408889634"  # log2(e): exp(x) = exp2(x * LOG2E), the cheap (flush-to-zero) exponent
+
+
+def times_log2e(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``node * LOG2E``, parenthesizing ``node`` unless it binds at least as tightly as ``*``."""
+    product = isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)
+    tight = isinstance(node, cst.Name | cst.Call | cst.Attribute | cst.Subscript | cst.Integer | cst.Float) or bool(node.lpar)
+    left = node if product or tight else node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.BinaryOperation(left, cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "),
+                                                  whitespace_after=cst.SimpleWhitespace(" ")), cst.Float(LOG2E))
+
+
 def unparen(node: cst.BaseExpression) -> cst.BaseExpression:
     """``node`` without its own parentheses (``(a & b)`` -> ``a & b``)."""
     return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node

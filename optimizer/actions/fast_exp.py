@@ -69,8 +69,6 @@ from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
 
-LOG2E = "1.4426950408889634"  # log2(e): exp(x) = exp2(x * LOG2E)
-
 
 def _language_call(node: cst.CSTNode, roots: frozenset[str], names: tuple[str, ...]) -> bool:
     """``tl.<name>(...)`` or ``tl.math.<name>(...)``, however the file spells triton.language."""
@@ -96,15 +94,6 @@ def _exps_beside_dots(kdef: cst.FunctionDef, roots: frozenset[str]) -> list[cst.
     return found
 
 
-
-
-def _times_log2e(arg: cst.BaseExpression) -> cst.BaseExpression:
-    """``arg * LOG2E``, parenthesizing ``arg`` unless it binds tighter than ``*`` (or is a product)."""
-    product = isinstance(arg, cst.BinaryOperation) and isinstance(arg.operator, cst.Multiply)
-    tight = isinstance(arg, cst.Name | cst.Call | cst.Attribute | cst.Subscript | cst.Integer | cst.Float) or bool(arg.lpar)
-    left = arg if product or tight else arg.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return cst.BinaryOperation(left, cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "),
-                                                  whitespace_after=cst.SimpleWhitespace(" ")), cst.Float(LOG2E))
 
 
 class FastExp:
@@ -144,7 +133,7 @@ class FastExp:
             func = call.func
             root = func.value if c.code(func.value) in c.language_roots(analysis) else func.value.value  # tl.math -> tl
             exp2 = cst.Attribute(cst.Attribute(root, cst.Name("math")), cst.Name("exp2"))
-            pairs.append((call, call.with_changes(func=exp2, args=[call.args[0].with_changes(value=_times_log2e(call.args[0].value))])))
+            pairs.append((call, call.with_changes(func=exp2, args=[call.args[0].with_changes(value=c.times_log2e(call.args[0].value))])))
         module = c.replace_all(module, pairs)
         return c.finish(text, module, f"{len(sites)} exponent(s) of {kernel.name} in base 2 (tl.math.exp2)",
                         ["exp(x) = exp2(x * log2(e)); results under about 1e-38 flush to zero"])

@@ -1374,7 +1374,7 @@ class FlashAttention:
         scores_value = f"{_wrap(plan.scores_code)}.to(tl.float32)"
         if plan.transform is not None:  # what the softmax kernel did to the fp32 scores it loaded
             scores_value = plan.transform.replace("__mtmc_scores__", scores_value)
-        scores_value = f"{_operand(scores_value)} * {LOG2E}"  # base 2 from here on: exp2 is the cheap exponent
+        scores_value = c.code(c.times_log2e(c.expr(scores_value)))  # base 2 from here on: exp2 is the cheap exponent
         online = [
             f"{qk} = tl.where({plan.key_mask}, {scores_value}, float(\"-inf\"))",
             f"{m_new} = tl.maximum({m_i}, tl.max({qk}, axis=1))",
@@ -1472,13 +1472,6 @@ class FlashAttention:
 
 def _wrap(code: str) -> str:
     return code if code.isidentifier() else f"({code})"
-
-
-def _operand(code: str) -> str:
-    """``code`` as the left operand of ``*``: parenthesized unless a name, call, attribute, subscript or product."""
-    node = c.expr(code)
-    product = isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)
-    return code if product or isinstance(node, cst.Name | cst.Call | cst.Attribute | cst.Subscript) else f"({code})"
 
 
 def _arange(expr, kernel: Kernel):
@@ -1621,7 +1614,6 @@ class _Substitute(cst.CSTTransformer):
 # fused kernels): over 4 warps it spills at head dim 128 (fp16: 255 registers, 260 B), over 8 warps it
 # does not (170 registers; 117 at head dim 64).
 FLASH_TILES = ((128, 64, 8), (64, 64, 4))
-LOG2E = "1.4426950408889634"  # log2(e): exp(x) = exp2(x * LOG2E)
 # The head dim is a run-time value: budgets assume the common largest, as tiling does.
 HEAD_DIM_GUESS = 128
 _SPLIT = "  # __mtmc_split_{}__"
