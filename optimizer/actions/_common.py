@@ -521,13 +521,18 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
 
 
 def count_name(node: cst.CSTNode, name: str) -> int:
-    """How often ``name`` is read or assigned in ``node`` (keyword names of calls do not count)."""
+    """How often ``name`` is read or assigned in ``node`` as a variable: keyword names of calls and attribute
+    names do not count (``tl.num_programs`` is no use of a variable ``num_programs``)."""
     count = 0
 
     class V(cst.CSTVisitor):
         def visit_Name(self, n: cst.Name) -> None:
             nonlocal count
             count += n.value == name
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
 
         def visit_Arg(self, n: cst.Arg) -> bool:
             n.value.visit(self)

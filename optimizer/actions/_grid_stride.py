@@ -105,7 +105,7 @@ def find(kdef: cst.FunctionDef, prefix: dict[str, str]) -> GridStride | None:
     bindings = [b for b in (start_binding, step_binding) if b is not None]
     for binding in bindings:
         name = binding.targets[0].target.value
-        if _name_uses(kdef, name) != 2 or sum(name in c.bound_names(s) for s in body) != 1:
+        if c.count_name(kdef, name) != 2 or sum(name in c.bound_names(s) for s in body) != 1:
             raise ActionError(f"{name} (`{c.code(binding.value)}`) is used outside the grid-stride loop's header: "
                               "the loop must be the kernel's only use of the row index")
     header_calls = [_strip_cast(n) for n in (start, step) if not isinstance(n, cst.Name)]
@@ -165,25 +165,6 @@ def _bounds(call: cst.Call, prefix: dict[str, str]) -> tuple[cst.BaseExpression,
     return None
 
 
-def _name_uses(node: cst.CSTNode, name: str) -> int:
-    """How often ``name`` is read or bound as a variable: ``tl.num_programs`` is no use of a name ``num_programs``."""
-    count = 0
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            nonlocal count
-            count += n.value == name
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-    node.visit(V())
-    return count
 
 
 def _program_calls(kdef: cst.FunctionDef, prefix: dict[str, str], axis: int) -> list[cst.Call]:
