@@ -275,6 +275,26 @@ def make_inputs(module, harness, seed: int, device: str = "cuda", **knobs) -> li
             for x in out]
 
 
+def _time_eager_and_compiled(fn, compiled, module, harness, rounds: int, device: str, knobs: dict, out: dict) -> list:
+    """Rounds of the reference eager and compiled, timed as the verifier times its roles (same graphs, same rules)."""
+    if not device.startswith("cuda"):
+        samples = []
+        for r in range(rounds):
+            inputs = make_inputs(module, harness, TIMING_SEED + r, device, **knobs)
+            samples.append({name: {"median_ms": bench.measure_ms(call, inputs, device, 25, 100)}
+                            for name, call in (("eager", fn), ("compile", compiled))})
+        return samples
+    from mtmc_lsp.optimizer.verify.runtime.timing import interleaved
+    from mtmc_lsp.optimizer.verify.runtime.versions import clone_inputs
+
+    sizing: dict = {}
+    raw = interleaved({"eager": lambda args: fn(*args), "compile": lambda args: compiled(*args)},
+                      lambda r: make_inputs(module, harness, TIMING_SEED + r, device, **knobs), rounds, 25, 100,
+                      True, clone_inputs, lambda message: None, adaptive=True, sizing=sizing, graphs=True)
+    out["sizing"] = sizing
+    return raw
+
+
 def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int, device: str = "cuda",
                        backend: str = "inductor", knobs: dict | None = None) -> dict:
     """torch.compile(reference) vs the reference eager, both timed here with do_bench, interleaved.
@@ -315,17 +335,10 @@ def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int, dev
             out["compile_s"] = round(time.perf_counter() - t0, 2)
             out["matches_eager"], out["max_rel_diff"] = _agree(got, expected)
             del got, expected
-            samples = {"eager": [], "compile": []}
-            for r in range(rounds):
-                if r:
-                    inputs = make_inputs(module, harness, TIMING_SEED + r, device, **(knobs or {}))
-                order = ["eager", "compile"] if r % 2 == 0 else ["compile", "eager"]
-                for name in order:
-                    call = fn if name == "eager" else compiled
-                    samples[name].append(bench.measure_ms(call, inputs, device, 25, 100))
             del inputs
-        for name, values in samples.items():
-            median, band = role_times([{name: {"median_ms": v}} for v in values], name)
+            raw_rounds = _time_eager_and_compiled(fn, compiled, module, harness, rounds, device, knobs or {}, out)
+        for name in ("eager", "compile"):
+            median, band = role_times(raw_rounds, name)
             out[f"{name}_ms"], out[f"{name}_band_rel"] = median, band
         out["wall_s"] = round(time.monotonic() - started, 2)
         return out
@@ -479,8 +492,10 @@ def report_markdown(results: dict) -> str:
         f"kept steps per kernel, beam 1, {results['settings'].get('budget_s')} s of loop per {'kernel of a file (up to 3)' if results['settings'].get('budget_per') == 'kernel' else 'file'}, each step verified "
         "with 1 seed and 3 short timing rounds), then one final verification of the final text against the original "
         "(2 seeds, 5+ interleaved do_bench rounds, L2 flushed) giving the naive, optimized and eager (the harness's "
-        "reference) times; torch.compile (default mode) of the same reference is timed in the bench process with "
-        "do_bench, interleaved with the reference eager. ± is the largest deviation of a round from the median."),
+        "reference) times; torch.compile (default mode) of the same reference is timed in the bench process by the "
+        "verifier's timing code, interleaved with the reference eager. Both time CUDA-graph replays of each call "
+        "where every implementation captures and reproduces itself on new inputs (else the call and a device "
+        "synchronize; the notes say which). ± is the largest deviation of a round from the median."),
         "",
         (f"Structural step: a kept step of kind {', '.join(STRUCTURAL_KINDS)} (optimizer/actions/base.py), except the "
         "hint-only `contiguity` action; a kernel fused into another by a kept Fusion step counts. Warps, Autotune, "
@@ -544,6 +559,11 @@ def report_markdown(results: dict) -> str:
             bits.append(f"torch.compile: {comp['error'][:200]}")
         if loop.get("error"):
             bits.append(f"loop error: {loop['error'][:200]}")
+        methods = {(fin.get("sizing") or {}).get("method"), (comp.get("sizing") or {}).get("method")} - {None}
+        if methods:
+            refused = [r for r in ((fin.get("sizing") or {}).get("graph_refused"),
+                                   (comp.get("sizing") or {}).get("graph_refused")) if r]
+            bits.append("timed as " + " and ".join(sorted(methods)) + (f" ({refused[0][:160]})" if refused else ""))
         if comp.get("eager_ms") and fin.get("eager_ms"):
             bits.append(f"eager here {comp['eager_ms']:.4g} ms vs in the verifier {fin['eager_ms']:.4g} ms")
         bits.append(f"loop stopped: {loop.get('stopped', '-')}, {loop.get('verifications', 0)} verifications")

@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile-timeout", type=float, default=120.0, help="seconds for import + first launch")
     parser.add_argument("--run-timeout", type=float, default=60.0, help="seconds per later phase")
     parser.add_argument("--no-timing", action="store_true", help="skip the speed measurement on a GPU")
+    parser.add_argument("--no-cuda-graphs", action="store_true",
+                        help="time each call followed by a device synchronize, not as a replayed CUDA graph")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     options = VerifyOptions(
         seeds=args.seeds, mode=args.mode, entry=args.entry, input_kwargs=input_kwargs, problem_text=problem_text,
         compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout, timing=not args.no_timing,
+        cuda_graphs=not args.no_cuda_graphs,
     )
 
     def progress(message: str, percent: int | None) -> None:

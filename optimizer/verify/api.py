@@ -53,6 +53,10 @@ class VerifyOptions:
     # benchmark (Triton's AsyncCompileMode; best effort, off: one after another as Triton does).
     parallel_compile: bool = True
     time_reference: bool = True
+    # Time replays of a CUDA graph of each call (no host launch overhead, no synchronize in the timed
+    # region) when every implementation captures and reproduces itself on new inputs; else, and always
+    # when False, the call followed by a device-wide synchronize (runtime/graphs.py).
+    cuda_graphs: bool = True
     sync_all_streams: bool = True
     recheck_speedup_above: float = 10.0
     # Without a GPU the interpreter does not compile anything: also compile every launched kernel
@@ -112,6 +116,7 @@ def build_job(harness: Harness, new_text: str, old_text: str | None, mode: str, 
         "timing": {
             "rounds": options.timing_rounds, "warmup_ms": options.warmup_ms, "rep_ms": options.rep_ms,
             "time_reference": options.time_reference, "sync_all_streams": options.sync_all_streams,
+            "graphs": options.cuda_graphs,
             "adaptive": options.adaptive_timing, "test_timing": options.test_timing,
         } if options.timing else None,
         "recheck_speedup_above": options.recheck_speedup_above,

@@ -125,6 +125,8 @@ class Speed:
                 f"+/-{pct})")
         if self.within_noise:
             text += ", within noise"
+        if self.sizing.get("method") == "cuda_graph":
+            text += ", GPU time of a CUDA graph"
         if self.roofline_line is not None:
             text += f", {self.roofline_line}"
         if not self.believed:

@@ -845,7 +845,7 @@ class Job:
             rounds = interleaved(
                 timed, lambda r: make_inputs(10_000 + r, kwargs), timing["rounds"], timing["warmup_ms"],
                 timing["rep_ms"], timing.get("sync_all_streams", True), clone_inputs, self.progress,
-                adaptive=timing.get("adaptive", False), sizing=sizing,
+                adaptive=timing.get("adaptive", False), graphs=timing.get("graphs", False), sizing=sizing,
             )
         self.result["speed"] = {"rounds": rounds, "input_kwargs": {k: v for k, v in kwargs.items() if k != "device"},
                                 "sizing": sizing}
@@ -903,7 +903,7 @@ class Job:
             rounds = interleaved(
                 timed, lambda r: make_inputs(20_000 + r, kwargs), timing["rounds"], timing["warmup_ms"],
                 timing["rep_ms"], timing.get("sync_all_streams", True), clone_inputs, self.progress,
-                adaptive=timing.get("adaptive", False),
+                adaptive=timing.get("adaptive", False), graphs=timing.get("graphs", False),
             )
         self.result["recheck"] = {"trials": trials, "rounds": rounds,
                                   "shapes_varied": bool(alternate_shapes(kwargs, gen))}
@@ -1054,9 +1054,12 @@ class Job:
                              "new": self._timed_call(Impl("new", self._test_call(new.attr(name)), new))}
                     methods[name] = "whole test"
                 self.progress(f"timing {name}: {methods[name]}")
+                # Graphs only for replayed launches: a whole test returns nothing a replay could be checked by.
+                graphs = timing.get("graphs", False) and methods[name] != "whole test"
                 per_test.append(interleaved(
                     impls, lambda r: None, timing["rounds"], timing["warmup_ms"], timing["rep_ms"],
                     timing.get("sync_all_streams", True), clone, self.progress, adaptive=timing.get("adaptive", False),
+                    graphs=graphs,
                 ))
         rounds = []
         for r in range(min(len(rows) for rows in per_test)):  # a round: every test once, summed per version

@@ -1,4 +1,9 @@
-"""GPU timing: ``triton.testing.do_bench`` medians (L2 flushed per run), old and new interleaved."""
+"""GPU timing: ``triton.testing.do_bench`` medians (L2 flushed per run), old and new interleaved.
+
+Each round times every implementation the same way: as a replayed CUDA graph of the call when every
+implementation captures and proves itself (``graphs.py``), else as the call followed by a device-wide
+synchronize. ``sizing["method"]`` says which, ``sizing["graph_refused"]`` why graphs were not used.
+"""
 
 from __future__ import annotations
 
@@ -58,6 +63,7 @@ def interleaved(
     progress: Callable[[str], None],
     adaptive: bool = False,
     sizing: dict | None = None,
+    graphs: bool = False,
 ) -> list[dict[str, dict]]:
     """``rounds`` rounds; each times every implementation on fresh inputs, the order rotating per round.
 
@@ -65,7 +71,41 @@ def interleaved(
     the per-round ratios is the noise band of the speedup. ``adaptive`` sizes do_bench's warmup and
     repetition time by the measured time per call (a 20 us kernel does not need 100 ms of runs per
     measurement) and adds rounds while the ratios are noisy; ``sizing`` receives what was chosen.
+    ``graphs`` times CUDA-graph replays where every implementation allows it; when one refuses in a
+    later round, the rounds so far are dropped and all are timed again synchronized, so that every
+    round, and every implementation in it, is measured one way.
     """
+    method = "cuda_graph" if graphs and torch.cuda.is_available() else "synchronized"
+    record: dict = {} if sizing is None else sizing
+    results = _rounds(impls, make_inputs, rounds, warmup_ms, rep_ms, sync_all_streams, clone, progress, adaptive,
+                      record, method)
+    if results is None:  # a graph was refused after the first round
+        results = _rounds(impls, make_inputs, rounds, warmup_ms, rep_ms, sync_all_streams, clone, progress,
+                          adaptive, record, "synchronized")
+    return results
+
+
+def _graph_calls(impls: dict, inputs: Any, check_inputs: Any, clone: Callable[[Any], Any]) -> dict:
+    """Every implementation captured and proven on this round's inputs; raises GraphRefused naming the first that is not."""
+    from .graphs import GraphCall, GraphRefused
+
+    calls = {}
+    for name, fn in impls.items():
+        try:
+            calls[name] = GraphCall.prove(fn, clone(inputs), check_inputs, clone)
+        except GraphRefused as exc:
+            raise GraphRefused(f"{name}: {exc}") from None
+    return calls
+
+
+# The second input set a graph must reproduce: far from every seed a round's inputs use.
+CHECK_SEED_OFFSET = 500_000
+
+
+def _rounds(impls, make_inputs, rounds, warmup_ms, rep_ms, sync_all_streams, clone, progress, adaptive,
+            sizing: dict, method: str) -> list[dict[str, dict]] | None:
+    """The rounds, timed by ``method``; None when graphs were refused after round one (start again)."""
+    from .graphs import GraphRefused
     from .stats import speedup_stats
 
     names = list(impls)
@@ -75,10 +115,9 @@ def interleaved(
         rep_ms = int(min(rep_ms, max(MIN_REP_MS, TARGET_RUNS * slowest)))
         warmup_ms = int(min(warmup_ms, max(MIN_WARMUP_MS, TARGET_RUNS * slowest / 4)))
         del inputs
-    if sizing is not None:
-        sizing.update(warmup_ms=warmup_ms, rep_ms=rep_ms, asked_rounds=rounds)
-        if adaptive:
-            sizing["estimate_ms"] = round(slowest, 4)
+    sizing.update(warmup_ms=warmup_ms, rep_ms=rep_ms, asked_rounds=rounds, method=method)
+    if adaptive:
+        sizing["estimate_ms"] = round(slowest, 4)
     results = []
     limit = 2 * rounds if adaptive else rounds
     r = 0
@@ -89,16 +128,28 @@ def interleaved(
             if stats is None or stats["band_rel"] <= NOISY_BAND:
                 break
         inputs = make_inputs(r)
+        graph_calls = {}
+        if method == "cuda_graph":
+            try:
+                graph_calls = _graph_calls(impls, inputs, make_inputs(CHECK_SEED_OFFSET + r), clone)
+            except GraphRefused as exc:
+                sizing.update(method="synchronized", graph_refused=str(exc))
+                progress(f"timing without CUDA graphs: {exc}")
+                if results:
+                    return None
+                method = "synchronized"
         order = names[r % len(names):] + names[: r % len(names)]
         row = {}
         for name in order:
-            args = clone(inputs)
-            fn = impls[name]
-            row[name] = bench_ms(lambda: fn(args), warmup_ms, rep_ms, sync_all_streams)
+            if graph_calls:
+                row[name] = bench_ms(graph_calls[name].replay, warmup_ms, rep_ms, sync_all_streams=False)
+            else:
+                args = clone(inputs)
+                fn = impls[name]
+                row[name] = bench_ms(lambda: fn(args), warmup_ms, rep_ms, sync_all_streams)
             progress(f"timing round {r + 1}/{rounds}: {name} {row[name]['median_ms']:.4f} ms")
         results.append(row)
-        del inputs
+        del inputs, graph_calls
         r += 1
-    if sizing is not None:
-        sizing["rounds"] = len(results)
+    sizing["rounds"] = len(results)
     return results
