@@ -41,6 +41,10 @@ def _stream() -> torch.cuda.Stream:
     return _capture_stream
 
 
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:300]
+
+
 def tensor_leaves(value: Any) -> list[torch.Tensor]:
     """The tensors in a nested result or argument list, in a stable order; other leaves are skipped."""
     if isinstance(value, torch.Tensor):
@@ -98,7 +102,7 @@ class GraphCall:
             # A snapshot: an output the call hands out again (a cache) must not be poisoned on both sides.
             direct = clone((tensor_leaves(direct_out), tensor_leaves(direct_args)))
         except Exception as exc:  # noqa: BLE001 - user code; the synchronized path reports its errors
-            raise GraphRefused(f"a direct call failed: {type(exc).__name__}: {exc}"[:300]) from None
+            raise GraphRefused(f"a direct call failed: {_first_line(exc)}") from None
         del direct_out, direct_args
         graph = torch.cuda.CUDAGraph()
         failure = None
@@ -107,12 +111,12 @@ class GraphCall:
             try:
                 output = fn(args)
             except Exception as exc:  # noqa: BLE001 - a host sync, an allocation or a module load during capture
-                failure = f"capture failed: {type(exc).__name__}: {exc}"[:300]
+                failure = f"capture failed: {_first_line(exc)}"
                 output = None
             try:
                 graph.capture_end()
             except Exception as exc:  # noqa: BLE001 - the capture was invalidated (work outside the stream)
-                failure = failure or f"capture failed: {type(exc).__name__}: {exc}"[:300]
+                failure = failure or f"capture failed: {_first_line(exc)}"
         torch.cuda.current_stream().wait_stream(stream)
         if failure:
             torch.cuda.synchronize()

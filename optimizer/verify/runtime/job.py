@@ -1039,6 +1039,7 @@ class Job:
         whole = timing.get("test_timing") == "test"
         per_test: list[list[dict]] = []
         methods: dict[str, str] = {}
+        sizing: dict[str, dict] = {}
         with self.timed("speed"):
             for name in tests:
                 old_rec, new_rec = self.recordings.get(name, (None, None))
@@ -1056,17 +1057,22 @@ class Job:
                 self.progress(f"timing {name}: {methods[name]}")
                 # Graphs only for replayed launches: a whole test returns nothing a replay could be checked by.
                 graphs = timing.get("graphs", False) and methods[name] != "whole test"
+                sizing[name] = {}
                 per_test.append(interleaved(
                     impls, lambda r: None, timing["rounds"], timing["warmup_ms"], timing["rep_ms"],
                     timing.get("sync_all_streams", True), clone, self.progress, adaptive=timing.get("adaptive", False),
-                    graphs=graphs,
+                    sizing=sizing[name], graphs=graphs,
                 ))
         rounds = []
         for r in range(min(len(rows) for rows in per_test)):  # a round: every test once, summed per version
             rounds.append({role: {"median_ms": sum(rows[r][role]["median_ms"] for rows in per_test)}
                            for role in ("old", "new")})
+        timed_as = sorted({s.get("method") for s in sizing.values()} - {None})
+        refused = [f"{t}: {s['graph_refused']}" for t, s in sizing.items() if s.get("graph_refused")]
         self.result["speed"] = {"rounds": rounds, "method": "; ".join(f"{t}: {m}" for t, m in methods.items()),
-                                "per_test": {t: rows for t, rows in zip(tests, per_test)}}
+                                "per_test": {t: rows for t, rows in zip(tests, per_test)},
+                                "sizing": {"method": " and ".join(timed_as), "per_test": sizing,
+                                           **({"graph_refused": refused[0]} if refused else {})}}
 
 
 _DTYPE_OF = {
