@@ -1,0 +1,181 @@
+"""tensor_descriptor: tl.dot tile loads become TMA descriptor loads on sm_90+, refused with a reason elsewhere; same results."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtmc_lsp.optimizer.actions import ACTIONS, applicable, apply_candidate
+from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.hardware import get_profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from corpus.kernels import kernel_path  # noqa: E402
+from test_actions_semantics import job, run_jobs  # noqa: E402
+
+H100, H200, A100 = get_profile("h100"), get_profile("h200"), get_profile("a100")
+ACTION = ACTIONS["tensor_descriptor"]
+DOC = sys.modules[type(ACTION).__module__].__doc__
+BEFORE = re.search(r"```python before\n(.*?)```", DOC, re.S).group(1)
+PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+HARNESS = '''
+
+def matmul(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=torch.float32)
+    mm(a, b, c, M, N, K)
+    return c
+
+
+ENTRY = "matmul"
+
+
+def get_inputs(device: str = "cuda", m: int = 40, n: int = 48, k: int = 200):
+    return [torch.randn(m, k, device=device, dtype=torch.float16), torch.randn(k, n, device=device, dtype=torch.float16)]
+
+
+def reference(a, b):
+    return a.float() @ b.float()
+'''
+MM = PRELUDE + BEFORE + HARNESS  # M and N not multiples of 32, K not a multiple of BLOCK_K
+# B stored (N, K), as nn.Linear keeps its weight: the unit stride is the tile's first (K) dimension.
+TRANSPOSED = MM.replace(
+    "tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)",
+    "tl.load(b_ptr + rn[None, :] * K + (k + rk)[:, None], mask=(rn[None, :] < N) & ((k + rk)[:, None] < K), other=0.0)").replace(
+    "N = b.shape[1]", "N = b.shape[0]").replace(
+    "torch.randn(k, n, device=device, dtype=torch.float16)]", "torch.randn(n, k, device=device, dtype=torch.float16)]").replace(
+    "return a.float() @ b.float()", "return a.float() @ b.float().T")
+EXAMPLE = kernel_path("matmul").read_text()  # strides as arguments, a and b straight from the caller
+CONTIGUOUS = EXAMPLE.replace("    c = torch.empty((M, N)", "    a, b = a.contiguous(), b.contiguous()\n    c = torch.empty((M, N)", 1)
+CORPUS = [("matmul_fp32", "matmul_fp32_kernel"), ("bmm", "bmm_kernel"), ("linear_gelu", "linear_kernel"),
+          ("matmul_autotuned", "mm_autotuned_kernel")]
+
+
+def offered(text: str, kernel: str, target=H100):
+    return [c for c in applicable(analyze(text), kernel, target) if c.action == "tensor_descriptor"]
+
+
+def apply(text: str, kernel: str = "mm_kernel", target=H100) -> str:
+    (candidate,) = offered(text, kernel, target)
+    return apply_candidate(text, candidate, target).new_text
+
+
+def why_refused(text: str, kernel: str = "mm_kernel", target=H100) -> str:
+    analysis = analyze(text)
+    why = ACTION.why_not(analysis, analysis.kernel(kernel), target)
+    assert why is not None and not offered(text, kernel, target)
+    return why
+
+
+def loop_of(text: str) -> str:
+    return text.split("    for k in range(", 1)[1].split("\n    tl.store(", 1)[0]
+
+
+@pytest.mark.parametrize("name, kernel", CORPUS)
+def test_offered_on_the_corpus_matmuls_on_hopper_only(name, kernel):
+    text = kernel_path(name).read_text()
+    new = apply(text, kernel, H200)
+    assert new.count(".make_tensor_descriptor(") == 2 and new.count("_desc.load([") == 2
+    assert new.count("triton.set_allocator(_tma_allocator)") == 1
+    assert "sm_90" in why_refused(text, kernel, A100)
+    assert not offered(new, kernel, H200)  # nothing left to rewrite
+
+
+def test_the_loads_read_whole_tiles_at_the_program_and_loop_offsets():
+    new = apply(MM)
+    assert "a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])" in new
+    assert "a = a_desc.load([tl.program_id(0) * BLOCK_M, k])" in loop_of(new)
+    assert "tl.load(" not in loop_of(new) and "mask=(rm[:, None] < M) & (rn[None, :] < N)" in new  # the store stays
+
+
+def test_a_transposed_b_is_loaded_n_by_k_and_transposed():
+    new = apply(TRANSPOSED)
+    assert "b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])" in new
+    assert "b = b_desc.load([tl.program_id(1) * BLOCK_N, k]).T" in new
+
+
+def test_a_stride_argument_is_unit_only_for_a_tensor_made_contiguous_at_the_launch():
+    assert "a is not made contiguous in matmul" in why_refused(EXAMPLE, "matmul_kernel")
+    new = apply(CONTIGUOUS, "matmul_kernel")
+    assert "strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]" in new
+    assert "strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N]" in new
+    assert "b = b_desc.load([k, pid_n * BLOCK_N])" in new
+    third = CONTIGUOUS.replace("a.stride(0), a.stride(1),", "a.stride(0), a.stride(1), a.stride(2),", 1)
+    assert third != CONTIGUOUS
+    assert "later stride of a" in ACTION.why_not(analyze(third), analyze(third).kernel("matmul_kernel"), H100)
+
+
+@pytest.mark.parametrize("change, why", [
+    (("mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0", "mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=1.0"),
+     "not zero as TMA does"),
+    (("mask=(rm[:, None] < M) & ((k + rk)[None, :] < K)", "mask=(rm[:, None] < M) & ((k + rk)[None, :] % 2 == 0)"),
+     "does not bound its tile's offsets"),
+    (("rm = tl.program_id(0) * BLOCK_M + tl.arange", "rm = tl.program_id(0) * BLOCK_M + 1 + tl.arange"), "not a multiple of BLOCK_M"),
+    (("(k + rk)[None, :]", "(k + 16 + rk)[None, :]"), "not at the loop's k"),
+    (("BLOCK_K=32)", "BLOCK_K=4)"), "under the 16 bytes"),
+    (("a = tl.load(a_ptr + rm[:, None] * K", "a = tl.load(a_ptr + rm[:, None] * 2 * K"), "not a [:, None] or [None, :] offset"),
+    (("acc += tl.dot(a, b)", "acc += tl.dot(a * 2, b)"), "is not a loaded name"),
+    (("    mm_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, K, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)", "    pass"),
+     "not known at every launch"),
+])
+def test_refused_with_a_reason(change, why):
+    text = MM.replace(*change)
+    assert text != MM
+    assert why in why_refused(text)
+
+
+def test_a_pointer_stepped_in_the_loop_is_refused():
+    stepped = MM.replace("    for k in range(0, K, BLOCK_K):\n", "    a_ptrs = a_ptr + rm[:, None] * K + rk[None, :]\n"
+                         "    for k in range(0, K, BLOCK_K):\n").replace(
+        "a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :],", "a = tl.load(a_ptrs,").replace(
+        "        acc += tl.dot(a, b)\n", "        acc += tl.dot(a, b)\n        a_ptrs += BLOCK_K\n")
+    assert "stepped with +=" in why_refused(stepped)
+
+
+def test_a_pointer_name_only_the_load_reads_goes_with_it():
+    named = MM.replace("        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :],",
+                       "        a_ptrs = a_ptr + rm[:, None] * K + (k + rk)[None, :]\n        a = tl.load(a_ptrs,")
+    new = apply(named)
+    assert "a_ptrs" not in new and "a = a_desc.load([tl.program_id(0) * BLOCK_M, k])" in new
+
+
+def test_a_file_with_an_allocator_keeps_its_own():
+    text = MM.replace("\n\n@triton.jit", "\n\ntriton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))\n\n\n"
+                      "@triton.jit", 1)
+    new = apply(text)
+    assert new.count("set_allocator(") == 1 and "_tma_allocator" not in new
+
+
+def test_the_edit_notes_what_it_cannot_prove():
+    (candidate,) = offered(MM, "mm_kernel")
+    edit = apply_candidate(MM, candidate, H100)
+    assert any("16-byte-aligned" in note for note in edit.notes) and edit.changed_lines < 20
+
+
+@pytest.mark.slow
+def test_same_results_under_the_interpreter(tmp_path):
+    """Exact: the same tiles, zeros where the masks gave other=0 (M, N and K not multiples of the blocks)."""
+    exact = (0.0, 0.0)
+    jobs = [job(tmp_path, name, text, apply(text, kernel), exact) for name, text, kernel in
+            (("mm", MM, "mm_kernel"), ("transposed", TRANSPOSED, "mm_kernel"), ("contiguous", CONTIGUOUS, "matmul_kernel"))]
+    for name, kernel in CORPUS:
+        text = kernel_path(name).read_text()
+        jobs.append(job(tmp_path, name, text, apply(text, kernel), exact))
+    results = run_jobs(jobs, tmp_path)
+    assert all(r["ok"] for r in results), [r for r in results if not r["ok"]]
+
+
+@pytest.mark.slow
+def test_the_edits_compile_for_hopper():
+    """The interpreter does not check what the compiler does: TMA descriptors at a Hopper tile, both layouts of B."""
+    from mtmc_lsp.optimizer.compile.compiler import CompileJob, compile_jobs
+
+    blocks = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
+    for text, kernel in ((MM, "mm_kernel"), (TRANSPOSED, "mm_kernel"), (CONTIGUOUS, "matmul_kernel")):
+        new = apply(text, kernel, H200)
+        (compiled,) = compile_jobs(new, [CompileJob(kernel, blocks, num_warps=8, num_stages=3)], H200, cache_dir=None)
+        assert compiled.status == "ok", (kernel, compiled.status, compiled.error)
