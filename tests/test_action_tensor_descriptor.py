@@ -179,3 +179,11 @@ def test_the_edits_compile_for_hopper():
         new = apply(text, kernel, H200)
         (compiled,) = compile_jobs(new, [CompileJob(kernel, blocks, num_warps=8, num_stages=3)], H200, cache_dir=None)
         assert compiled.status == "ok", (kernel, compiled.status, compiled.error)
+
+
+def test_offered_under_grouped_program_order():
+    """pid_m reaches the offsets through the group arithmetic of reordering (a chain of scalar names)."""
+    grouping = next(c for c in applicable(analyze(CONTIGUOUS), "matmul_kernel", H100) if c.action == "reordering")
+    grouped = apply_candidate(CONTIGUOUS, grouping, H100).new_text
+    new = apply(grouped, "matmul_kernel")
+    assert "pid_m = first_pid_m + " in new and "a = a_desc.load([pid_m * BLOCK_M, k])" in new

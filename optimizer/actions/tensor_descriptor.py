@@ -328,13 +328,21 @@ class TensorDescriptor:
                 return (start if vector[0] == "0" else f"{start} + {vector[0]}"), vector[1]
             return None
 
-        def vector_like(node: cst.BaseExpression, depth: int) -> bool:
-            """Whether ``node`` may be a tensor (an arange, or a name bound to one): not a scalar start."""
+        # Names bound otherwise than by one assignment may hold tensors, except the counters of range loops.
+        bound = c.bound_names(kdef.body)
+        counters = {n for loop in _range_loops(kdef, roots) for n in c.names_in(loop.target)}
+        vectors: dict[str, bool] = {n: False for n in counters if c.any_assignment(kdef, n) is None}
+
+        def vector_like(node: cst.BaseExpression, depth: int = 0) -> bool:
+            """Whether ``node`` may be a tensor (an arange, a load, or a name bound to one): not a scalar start."""
             if c.contains(node, cst.Call, lambda n: _is_call(n, "arange", roots) or _is_call(n, "load", roots)):
                 return True
             for name in c.names_in(node):
-                assign = c.any_assignment(kdef, name)
-                if assign is not None and (depth > 3 or vector_like(assign.value, depth + 1)):
+                if name not in vectors:
+                    vectors[name] = True  # while it is being decided (a cycle), and when it is too deep to tell
+                    assign = c.any_assignment(kdef, name)
+                    vectors[name] = name in bound if assign is None else depth > 16 or vector_like(assign.value, depth + 1)
+                if vectors[name]:
                     return True
             return False
 
@@ -595,6 +603,20 @@ class TensorDescriptor:
         return module.with_changes(body=statements[:last_import + 1] + added + following)
 
 
+def _range_loops(kdef: cst.FunctionDef, roots: frozenset[str]) -> list[cst.For]:
+    """The kernel's ``for x in range(...)`` / ``tl.range`` / ``tl.static_range`` loops (their counters are scalars)."""
+    found: list[cst.For] = []
+
+    class V(cst.CSTVisitor):
+        def visit_For(self, node: cst.For) -> None:
+            func = c.code(node.iter.func) if isinstance(node.iter, cst.Call) else ""
+            if func == "range" or (func.rsplit(".", 1)[-1] in ("range", "static_range") and func.rsplit(".", 1)[0] in roots):
+                found.append(node)
+
+    kdef.body.visit(V())
+    return found
+
+
 def _comparisons(kdef: cst.FunctionDef) -> list[cst.Comparison]:
     """Every ``x < y`` of the kernel."""
     found: list[cst.Comparison] = []
@@ -621,6 +643,8 @@ def _unit_at_launch(launch: c.LaunchNode, kernel: Kernel, param: str) -> str | N
     if match is None:
         return f"a launch passes {param}={passed or 'nothing'}, not t.stride(1) of a contiguous t"
     tensor = match.group(1)
+    if match.group(2) == "1" and re.search(rf"\b{tensor}\.stride\(\s*[2-9]", c.code(launch.call)):
+        return f"{param} is {passed}, but the launch also passes a later stride of {tensor}: stride(1) is not its last"
     value = c.unparen(c.assigned_value(launch.host, tensor)) if launch.host is not None and \
         c.assigned_value(launch.host, tensor) is not None else None
     if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
