@@ -187,3 +187,20 @@ def test_offered_under_grouped_program_order():
     grouped = apply_candidate(CONTIGUOUS, grouping, H100).new_text
     new = apply(grouped, "matmul_kernel")
     assert "pid_m = first_pid_m + " in new and "a = a_desc.load([pid_m * BLOCK_M, k])" in new
+
+
+def test_the_heuristic_ranks_it_after_tiling_and_pipelining():
+    from mtmc_lsp.optimizer.policy.base import PolicyState, StepOutcome
+    from mtmc_lsp.optimizer.policy.heuristic import HeuristicPolicy
+
+    analysis = analyze(CONTIGUOUS)
+    kernel = analysis.kernel("matmul_kernel")
+    (tma,) = offered(CONTIGUOUS, "matmul_kernel", H200)
+    fresh = PolicyState(analysis, kernel, H200, [])
+    ranked = [r.candidate.action for r in HeuristicPolicy().rank(fresh, applicable(analysis, kernel, H200))]
+    assert ranked.index("tiling") < ranked.index("tensor_descriptor") and ranked.index("pipelining") < ranked.index("tensor_descriptor")
+    kept = [StepOutcome(next(c for c in applicable(analysis, kernel, H200) if c.kind == kind), True, True, None, None, True)
+            for kind in ("Tiling", "Pipelining")]
+    after = HeuristicPolicy().score(PolicyState(analysis, kernel, H200, kept), tma)[0]
+    assert after > HeuristicPolicy().score(fresh, tma)[0]
+    assert HeuristicPolicy().score(PolicyState(analysis, kernel, A100, []), tma)[0] == 0.0
