@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 from mtmc_lsp.optimizer.verify.runtime import graphs, timing
+from mtmc_lsp.optimizer.verify.runtime.stats import SYNCHRONIZED_NEW
 from mtmc_lsp.optimizer.verify.runtime.graphs import (
     GraphRefused,
     poison_outputs,
@@ -69,7 +70,7 @@ def run_interleaved(monkeypatch, refuse_in_round: dict[str, int], rounds: int = 
         round_of_input[id(inputs)] = r - timing.CHECK_SEED_OFFSET if r >= timing.CHECK_SEED_OFFSET else r
         return inputs
 
-    impls = {"old": lambda a: a[0] * 2, "new": lambda a: a[0] + a[0]}
+    impls = {"old": lambda a: a[0] * 2, "new": lambda a: a[0] + a[0], "reference": lambda a: a[0] * 2.0}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(graphs.GraphCall, "prove", staticmethod(prove))
     monkeypatch.setattr(timing, "bench_ms", bench)
@@ -82,21 +83,47 @@ def run_interleaved(monkeypatch, refuse_in_round: dict[str, int], rounds: int = 
 def test_every_round_is_timed_as_a_graph_when_every_implementation_proves_itself(monkeypatch):
     results, sizing, calls = run_interleaved(monkeypatch, {})
     assert len(results) == 3 and sizing["method"] == "cuda_graph" and "graph_refused" not in sizing
-    assert calls["bench"] == ["graph"] * 6 and calls["proved"] == 6
+    assert calls["bench"] == ["graph"] * 9 and calls["proved"] == 9
 
 
 def test_a_refusal_in_the_first_round_times_every_round_synchronized(monkeypatch):
     results, sizing, calls = run_interleaved(monkeypatch, {"new": 0})
     assert len(results) == 3 and sizing["method"] == "synchronized"
     assert sizing["graph_refused"] == "new: capture failed: a host sync"
-    assert calls["bench"] == ["sync"] * 6
+    assert calls["bench"] == ["sync"] * 9
 
 
 def test_a_refusal_in_a_later_round_drops_the_graph_rounds_and_starts_again(monkeypatch):
     results, sizing, calls = run_interleaved(monkeypatch, {"old": 1})
     assert len(results) == 3 and sizing["method"] == "synchronized" and sizing["rounds"] == 3
     # Round one was timed as graphs, round two refused: all three rounds again, synchronized.
-    assert calls["bench"] == ["graph", "graph"] + ["sync"] * 6
+    assert calls["bench"] == ["graph"] * 3 + ["sync"] * 9
+
+
+def test_a_reference_that_refuses_is_timed_synchronized_beside_a_synchronized_new(monkeypatch):
+    results, sizing, calls = run_interleaved(monkeypatch, {"reference": 0})
+    assert sizing["method"] == timing.REFERENCE_SYNCHRONIZED and sizing["graph_refused"].startswith("reference:")
+    assert all(set(row) == {"old", "new", "reference", SYNCHRONIZED_NEW} for row in results)
+    # Per round: old and new as graphs, the reference and the second "new" synchronized.
+    assert calls["bench"].count("graph") == 6 and calls["bench"].count("sync") == 6
+
+
+def test_a_reference_refusing_after_round_one_restarts_with_only_the_reference_synchronized(monkeypatch):
+    results, sizing, calls = run_interleaved(monkeypatch, {"reference": 2})
+    assert sizing["method"] == timing.REFERENCE_SYNCHRONIZED and len(results) == 3
+    assert calls["bench"][:6] == ["graph"] * 6 and calls["bench"][6:].count("sync") == 6
+
+
+def test_the_speedup_over_a_synchronized_reference_is_taken_against_the_synchronized_new():
+    from mtmc_lsp.optimizer.hardware import get_profile
+    from mtmc_lsp.optimizer.verify import VerifyOptions
+    from mtmc_lsp.optimizer.verify.api import _speed
+
+    row = {"old": {"median_ms": 2.0}, "new": {"median_ms": 1.0}, "reference": {"median_ms": 3.0},
+           SYNCHRONIZED_NEW: {"median_ms": 1.5}}
+    speed, _ = _speed({"speed": {"rounds": [row] * 3, "sizing": {"method": timing.REFERENCE_SYNCHRONIZED}}}, {},
+                      True, get_profile("h200"), "gpu", True, VerifyOptions())
+    assert speed.speedup == 2.0 and speed.speedup_vs_reference == 2.0 and speed.reference_ms == 3.0
 
 
 def test_without_a_gpu_graphs_are_not_tried(monkeypatch):

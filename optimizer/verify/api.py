@@ -14,7 +14,7 @@ from ..hardware import GpuProfile, resolve_target
 from .harness import Harness, HarnessMissing, discover_harness
 from .pool import Cancel, JobOutcome, WorkerPool
 from .report import Check, Mismatch, Reward, Speed, VerificationReport, peak_key, roofline_figures
-from .runtime.stats import speedup_stats
+from .runtime.stats import SYNCHRONIZED_NEW, speedup_stats
 
 # progress(message, percentage or None): what the server forwards as work-done progress.
 ProgressFn = Callable[[str, "int | None"], None]
@@ -473,7 +473,9 @@ def _speed(result: dict, recheck: dict, has_old: bool, profile: GpuProfile, mode
     stats = speedup_stats(rounds, baseline, "new")
     if stats is None:
         return None, "not measured (no previous version and no reference to compare with)"
-    ref_stats = speedup_stats(rounds, "reference", "new") if baseline != "reference" else stats
+    # A reference timed synchronized (it could not be a CUDA graph) is compared with "new" timed the same way.
+    against_reference = SYNCHRONIZED_NEW if rounds and SYNCHRONIZED_NEW in rounds[0] else "new"
+    ref_stats = speedup_stats(rounds, "reference", against_reference) if baseline != "reference" else stats
     believed, note = True, ""
     if stats["speedup"] > options.recheck_speedup_above:
         re_trials = recheck.get("trials") or []

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import statistics
 
+# A reference (PyTorch eager) that cannot be timed as a CUDA graph is timed synchronized beside a synchronized
+# timing of "new" under this name (runtime/timing.py); the speedup over the reference comes from those two.
+SYNCHRONIZED_NEW = "new@synchronized"
+
 
 def speedup_stats(rounds: list[dict], baseline: str, candidate: str) -> dict | None:
     """Speedup of ``candidate`` over ``baseline`` with its noise band, from per-round medians.

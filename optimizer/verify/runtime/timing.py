@@ -2,7 +2,8 @@
 
 Each round times every implementation the same way: as a replayed CUDA graph of the call when every
 implementation captures and proves itself (``graphs.py``), else as the call followed by a device-wide
-synchronize. ``sizing["method"]`` says which, ``sizing["graph_refused"]`` why graphs were not used.
+synchronize (when only the reference refuses, the reference alone, with a synchronized "new" to be
+compared with). ``sizing["method"]`` says which, ``sizing["graph_refused"]`` why graphs were not used.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
+
+from .stats import SYNCHRONIZED_NEW
 
 
 def bench_ms(fn: Callable[[], Any], warmup_ms: int, rep_ms: int, sync_all_streams: bool) -> dict:
@@ -73,39 +76,55 @@ def interleaved(
     measurement) and adds rounds while the ratios are noisy; ``sizing`` receives what was chosen.
     ``graphs`` times CUDA-graph replays where every implementation allows it; when one refuses in a
     later round, the rounds so far are dropped and all are timed again synchronized, so that every
-    round, and every implementation in it, is measured one way.
+    round, and every implementation in it, is measured one way. A refusing reference alone is timed
+    synchronized beside a synchronized "new" (``SYNCHRONIZED_NEW``), the versions stay graphs.
     """
     method = "cuda_graph" if graphs and torch.cuda.is_available() else "synchronized"
     record: dict = {} if sizing is None else sizing
-    results = _rounds(impls, make_inputs, rounds, warmup_ms, rep_ms, sync_all_streams, clone, progress, adaptive,
-                      record, method)
-    if results is None:  # a graph was refused after the first round
-        results = _rounds(impls, make_inputs, rounds, warmup_ms, rep_ms, sync_all_streams, clone, progress,
-                          adaptive, record, "synchronized")
-    return results
+    while True:
+        results, restart = _rounds(impls, make_inputs, rounds, warmup_ms, rep_ms, sync_all_streams, clone, progress,
+                                   adaptive, record, method)
+        if results is not None:
+            return results
+        method = restart  # a refusal after round one: every round again, one way
 
 
-def _graph_calls(impls: dict, inputs: Any, check_inputs: Any, clone: Callable[[Any], Any]) -> dict:
-    """Every implementation captured and proven on this round's inputs; raises GraphRefused naming the first that is not."""
+# A reference (PyTorch eager) that cannot be captured, because it copies a host tensor to the GPU inside the
+# call, does not take the graphs away from the versions being compared: it is timed synchronized, beside a
+# synchronized timing of "new" (stats.SYNCHRONIZED_NEW), and its ratio is taken from those two.
+REFERENCE_SYNCHRONIZED = "cuda_graph, reference synchronized"
+
+
+def _graph_calls(impls: dict, names: list[str], inputs: Any, check_inputs: Any,
+                 clone: Callable[[Any], Any]) -> tuple[dict, dict[str, str]]:
+    """The implementations in ``names`` captured and proven on this round's inputs, and why the others were refused."""
     from .graphs import GraphCall, GraphRefused
 
-    calls = {}
-    for name, fn in impls.items():
+    calls, refused = {}, {}
+    for name in names:
         try:
-            calls[name] = GraphCall.prove(fn, clone(inputs), check_inputs, clone)
+            calls[name] = GraphCall.prove(impls[name], clone(inputs), check_inputs, clone)
         except GraphRefused as exc:
-            raise GraphRefused(f"{name}: {exc}") from None
-    return calls
+            refused[name] = f"{name}: {exc}"
+    return calls, refused
 
 
 # The second input set a graph must reproduce: far from every seed a round's inputs use.
 CHECK_SEED_OFFSET = 500_000
 
 
+def _next_method(method: str, refused: dict[str, str], names: list[str]) -> str:
+    """How this round must be timed given the refusals: graphs, graphs but the reference, or none."""
+    if not refused or method == "synchronized":
+        return method
+    if set(refused) == {"reference"} and "new" in names:
+        return REFERENCE_SYNCHRONIZED
+    return "synchronized"
+
+
 def _rounds(impls, make_inputs, rounds, warmup_ms, rep_ms, sync_all_streams, clone, progress, adaptive,
-            sizing: dict, method: str) -> list[dict[str, dict]] | None:
-    """The rounds, timed by ``method``; None when graphs were refused after round one (start again)."""
-    from .graphs import GraphRefused
+            sizing: dict, method: str) -> tuple[list[dict[str, dict]] | None, str]:
+    """The rounds, timed by ``method``; (None, method) when a refusal after round one needs them all again."""
     from .stats import speedup_stats
 
     names = list(impls)
@@ -128,28 +147,34 @@ def _rounds(impls, make_inputs, rounds, warmup_ms, rep_ms, sync_all_streams, clo
             if stats is None or stats["band_rel"] <= NOISY_BAND:
                 break
         inputs = make_inputs(r)
-        graph_calls = {}
-        if method == "cuda_graph":
-            try:
-                graph_calls = _graph_calls(impls, inputs, make_inputs(CHECK_SEED_OFFSET + r), clone)
-            except GraphRefused as exc:
-                sizing.update(method="synchronized", graph_refused=str(exc))
-                progress(f"timing without CUDA graphs: {exc}")
+        graph_calls: dict = {}
+        if method != "synchronized":
+            graphed = [n for n in names if not (n == "reference" and method == REFERENCE_SYNCHRONIZED)]
+            graph_calls, refused = _graph_calls(impls, graphed, inputs, make_inputs(CHECK_SEED_OFFSET + r), clone)
+            now = _next_method(method, refused, names)
+            if now != method:
+                why = next(iter(refused.values()))
+                sizing.update(method=now, graph_refused=why)
+                progress(f"timing {'the reference ' if now == REFERENCE_SYNCHRONIZED else ''}without CUDA graphs: {why}")
                 if results:
-                    return None
-                method = "synchronized"
+                    return None, now
+                method = now
+                if method == "synchronized":
+                    graph_calls = {}
         order = names[r % len(names):] + names[: r % len(names)]
+        if method == REFERENCE_SYNCHRONIZED:
+            order.append(SYNCHRONIZED_NEW)
         row = {}
         for name in order:
-            if graph_calls:
+            if name in graph_calls and not (name == "reference" and method == REFERENCE_SYNCHRONIZED):
                 row[name] = bench_ms(graph_calls[name].replay, warmup_ms, rep_ms, sync_all_streams=False)
             else:
                 args = clone(inputs)
-                fn = impls[name]
+                fn = impls["new" if name == SYNCHRONIZED_NEW else name]
                 row[name] = bench_ms(lambda: fn(args), warmup_ms, rep_ms, sync_all_streams)
             progress(f"timing round {r + 1}/{rounds}: {name} {row[name]['median_ms']:.4f} ms")
         results.append(row)
         del inputs, graph_calls
         r += 1
     sizing["rounds"] = len(results)
-    return results
+    return results, method
