@@ -12,8 +12,12 @@ Each rewritten operand gets one descriptor before the loop::
         a = a_desc.load([pid_m * BLOCK_M, k])
 
 and an operand whose unit-stride dimension is the tile's first (B stored (N, K)) is loaded
-``[BLOCK_N, BLOCK_K]`` and transposed (``.T``). Device-side descriptors need memory for the descriptor:
-the edit adds a module-level allocator and ``triton.set_allocator`` once (the spelling of the GPU run).
+``[BLOCK_N, BLOCK_K]`` and transposed (``.T``). When the kernel's one ``tl.store`` is a plain tile store
+after the loop (inline pointer, tile-aligned offsets, unit column stride, masked on both bounds, no
+hints) it becomes ``c_desc.store([...], value)`` too (TMA writes nothing past the edges; the store
+casts to the output's type as ``tl.store`` does). Offset lines only the replaced accesses read go.
+Device-side descriptors need memory for the descriptor: the edit adds a module-level allocator and
+``triton.set_allocator`` once (the spelling of the GPU run).
 
 Offered on targets with ``sm_90`` or newer, for a top-level ``range(0, K, BLOCK_K)`` (or
 ``range(0, tl.cdiv(K, BLOCK_K))``) loop whose ``tl.dot`` operands are each loaded in the loop from a
@@ -59,9 +63,6 @@ triton.set_allocator(_tma_allocator)
 
 @triton.jit
 def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
@@ -69,7 +70,8 @@ def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.c
         a = a_desc.load([tl.program_id(0) * BLOCK_M, k])
         b = b_desc.load([k, tl.program_id(1) * BLOCK_N])
         acc += tl.dot(a, b)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    c_desc.store([tl.program_id(0) * BLOCK_M, tl.program_id(1) * BLOCK_N], acc)
 
 
 def mm(a, b, c, M, N, K):
@@ -111,7 +113,7 @@ class _Axis:
 
 @dataclass
 class _Operand:
-    """One ``tl.dot`` operand loaded in the K loop, and what its descriptor reads."""
+    """One ``tl.dot`` operand loaded in the K loop (or the output tile stored after it), and what its descriptor reads."""
 
     name: str
     statement: cst.SimpleStatementLine
@@ -121,6 +123,7 @@ class _Operand:
     unit: int  # the dimension with unit stride (1: row-major tile, 0: transposed)
     pointer_statement: cst.SimpleStatementLine | None  # a pointer name's own line, dead after the rewrite
     desc: str = ""
+    value: cst.BaseExpression | None = None  # what the output tile's store writes
 
 
 @dataclass
@@ -130,6 +133,7 @@ class _Plan:
     operands: list[_Operand]
     language: str
     allocator: bool  # the file needs the allocator and set_allocator
+    store: _Operand | None = None  # the output tile's store, when it is a plain masked tile store too
 
 
 def _is_call(node: cst.CSTNode, op: str, roots: frozenset[str]) -> bool:
@@ -200,6 +204,13 @@ class TensorDescriptor:
                 raise ActionError(f"the kernel already uses {op.name}_desc and {op.name}_tma_desc")
             taken.add(op.desc)
         self._check_inner_blocks(operands, kernel, launches, analysis)
+        try:
+            store = self._store(kdef, body, loop, kernel, roots, launches, analysis, var)
+        except ActionError:
+            store = None  # the loads alone: the store stays a pointer store
+        if store is not None:
+            store.desc = next((n for n in (f"{store.name}_desc", f"{store.name}_tma_desc") if n not in taken), "")
+            store = store if store.desc else None
         language = min((r for r in roots if "." not in r), default=min(roots))
         allocator = "set_allocator(" not in analysis.text
         if allocator:
@@ -207,7 +218,51 @@ class TensorDescriptor:
                 raise ActionError(f"the file already uses the name {ALLOCATOR}")
             if self._module_name(analysis, "torch") is None or self._module_name(analysis, "triton") is None:
                 raise ActionError("the file does not import torch and triton by name: nowhere to spell triton.set_allocator")
-        return _Plan(kdef, loop, operands, language, allocator)
+        return _Plan(kdef, loop, operands, language, allocator, store)
+
+    def _store(self, kdef, body, loop, kernel, roots, launches, analysis, var) -> _Operand | None:
+        """The kernel's one ``tl.store`` when it writes a whole output tile: a statement after the loop, an inline
+        pointer to a 2-D tile at tile-aligned offsets with unit column stride, masked on both dimensions' bounds."""
+        stores = [call for call in c.calls_in(kdef.body) if _is_call(call, "store", roots)]
+        if len(stores) != 1:
+            return None
+        call = stores[0]
+        statement = next((s for s in body[body.index(loop) + 1:] if isinstance(s, cst.SimpleStatementLine)
+                          and len(s.body) == 1 and isinstance(s.body[0], cst.Expr) and c.unparen(s.body[0].value) is call), None)
+        positional = [a.value for a in call.args if a.keyword is None]
+        keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        named = dict(zip(("pointer", "value", "mask"), positional)) | keywords
+        if statement is None or any(a.star for a in call.args) or set(named) != {"pointer", "value", "mask"} \
+                or len(named) != len(call.args):
+            return None  # cache or eviction hints, a missing mask, a store inside a branch
+        pointer = c.unparen(named["pointer"])
+        if isinstance(pointer, cst.Name):
+            return None  # a named output pointer: left as it is
+        resolve = self._resolver(kdef, roots)
+        base, axes = self._decompose(pointer, resolve, roots, "the output")
+        self._masks(named["mask"], axes, resolve, roots, "the output")
+        if any(axis.size is None for axis in axes):
+            return None  # only a store masked on both dimensions is a plain tile store
+        for axis in axes:
+            flat = _flat(axis.start)
+            if var in re.findall(r"\w+", axis.start) or not (flat == "0" or flat.endswith(f"*{axis.block}")
+                                                              or flat.startswith(f"{axis.block}*")):
+                return None
+        if self._unit_dimension(axes, kernel, launches, "the output") != 1:
+            return None
+        stem = base[:-len("_ptr")] if base.endswith("_ptr") and base[:-len("_ptr")].isidentifier() else "out"
+        store = _Operand(stem, statement, call, base, axes, 1, None, value=named["value"])
+        self._check_inner_blocks([store], kernel, launches, analysis)
+        # Everything the descriptor reads is set once before the store, outside the loop.
+        ready = c.bound_names(body[:body.index(statement)]) - c.bound_names(list(loop.body.body))
+        params = {p.name for p in kernel.params}
+        local = c.bound_names(body) | params
+        sources = [base] + [a.size for a in axes] + [a.start for a in axes] + [a.stride for a in axes if a.stride is not None]
+        for source in sources:
+            for n in c.names_in(c.expr(source)) & local:
+                if n not in params and (n not in ready or c.any_assignment(kdef, n) is None):
+                    return None
+        return store
 
     @staticmethod
     def _module_name(analysis: FileAnalysis, dotted: str) -> str | None:
@@ -557,15 +612,27 @@ class TensorDescriptor:
                 body += descriptors
                 statement = new_loop.with_changes(leading_lines=[])
             body.append(statement)
-        module = c.replace_all(module, [(plan.kdef, plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=body)))])
+        if plan.store is not None:
+            at = next(i for i, s in enumerate(body) if s is plan.store.statement)
+            store = plan.store
+            written = c.stmt(f"{store.desc}.store([{', '.join(a.start for a in store.axes)}], "
+                             f"{' '.join(c.code(c.unparen(store.value)).split())})")
+            body[at:at + 1] = [c.stmt(self._descriptor(store, tl)).with_changes(leading_lines=store.statement.leading_lines),
+                               written]
+        new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=body))
+        replaced = [op.load for op in plan.operands] + [op.pointer_statement for op in plan.operands if op.pointer_statement]
+        offsets = set().union(*(c.names_in(node) for node in replaced + ([plan.store.load] if plan.store else [])))
+        module = c.replace_all(module, [(plan.kdef, _without_dead_offsets(new_kdef, offsets, c.language_roots(analysis)))])
         if plan.allocator:
             module = self._with_allocator(module, analysis)
-        shapes = "; ".join(f"{op.desc} [{', '.join(a.size for a in op.axes)}]" for op in plan.operands)
+        shapes = "; ".join(f"{op.desc} [{', '.join(a.size for a in op.axes)}]" for op in plan.operands
+                           + ([plan.store] if plan.store is not None else []))
         notes = ["TMA needs 16-byte-aligned base pointers and row strides (fp16: a multiple of 8 elements): "
                  "callers must pass such tensors"]
         if plan.allocator:
             notes.append(f"adds {ALLOCATOR} and triton.set_allocator: device-side descriptors live in global memory")
-        return c.finish(text, module, f"TMA tensor descriptors for {kernel.name}'s tl.dot tiles ({shapes})", notes)
+        what = "tl.dot tiles and output tile" if plan.store is not None else "tl.dot tiles"
+        return c.finish(text, module, f"TMA tensor descriptors for {kernel.name}'s {what} ({shapes})", notes)
 
     @staticmethod
     def _descriptor(op: _Operand, tl: str) -> str:
@@ -601,6 +668,30 @@ class TensorDescriptor:
         if following:
             following[0] = following[0].with_changes(leading_lines=two)
         return module.with_changes(body=statements[:last_import + 1] + added + following)
+
+
+def _without_dead_offsets(kdef: cst.FunctionDef, names: set[str], roots: frozenset[str]) -> cst.FunctionDef:
+    """``kdef`` without the lines that assigned offsets (of ``names``) only the replaced loads and store read."""
+    pure = frozenset({"arange", "program_id"})
+    while True:
+        dead = set()
+        for statements in (kdef.body.body, *(s.body.body for s in kdef.body.body if isinstance(s, cst.For))):
+            for s in statements:
+                small = s.body[0] if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 else None
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
+                        and small.targets[0].target.value in names and c.count_name(kdef, small.targets[0].target.value) == 1 \
+                        and all(isinstance(call.func, cst.Attribute) and call.func.attr.value in pure
+                                and c.code(call.func.value) in roots for call in c.calls_in(small.value)):
+                    dead.add(id(s))
+        if not dead:
+            return kdef
+
+        def kept(statements):
+            return [s for s in statements if id(s) not in dead]
+
+        body = [s.with_changes(body=s.body.with_changes(body=kept(s.body.body))) if isinstance(s, cst.For) else s
+                for s in kept(kdef.body.body)]
+        kdef = kdef.with_changes(body=kdef.body.with_changes(body=body))
 
 
 def _range_loops(kdef: cst.FunctionDef, roots: frozenset[str]) -> list[cst.For]:

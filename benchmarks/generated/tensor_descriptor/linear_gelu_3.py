@@ -33,9 +33,6 @@ def linear_kernel(
     group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
     pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
     pid_n = (pid % num_pid_in_group) // group_size_m
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
     w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
@@ -43,10 +40,8 @@ def linear_kernel(
         x = x_desc.load([pid_m * BLOCK_M, k])
         w = w_desc.load([pid_n * BLOCK_N, k]).T
         acc += tl.dot(x, w)
-    tl.store(
-        y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :] * stride_yn,
-        acc.to(y_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N),
-    )
+    y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[stride_ym, 1], block_shape=[BLOCK_M, BLOCK_N])
+    y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_ptr.dtype.element_ty))
 
 
 @triton.jit

@@ -33,9 +33,6 @@ def matmul_bt_kernel(
     group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
     pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
     pid_n = (pid % num_pid_in_group) // group_size_m
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
@@ -44,10 +41,8 @@ def matmul_bt_kernel(
         b = b_desc.load([pid_n * BLOCK_N, k]).T
         acc += tl.dot(a, b)
     c = acc.to(c_ptr.dtype.element_ty)
-    tl.store(
-        c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
-        c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N),
-    )
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N])
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], c)
 
 
 def matmul_transposed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
