@@ -385,7 +385,7 @@ class ChannelTile:
             if _tl_func(call, tl_roots) in ("load", "store"):
                 address = _address(call)
                 if plan.var not in c.names_in(address):
-                    raise ActionError(f"a load or store address does not depend on {plan.var}")
+                    raise ActionError(f"a {_tl_func(call, tl_roots)} address does not depend on {plan.var}")
                 if not _affine_in(address, plan.var, shapes, plan, local):
                     raise ActionError(f"a load or store address is not affine in {plan.var}")
                 if _tl_func(call, tl_roots) == "load" and stored:
