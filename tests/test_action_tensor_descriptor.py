@@ -50,7 +50,7 @@ TRANSPOSED = MM.replace(
     "torch.randn(k, n, device=device, dtype=torch.float16)]", "torch.randn(n, k, device=device, dtype=torch.float16)]").replace(
     "return a.float() @ b.float()", "return a.float() @ b.float().T")
 EXAMPLE = kernel_path("matmul").read_text()  # strides as arguments, a and b straight from the caller
-CONTIGUOUS = EXAMPLE.replace("    c = torch.empty((M, N)", "    a, b = a.contiguous(), b.contiguous()\n    c = torch.empty((M, N)", 1)
+RAGGED = MM.replace("k: int = 200", "k: int = 45")  # 90-byte fp16 rows: TMA cannot read them, the pointer loads run
 CORPUS = [("matmul_fp32", "matmul_fp32_kernel"), ("bmm", "bmm_kernel"), ("linear_gelu", "linear_kernel"),
           ("matmul_autotuned", "mm_autotuned_kernel")]
 
@@ -85,12 +85,29 @@ def test_offered_on_the_corpus_matmuls_on_hopper_only(name, kernel):
     assert not offered(new, kernel, H200)  # nothing left to rewrite
 
 
-def test_the_loads_read_whole_tiles_at_the_program_and_loop_offsets():
+def test_the_loads_read_whole_tiles_at_the_program_and_loop_offsets_where_the_launch_says_tma_can():
     new = apply(MM)
-    assert "a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])" in new
-    assert "a = a_desc.load([tl.program_id(0) * BLOCK_M, k])" in loop_of(new)
-    assert "tl.load(" not in loop_of(new) and "rm = " not in new and "rk = " not in new  # offsets only they read go
+    assert "    if USE_TMA:\n        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], " \
+           "block_shape=[BLOCK_M, BLOCK_K])" in new
+    assert "        if USE_TMA:\n            a = a_desc.load([tl.program_id(0) * BLOCK_M, k])" in loop_of(new)
+    assert "        else:\n            a = tl.load(a_ptr + rm[:, None] * K" in loop_of(new)  # the original, kept
     assert "c_desc.store([tl.program_id(0) * BLOCK_M, tl.program_id(1) * BLOCK_N], acc)" in new
+    assert "BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr):" in new
+    assert "USE_TMA=_tma_ready(a, 1, K) and _tma_ready(b, 1, N) and _tma_ready(c, 1, N))" in new
+
+
+def test_the_launch_check_takes_tma_only_for_aligned_unit_stride_tensors():
+    import torch
+
+    namespace: dict = {}
+    exec(apply(MM).split("\n\n\ndef _tma_allocator", 1)[0], namespace)  # the imports and _tma_ready
+    ready = namespace["_tma_ready"]
+    x = torch.zeros(8, 64, dtype=torch.float16)
+    assert ready(x, x.stride(1), x.stride(0))
+    assert not ready(x, 2, x.stride(0))  # a column stride of 2: TMA needs a unit innermost stride
+    assert not ready(x[:, 1:], 1, x.stride(0))  # a base 2 bytes into the row
+    assert not ready(torch.zeros(8, 45, dtype=torch.float16), 1, 45)  # 90-byte rows
+    assert ready(torch.zeros(2, 8, 8, dtype=torch.float32), 1, 8, 64)  # rows and a batch offset of 32 and 256 bytes
 
 
 @pytest.mark.parametrize("change", [
@@ -102,7 +119,7 @@ def test_an_output_store_that_is_not_a_plain_tile_store_stays(change):
     text = MM.replace(*change)
     assert text != MM
     new = apply(text)
-    assert "c_desc" not in new and "tl.store(c_ptr + rm[:, None] * N" in new and "rm = " in new
+    assert "c_desc" not in new and "    tl.store(c_ptr + rm[:, None] * N" in new and "_tma_ready(c" not in new
     assert "a = a_desc.load([tl.program_id(0) * BLOCK_M, k])" in new
 
 
@@ -112,15 +129,16 @@ def test_a_transposed_b_is_loaded_n_by_k_and_transposed():
     assert "b = b_desc.load([tl.program_id(1) * BLOCK_N, k]).T" in new
 
 
-def test_a_stride_argument_is_unit_only_for_a_tensor_made_contiguous_at_the_launch():
-    assert "a is not made contiguous in matmul" in why_refused(EXAMPLE, "matmul_kernel")
-    new = apply(CONTIGUOUS, "matmul_kernel")
+def test_a_stride_argument_the_launch_passes_as_stride_1_is_checked_there_and_spelled_1():
+    new = apply(EXAMPLE, "matmul_kernel")
     assert "strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]" in new
     assert "strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N]" in new
     assert "b = b_desc.load([k, pid_n * BLOCK_N])" in new
-    third = CONTIGUOUS.replace("a.stride(0), a.stride(1),", "a.stride(0), a.stride(1), a.stride(2),", 1)
-    assert third != CONTIGUOUS
-    assert "later stride of a" in ACTION.why_not(analyze(third), analyze(third).kernel("matmul_kernel"), H100)
+    assert "USE_TMA=_tma_ready(a, a.stride(1), a.stride(0)) and _tma_ready(b, b.stride(1), b.stride(0)) and " \
+           "_tma_ready(c, c.stride(1), c.stride(0))" in new
+    third = EXAMPLE.replace("a.stride(0), a.stride(1),", "a.stride(0), a.stride(1), a.stride(2),", 1)
+    assert third != EXAMPLE  # stride(1) is not a's innermost when the launch passes a later one
+    assert "no dimension of a's tile has unit stride" in why_refused(third, "matmul_kernel")
 
 
 @pytest.mark.parametrize("change, why", [
@@ -150,32 +168,40 @@ def test_a_pointer_stepped_in_the_loop_is_refused():
     assert "stepped with +=" in why_refused(stepped)
 
 
-def test_a_pointer_name_only_the_load_reads_goes_with_it():
+def test_a_pointer_name_is_read_through():
     named = MM.replace("        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :],",
                        "        a_ptrs = a_ptr + rm[:, None] * K + (k + rk)[None, :]\n        a = tl.load(a_ptrs,")
     new = apply(named)
-    assert "a_ptrs" not in new and "a = a_desc.load([tl.program_id(0) * BLOCK_M, k])" in new
+    assert "a_ptrs = a_ptr" in new and "a = a_desc.load([tl.program_id(0) * BLOCK_M, k])" in new
+
+
+def test_a_batch_offset_of_the_base_is_checked_at_the_launch():
+    new = apply(kernel_path("bmm").read_text(), "bmm_kernel")
+    assert "tl.make_tensor_descriptor(a_base, shape=[M, K], strides=[K, 1]" in new
+    assert "_tma_ready(a, 1, K, M * K)" in new  # a_base = a_ptr + pid_b * M * K
 
 
 def test_a_file_with_an_allocator_keeps_its_own():
     text = MM.replace("\n\n@triton.jit", "\n\ntriton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))\n\n\n"
                       "@triton.jit", 1)
     new = apply(text)
-    assert new.count("set_allocator(") == 1 and "_tma_allocator" not in new
+    assert new.count("set_allocator(") == 1 and "_tma_allocator" not in new and "def _tma_ready(" in new
 
 
-def test_the_edit_notes_what_it_cannot_prove():
+def test_the_edit_notes_the_launch_check():
     (candidate,) = offered(MM, "mm_kernel")
     edit = apply_candidate(MM, candidate, H100)
-    assert any("16-byte-aligned" in note for note in edit.notes) and edit.changed_lines < 20
+    assert any("16-byte-aligned" in note for note in edit.notes) and edit.changed_lines <= ACTION.max_changed_lines
 
 
 @pytest.mark.slow
 def test_same_results_under_the_interpreter(tmp_path):
-    """Exact: the same tiles, zeros where the masks gave other=0 (M, N and K not multiples of the blocks)."""
+    """Exact: the same tiles, zeros where the masks gave other=0 (M, N and K not multiples of the blocks); ragged rows
+    take the pointer branch."""
     exact = (0.0, 0.0)
     jobs = [job(tmp_path, name, text, apply(text, kernel), exact) for name, text, kernel in
-            (("mm", MM, "mm_kernel"), ("transposed", TRANSPOSED, "mm_kernel"), ("contiguous", CONTIGUOUS, "matmul_kernel"))]
+            (("mm", MM, "mm_kernel"), ("transposed", TRANSPOSED, "mm_kernel"), ("example", EXAMPLE, "matmul_kernel"),
+             ("ragged", RAGGED, "mm_kernel"), ("ragged-transposed", TRANSPOSED.replace("k: int = 200", "k: int = 45"), "mm_kernel"))]
     for name, kernel in CORPUS:
         text = kernel_path(name).read_text()
         jobs.append(job(tmp_path, name, text, apply(text, kernel), exact))
@@ -185,20 +211,21 @@ def test_same_results_under_the_interpreter(tmp_path):
 
 @pytest.mark.slow
 def test_the_edits_compile_for_hopper():
-    """The interpreter does not check what the compiler does: TMA descriptors at a Hopper tile, both layouts of B."""
+    """The interpreter does not check what the compiler does: both branches at a Hopper tile, both layouts of B."""
     from mtmc_lsp.optimizer.compile.compiler import CompileJob, compile_jobs
 
     blocks = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
-    for text, kernel in ((MM, "mm_kernel"), (TRANSPOSED, "mm_kernel"), (CONTIGUOUS, "matmul_kernel")):
+    for text, kernel in ((MM, "mm_kernel"), (TRANSPOSED, "mm_kernel"), (EXAMPLE, "matmul_kernel")):
         new = apply(text, kernel, H200)
-        (compiled,) = compile_jobs(new, [CompileJob(kernel, blocks, num_warps=8, num_stages=3)], H200, cache_dir=None)
-        assert compiled.status == "ok", (kernel, compiled.status, compiled.error)
+        jobs = [CompileJob(kernel, {**blocks, "USE_TMA": tma}, num_warps=8, num_stages=3) for tma in (True, False)]
+        for compiled in compile_jobs(new, jobs, H200, cache_dir=None):
+            assert compiled.status == "ok", (kernel, compiled.status, compiled.error)
 
 
 def test_offered_under_grouped_program_order():
     """pid_m reaches the offsets through the group arithmetic of reordering (a chain of scalar names)."""
-    grouping = next(c for c in applicable(analyze(CONTIGUOUS), "matmul_kernel", H100) if c.action == "reordering")
-    grouped = apply_candidate(CONTIGUOUS, grouping, H100).new_text
+    grouping = next(c for c in applicable(analyze(EXAMPLE), "matmul_kernel", H100) if c.action == "reordering")
+    grouped = apply_candidate(EXAMPLE, grouping, H100).new_text
     new = apply(grouped, "matmul_kernel")
     assert "pid_m = first_pid_m + " in new and "a = a_desc.load([pid_m * BLOCK_M, k])" in new
 
@@ -207,9 +234,9 @@ def test_the_heuristic_ranks_it_after_tiling_and_pipelining():
     from mtmc_lsp.optimizer.policy.base import PolicyState, StepOutcome
     from mtmc_lsp.optimizer.policy.heuristic import HeuristicPolicy
 
-    analysis = analyze(CONTIGUOUS)
+    analysis = analyze(EXAMPLE)
     kernel = analysis.kernel("matmul_kernel")
-    (tma,) = offered(CONTIGUOUS, "matmul_kernel", H200)
+    (tma,) = offered(EXAMPLE, "matmul_kernel", H200)
     fresh = PolicyState(analysis, kernel, H200, [])
     ranked = [r.candidate.action for r in HeuristicPolicy().rank(fresh, applicable(analysis, kernel, H200))]
     assert ranked.index("tiling") < ranked.index("tensor_descriptor") and ranked.index("pipelining") < ranked.index("tensor_descriptor")

@@ -15,9 +15,15 @@ and an operand whose unit-stride dimension is the tile's first (B stored (N, K))
 ``[BLOCK_N, BLOCK_K]`` and transposed (``.T``). When the kernel's one ``tl.store`` is a plain tile store
 after the loop (inline pointer, tile-aligned offsets, unit column stride, masked on both bounds, no
 hints) it becomes ``c_desc.store([...], value)`` too (TMA writes nothing past the edges; the store
-casts to the output's type as ``tl.store`` does). Offset lines only the replaced accesses read go.
+casts to the output's type as ``tl.store`` does).
 Device-side descriptors need memory for the descriptor: the edit adds a module-level allocator and
 ``triton.set_allocator`` once (the spelling of the GPU run).
+
+Semantics are kept for every input: the descriptors are taken under a new constexpr ``USE_TMA`` that
+each launch computes with ``_tma_ready`` (added once per file) from what it passes: the unit-stride
+argument is 1, and the base pointer and every other stride (the row stride; a batch offset's factors)
+are 16-byte aligned, which TMA needs; otherwise the original pointer accesses run (an ``else``
+branch). Compile diagnostics compile ``USE_TMA`` as False (compile/plan.py); the tests compile both.
 
 Offered on targets with ``sm_90`` or newer, for a top-level ``range(0, K, BLOCK_K)`` (or
 ``range(0, tl.cdiv(K, BLOCK_K))``) loop whose ``tl.dot`` operands are each loaded in the loop from a
@@ -25,12 +31,10 @@ pointer ``base + rows[:, None] * stride_0 + cols[None, :] * stride_1`` (inline, 
 and not stepped with ``+=``), where each offset vector is ``start + tl.arange(0, BLOCK)``: the K one
 starts at the loop's ``k`` (``k * BLOCK_K``), the other at ``pid * BLOCK`` (tile aligned). The mask
 may only bound those offsets (``rows[:, None] < M``), ``other`` must be zero, and one dimension must
-have unit stride: written without a stride, or a stride argument every launch in the file passes as
-``t.stride(1)`` of a tensor ``t`` made contiguous there (``t = x.contiguous()``, ``torch.empty((M, N))``),
-which the descriptor then spells as ``1`` (a descriptor needs a compile-time unit innermost stride).
-The unit-stride block must be at least 16 bytes wide (smallest torch dtype the file names). What the
-action cannot prove, and leaves to the caller (noted on the edit): TMA needs the base pointers and the
-other strides 16-byte aligned (an fp16 row length a multiple of 8); Triton's interpreter asserts it.
+have unit stride: written without a stride, or a stride argument every launch passes as
+``t.stride(1)`` / ``t.stride(-1)`` (descriptors need a compile-time unit innermost stride: they spell
+it ``1``, and ``_tma_ready`` checks the argument). The unit-stride block must be at least 16 bytes wide
+(smallest torch dtype the file names) at every launch and autotune config.
 
 Example: kernel=mm_kernel target=h100 params={}
 
@@ -53,6 +57,12 @@ def mm(a, b, c, M, N, K):
 ```
 
 ```python after
+def _tma_ready(tensor, unit_stride, *strides):
+    """Whether TMA reads ``tensor`` as the kernel does: unit innermost stride, 16-byte-aligned base and strides."""
+    return unit_stride == 1 and tensor.data_ptr() % 16 == 0 and all(
+        stride * tensor.element_size() % 16 == 0 for stride in strides)
+
+
 def _tma_allocator(size: int, alignment: int, stream):
     """Global memory for the device-side TMA descriptors."""
     return torch.empty(size, dtype=torch.int8, device="cuda")
@@ -62,27 +72,38 @@ triton.set_allocator(_tma_allocator)
 
 
 @triton.jit
-def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
-    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
+    if USE_TMA:
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
     for k in range(0, K, BLOCK_K):
-        a = a_desc.load([tl.program_id(0) * BLOCK_M, k])
-        b = b_desc.load([k, tl.program_id(1) * BLOCK_N])
+        if USE_TMA:
+            a = a_desc.load([tl.program_id(0) * BLOCK_M, k])
+            b = b_desc.load([k, tl.program_id(1) * BLOCK_N])
+        else:
+            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
         acc += tl.dot(a, b)
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-    c_desc.store([tl.program_id(0) * BLOCK_M, tl.program_id(1) * BLOCK_N], acc)
+    if USE_TMA:
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+        c_desc.store([tl.program_id(0) * BLOCK_M, tl.program_id(1) * BLOCK_N], acc)
+    else:
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 def mm(a, b, c, M, N, K):
-    mm_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, K, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+    mm_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, K, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, USE_TMA=_tma_ready(a, 1, K) and _tma_ready(b, 1, N) and _tma_ready(c, 1, N))
 ```
 '''
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -94,10 +115,11 @@ from .base import ActionError, Candidate, Edit
 from .mask_free_k import MaskFreeK
 
 ALLOCATOR = "_tma_allocator"
+READY = "_tma_ready"  # the host check of what TMA needs
+FLAG = "USE_TMA"  # the constexpr that picks descriptors (True) or the original pointer accesses
 MIN_ARCH = 90  # TMA: Hopper and newer
 MIN_INNER_BYTES = 16  # a descriptor's block is at least 16 bytes wide in its unit-stride dimension
 _ZEROS = frozenset({"0", "0.0", "0.", "False"})
-_CONTIGUOUS_CONSTRUCTORS = frozenset({"empty", "zeros", "ones", "randn", "rand", "full"})
 _UNIT_STRIDE = re.compile(r"^(\w+)\.stride\((1|-1)\)$")
 
 
@@ -134,6 +156,8 @@ class _Plan:
     language: str
     allocator: bool  # the file needs the allocator and set_allocator
     store: _Operand | None = None  # the output tile's store, when it is a plain masked tile store too
+    launch_flags: list[str] = field(default_factory=list)  # per launch: the USE_TMA expression
+    helper: bool = True  # the file needs the _tma_ready function
 
 
 def _is_call(node: cst.CSTNode, op: str, roots: frozenset[str]) -> bool:
@@ -171,8 +195,9 @@ class TensorDescriptor:
     # per-thread loads); it adds no stages (Pipelining), tiles (Tiling) or order (Reordering).
     kind = "TensorCore"
     changes_numerics = False  # the same tiles, zeros past the edges as the masks' other=0
-    # Callers must pass 16-byte-aligned tensors: a kernel another module launches is not edited.
+    # A new constexpr every launch computes: a kernel another module launches is not edited.
     keeps_interface = False
+    max_changed_lines = 40  # host check and allocator, flag, descriptors and the loads' and store's if/else
 
     def _plan(self, module: cst.Module, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> _Plan:
         if target.arch < MIN_ARCH:
@@ -211,6 +236,20 @@ class TensorDescriptor:
         if store is not None:
             store.desc = next((n for n in (f"{store.name}_desc", f"{store.name}_tma_desc") if n not in taken), "")
             store = store if store.desc else None
+        if kernel.param(FLAG) is not None or FLAG in c.names_in(kdef) or FLAG in kernel.heuristics:
+            raise ActionError(f"{kernel.name} already uses the name {FLAG}")
+        if not launches:
+            raise ActionError(f"no launch of {kernel.name} in this file to compute {FLAG} at")
+        if any(c.kwarg(launch.call, FLAG) is not None for launch in launches):
+            raise ActionError(f"a launch already passes {FLAG}")
+        descriptors = operands + ([store] if store is not None else [])
+        try:
+            flags = [" and ".join(self._ready(op, kernel, kdef, launch) for op in descriptors) for launch in launches]
+        except ActionError:
+            if store is None:
+                raise
+            store, descriptors = None, operands  # the loads alone, when only the output's check cannot be spelled
+            flags = [" and ".join(self._ready(op, kernel, kdef, launch) for op in descriptors) for launch in launches]
         language = min((r for r in roots if "." not in r), default=min(roots))
         allocator = "set_allocator(" not in analysis.text
         if allocator:
@@ -218,7 +257,59 @@ class TensorDescriptor:
                 raise ActionError(f"the file already uses the name {ALLOCATOR}")
             if self._module_name(analysis, "torch") is None or self._module_name(analysis, "triton") is None:
                 raise ActionError("the file does not import torch and triton by name: nowhere to spell triton.set_allocator")
-        return _Plan(kdef, loop, operands, language, allocator, store)
+        helper = not re.search(rf"^def {READY}\(", analysis.text, re.M)
+        if helper and READY in c.names_in(module):
+            raise ActionError(f"the file already uses the name {READY}")
+        return _Plan(kdef, loop, operands, language, allocator, store, flags, helper)
+
+    @staticmethod
+    def _ready(op: _Operand, kernel: Kernel, kdef: cst.FunctionDef, launch: c.LaunchNode) -> str:
+        """``_tma_ready(tensor, unit stride, *strides)`` for ``op``'s descriptor, in the names of ``launch``'s caller:
+        the unit stride is 1 and the base and every other stride (the row stride, a batch offset's) 16-byte aligned."""
+        sources = c.launch_sources(launch, kernel)
+
+        def host(source: str) -> str:
+            """A kernel expression of parameters and literals, in the caller's names."""
+            node = c.expr(source)
+            names = c.names_in(node)
+            missing = [n for n in names if kernel.param(n) is None or n not in sources]
+            if missing:
+                raise ActionError(f"`{source}` reads {', '.join(sorted(missing))}, not an argument every launch passes")
+            if isinstance(node, cst.Name):
+                return sources[node.value]
+            return " ".join(c.code(c.substitute_names(node, {n: c.expr(f"({sources[n]})") if not sources[n].isidentifier()
+                                                             else sources[n] for n in names})).split())
+
+        pointers: list[str] = []
+        strides = [host(op.axes[1 - op.unit].stride)]
+
+        def walk(node: cst.BaseExpression, depth: int = 0) -> None:
+            for term in _terms(node):
+                if isinstance(term, cst.Name) and kernel.param(term.value) is not None:
+                    if kernel.param(term.value).kind != "pointer":
+                        raise ActionError(f"the base of {op.name}'s tile adds the argument {term.value}: its alignment "
+                                          "is not known")
+                    pointers.append(term.value)
+                    continue
+                if isinstance(term, cst.Name) and depth < 4 and (assign := c.any_assignment(kdef, term.value)) is not None:
+                    walk(assign.value, depth + 1)
+                    continue
+                # A program's offset: local scalars (program ids, loop-free arithmetic) are whole numbers, so only the
+                # arguments and literals they multiply decide the alignment.
+                factors = _factors(term) or []
+                kept = [f for f in factors if isinstance(f, cst.Integer) or kernel.param(c.code(f)) is not None]
+                if not kept:
+                    raise ActionError(f"the base of {op.name}'s tile adds `{c.code(term)}`: its alignment is not known")
+                strides.append(host(" * ".join(c.code(f) for f in kept)))
+
+        walk(c.expr(op.base))
+        if len(pointers) != 1:
+            raise ActionError(f"the base of {op.name}'s tile is not one pointer argument plus offsets")
+        tensor = sources.get(pointers[0])
+        if tensor is None:
+            raise ActionError(f"a launch does not pass {pointers[0]}")
+        unit = op.axes[op.unit].stride
+        return f"{READY}({tensor}, {host(unit) if unit is not None else 1}, {', '.join(strides)})"
 
     def _store(self, kdef, body, loop, kernel, roots, launches, analysis, var) -> _Operand | None:
         """The kernel's one ``tl.store`` when it writes a whole output tile: a statement after the loop, an inline
@@ -496,31 +587,20 @@ class TensorDescriptor:
 
     @staticmethod
     def _unit_dimension(axes: list[_Axis], kernel: Kernel, launches: list, name: str) -> int:
-        """The dimension with unit stride, proven in the kernel or at every launch; its stride becomes ``1``."""
+        """The dimension with unit stride: written without a stride, or a stride argument every launch passes as
+        ``t.stride(1)`` / ``t.stride(-1)`` (the guard checks at run time that it is 1; the descriptor spells ``1``)."""
         written = [d for d, axis in enumerate(axes) if axis.stride is None]
         if len(written) == 2:
             raise ActionError(f"both dimensions of {name}'s tile have unit stride")
         if len(written) == 1:
             return written[0]
-        reasons = []
         for d, axis in enumerate(axes):
             param = kernel.param(axis.stride)
-            if param is None or param.kind != "scalar":
-                reasons.append(f"`{axis.stride}` is not a stride argument")
-                continue
-            if not launches:
-                reasons.append(f"no launch of {kernel.name} in the file passes {axis.stride}")
-                continue
-            whys = [_unit_at_launch(launch, kernel, axis.stride) for launch in launches]
-            if not any(whys):
-                axis.stride = None  # a contiguous tensor's stride(1) is 1: the descriptor spells it so
+            if param is not None and param.kind == "scalar" and launches and all(
+                    _innermost_at_launch(launch, kernel, axis.stride) for launch in launches):
                 return d
-            if not all(w.startswith("a launch passes") for w in whys if w):  # a t.stride(1) without contiguity
-                reasons.append(next(w for w in whys if w and not w.startswith("a launch passes")))
-        if not reasons:
-            reasons.append(f"no launch passes {' or '.join(a.stride for a in axes)} as t.stride(1) of a contiguous t")
-        raise ActionError(f"no dimension of {name}'s tile provably has unit stride, which a descriptor needs: "
-                          + "; ".join(reasons))
+        raise ActionError(f"no dimension of {name}'s tile has unit stride: neither is written without a stride nor "
+                          f"passed as t.stride(1) / t.stride(-1) at every launch ({' and '.join(a.stride for a in axes)})")
 
     @staticmethod
     def _in_scope(kdef, loop, body, index, var, name, base, axes) -> None:
@@ -591,48 +671,52 @@ class TensorDescriptor:
         module = c.parse(text)
         plan = self._plan(module, analysis, kernel, target)
         tl = plan.language
-        dead = {id(op.pointer_statement) for op in plan.operands if op.pointer_statement is not None}
         loads = {id(op.statement): op for op in plan.operands}
-        loop_body = []
-        for statement in plan.loop.body.body:
-            if id(statement) in dead:
-                continue
+        loop_body: list[cst.BaseStatement] = []
+        group: list[cst.BaseStatement] = []  # consecutive operand loads: one if/else for them
+        for statement in [*plan.loop.body.body, None]:
             op = loads.get(id(statement))
             if op is not None:
-                statement = c.replace_all(statement, [(op.load, c.expr(self._load(op)))])
-            loop_body.append(statement)
-        new_loop = plan.loop.with_changes(body=plan.loop.body.with_changes(body=loop_body))
-        body = []
-        for statement in plan.kdef.body.body:
-            if id(statement) in dead:
+                group.append(statement)
                 continue
+            if group:
+                tma = [c.replace_all(g, [(loads[id(g)].load, c.expr(self._load(loads[id(g)])))]) for g in group]
+                loop_body.append(_branches(tma, group))
+                group = []
+            if statement is not None:
+                loop_body.append(statement)
+        new_loop = plan.loop.with_changes(body=plan.loop.body.with_changes(body=loop_body))
+        body: list[cst.BaseStatement] = []
+        for statement in plan.kdef.body.body:
             if statement is plan.loop:
-                descriptors = [c.stmt(self._descriptor(op, tl)) for op in plan.operands]
-                descriptors[0] = descriptors[0].with_changes(leading_lines=statement.leading_lines)
-                body += descriptors
+                made = _branches([c.stmt(self._descriptor(op, tl)) for op in plan.operands], [])
+                body.append(made.with_changes(leading_lines=statement.leading_lines))
                 statement = new_loop.with_changes(leading_lines=[])
+            elif plan.store is not None and statement is plan.store.statement:
+                store = plan.store
+                written = c.stmt(f"{store.desc}.store([{', '.join(a.start for a in store.axes)}], "
+                                 f"{' '.join(c.code(c.unparen(store.value)).split())})")
+                statement = _branches([c.stmt(self._descriptor(store, tl)), written], [statement])
             body.append(statement)
-        if plan.store is not None:
-            at = next(i for i, s in enumerate(body) if s is plan.store.statement)
-            store = plan.store
-            written = c.stmt(f"{store.desc}.store([{', '.join(a.start for a in store.axes)}], "
-                             f"{' '.join(c.code(c.unparen(store.value)).split())})")
-            body[at:at + 1] = [c.stmt(self._descriptor(store, tl)).with_changes(leading_lines=store.statement.leading_lines),
-                               written]
-        new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=body))
-        replaced = [op.load for op in plan.operands] + [op.pointer_statement for op in plan.operands if op.pointer_statement]
-        offsets = set().union(*(c.names_in(node) for node in replaced + ([plan.store.load] if plan.store else [])))
-        module = c.replace_all(module, [(plan.kdef, _without_dead_offsets(new_kdef, offsets, c.language_roots(analysis)))])
-        if plan.allocator:
-            module = self._with_allocator(module, analysis)
+        params_list = list(plan.kdef.params.params)
+        last = params_list[-1]
+        params_list[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        params_list.append(cst.Param(cst.Name(FLAG), annotation=cst.Annotation(c.expr(f"{tl}.constexpr")), comma=last.comma))
+        new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=body),
+                                          params=plan.kdef.params.with_changes(params=params_list))
+        pairs: list[tuple[cst.CSTNode, object]] = [(plan.kdef, new_kdef)]
+        _kdef, launches = c.locate(module, kernel.name)
+        for launch, flag in zip(launches, plan.launch_flags):
+            pairs.append((launch.call, c.set_kwarg(launch.call, FLAG, c.expr(flag))))
+        module = self._with_host_code(c.replace_all(module, pairs), analysis, plan)
         shapes = "; ".join(f"{op.desc} [{', '.join(a.size for a in op.axes)}]" for op in plan.operands
                            + ([plan.store] if plan.store is not None else []))
-        notes = ["TMA needs 16-byte-aligned base pointers and row strides (fp16: a multiple of 8 elements): "
-                 "callers must pass such tensors"]
+        notes = [f"{FLAG} ({READY} at the launch) takes the descriptors only where TMA can read the tensors as the "
+                 "kernel does (unit innermost stride, 16-byte-aligned base and strides); elsewhere the pointer accesses stay"]
         if plan.allocator:
             notes.append(f"adds {ALLOCATOR} and triton.set_allocator: device-side descriptors live in global memory")
         what = "tl.dot tiles and output tile" if plan.store is not None else "tl.dot tiles"
-        return c.finish(text, module, f"TMA tensor descriptors for {kernel.name}'s {what} ({shapes})", notes)
+        return c.finish(text, module, f"TMA tensor descriptors for {kernel.name}'s {what} ({shapes}; {FLAG})", notes)
 
     @staticmethod
     def _descriptor(op: _Operand, tl: str) -> str:
@@ -649,49 +733,53 @@ class TensorDescriptor:
         load = f"{op.desc}.load([{', '.join(op.axes[d].start for d in order)}])"
         return load if op.unit == 1 else f"{load}.T"
 
-    def _with_allocator(self, module: cst.Module, analysis: FileAnalysis) -> cst.Module:
-        """The allocator function and ``triton.set_allocator`` after the file's imports."""
+    def _with_host_code(self, module: cst.Module, analysis: FileAnalysis, plan: _Plan) -> cst.Module:
+        """The readiness check and (once per file) the allocator, after the file's imports."""
         torch, triton = self._module_name(analysis, "torch"), self._module_name(analysis, "triton")
-        added = c.parse(
-            f"def {ALLOCATOR}(size: int, alignment: int, stream):\n"
-            f'    """Global memory for the device-side TMA descriptors."""\n'
-            f'    return {torch}.empty(size, dtype={torch}.int8, device="cuda")\n\n\n'
-            f"{triton}.set_allocator({ALLOCATOR})\n").body
+        source = ""
+        if plan.helper:
+            source += (f"def {READY}(tensor, unit_stride, *strides):\n"
+                       f'    """Whether TMA reads ``tensor`` as the kernel does: unit innermost stride, 16-byte-aligned base '
+                       f'and strides."""\n'
+                       f"    return unit_stride == 1 and tensor.data_ptr() % 16 == 0 and all(\n"
+                       f"        stride * tensor.element_size() % 16 == 0 for stride in strides)\n\n\n")
+        if plan.allocator:
+            source += (f"def {ALLOCATOR}(size: int, alignment: int, stream):\n"
+                       f'    """Global memory for the device-side TMA descriptors."""\n'
+                       f'    return {torch}.empty(size, dtype={torch}.int8, device="cuda")\n\n\n'
+                       f"{triton}.set_allocator({ALLOCATOR})\n")
+        if not source:
+            return module
         two = [cst.EmptyLine(), cst.EmptyLine()]
-        added = [added[0].with_changes(leading_lines=two), added[1].with_changes(leading_lines=two)]
+        added = [statement.with_changes(leading_lines=two) for statement in c.parse(source).body]
         statements = list(module.body)
         last_import = max((i for i, s in enumerate(statements) if isinstance(s, cst.SimpleStatementLine)
                            and all(isinstance(b, cst.Import | cst.ImportFrom) for b in s.body)), default=None)
         if last_import is None:
-            raise ActionError("the file has no top-level imports to put the allocator after")
+            raise ActionError("the file has no top-level imports to put the TMA host code after")
         following = statements[last_import + 1:]
         if following:
             following[0] = following[0].with_changes(leading_lines=two)
         return module.with_changes(body=statements[:last_import + 1] + added + following)
 
 
-def _without_dead_offsets(kdef: cst.FunctionDef, names: set[str], roots: frozenset[str]) -> cst.FunctionDef:
-    """``kdef`` without the lines that assigned offsets (of ``names``) only the replaced loads and store read."""
-    pure = frozenset({"arange", "program_id"})
-    while True:
-        dead = set()
-        for statements in (kdef.body.body, *(s.body.body for s in kdef.body.body if isinstance(s, cst.For))):
-            for s in statements:
-                small = s.body[0] if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 else None
-                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
-                        and small.targets[0].target.value in names and c.count_name(kdef, small.targets[0].target.value) == 1 \
-                        and all(isinstance(call.func, cst.Attribute) and call.func.attr.value in pure
-                                and c.code(call.func.value) in roots for call in c.calls_in(small.value)):
-                    dead.add(id(s))
-        if not dead:
-            return kdef
+def _branches(tma: list[cst.BaseStatement], pointer: list[cst.BaseStatement]) -> cst.If:
+    """``if USE_TMA: <tma> else: <pointer>`` (no else when ``pointer`` is empty); comments above stay above."""
+    first = (pointer or tma)[0]
+    leading = first.leading_lines if hasattr(first, "leading_lines") else []
+    strip = [s.with_changes(leading_lines=[]) if hasattr(s, "leading_lines") else s for s in tma]
+    kept = [s.with_changes(leading_lines=[]) if hasattr(s, "leading_lines") and i == 0 else s for i, s in enumerate(pointer)]
+    orelse = cst.Else(body=cst.IndentedBlock(body=kept)) if pointer else None
+    return cst.If(test=cst.Name(FLAG), body=cst.IndentedBlock(body=strip), orelse=orelse, leading_lines=leading)
 
-        def kept(statements):
-            return [s for s in statements if id(s) not in dead]
 
-        body = [s.with_changes(body=s.body.with_changes(body=kept(s.body.body))) if isinstance(s, cst.For) else s
-                for s in kept(kdef.body.body)]
-        kdef = kdef.with_changes(body=kdef.body.with_changes(body=body))
+def _factors(node: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+    """The factors of ``a * b * c`` (through parentheses); None for anything but a product or a single name."""
+    node = c.unparen(node)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        left, right = _factors(node.left), _factors(node.right)
+        return None if left is None or right is None else left + right
+    return [node] if isinstance(node, cst.Name | cst.Integer) else None
 
 
 def _range_loops(kdef: cst.FunctionDef, roots: frozenset[str]) -> list[cst.For]:
@@ -727,30 +815,12 @@ def _smallest_element_bytes(text: str) -> int:
     return min(found) if found else 2
 
 
-def _unit_at_launch(launch: c.LaunchNode, kernel: Kernel, param: str) -> str | None:
-    """Why ``param`` is not provably 1 at ``launch`` (None when it is ``t.stride(1)`` of a contiguous 2-D ``t``)."""
-    passed = c.launch_sources(launch, kernel).get(param)
-    match = _UNIT_STRIDE.match(passed or "")
+def _innermost_at_launch(launch: c.LaunchNode, kernel: Kernel, param: str) -> bool:
+    """Whether ``launch`` passes ``param`` as ``t.stride(-1)``, or ``t.stride(1)`` and no later stride of ``t``."""
+    match = _UNIT_STRIDE.match(c.launch_sources(launch, kernel).get(param, ""))
     if match is None:
-        return f"a launch passes {param}={passed or 'nothing'}, not t.stride(1) of a contiguous t"
-    tensor = match.group(1)
-    if match.group(2) == "1" and re.search(rf"\b{tensor}\.stride\(\s*[2-9]", c.code(launch.call)):
-        return f"{param} is {passed}, but the launch also passes a later stride of {tensor}: stride(1) is not its last"
-    value = c.unparen(c.assigned_value(launch.host, tensor)) if launch.host is not None and \
-        c.assigned_value(launch.host, tensor) is not None else None
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-        method = value.func.attr.value
-        if method == "contiguous" and not value.args:
-            return None
-        keywords = {a.keyword.value for a in value.args if a.keyword is not None}
-        positional = [a.value for a in value.args if a.keyword is None]
-        two_d = (len(positional) >= 1 and isinstance(positional[0], cst.Tuple | cst.List) and len(positional[0].elements) == 2) \
-            or (method != "full" and len(positional) == 2)
-        if method in _CONTIGUOUS_CONSTRUCTORS and c.code(value.func.value) in ("torch", "th") and two_d \
-                and not keywords & {"memory_format", "out"}:
-            return None
-    return (f"{param} is {passed}, and {tensor} is not made contiguous in {launch.host.name.value if launch.host else 'the module'} "
-            f"(`{tensor} = {tensor}.contiguous()`)")
+        return False
+    return match.group(2) == "-1" or not re.search(rf"\b{match.group(1)}\.stride\(\s*[2-9]", c.code(launch.call))
 
 
 ACTION = TensorDescriptor()

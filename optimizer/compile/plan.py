@@ -70,8 +70,9 @@ def _helpers(analysis: FileAnalysis) -> set[str]:
 
 
 def _computed_flags(kernel: Kernel, launches: list, binding, values: dict) -> dict[str, bool]:
-    """Constexprs the launch computes as a comparison (mask_free_k's ``EVEN_K=K % BLOCK_K == 0``), known only at run
-    time: compiled as False, the branch the launch takes whenever the comparison fails."""
+    """Constexprs the launch computes as a comparison (mask_free_k's ``EVEN_K=K % BLOCK_K == 0``) or a conjunction of
+    checks (tensor_descriptor's ``USE_TMA=_tma_ready(a, ...) and ...``), known only at run time: compiled as False,
+    the branch the launch takes whenever a check fails."""
     site = next((launch for launch in launches if launch.span == binding.fallback), None)
     flags: dict[str, bool] = {}
     for arg in site.args if site is not None else []:
@@ -81,7 +82,7 @@ def _computed_flags(kernel: Kernel, launches: list, binding, values: dict) -> di
             node = ast.parse(arg.source.strip(), mode="eval").body
         except SyntaxError:
             continue
-        if isinstance(node, ast.Compare):
+        if isinstance(node, ast.Compare) or (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And)):
             flags[arg.param] = False
     return flags
 
