@@ -459,6 +459,7 @@ class ChannelTile:
         plan = self._plan(module, analysis, kernel)
         tl, offs_c, mask_c = plan.tl, plan.names["offs_c"], plan.names["mask_c"]
         body: list[cst.BaseStatement] = []
+        tiled: list[cst.BaseStatement] = []  # the statements that were loop bodies
         first = True
         for statement in plan.kdef.body.body:
             loop = next((l for l in plan.loops if l.node is statement), None)
@@ -472,7 +473,8 @@ class ChannelTile:
                 first = False
             inner[0] = inner[0].with_changes(leading_lines=[*loop.node.leading_lines, *inner[0].leading_lines])
             body.extend(inner)
-        body = dedupe(body)
+            tiled.extend(inner)
+        body = dedupe(_share_inline_loads(body, tiled, plan.tl))
         kparams = _insert_param(list(plan.kdef.params.params), _param_slot(kernel), cst.Param(
             cst.Name(CHANNEL_PARAM), annotation=cst.Annotation(c.expr(f"{tl}.constexpr"))))
         new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=body),
@@ -505,6 +507,34 @@ class ChannelTile:
         summary = f"channel tile in {kernel.name}: {len(plan.loops)} loop(s) over {plan.channels} and {loads} load(s) " \
                   f"-> [{CHANNEL_PARAM}, {plan.block}] tiles"
         return c.finish(text, module, summary, notes)
+
+
+def _share_inline_loads(body: list[cst.BaseStatement], tiled: list[cst.BaseStatement], tl: str) -> list[cst.BaseStatement]:
+    """A later pass's ``x = tl.load(A)`` reuses a load of ``A`` an earlier pass made inline (``acc += tl.sum(tl.load(A))``):
+    ``x = tl.load(A)`` moves before that statement, which reads ``x``, when nothing in between stores, binds ``x`` or
+    a name ``A`` reads, or reads ``x``."""
+    body = list(body)
+    tiled_ids = {id(s) for s in tiled}
+    for j in range(len(body)):
+        single = _single_assign(body[j]) if id(body[j]) in tiled_ids else None
+        if single is None or _tl_func(single[1], frozenset({tl})) != "load":
+            continue
+        name, load = single
+        load_code = c.code(load)
+        for i in range(j - 1, -1, -1):
+            earlier = body[i]
+            inline = [call for call in c.calls_in(earlier) if c.code(call) == load_code] if id(earlier) in tiled_ids else []
+            if inline and name not in c.names_in(earlier):
+                between = body[i + 1:j]
+                shared = c.replace_all(earlier, [(call, cst.Name(name)) for call in inline])
+                moved = body[j].with_changes(leading_lines=earlier.leading_lines)
+                body[i:j + 1] = [moved, shared.with_changes(leading_lines=[]), *between]
+                break
+            text = c.code(earlier)
+            if "store" in text or "atomic" in text or c.bound_names(earlier) & (c.names_in(load) | {name}) \
+                    or name in c.names_in(earlier):
+                break
+    return body
 
 
 def _param_slot(kernel: Kernel) -> int:

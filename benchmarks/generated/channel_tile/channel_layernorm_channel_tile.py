@@ -16,10 +16,10 @@ def channel_norm_kernel(x_ptr, w_ptr, y_ptr, C, S, eps, BLOCK_S: tl.constexpr, B
     total = tl.zeros([BLOCK_S], dtype=tl.float32)
     offs_ch = tl.arange(0, BLOCK_C)
     mask_ch = offs_ch < C
-    total += tl.sum(tl.load(x_ptr + base + offs_ch[:, None] * S + offs[None, :], mask=mask_ch[:, None] & in_bounds[None, :], other=0.0), axis=0)
+    x = tl.load(x_ptr + base + offs_ch[:, None] * S + offs[None, :], mask=mask_ch[:, None] & in_bounds[None, :], other=0.0)
+    total += tl.sum(x, axis=0)
     mean = total / C
     sq = tl.zeros([BLOCK_S], dtype=tl.float32)
-    x = tl.load(x_ptr + base + offs_ch[:, None] * S + offs[None, :], mask=mask_ch[:, None] & in_bounds[None, :], other=0.0)
     d = x - mean[None, :]
     sq += tl.sum(tl.where(mask_ch[:, None], d * d, 0.0), axis=0)
     inv = 1.0 / tl.sqrt(sq / C + eps)
