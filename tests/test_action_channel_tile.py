@@ -118,7 +118,7 @@ REFUSALS = [
     ("tl.store(y_ptr + base + c * S + offs_s", "tl.store(y_ptr + base + offs_s", "store address does not depend on c"),
     ("acc += x * x", "acc += tl.sum(x * x, axis=0)", "not an elementwise tl function"),
     ("rms = tl.sqrt(acc / C + eps)", "rms = tl.sqrt(acc / C + eps) + x", "read after the loop"),
-    ("self.eps, BLOCK_S=256)", "self.eps, BLOCK_S=max(256, S))", "not a literal at the launch"),
+    ("self.eps, BLOCK_S=256)", "self.eps, BLOCK_S=max(256, S))", "not a literal, a default or a host constant"),
     ("(x, y, C, S,", "(x, y, self.count(x), S,", "next_power_of_2 of"),
     ("[(B, triton.cdiv(S, 256))]", "[(B, triton.cdiv(S, 128))]", "does not divide by BLOCK_S"),
 ]
@@ -133,11 +133,34 @@ def test_refused_with_a_reason(old, new, reason):
     assert reason in (why(changed, "rms_norm_channels_kernel") or ""), why(changed, "rms_norm_channels_kernel")
 
 
-def test_a_grid_bound_before_the_launch_is_refused():
-    text = DEV_RMS.read_text().replace(
-        "        rms_norm_channels_kernel[(B, triton.cdiv(S, 256))](",
-        "        grid = (B, triton.cdiv(S, 256))\n        rms_norm_channels_kernel[grid](")
-    assert "grid is a name bound before the launch" in why(text, "rms_norm_channels_kernel")
+GRID_FIRST = DEV_RMS.read_text().replace(
+    "        rms_norm_channels_kernel[(B, triton.cdiv(S, 256))](",
+    "        grid = (B, triton.cdiv(S, 256))\n        rms_norm_channels_kernel[grid](")
+
+
+def named_block(text: str) -> str:
+    """The text after name_block: `BLOCK_S = 256` in the host, read by the grid and the launch."""
+    (step,) = [c for c in applicable(analyze(text), "rms_norm_channels_kernel", H100) if c.action == "name_block"]
+    return apply_candidate(text, step, H100).new_text
+
+
+def test_a_grid_bound_before_the_launch_and_a_named_block_follow_the_cap():
+    new = apply(GRID_FIRST, "rms_norm_channels_kernel")
+    assert ("        BLOCK_C = triton.next_power_of_2(C)\n        BLOCK_S = min(256, max(1, 8192 // BLOCK_C))\n"
+            "        grid = (B, triton.cdiv(S, BLOCK_S))\n"
+            "        rms_norm_channels_kernel[grid](x, y, C, S, self.eps, BLOCK_S=BLOCK_S, BLOCK_C=BLOCK_C)") in new
+    new = apply(named_block(DEV_RMS.read_text()), "rms_norm_channels_kernel")
+    assert ("        BLOCK_S = 256\n        BLOCK_C = triton.next_power_of_2(C)\n"
+            "        BLOCK_S = min(BLOCK_S, max(1, 8192 // BLOCK_C))\n"
+            "        rms_norm_channels_kernel[(B, triton.cdiv(S, BLOCK_S))](") in new
+
+
+def test_a_named_block_the_host_reads_after_the_launch_is_refused():
+    text = named_block(DEV_RMS.read_text()).replace("        return y\n", "        print(BLOCK_S)\n        return y\n", 1)
+    assert "reads BLOCK_S after the launch" in why(text, "rms_norm_channels_kernel")
+    shared = GRID_FIRST.replace("        return y\n", "        rms_norm_channels_kernel[grid](x, y, C, S, self.eps, BLOCK_S=256)\n"
+                                "        return y\n", 1)
+    assert "exactly one launch" in why(shared, "rms_norm_channels_kernel")
 
 
 def test_a_store_after_a_load_in_one_iteration_keeps_its_order_or_is_refused():
@@ -173,12 +196,46 @@ def test_same_results_under_the_interpreter(tmp_path):
     jobs = [job(tmp_path, "channel_norm", CHANNEL_NORM, apply(CHANNEL_NORM, "channel_norm_kernel"), TOL_FP32),
             job(tmp_path, "channel_mean", CHANNEL_MEAN, apply(CHANNEL_MEAN, "channel_mean_kernel"), TOL_FP32),
             job(tmp_path, "channel_mean_1100", big, apply(big, "channel_mean_kernel"), TOL_FP32)]
+
     # A planted mistake the comparison must catch: the centred squares summed without the channel mask.
     planted = apply(CHANNEL_NORM, "channel_norm_kernel").replace("tl.where(mask_ch[:, None], d * d, 0.0)", "d * d")
     jobs.append(job(tmp_path, "planted", CHANNEL_NORM, planted, TOL_FP32))
     results = {r["name"]: r for r in run_jobs(jobs, tmp_path)}
     assert not results.pop("planted")["ok"]
     assert all(r["ok"] for r in results.values()), results
+
+
+@pytest.mark.slow
+def test_kernelbench_spellings_keep_their_outputs_under_the_interpreter(tmp_path):
+    """The dev RMS norm as written, with its grid bound first, and after name_block: each rewrite against the file
+    (the wild corpus runner, ModelNew at the file's sizes halved to 32)."""
+    import json
+    import os
+    import subprocess
+
+    from mtmc_lsp.optimizer.verify.harness import discover_harness
+
+    jobs = []
+    for name, text in (("as_written", DEV_RMS.read_text()), ("grid_first", GRID_FIRST),
+                       ("named_block", named_block(DEV_RMS.read_text()))):
+        before, after = tmp_path / f"{name}_before.py", tmp_path / f"{name}_after.py"
+        before.write_text(text)
+        after.write_text(apply(text, "rms_norm_channels_kernel"))
+        if name == "named_block":  # a planted mistake the runner must catch
+            planted = tmp_path / "planted_after.py"
+            planted.write_text(after.read_text().replace("x / rms[None, :]", "x * rms[None, :]"))
+            jobs.append({"name": "planted", "harness": discover_harness(text, str(before)).to_json(), "atol": 1e-4,
+                         "rtol": 1e-4, "seeds": [0], "cap": 32, "before": str(before), "after": str(planted)})
+        jobs.append({"name": name, "harness": discover_harness(text, str(before)).to_json(), "atol": 1e-4, "rtol": 1e-4,
+                     "seeds": [0], "cap": 32, "before": str(before), "after": str(after)})
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "wild" / "_runner.py"), str(tmp_path / "jobs.json"),
+                           str(tmp_path / "out.json")], env={**os.environ, "TRITON_INTERPRET": "1"},
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = {r["name"]: r for r in json.loads((tmp_path / "out.json").read_text())}
+    assert not results.pop("planted")["ok"]
+    assert len(results) == 3 and all(r["ok"] for r in results.values()), results
 
 
 @pytest.mark.slow

@@ -13,8 +13,9 @@ become two). The tile is kept at most ``TILE_BUDGET`` elements: the host caps ``
 ``TILE_BUDGET // BLOCK_C`` and the grid, which divides by the block, follows it.
 Refused (with the reason) when a loop holds other control flow, a reduction, a load or a store whose
 address is not affine in ``c``, an accumulation that is not a sum, or a value carried from one
-iteration to the next; when the launch's block is not a literal (or default) the grid repeats; when the
-kernel is autotuned or launched more than once.
+iteration to the next; when the launch's block is not a literal, a default or a host constant that the grid
+(inline, a ``grid = ...`` of this launch, or a ``meta`` lambda) divides by; when the kernel is autotuned or
+launched more than once.
 
 Example: kernel=rms_kernel target=h100 params={}
 
@@ -126,7 +127,9 @@ class _Plan:
     loops: list[_Loop]
     zero_sums: set[int]  # id of each summed expression whose padded channels are provably zero
     names: dict[str, str]  # fresh kernel names: offs_c, mask_c
-    grid_sites: list  # grid literals that repeat the block (empty for a grid that reads meta[block])
+    grid_sites: list  # grid literals that repeat the block (empty for a grid that reads meta[block] or the host's name)
+    host_at: cst.SimpleStatementLine  # the host lines go before this statement (the launch or its `grid = ...`)
+    host_var: str | None  # the host constant that sets the block, reassigned capped (None: a literal or default)
 
 
 def _tl_func(node: cst.BaseExpression, tl_roots: frozenset[str]) -> str | None:
@@ -328,27 +331,54 @@ class ChannelTile:
         if passed is None or not _plain(c.expr(passed.source)):
             raise ActionError(f"the launch does not pass {channels} as an expression the host can take next_power_of_2 of")
         how, node = c.binding_of(launch, kernel, block)
+        host = launch.host
+        host_var = None  # the host's name for the block, when a constant there sets it
         if how == "literal":
             value = int(node.value.evaluated_value)
         elif how == "default" and isinstance(kernel.param(block).default_value, int):
             value = kernel.param(block).default_value
+        elif how == "host" and not c.launch_assignment(launch, node.targets[0].target.value)[1]:
+            host_var, value = node.targets[0].target.value, int(node.value.evaluated_value)
         else:
-            raise ActionError(f"{block} is not a literal at the launch (or a default): the host could not cap it")
+            raise ActionError(f"{block} is not a literal, a default or a host constant at the launch: the host could not cap it")
         if not c.is_pow2(value):
             raise ActionError(f"{block}={value} is not a power of two")
+        statements = list(host.body.body)
+        at = launch_line  # where the host lines go: before the launch, or before its `grid = ...`
         grid = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
-        if isinstance(grid, cst.Lambda):
-            if block not in c.names_in(grid.body):
+        if isinstance(grid, cst.Name):
+            assign = c.host_assignment(host, grid.value)
+            at = next((s for s in statements if assign is not None and isinstance(s, cst.SimpleStatementLine)
+                       and any(b is assign for b in s.body)), None)
+            if at is None or c.grid_shared(launch, kernel.name):
+                raise ActionError("the grid is a name not assigned once in the host function for this launch alone")
+        grid_value = c.grid_expression(launch)
+        if isinstance(grid_value, cst.Lambda):
+            if block not in c.names_in(grid_value.body):
                 raise ActionError(f"the grid does not follow {block}")
             sites = []
+        elif host_var is not None:
+            if host_var not in c.names_in(grid_value):
+                raise ActionError(f"the grid does not divide by {host_var}: a smaller block would leave positions out")
+            sites = []
         else:
-            if isinstance(grid, cst.Name):
-                raise ActionError("the grid is a name bound before the launch: a capped block would not reach it")
             sites = [s for s in c.grid_literal_sites(launch, kernel, c.launch_values(launch, kernel))[0] if s.block == block]
             if not sites:
                 raise ActionError(f"the grid does not divide by {block}: a smaller block would leave positions out")
-        host = launch.host
-        for name in (CHANNEL_PARAM, block):
+        first, last = statements.index(at), statements.index(launch_line)
+        between = statements[first:last]
+        if any(c.bound_names(s) & c.names_in(c.expr(passed.source)) for s in between):
+            raise ActionError(f"the host computes {passed.source} between the grid and the launch")
+        introduced = [CHANNEL_PARAM]
+        if host_var is None:
+            introduced.append(block)
+        else:
+            defined = next((i for i, s in enumerate(statements) if node in getattr(s, "body", ())), None)
+            if defined is None or defined >= first or any(host_var in c.bound_names(s) for s in between):
+                raise ActionError(f"{host_var} is not assigned once at the top of the host function before the grid")
+            if any(c.count_name(s, host_var) for s in statements[last + 1:]):
+                raise ActionError(f"the host reads {host_var} after the launch; a capped block would change it there")
+        for name in introduced:
             if c.count_name(host, name):
                 raise ActionError(f"the host function already uses the name {name}")
         taken = c.names_in(kdef)
@@ -358,7 +388,7 @@ class ChannelTile:
         if positional > _param_slot(kernel):
             raise ActionError(f"the launch passes arguments positionally past where {CHANNEL_PARAM} would go")
         return _Plan(kdef, launch, launch_line, tl, triton, block, value, channels, passed.source, plans,
-                     zero_sums, names, sites)
+                     zero_sums, names, sites, at, host_var)
 
     def _loop(self, loop: cst.For, shapes: _Shapes, tl_roots: frozenset[str], zero_sums: set[int]) -> _Loop:
         var = _loop_bound(loop, tl_roots)[0]
@@ -481,23 +511,32 @@ class ChannelTile:
                                           params=plan.kdef.params.with_changes(params=kparams))
         # Host: BLOCK_C from the channel count, the block capped so the tile fits, the grid divides by the capped block.
         call = plan.launch.call
-        pairs: list[tuple[cst.CSTNode, object]] = [(site.node, _block_site(plan.block, site.offset)) for site in plan.grid_sites]
-        new_call = c.replace_all(call, pairs) if pairs else call
-        arg = next((a for a in new_call.args if c.arg_param(a, new_call, kernel) == plan.block), None)
-        if arg is not None:
-            new_call = new_call.with_changes(args=[a.with_changes(value=cst.Name(plan.block)) if a is arg else a
-                                                   for a in new_call.args])
-        else:
-            new_call = _kwarg_before_options(new_call, plan.block, cst.Name(plan.block))
+        sites = [(site.node, _block_site(plan.block, site.offset)) for site in plan.grid_sites]
+        new_call = call
+        if plan.host_var is None:  # the block becomes a host name the grid divides by
+            new_call = c.replace_all(call, sites) if sites and plan.host_at is plan.launch_line else call
+            arg = next((a for a in new_call.args if c.arg_param(a, new_call, kernel) == plan.block), None)
+            if arg is not None:
+                new_call = new_call.with_changes(args=[a.with_changes(value=cst.Name(plan.block)) if a is arg else a
+                                                       for a in new_call.args])
+            else:
+                new_call = _kwarg_before_options(new_call, plan.block, cst.Name(plan.block))
         new_call = _kwarg_before_options(new_call, CHANNEL_PARAM, cst.Name(CHANNEL_PARAM))
         launch_line = c.replace_all(plan.launch_line, [(call, new_call)])
+        capped = plan.host_var or plan.block
+        bound = plan.host_var or str(plan.block_value)
+        at = plan.host_at if plan.host_at is plan.launch_line else c.replace_all(plan.host_at, sites)
+        at = launch_line if plan.host_at is plan.launch_line else at
         host_lines = [
             c.stmt(f"{CHANNEL_PARAM} = {plan.triton}.next_power_of_2({plan.channels_source})").with_changes(
-                leading_lines=plan.launch_line.leading_lines),
-            c.stmt(f"{plan.block} = min({plan.block_value}, max(1, {TILE_BUDGET} // {CHANNEL_PARAM}))"),
-            launch_line.with_changes(leading_lines=[]),
+                leading_lines=plan.host_at.leading_lines),
+            c.stmt(f"{capped} = min({bound}, max(1, {TILE_BUDGET} // {CHANNEL_PARAM}))"),
+            at.with_changes(leading_lines=[]),
         ]
-        module = c.replace_all(module, [(plan.kdef, new_kdef), (plan.launch_line, cst.FlattenSentinel(host_lines))])
+        pairs = [(plan.kdef, new_kdef), (plan.host_at, cst.FlattenSentinel(host_lines))]
+        if plan.host_at is not plan.launch_line:
+            pairs.append((plan.launch_line, launch_line))
+        module = c.replace_all(module, pairs)
         notes = [f"{plan.block} shrinks below {plan.block_value} when {CHANNEL_PARAM} * {plan.block} would pass "
                  f"{TILE_BUDGET} elements ({plan.block}=8 at 1024 channels; past {TILE_BUDGET} "
                  f"channels the tile alone passes the budget)"]
