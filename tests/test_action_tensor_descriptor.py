@@ -7,19 +7,18 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from mtmc_lsp.optimizer.actions import ACTIONS, applicable, apply_candidate
 from mtmc_lsp.optimizer.analysis import analyze
 from mtmc_lsp.optimizer.hardware import get_profile
 
 sys.path.insert(0, str(Path(__file__).parent))
-from corpus.kernels import kernel_path  # noqa: E402
-from test_actions_semantics import job, run_jobs  # noqa: E402
+from corpus.kernels import kernel_path
+from test_actions_semantics import job, run_jobs
 
 H100, H200, A100 = get_profile("h100"), get_profile("h200"), get_profile("a100")
 ACTION = ACTIONS["tensor_descriptor"]
 DOC = sys.modules[type(ACTION).__module__].__doc__
-BEFORE = re.search(r"```python before\n(.*?)```", DOC, re.S).group(1)
+BEFORE = re.search(r"```python before\n(.*?)```", DOC, re.DOTALL).group(1)
 PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n\n\n"
 HARNESS = '''
 
@@ -100,7 +99,7 @@ def test_the_launch_check_takes_tma_only_for_aligned_unit_stride_tensors():
     import torch
 
     namespace: dict = {}
-    exec(apply(MM).split("\n\n\ndef _tma_allocator", 1)[0], namespace)  # the imports and _tma_ready
+    exec(apply(MM).split("\n\n\ndef _tma_allocator", 1)[0], namespace)  # noqa: S102 - the imports and _tma_ready
     ready = namespace["_tma_ready"]
     x = torch.zeros(8, 64, dtype=torch.float16)
     assert ready(x, x.stride(1), x.stride(0))

@@ -120,7 +120,7 @@ FLAG = "USE_TMA"  # the constexpr that picks descriptors (True) or the original 
 MIN_ARCH = 90  # TMA: Hopper and newer
 MIN_INNER_BYTES = 16  # a descriptor's block is at least 16 bytes wide in its unit-stride dimension
 _ZEROS = frozenset({"0", "0.0", "0.", "False"})
-_UNIT_STRIDE = re.compile(r"^(\w+)\.stride\((1|-1)\)$")
+_UNIT_STRIDE = re.compile(r"^(\w+)\.stride\(([1-9]|-1)\)$")
 
 
 @dataclass
@@ -197,7 +197,7 @@ class TensorDescriptor:
     changes_numerics = False  # the same tiles, zeros past the edges as the masks' other=0
     # A new constexpr every launch computes: a kernel another module launches is not edited.
     keeps_interface = False
-    max_changed_lines = 40  # host check and allocator, flag, descriptors and the loads' and store's if/else
+    max_changed_lines = 50  # host check and allocator (10), flag, descriptors, the loads' and store's if/else (multi-line loads re-indented)
 
     def _plan(self, module: cst.Module, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> _Plan:
         if target.arch < MIN_ARCH:
@@ -257,7 +257,7 @@ class TensorDescriptor:
                 raise ActionError(f"the file already uses the name {ALLOCATOR}")
             if self._module_name(analysis, "torch") is None or self._module_name(analysis, "triton") is None:
                 raise ActionError("the file does not import torch and triton by name: nowhere to spell triton.set_allocator")
-        helper = not re.search(rf"^def {READY}\(", analysis.text, re.M)
+        helper = not re.search(rf"^def {READY}\(", analysis.text, re.MULTILINE)
         if helper and READY in c.names_in(module):
             raise ActionError(f"the file already uses the name {READY}")
         return _Plan(kdef, loop, operands, language, allocator, store, flags, helper)
@@ -552,7 +552,7 @@ class TensorDescriptor:
     @staticmethod
     def _tile_aligned(axes: list[_Axis], shape, name) -> None:
         """One dimension starts at the loop's ``k`` with BLOCK_K, the other at a multiple of its block."""
-        size_k, block_k, kterm, var = shape
+        _size_k, block_k, kterm, var = shape
         k_dims = [d for d, axis in enumerate(axes) if var in re.findall(r"\w+", axis.start)]
         if len(k_dims) != 1:
             raise ActionError(f"not exactly one dimension of {name}'s tile moves with the loop's {var}")
@@ -576,7 +576,7 @@ class TensorDescriptor:
                 continue
             bounds = set()
             for comparison in _comparisons(kdef):
-                inner, dim = _broadcast(comparison.left)
+                inner, _dim = _broadcast(comparison.left)
                 vector = resolve(inner)
                 if vector is not None and (_flat(vector[0]), vector[1]) == (_flat(axis.start), axis.block):
                     bounds.add(" ".join(c.code(comparison.comparisons[0].comparator).split()))
@@ -711,8 +711,8 @@ class TensorDescriptor:
         module = self._with_host_code(c.replace_all(module, pairs), analysis, plan)
         shapes = "; ".join(f"{op.desc} [{', '.join(a.size for a in op.axes)}]" for op in plan.operands
                            + ([plan.store] if plan.store is not None else []))
-        notes = [f"{FLAG} ({READY} at the launch) takes the descriptors only where TMA can read the tensors as the "
-                 "kernel does (unit innermost stride, 16-byte-aligned base and strides); elsewhere the pointer accesses stay"]
+        notes = [(f"{FLAG} ({READY} at the launch) takes the descriptors only where TMA can read the tensors as the "
+                  "kernel does (unit innermost stride, 16-byte-aligned base and strides); elsewhere the pointer accesses stay")]
         if plan.allocator:
             notes.append(f"adds {ALLOCATOR} and triton.set_allocator: device-side descriptors live in global memory")
         what = "tl.dot tiles and output tile" if plan.store is not None else "tl.dot tiles"
@@ -816,11 +816,12 @@ def _smallest_element_bytes(text: str) -> int:
 
 
 def _innermost_at_launch(launch: c.LaunchNode, kernel: Kernel, param: str) -> bool:
-    """Whether ``launch`` passes ``param`` as ``t.stride(-1)``, or ``t.stride(1)`` and no later stride of ``t``."""
+    """Whether ``launch`` passes ``param`` as ``t.stride(-1)``, or as the last ``t.stride(i)`` (i >= 1) it passes for ``t``."""
     match = _UNIT_STRIDE.match(c.launch_sources(launch, kernel).get(param, ""))
     if match is None:
         return False
-    return match.group(2) == "-1" or not re.search(rf"\b{match.group(1)}\.stride\(\s*[2-9]", c.code(launch.call))
+    passed = [int(i) for i in re.findall(rf"\b{match.group(1)}\.stride\(\s*(-?\d+)\s*\)", c.code(launch.call))]
+    return match.group(2) == "-1" or int(match.group(2)) == max(passed)
 
 
 ACTION = TensorDescriptor()

@@ -5,6 +5,12 @@ import triton
 import triton.language as tl
 
 
+def _tma_ready(tensor, unit_stride, *strides):
+    """Whether TMA reads ``tensor`` as the kernel does: unit innermost stride, 16-byte-aligned base and strides."""
+    return unit_stride == 1 and tensor.data_ptr() % 16 == 0 and all(
+        stride * tensor.element_size() % 16 == 0 for stride in strides)
+
+
 def _tma_allocator(size: int, alignment: int, stream):
     """Global memory for the device-side TMA descriptors."""
     return torch.empty(size, dtype=torch.int8, device="cuda")
@@ -23,19 +29,39 @@ def linear_kernel(
     stride_xm, stride_xk,
     stride_wn, stride_wk,
     stride_ym, stride_yn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
-    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
+    if USE_TMA:
+        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
+        w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
     for k in range(0, K, BLOCK_K):
-        x = x_desc.load([pid_m * BLOCK_M, k])
-        w = w_desc.load([pid_n * BLOCK_N, k]).T
+        if USE_TMA:
+            x = x_desc.load([pid_m * BLOCK_M, k])
+            w = w_desc.load([pid_n * BLOCK_N, k]).T
+        else:
+            x = tl.load(
+                x_ptr + offs_m[:, None] * stride_xm + (k + offs_k)[None, :] * stride_xk,
+                mask=(offs_m[:, None] < M) & ((k + offs_k)[None, :] < K), other=0.0,
+            )
+            w = tl.load(
+                w_ptr + (k + offs_k)[:, None] * stride_wk + offs_n[None, :] * stride_wn,
+                mask=((k + offs_k)[:, None] < K) & (offs_n[None, :] < N), other=0.0,
+            )
         acc += tl.dot(x, w)
-    y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[stride_ym, 1], block_shape=[BLOCK_M, BLOCK_N])
-    y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_ptr.dtype.element_ty))
+    if USE_TMA:
+        y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[stride_ym, 1], block_shape=[BLOCK_M, BLOCK_N])
+        y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_ptr.dtype.element_ty))
+    else:
+        tl.store(
+            y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :] * stride_yn,
+            acc.to(y_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N),
+        )
 
 
 @triton.jit
@@ -54,7 +80,6 @@ def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> to
     M, K = x.shape
     N, K2 = weight.shape
     assert K == K2, "inner dimensions differ"
-    x, weight = x.contiguous(), weight.contiguous()
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     out = torch.empty((M, N), device=x.device, dtype=x.dtype)
     BLOCK_M = 128
@@ -65,7 +90,7 @@ def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> to
         x, weight, y, M, N, K,
         x.stride(0), x.stride(1), weight.stride(0), weight.stride(1), y.stride(0), y.stride(1),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-        num_warps=8, num_stages=3,
+        num_warps=8, num_stages=3, USE_TMA=_tma_ready(x, x.stride(1), x.stride(0)) and _tma_ready(weight, weight.stride(1), weight.stride(0)) and _tma_ready(y, y.stride(1), y.stride(0)),
     )
     BLOCK_SIZE = 128
     bias_gelu_kernel[(triton.cdiv(M * N, BLOCK_SIZE),)](y, bias, out, M * N, N, BLOCK_SIZE=BLOCK_SIZE)

@@ -60,7 +60,6 @@ def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> to
     M, K = x.shape
     N, K2 = weight.shape
     assert K == K2, "inner dimensions differ"
-    x, weight = x.contiguous(), weight.contiguous()
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     out = torch.empty((M, N), device=x.device, dtype=x.dtype)
     BLOCK_M = 128
