@@ -38,7 +38,7 @@ def plan_jobs(analysis: FileAnalysis, target: GpuProfile, kernels: list[str] | N
         for binding in bindings:
             values = {k: v for k, v in binding.values.items() if _is_constexpr(kernel, k)}
             values.update({name: 1 for name in unit})  # the runtime specializes ints equal to 1
-            if binding.kind == "launch":
+            if binding.kind in ("launch", "config"):
                 values.update(_computed_flags(kernel, ctx.launches_by_kernel.get(kernel.name, []), binding, values))
             warps = binding.num_warps or DEFAULT_NUM_WARPS
             stages = binding.num_stages or DEFAULT_NUM_STAGES
@@ -74,6 +74,8 @@ def _computed_flags(kernel: Kernel, launches: list, binding, values: dict) -> di
     checks (tensor_descriptor's ``USE_TMA=_tma_ready(a, ...) and ...``), known only at run time: compiled as False,
     the branch the launch takes whenever a check fails."""
     site = next((launch for launch in launches if launch.span == binding.fallback), None)
+    if site is None and binding.kind == "config" and launches:
+        site = launches[0]  # an autotune config: the flag the (first) launch computes besides the tuned values
     flags: dict[str, bool] = {}
     for arg in site.args if site is not None else []:
         if arg.param is None or arg.param in values or arg.value is not None or not _is_constexpr(kernel, arg.param):
