@@ -116,6 +116,7 @@ REFUSALS = [
     ("x = tl.load(x_ptr + base + c * S + offs_s, mask=mask, other=0.0)\n        acc",
      "x = tl.load(x_ptr + base + c * c * S + offs_s, mask=mask, other=0.0)\n        acc", "not affine in c"),
     ("tl.store(y_ptr + base + c * S + offs_s", "tl.store(y_ptr + base + offs_s", "store address does not depend on c"),
+    ("tl.store(y_ptr + base + c * S + offs_s", "tl.store(y_ptr + base + 0 * c + offs_s", "store address is not affine in c"),
     ("acc += x * x", "acc += tl.sum(x * x, axis=0)", "not an elementwise tl function"),
     ("rms = tl.sqrt(acc / C + eps)", "rms = tl.sqrt(acc / C + eps) + x", "read after the loop"),
     ("self.eps, BLOCK_S=256)", "self.eps, BLOCK_S=max(256, S))", "not a literal, a default or a host constant"),

@@ -252,6 +252,8 @@ def _affine_in(node: cst.BaseExpression, var: str, shapes: _Shapes, loop: _Loop,
             return _affine_in(node.left, var, shapes, loop, local) and _affine_in(node.right, var, shapes, loop, local)
         if isinstance(node.operator, cst.Multiply):
             for factor, other in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(c.unparen(other), cst.Integer) and c.unparen(other).evaluated_value == 0:
+                    return False  # `0 * c`: every channel at one address
                 if var not in c.names_in(other) and shapes._shape(other, loop, local) == SCALAR:
                     return _affine_in(factor, var, shapes, loop, local)
     return False
@@ -417,7 +419,7 @@ class ChannelTile:
                 if plan.var not in c.names_in(address):
                     raise ActionError(f"a {_tl_func(call, tl_roots)} address does not depend on {plan.var}")
                 if not _affine_in(address, plan.var, shapes, plan, local):
-                    raise ActionError(f"a load or store address is not affine in {plan.var}")
+                    raise ActionError(f"a {_tl_func(call, tl_roots)} address is not affine in {plan.var}")
                 if _tl_func(call, tl_roots) == "load" and stored:
                     raise ActionError("a load follows a store in the same iteration")
                 kwargs = {a.keyword.value for a in call.args if a.keyword is not None}
