@@ -32,8 +32,8 @@ and not stepped with ``+=``), where each offset vector is ``start + tl.arange(0,
 starts at the loop's ``k`` (``k * BLOCK_K``), the other at ``pid * BLOCK`` (tile aligned). The mask
 may only bound those offsets (``rows[:, None] < M``), ``other`` must be zero, and one dimension must
 have unit stride: written without a stride, or a stride argument every launch passes as
-``t.stride(1)`` / ``t.stride(-1)`` (descriptors need a compile-time unit innermost stride: they spell
-it ``1``, and ``_tma_ready`` checks the argument). The unit-stride block must be at least 16 bytes wide
+``t.stride(-1)`` or as the last ``t.stride(i)`` it passes for ``t`` (descriptors need a compile-time
+unit innermost stride: they spell it ``1``, and ``_tma_ready`` checks the argument). The unit-stride block must be at least 16 bytes wide
 (smallest torch dtype the file names) at every launch and autotune config.
 
 Example: kernel=mm_kernel target=h100 params={}
