@@ -50,6 +50,9 @@ TRANSPOSED = MM.replace(
     "return a.float() @ b.float()", "return a.float() @ b.float().T")
 EXAMPLE = kernel_path("matmul").read_text()  # strides as arguments, a and b straight from the caller
 RAGGED = MM.replace("k: int = 200", "k: int = 45")  # 90-byte fp16 rows: TMA cannot read them, the pointer loads run
+# A column-major A (a transposed view): stride_ak is not 1, so the launch's check keeps the pointer loads.
+STRIDED = EXAMPLE.replace("    a = torch.randn(m, k, device=device, dtype=torch.float16)",
+                          "    a = torch.randn(k, m, device=device, dtype=torch.float16).t()")
 CORPUS = [("matmul_fp32", "matmul_fp32_kernel"), ("bmm", "bmm_kernel"), ("linear_gelu", "linear_kernel"),
           ("matmul_autotuned", "mm_autotuned_kernel")]
 
@@ -200,7 +203,7 @@ def test_same_results_under_the_interpreter(tmp_path):
     exact = (0.0, 0.0)
     jobs = [job(tmp_path, name, text, apply(text, kernel), exact) for name, text, kernel in
             (("mm", MM, "mm_kernel"), ("transposed", TRANSPOSED, "mm_kernel"), ("example", EXAMPLE, "matmul_kernel"),
-             ("ragged", RAGGED, "mm_kernel"), ("ragged-transposed", TRANSPOSED.replace("k: int = 200", "k: int = 45"), "mm_kernel"))]
+             ("ragged", RAGGED, "mm_kernel"), ("strided", STRIDED, "matmul_kernel"), ("ragged-transposed", TRANSPOSED.replace("k: int = 200", "k: int = 45"), "mm_kernel"))]
     for name, kernel in CORPUS:
         text = kernel_path(name).read_text()
         jobs.append(job(tmp_path, name, text, apply(text, kernel), exact))
