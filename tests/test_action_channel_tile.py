@@ -107,6 +107,19 @@ def test_the_one_loop_form_with_a_default_block_and_a_lambda_grid():
     assert "def channel_mean_kernel(x_ptr, out_ptr, C, S, BLOCK_C: tl.constexpr, BLOCK: tl.constexpr = 32):" in new
 
 
+# The mean in half precision: the loop added each fp16 vector to the fp32 accumulator, so the tile is summed in fp32.
+HALF_MEAN = CHANNEL_MEAN.replace("v.to(tl.float32)", "v").replace(
+    "torch.randn(3, channels, 45, device=device)", "torch.randn(3, channels, 45, device=device, dtype=torch.float16)")
+
+
+def test_half_precision_tiles_are_summed_in_the_accumulators_fp32():
+    assert "acc = acc + tl.sum(v.to(tl.float32), axis=0)" in apply(HALF_MEAN, "channel_mean_kernel")
+    assert "acc = acc + tl.sum(v.to(tl.float32), axis=0)" in apply(CHANNEL_MEAN, "channel_mean_kernel")  # cast once
+    new = apply(CHANNEL_NORM.replace("w: torch.Tensor)", "w: torch.Tensor, dtype=torch.float16)"), "channel_norm_kernel")
+    assert "sq += tl.sum(tl.where(mask_ch[:, None], (d * d).to(tl.float32), 0.0), axis=0)" in new
+    assert "acc += tl.sum(x * x, axis=0)" in apply(DEV_RMS.read_text(), "rms_norm_channels_kernel")  # fp32 only: as is
+
+
 REFUSALS = [
     ("acc += x * x", "acc = tl.maximum(acc, x)", "carried from one iteration to the next"),
     ("acc += x * x", "acc *= x", "not a sum"),
@@ -196,7 +209,8 @@ def test_same_results_under_the_interpreter(tmp_path):
     assert big != CHANNEL_MEAN
     jobs = [job(tmp_path, "channel_norm", CHANNEL_NORM, apply(CHANNEL_NORM, "channel_norm_kernel"), TOL_FP32),
             job(tmp_path, "channel_mean", CHANNEL_MEAN, apply(CHANNEL_MEAN, "channel_mean_kernel"), TOL_FP32),
-            job(tmp_path, "channel_mean_1100", big, apply(big, "channel_mean_kernel"), TOL_FP32)]
+            job(tmp_path, "channel_mean_1100", big, apply(big, "channel_mean_kernel"), TOL_FP32),
+            job(tmp_path, "half_mean", HALF_MEAN, apply(HALF_MEAN, "channel_mean_kernel"), (2e-2, 2e-2))]
 
     # A planted mistake the comparison must catch: the centred squares summed without the channel mask.
     planted = apply(CHANNEL_NORM, "channel_norm_kernel").replace("tl.where(mask_ch[:, None], d * d, 0.0)", "d * d")

@@ -8,8 +8,9 @@ triton.next_power_of_2(C)`` and every such loop becomes straight-line code on a 
 tile: ``c`` becomes ``offs_c[:, None]``, the position vectors ``v[None, :]``, each mask gains
 ``mask_c[:, None]``, an accumulation ``acc += e`` becomes ``acc += tl.sum(e, axis=0)`` (``e`` masked with
 ``tl.where`` unless the padded channels provably add zeros: a load with ``other=0`` times anything
-loaded), and a load the second pass repeats reuses the first pass's tile (three passes over memory
-become two). The tile is kept at most ``TILE_BUDGET`` elements: the host caps ``BLOCK_S`` at
+loaded; in a file that handles half precision the tile is cast to an fp32 accumulator's type first, as each
+vector was when added to it), and a load the second pass repeats reuses the first pass's tile (three
+passes over memory become two). The tile is kept at most ``TILE_BUDGET`` elements: the host caps ``BLOCK_S`` at
 ``TILE_BUDGET // BLOCK_C`` and the grid, which divides by the block, follows it.
 Refused (with the reason) when a loop holds other control flow, a reduction, a load or a store whose
 address is not affine in ``c``, an accumulation that is not a sum, or a value carried from one
@@ -69,6 +70,7 @@ def rms_norm(x):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -90,6 +92,7 @@ _ELEMENTWISE = frozenset({
     "abs", "sqrt", "sqrt_rn", "rsqrt", "exp", "exp2", "log", "log2", "sin", "cos", "erf", "floor", "ceil",
     "sigmoid", "maximum", "minimum", "where", "fma", "div_rn", "fdiv", "clamp", "cast",
 })
+_HALF = re.compile(r"float16|bfloat16|\bhalf\b|\bfp16\b|\bbf16\b")
 _REDUCTIONS = frozenset({"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum"})
 _COMPOUND = (cst.If, cst.While, cst.For, cst.With, cst.Try, cst.FunctionDef, cst.ClassDef)
 
@@ -130,6 +133,7 @@ class _Plan:
     grid_sites: list  # grid literals that repeat the block (empty for a grid that reads meta[block] or the host's name)
     host_at: cst.SimpleStatementLine  # the host lines go before this statement (the launch or its `grid = ...`)
     host_var: str | None  # the host constant that sets the block, reassigned capped (None: a literal or default)
+    widen: dict[str, str] = field(default_factory=dict)  # accumulator -> the fp32 its summed tiles are cast to
 
 
 def _tl_func(node: cst.BaseExpression, tl_roots: frozenset[str]) -> str | None:
@@ -304,6 +308,10 @@ class ChannelTile:
         shapes = _Shapes(kernel, tl_roots, block)
         plans: list[_Loop] = []
         zero_sums: set[int] = set()
+        # tl.sum adds half-precision tiles in half precision, where the loop added each vector to an fp32
+        # accumulator: in a file that handles half precision the summed tile is cast to the accumulator's fp32.
+        half = bool(_HALF.search(analysis.text))
+        widen: dict[str, str] = {}
         loop_names: set[str] = set()
         for statement in body:
             if isinstance(statement, cst.For):
@@ -317,6 +325,12 @@ class ChannelTile:
                     raise ActionError(f"{', '.join(sorted(read & loop_names))} is read after the loop that assigns it")
                 if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
                     shapes.outer[small.targets[0].target.value] = shapes.outer_shape(small.value)
+                    dtype = next((a.value for a in getattr(small.value, "args", ()) if a.keyword is not None
+                                  and a.keyword.value == "dtype"), None)
+                    if dtype is not None and c.code(dtype) in {f"{r}.float32" for r in tl_roots} and half:
+                        widen[small.targets[0].target.value] = c.code(dtype)
+                    else:
+                        widen.pop(small.targets[0].target.value, None)
                 elif isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
                     before, value = shapes.outer.get(small.target.value), shapes.outer_shape(small.value)
                     shapes.outer[small.target.value] = None if before is None or value is None else _join(before, value)
@@ -390,7 +404,8 @@ class ChannelTile:
         if positional > _param_slot(kernel):
             raise ActionError(f"the launch passes arguments positionally past where {CHANNEL_PARAM} would go")
         return _Plan(kdef, launch, launch_line, tl, triton, block, value, channels, passed.source, plans,
-                     zero_sums, names, sites, at, host_var)
+                     zero_sums, names, sites, at, host_var,
+                     {acc: widen[acc] for l in plans for _s, acc, _e in l.sums if acc in widen})
 
     def _loop(self, loop: cst.For, shapes: _Shapes, tl_roots: frozenset[str], zero_sums: set[int]) -> _Loop:
         var = _loop_bound(loop, tl_roots)[0]
@@ -694,8 +709,12 @@ class _Tile(cst.CSTTransformer):
 
         return node.visit(AddMask())
 
-    def _sum(self, summed: cst.BaseExpression) -> cst.BaseExpression:
+    def _sum(self, summed: cst.BaseExpression, acc: str) -> cst.BaseExpression:
         value = self._rename(summed)
+        if acc in self.plan.widen and not c.code(value).endswith(f".to({self.plan.widen[acc]})"):
+            tight = isinstance(value, (cst.Name, cst.Call, cst.Attribute, cst.Subscript)) or bool(value.lpar)
+            inner = c.code(value) if tight else f"({c.code(value)})"
+            value = c.expr(f"{inner}.to({self.plan.widen[acc]})")
         if id(summed) not in self.plan.zero_sums:
             value = c.expr(f"{self.plan.tl}.where({self.plan.names['mask_c']}[:, None], {c.code(value)}, 0.0)")
         return c.expr(f"{self.plan.tl}.sum({c.code(value)}, axis=0)")
@@ -707,9 +726,9 @@ class _Tile(cst.CSTTransformer):
             if hit is not None:
                 acc, summed = hit
                 if isinstance(original, cst.AugAssign):
-                    body.append(original.with_changes(value=self._sum(summed)))
+                    body.append(original.with_changes(value=self._sum(summed, acc)))
                 else:
-                    body.append(original.with_changes(value=original.value.with_changes(right=self._sum(summed))))
+                    body.append(original.with_changes(value=original.value.with_changes(right=self._sum(summed, acc))))
             elif isinstance(original, cst.Assign):
                 body.append(original.with_changes(value=self._rename(original.value)))
             else:
