@@ -218,15 +218,16 @@ def test_offsets_read_through_another_name_are_refused():
     assert "reads rm through another name" in why_refused(text)
 
 
-def test_the_heuristic_loop_reaches_grouped_order_and_the_unmasked_loop_within_its_steps():
-    """After tiling and pipelining, grouped order and the unmasked loop come as one step (alone each is about 1.0x
-    on the H200, so a loop that keeps only faster steps would drop either); bmm (no 2-D grid) gets the loop alone."""
+def test_the_heuristic_loop_takes_grouped_order_before_the_unmasked_loop():
+    """After tiling and pipelining, grouped order alone comes first where the grid has two axes (the engine's edits on
+    the H200: 0.96-1.12x, the grouped unmasked loop 0.93-1.02x); bmm (no 2-D grid) gets the unmasked loop."""
     verify = ScriptedVerifier(lambda new, old: report(speedup=1.1))
-    for name, steps, last in (("matmul", 3, {"GROUP_M": 8}), ("matmul_transposed", 3, {"GROUP_M": 8}), ("bmm", 3, {})):
+    for name, last in (("matmul", "reordering"), ("matmul_transposed", "reordering"), ("bmm", "mask_free_k")):
         path, kernel = SUITE[name]
-        result = optimize(path.read_text(), str(path), kernel, H200, HeuristicPolicy(), verify, steps=steps, beam=1)
-        assert [s.candidate.action for s in result.steps] == ["tiling", "pipelining", "mask_free_k"], name
-        assert result.steps[-1].candidate.params == last
+        result = optimize(path.read_text(), str(path), kernel, H200, HeuristicPolicy(), verify, steps=3, beam=1)
+        assert [s.candidate.action for s in result.steps] == ["tiling", "pipelining", last], name
+        if last == "reordering":
+            assert result.steps[-1].candidate.params == {"GROUP_M": 8}
 
 
 def test_a_pipelining_step_does_not_demote_it():
@@ -240,7 +241,7 @@ def test_a_pipelining_step_does_not_demote_it():
     alone, grouped = offered(state_text, "matmul_kernel")
     before = policy.score(PolicyState(analysis, analysis.kernel("matmul_kernel"), H200), grouped)[0]
     after = policy.score(PolicyState(analysis, analysis.kernel("matmul_kernel"), H200, [kept]), grouped)[0]
-    assert before == after == 0.75
+    assert before == after == 0.66
     reorder = next(cand for cand in applicable(analysis, "matmul_kernel", H200) if cand.action == "reordering")
     assert policy.score(PolicyState(analysis, analysis.kernel("matmul_kernel"), H200), reorder)[0] > \
         policy.score(PolicyState(analysis, analysis.kernel("matmul_kernel"), H200), alone)[0]

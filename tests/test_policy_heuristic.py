@@ -89,8 +89,8 @@ def test_make_policy_falls_back_to_heuristic_with_a_reason(settings, expected):
 
 
 def test_hopper_matmul_route_lands_in_three_kept_steps():
-    """Tile 128x256x64 with 8 warps, then 3 stages, then grouped order with the masks out of the K loop in one step
-    (H200: 615-620 TFLOP/s measured for grouped order; with the unmasked loop 1.04-1.17x over the masked one)."""
+    """Tile 128x256x64 with 8 warps, then 3 stages, then grouped order (the engine's own edits on the H200: grouped
+    order 0.96-1.12x over the pointer loads, grouped order with the masks out of the K loop 0.93-1.02x)."""
     from mtmc_lsp.optimizer.actions import applicable, apply_candidate
 
     text = (EXAMPLES / "matmul.py").read_text()
@@ -106,8 +106,8 @@ def test_hopper_matmul_route_lands_in_three_kept_steps():
         text = apply_candidate(text, best, target).new_text
         history.append(StepOutcome(best, True, True, 1.2, 0.5, True))
     assert route == [("tiling", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8}),
-                     ("pipelining", {"num_stages": 3}), ("mask_free_k", {"GROUP_M": 8})]
-    assert "GROUP_M=8, EVEN_K=K % BLOCK_K == 0" in text
+                     ("pipelining", {"num_stages": 3}), ("reordering", {"GROUP_M": 8})]
+    assert "GROUP_M" in text and "EVEN_K" not in text
 
 
 def test_contiguity_hints_rank_below_grouped_order():
