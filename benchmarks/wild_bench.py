@@ -127,7 +127,8 @@ def step_record(attempt) -> dict:
     cand = attempt.candidate
     record = {"kernel": cand.kernel, "action": cand.action, "kind": cand.kind, "params": dict(cand.params),
               "title": cand.title, "depth": attempt.depth, "speedup": attempt.speedup,
-              "changed_lines": attempt.changed_lines, "summary": attempt.summary}
+              "changed_lines": attempt.changed_lines, "summary": attempt.summary,
+              "enabling": getattr(attempt, "enabling", False)}
     record["structural"] = is_structural(record)
     return record
 
@@ -368,19 +369,22 @@ def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int, dev
 def structural_kernels(original: str, final_text: str, kept: list[dict], path: Path) -> list[dict]:
     """Per kernel of the original file: the kept steps on it, and whether one was structural.
 
-    A kernel that a kept Fusion step removed (fused into another kernel) counts as structurally changed.
+    A kernel that a kept Fusion step removed (fused into another kernel) counts as structurally changed. An
+    enabling step (kept within the noise for what it opens) counts only when a faster step was kept after it.
     """
     from mtmc_lsp.optimizer.analysis import analyze
 
     names = [k.name for k in analyze(original, str(path)).kernels]
     remaining = {k.name for k in analyze(final_text, str(path)).kernels}
-    fused = any(s["kind"] == "Fusion" for s in kept)
+    counted = [s for i, s in enumerate(kept) if not s.get("enabling") or any(not t.get("enabling") for t in kept[i + 1:])]
+    fused = any(s["kind"] == "Fusion" for s in counted)
     rows = []
     for name in names:
         mine = [s for s in kept if s["kernel"] == name]
         removed = name not in remaining
-        rows.append({"kernel": name, "steps": [f"{s['action']} ({s['kind']})" for s in mine],
-                     "structural": any(s["structural"] for s in mine) or (removed and fused),
+        rows.append({"kernel": name,
+                     "steps": [f"{s['action']} ({s['kind']}{', enabling' if s.get('enabling') else ''})" for s in mine],
+                     "structural": any(s["structural"] for s in mine if s in counted) or (removed and fused),
                      "fused_away": removed and fused})
     return rows
 

@@ -70,6 +70,12 @@ STANDING_STILL_REWARD = 0.4  # compile 0.1 + correct 0.3 + log(1)
 # A step must change the time by more than this to count, whatever the rounds' band says: on the H200 a step
 # that only names a constant (name_block) measured 1.004x at a +/-0.2% band and took one of three kept steps.
 MIN_BELIEVED_CHANGE = 0.01
+# Steps whose worth is what they let later steps do: a preparation (name_block) and a fusion (one kernel fewer,
+# the fused kernel's passes then open to single_pass and the like). One that is correct and within the noise is
+# kept as an *enabling* step while a step is left after it: with CUDA-graph timing a neutral fusion no longer
+# looks faster by chance (the suite's cross entropy, H200: its row fusion measured 1.00x +/-0.1% and was dropped,
+# and with it the single-pass rewrite the fused kernel allows).
+ENABLING_KINDS = frozenset({"Prepare", "Fusion"})
 SPEED_UNAVAILABLE_NOTE = (
     "speed unavailable (no GPU: verified in the Triton interpreter): steps were kept because they are "
     "correct, and ranked by the policy's score; their speed-up is not measured"
@@ -100,10 +106,17 @@ class Attempt:
     report: dict | None = None
     timings: dict[str, float] = field(default_factory=dict)
     policy_metadata: dict[str, Any] = field(default_factory=dict)
+    enabling: bool = False  # kept within the noise for what later steps can do (ENABLING_KINDS)
 
     @property
     def kept(self) -> bool:
         return self.status == "kept"
+
+    def keep_as_enabling(self) -> None:
+        """Keep a correct, neutral Prepare or Fusion step for the steps it opens (the caller checks one is left)."""
+        self.status, self.enabling = "kept", True
+        self.reason = (f"kept as an enabling step: {self.speedup:.2f}x is within the noise, and a "
+                       f"{self.candidate.kind.lower()} step opens others")
 
     def outcome(self) -> StepOutcome:
         return StepOutcome(self.candidate, self.compiled, self.correct, self.speedup, self.reward, self.kept)
@@ -115,7 +128,7 @@ class Attempt:
             "reason": self.reason, "compiled": self.compiled, "correct": self.correct, "speedup": self.speedup,
             "withinNoise": self.within_noise, "reward": self.reward, "summary": self.summary, "diff": self.diff,
             "changedLines": self.changed_lines, "timings": dict(self.timings), "policy": dict(self.policy_metadata),
-            "report": self.report,
+            "report": self.report, "enabling": self.enabling,
         }
         if with_texts:
             data["newText"] = self.new_text
@@ -377,12 +390,17 @@ class _KernelSearch:
         queue = list(enumerate(ranked))  # (the policy's rank, choice); the rank is what trajectories record
         while queue:
             position, choice = queue.pop(0)
-            if len(children) >= self.config.beam or applied >= self.config.tries_at(bool(children)) or self.stop_now():
+            # An enabling child does not fill the beam: a step that is faster on its own, if one comes, is preferred.
+            faster = [c for c in children if not c.steps[-1].enabling]
+            if len(faster) >= self.config.beam or applied >= self.config.tries_at(bool(children)) or self.stop_now():
                 break
             self.tried.add((hash(node.text), choice.candidate.key()))
             attempt = _try(node, choice, position, depth, self.path, self.target, self.apply_one, self.verify,
                            self.config.cancel, self.deadline, self.seen)
             attempt.timings["rank_s"] = round(rank_s, 4)
+            if (attempt.status == "rejected" and attempt.within_noise and attempt.candidate.kind in ENABLING_KINDS
+                    and depth < self.config.steps):
+                attempt.keep_as_enabling()
             self.attempts.append(attempt)
             _emit(attempt, self.config.on_step, self.config.record, state)
             if attempt.status in ("not_applied", "unchanged", "revisit"):

@@ -216,3 +216,14 @@ def test_torch_compile_path_on_the_cpu(name, knobs):
     assert out["compile_ms"] > 0 and out["eager_ms"] > 0 and out["eager_band_rel"] is not None
     test_file = DEV / "red_cumsum_test.py"
     assert "test-style" in wb.time_torch_compile(test_file, test_file.read_text(), 60, 2, device="cpu")["skipped"]
+
+
+def test_an_enabling_step_counts_as_structural_only_with_a_faster_step_after_it(tmp_path):
+    text = (ROOT / "benchmarks" / "suite" / "cross_entropy.py").read_text()
+    fusion = {"kernel": "row_max_kernel", "action": "row_fusion", "kind": "Fusion", "structural": True, "enabling": True}
+    single = {"kernel": "row_max_kernel", "action": "single_pass", "kind": "Tiling", "structural": True, "enabling": False}
+    path = tmp_path / "cross_entropy.py"
+    alone = {r["kernel"]: r for r in wb.structural_kernels(text, text, [fusion], path)}
+    assert not alone["row_max_kernel"]["structural"] and "enabling" in alone["row_max_kernel"]["steps"][0]
+    followed = {r["kernel"]: r for r in wb.structural_kernels(text, text, [fusion, single], path)}
+    assert followed["row_max_kernel"]["structural"]
