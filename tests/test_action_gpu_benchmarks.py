@@ -55,3 +55,20 @@ def test_flash_attention_sources_are_the_engines_current_step():
         assert (ROOT / entry["after"]["flash"]).read_text() == apply_candidate(text, cand, target).new_text, \
             f"{entry['problem']}: run python3 benchmarks/flash_attention_gpu.py --generate"
         assert "flash, chain's tiles" in entry["after"] and all((ROOT / p).exists() for p in entry["after"].values())
+
+
+def test_tensor_descriptor_and_channel_tile_sources_are_the_engines_current_edits():
+    """The committed variants the GPU machine times are what the engine writes today (else: run --generate)."""
+    import _variants
+
+    for name in ("tensor_descriptor_gpu", "channel_tile_gpu"):
+        bench = script(name)
+        entries = _variants.read_manifest(bench.GENERATED)
+        assert entries and all((ROOT / e["path"]).exists() for e in entries), name
+        for entry in entries:
+            if entry["variant"] in ("descriptors", "channel_tile"):
+                source, kernel = bench.PROBLEMS[entry["problem"]]
+                steps = (bench.BASE + bench.VARIANTS[entry["variant"]] if name == "tensor_descriptor_gpu"
+                         else [("channel_tile", None)])
+                expected = _variants.apply_steps((ROOT / source).read_text(), kernel, steps, bench.TARGET)
+                assert (ROOT / entry["path"]).read_text() == expected, f"run python benchmarks/{name}.py --generate"
