@@ -128,7 +128,8 @@ def step_record(attempt) -> dict:
     record = {"kernel": cand.kernel, "action": cand.action, "kind": cand.kind, "params": dict(cand.params),
               "title": cand.title, "depth": attempt.depth, "speedup": attempt.speedup,
               "changed_lines": attempt.changed_lines, "summary": attempt.summary,
-              "enabling": getattr(attempt, "enabling", False)}
+              "enabling": getattr(attempt, "enabling", False),
+              "phases": (attempt.report or {}).get("phases") or {}, "verify_s": attempt.timings.get("verify_s")}
     record["structural"] = is_structural(record)
     return record
 
