@@ -263,3 +263,15 @@ def test_the_edits_compile_for_hopper():
         new = apply(text, kernel, H200)
         (compiled,) = compile_jobs(new, [CompileJob(kernel, blocks, num_warps=4, num_stages=3)], H200, cache_dir=None)
         assert compiled.status == "ok", (kernel, compiled.status, compiled.error)
+
+
+def test_the_edit_writes_the_kernels_own_spelling_of_triton_language():
+    """The analysis binds `tl` in every file; a file that imports triton.language as `tlang` must get `tlang.`."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev" / "norm_rmsnorm_kernelbench.py").read_text()
+    spelled = re.sub(r"(?<![\w.])tl\.", "tlang.", text.replace("import triton.language as tl", "import triton.language as tlang"))
+    target = get_profile("h100")
+    (cand,) = [c for c in applicable(analyze(spelled), "rms_norm_channels_kernel", target) if c.action == "channel_tile"]
+    new = apply_candidate(spelled, cand, target).new_text
+    assert not re.search(r"(?<![\w.])tl\.", new) and "tlang.arange" in new

@@ -1277,6 +1277,21 @@ def language_roots(analysis: FileAnalysis) -> frozenset[str]:
     return frozenset(roots)
 
 
+def kernel_language(analysis: FileAnalysis, kernel: Kernel) -> str | None:
+    """The spelling of triton.language the kernel itself writes most (``tl``, ``tlang``, ``triton.language``).
+
+    The analysis binds ``tl`` even in a file that never imports it (most kernels use the name), so the
+    roots alone do not say what an edit may write."""
+    import re
+
+    source = kernel.def_span.text(analysis.text)
+    counts = {root: len(re.findall(rf"(?<![\w.]){re.escape(root)}\.", source)) for root in language_roots(analysis)}
+    used = [root for root, n in counts.items() if n]
+    if not used:
+        return None
+    return max(used, key=lambda root: (counts[root], "." not in root, -len(root)))
+
+
 def kernel_line(kernel: Kernel) -> int:
     return kernel.def_span.start.line
 

@@ -281,7 +281,7 @@ class ChannelTile:
         if launch_line is None or any(a.star for a in launch.call.args):
             raise ActionError("the launch is nested in another statement or unpacks arguments with * or **")
         tl_roots = c.language_roots(analysis)
-        tl = next((r for r in sorted(tl_roots) if "." not in r), None)
+        tl = c.kernel_language(analysis, kernel)
         triton = next((k for k, v in analysis.names.prefix.items() if v == "triton"), None)
         if tl is None or triton is None:
             raise ActionError("the file does not import triton and triton.language by name")

@@ -250,7 +250,7 @@ class TensorDescriptor:
                 raise
             store, descriptors = None, operands  # the loads alone, when only the output's check cannot be spelled
             flags = [" and ".join(self._ready(op, kernel, kdef, launch) for op in descriptors) for launch in launches]
-        language = min((r for r in roots if "." not in r), default=min(roots))
+        language = c.kernel_language(analysis, kernel) or min(roots)
         allocator = "set_allocator(" not in analysis.text
         if allocator:
             if ALLOCATOR in c.names_in(module):
