@@ -2,9 +2,12 @@
 
 For each state with at least two siblings whose reward was measured, the target distribution puts
 weight ``softmax(reward / temperature)`` on them; the loss is that weighted negative log-probability
-(grammar-constrained, over every offered action, as the policy ranks) plus ``kl_coef`` times
-KL(BC policy || current policy) over the offered actions, so the policy moves towards what measured
-best without forgetting what it cloned. The curve logs the loss, the KL, the expected reward of the
+of the policy's choice *among those siblings* (its grammar-constrained probabilities renormalized over
+them: the choice the loop makes between measured alternatives) plus ``kl_coef`` times KL(BC policy ||
+current policy) over every offered action, so the policy moves towards what measured best without
+forgetting what it cloned. (Weighting the log-probability over every offered action instead moved mass
+onto all measured siblings at once and, on a tiny model, lowered the expected reward of the choice
+among them while raising the objective.) The curve logs the loss, the KL, the expected reward of the
 policy's choice among the measured siblings, and how often its first choice is the best one.
 """
 
@@ -76,7 +79,8 @@ def train_rl(model, decisions: list[Decision], config: RLConfig | None = None, o
             logp, _ = sequence_logprobs(model, decision.prompt_ids, plans[id(decision)])
             ref = reference[id(decision)]
             weights = torch.tensor(_weights(rewards, config.temperature), dtype=logp.dtype)
-            regression = -(weights * logp[indices]).sum()
+            # Among the measured siblings, renormalized: the choice the loop makes between measured alternatives.
+            regression = -(weights * torch.log_softmax(logp[indices], 0)).sum()
             kl = (ref.exp() * (ref - logp)).sum()
             loss = regression + config.kl_coef * kl
             (loss / len(batch)).backward()
