@@ -454,6 +454,37 @@ def times_log2e(node: cst.BaseExpression) -> cst.BaseExpression:
                                                   whitespace_after=cst.SimpleWhitespace(" ")), cst.Float(LOG2E))
 
 
+def flat(node: cst.CSTNode | str) -> str:
+    """A node's source (or a source string) without any whitespace, for comparing spellings."""
+    return "".join((node if isinstance(node, str) else code(node)).split())
+
+
+def is_call(node: cst.CSTNode, op: str, roots: frozenset[str]) -> bool:
+    """Whether ``node`` calls ``<root>.op`` for one of triton.language's spellings ``roots``."""
+    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == op
+            and code(node.func.value) in roots)
+
+
+def broadcast_axis(node: cst.BaseExpression) -> tuple[cst.BaseExpression, int | None]:
+    """``x[:, None]`` -> (x, 0), ``x[None, :]`` -> (x, 1), anything else -> (node, None) (through parentheses)."""
+    node = unparen(node)
+    if isinstance(node, cst.Subscript):
+        index = flat(code(node)[len(code(node.value)):])
+        if index == "[:,None]":
+            return node.value, 0
+        if index == "[None,:]":
+            return node.value, 1
+    return node, None
+
+
+def first_free(taken: set[str], *choices: str) -> str:
+    """The first of ``choices`` not in ``taken`` (ActionError when all are)."""
+    name = next((n for n in choices if n not in taken), None)
+    if name is None:
+        raise ActionError(f"the names {', '.join(choices)} are all taken")
+    return name
+
+
 def unparen(node: cst.BaseExpression) -> cst.BaseExpression:
     """``node`` without its own parentheses (``(a & b)`` -> ``a & b``)."""
     return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node
@@ -704,10 +735,14 @@ def launch_values(launch: LaunchNode, kernel: Kernel) -> dict[str, int | None]:
 # ---- numbers the budget checks need --------------------------------------------------------------
 
 
+def torch_dtype_sizes(text: str) -> list[int]:
+    """The sizes in bytes of the torch floating types the file names (``torch.float16`` -> 2), in order."""
+    return [TORCH_DTYPE_BYTES[m] for m in re.findall(r"torch\.(float64|float32|float16|bfloat16|half|float8)\w*", text)]
+
+
 def element_bytes(text: str) -> int:
     """The widest torch element type the file's host code uses (4 when it names none)."""
-    found = [TORCH_DTYPE_BYTES[m] for m in re.findall(r"torch\.(float64|float32|float16|bfloat16|half|float8)\w*", text)]
-    return max(found) if found else 4
+    return max(torch_dtype_sizes(text), default=4)
 
 
 def dot_shared_bytes(bm: int, bn: int, bk: int, stages: int, elem: int) -> int:

@@ -398,8 +398,8 @@ class ChannelTile:
             if c.count_name(host, name):
                 raise ActionError(f"the host function already uses the name {name}")
         taken = c.names_in(kdef)
-        names = {"offs_c": _fresh(taken, f"offs_{plans[0].var}", "offs_channel"),
-                 "mask_c": _fresh(taken, f"mask_{plans[0].var}", "mask_channel")}
+        names = {"offs_c": c.first_free(taken, f"offs_{plans[0].var}", "offs_channel"),
+                 "mask_c": c.first_free(taken, f"mask_{plans[0].var}", "mask_channel")}
         positional = sum(1 for a in launch.call.args if a.keyword is None)
         if positional > _param_slot(kernel):
             raise ActionError(f"the launch passes arguments positionally past where {CHANNEL_PARAM} would go")
@@ -603,13 +603,6 @@ def _block_site(block: str, offset: int) -> cst.BaseExpression:
     if offset == 0:
         return cst.Name(block)
     return c.expr(f"({block} {'+' if offset > 0 else '-'} {abs(offset)})")
-
-
-def _fresh(taken: set[str], *choices: str) -> str:
-    name = next((n for n in choices if n not in taken), None)
-    if name is None:
-        raise ActionError(f"the names {', '.join(choices)} are all taken")
-    return name
 
 
 def _zero_padded(node: cst.BaseExpression, loop: _Loop, tl_roots: frozenset[str], defs: dict | None = None) -> bool:

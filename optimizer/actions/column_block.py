@@ -172,13 +172,6 @@ class _Rename(cst.CSTTransformer):
         return c.expr(source) if source is not None else updated_node
 
 
-def _fresh(taken: set[str], *choices: str) -> str:
-    name = next((n for n in choices if n not in taken), None)
-    if name is None:
-        raise ActionError(f"the names {', '.join(choices)} are all taken")
-    return name
-
-
 class ColumnBlock:
     name = "column_block"
     kind = "Tiling"
@@ -294,10 +287,10 @@ class ColumnBlock:
         if COLS_PARAM in params or COLS_PARAM in c.names_in(launch.host):
             raise ActionError(f"{COLS_PARAM} is already a name here")
         taken = c.names_in(kdef) | params
-        names = {"cols": _fresh(taken, "cols", f"{col}_offsets", "col_offsets"),
-                 "col_mask": _fresh(taken, "col_mask", f"{col}_mask"),
-                 "n_cols": _fresh(taken, "n_cols", "num_cols", "n_columns")}
-        names["slab"] = _fresh(taken, "row_start", "slab_start", "first_row")
+        names = {"cols": c.first_free(taken, "cols", f"{col}_offsets", "col_offsets"),
+                 "col_mask": c.first_free(taken, "col_mask", f"{col}_mask"),
+                 "n_cols": c.first_free(taken, "n_cols", "num_cols", "n_columns")}
+        names["slab"] = c.first_free(taken, "row_start", "slab_start", "first_row")
         plan = _Plan(kdef, launch, launch_line, tl, triton, col, col_assign, pid[1], acc_init, loads, rows,
                      store, row_blocks.pop(), c.code(n_expr), names, loop, None)
         try:

@@ -162,10 +162,6 @@ _TORCH_TO_TL = {"float32": "tl.float32", "float": "tl.float32", "float16": "tl.f
 _GLOBALS = {"tl", "triton", "float", "int", "math", "min", "max", "range", "None", "True", "False"}
 
 
-def _flat(node: cst.CSTNode) -> str:
-    return "".join(c.code(node).split())
-
-
 def _dotted(node: cst.BaseExpression) -> str:
     """``tl.program_id`` for a Name/Attribute chain (what ``c.code`` gives, without generating code)."""
     if isinstance(node, cst.Name):
@@ -265,8 +261,8 @@ class _Index:
             args = [a.value for a in node.args]
             if func == "tl.program_id" and len(args) == 1 and isinstance(args[0], cst.Integer):
                 return self.sym(f"pid{args[0].value}")
-            if func == "tl.arange" and len(args) == 2 and _flat(args[0]) == "0":
-                return self.sym(f"ar:{_flat(args[1])}")
+            if func == "tl.arange" and len(args) == 2 and c.flat(args[0]) == "0":
+                return self.sym(f"ar:{c.flat(args[1])}")
             if func in ("tl.multiple_of", "tl.max_contiguous") and args:
                 return self.of(args[0])
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":
@@ -291,7 +287,7 @@ class _Index:
 
 def _broadcast_axis(node: cst.Subscript) -> int | None:
     """``x[:, None]`` -> 0, ``x[None, :]`` -> 1 (the axis the vector runs along)."""
-    parts = [_flat(e.slice) for e in node.slice]
+    parts = [c.flat(e.slice) for e in node.slice]
     if parts == [":", "None"]:
         return 0
     if parts == ["None", ":"]:
@@ -364,7 +360,7 @@ class _Host:
             return None
         kw = c.kwarg(call, "dtype")
         if kw is not None:
-            text = _flat(kw.value)
+            text = c.flat(kw.value)
             return text.removeprefix("torch.")
         positional = [a.value for a in call.args if a.keyword is None]
         if _dotted(call.func).endswith("_like") and positional and isinstance(positional[0], cst.Name):
@@ -399,7 +395,7 @@ class _Host:
             i = int(node.slice[0].slice.value.evaluated_value)
             if dims is not None and i < len(dims):
                 return dims[i]
-        return sp.Symbol("h:" + _flat(node))
+        return sp.Symbol("h:" + c.flat(node))
 
     def source(self, text: str):
         return self.of(c.expr(text))
@@ -589,7 +585,7 @@ class _DropIdentities(cst.CSTTransformer):
     def leave_BinaryOperation(self, original_node, updated_node):
         if isinstance(updated_node.operator, cst.Add):
             for zero, other in ((updated_node.left, updated_node.right), (updated_node.right, updated_node.left)):
-                if _flat(c.unparen(zero)) in ("0", "0.0", "0."):
+                if c.flat(c.unparen(zero)) in ("0", "0.0", "0."):
                     return other
         return updated_node
 
@@ -597,9 +593,9 @@ class _DropIdentities(cst.CSTTransformer):
         if _dotted(updated_node.func) == "tl.maximum" and len(updated_node.args) == 2 \
                 and all(a.keyword is None for a in updated_node.args):
             first, second = (a.value for a in updated_node.args)
-            if _flat(c.unparen(first)) in _NEG_INF:
+            if c.flat(c.unparen(first)) in _NEG_INF:
                 return second
-            if _flat(c.unparen(second)) in _NEG_INF:
+            if c.flat(c.unparen(second)) in _NEG_INF:
                 return first
         return updated_node
 
@@ -627,7 +623,7 @@ def _softmax_input(value: cst.BaseExpression) -> tuple[str, int, cst.BaseExpress
         return None
     num = c.unparen(value.left)
     den = _reduction(value.right, "tl.sum")
-    if den is None or _flat(c.unparen(den[0])) != _flat(num):
+    if den is None or c.flat(c.unparen(den[0])) != c.flat(num):
         return None
     if not (isinstance(num, cst.Call) and _dotted(num.func) == "tl.exp" and len(num.args) == 1):
         return None
@@ -635,8 +631,8 @@ def _softmax_input(value: cst.BaseExpression) -> tuple[str, int, cst.BaseExpress
     if not (isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)):
         return None
     top = _reduction(diff.right, "tl.max")
-    x = _flat(c.unparen(diff.left))
-    if top is None or _flat(c.unparen(top[0])) != x or top[1] != den[1]:
+    x = c.flat(c.unparen(diff.left))
+    if top is None or c.flat(c.unparen(top[0])) != x or top[1] != den[1]:
         return None
     return x, den[1], c.unparen(diff.left)
 
@@ -648,7 +644,7 @@ def _inlined_defs(stmts: list[_Stmt], upto: int) -> tuple[dict[str, cst.BaseExpr
     for st in stmts[:upto]:
         if st.target is not None:
             defs[st.target] = _inline(st.value, defs)
-        after.append({n: _flat(v) for n, v in defs.items()})
+        after.append({n: c.flat(v) for n, v in defs.items()})
     return defs, after
 
 
@@ -840,7 +836,7 @@ class FlashAttention:
         p_call = _mem_call(p_stmt.value, "tl.load")
         p_cast = c.code(p_stmt.value.args[0].value) if p_stmt.value is not p_call else None
         other = c.kwarg(p_call, "other")
-        if other is not None and _flat(other.value) not in ("0", "0.0", "0."):
+        if other is not None and c.flat(other.value) not in ("0", "0.0", "0."):
             raise ActionError(f"{pv.name} pads the probabilities with something other than 0")
         p_param, p_offset = _address(p_call, v_body.index, p_stmt.env)
         p_buffer = sources[-1][p_param]
@@ -915,7 +911,7 @@ class FlashAttention:
             raise ActionError("the keys are not the buffer's unit-stride axis")
 
         loop_args = [a.value for a in v_body.loop.iter.args]
-        if len(loop_args) != 3 or _flat(loop_args[0]) != "0":
+        if len(loop_args) != 3 or c.flat(loop_args[0]) != "0":
             raise ActionError(f"{pv.name}'s loop is not range(0, n, BLOCK)")
         v_body.index.env = dict(p_stmt.env)
         loop_bound = v_body.index.of(loop_args[1])
@@ -990,7 +986,7 @@ class FlashAttention:
             return None
         value = _assign_parts(defs[-1])[1]
         if not (isinstance(value, cst.Call) and _dotted(value.func) == "tl.where" and len(value.args) == 3
-                and _flat(value.args[1].value) == name and _flat(value.args[2].value) in _NEG_INF):
+                and c.flat(value.args[1].value) == name and c.flat(value.args[2].value) in _NEG_INF):
             return None
         cond = c.unparen(value.args[0].value)
         if not (isinstance(cond, cst.Comparison) and len(cond.comparisons) == 1):
@@ -1011,7 +1007,7 @@ class FlashAttention:
         pid = start / sp.Symbol(f"k3.blk:{block}")
         if isinstance(pid, sp.Symbol) and pid.name.startswith("k3.pid"):  # the tutorial's (start_m + 1) * BLOCK_M
             named = next((st.target for st in body.stmts[:body.prologue] if st.target and not st.aug and st.value is not None
-                          and _flat(st.value) == f"tl.program_id({pid.name[6:]})"), None)
+                          and c.flat(st.value) == f"tl.program_id({pid.name[6:]})"), None)
             return f"({named or _code_of(pid, body, pv)} + 1) * {block}"
         try:
             return _code_of(start + sp.Symbol(f"k3.blk:{block}"), body, pv)
@@ -1027,17 +1023,17 @@ class FlashAttention:
         acc = st.target
         value = st.value
         dot = None
-        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) and _flat(value.left) == acc:
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) and c.flat(value.left) == acc:
             dot = c.unparen(value.right)
         elif isinstance(value, cst.Call) and _dotted(value.func) == "tl.dot" and len(value.args) >= 3 and \
-                [_flat(a.value) for a in value.args[2:] if a.keyword is None or a.keyword.value == "acc"] == [acc]:
+                [c.flat(a.value) for a in value.args[2:] if a.keyword is None or a.keyword.value == "acc"] == [acc]:
             dot = value  # tl.dot(p, v, acc) or tl.dot(p, v, acc=acc)
         if not (isinstance(dot, cst.Call) and _dotted(dot.func) == "tl.dot") or len(dot.args) < 2:
             raise ActionError(f"{pv.name} does not accumulate tl.dot(p, v)")
         first = c.unparen(dot.args[0].value)
         while isinstance(first, cst.Call) and isinstance(first.func, cst.Attribute) and first.func.attr.value == "to":
             first = c.unparen(first.func.value)
-        if _flat(first) != p_name or p_name in _names(dot.args[1].value):
+        if c.flat(first) != p_name or p_name in _names(dot.args[1].value):
             raise ActionError(f"{pv.name}'s tl.dot does not take the probabilities as its left operand")
         writes = [s for s in body.stmts if s.target == acc]
         init = [s for s in writes if body.stmts.index(s) < body.prologue]
@@ -1045,7 +1041,7 @@ class FlashAttention:
             raise ActionError(f"{pv.name} does not start {acc} at zero before the loop and only add to it in the loop")
         zeros = init[0].value
         if not (isinstance(zeros, cst.Call) and _dotted(zeros.func) == "tl.zeros" and zeros.args
-                and isinstance(zeros.args[0].value, cst.Tuple | cst.List) and "float32" in _flat(zeros)):
+                and isinstance(zeros.args[0].value, cst.Tuple | cst.List) and "float32" in c.flat(zeros)):
             raise ActionError(f"{pv.name}'s {acc} is not tl.zeros((rows, dim), dtype=tl.float32)")
         rows = c.code(zeros.args[0].value.elements[0].value)
         return acc, rows
@@ -1101,12 +1097,12 @@ class FlashAttention:
 
         class Hole(cst.CSTTransformer):
             def on_leave(self, original_node, updated_node):
-                if isinstance(updated_node, cst.BaseExpression) and _flat(c.unparen(updated_node)) == load_code:
+                if isinstance(updated_node, cst.BaseExpression) and c.flat(c.unparen(updated_node)) == load_code:
                     return cst.Name("__mtmc_scores__")
                 return updated_node
 
         f = x.visit(Hole())
-        code = _flat(f)
+        code = c.flat(f)
         params = {p.name for p in softmax.params if p.kind != "pointer" and not c.is_block_name(p.name)}
         if code.count("__mtmc_scores__") != 1 or any(op in code for op in ("tl.load", "tl.arange", "tl.program_id", "tl.rand")) \
                 or _names(f) - params - _GLOBALS - {"__mtmc_scores__"}:
@@ -1134,7 +1130,7 @@ class FlashAttention:
         transform = self._elementwise(found, after[body.stmts.index(loads[0])][loads[0].target], softmax)
         load = _mem_call(loads[0].value, "tl.load")
         other = c.kwarg(load, "other")
-        if other is None or _flat(other.value) not in _NEG_INF:
+        if other is None or c.flat(other.value) not in _NEG_INF:
             raise ActionError(f"{softmax.name} does not pad its row with -inf")
         l_addr, s_addr = _address(load, body.index, loads[0].env), _address(call, body.index, store.env)
         if l_addr is None or s_addr is None or sources.get(l_addr[0]) != s_buffer or sources.get(s_addr[0]) != p_buffer:
@@ -1187,7 +1183,7 @@ class FlashAttention:
         length = None
         for st in body.stmts[:j + 1]:
             call = st.value if st.target == name and isinstance(st.value, cst.Call) else None
-            if call is None or _dotted(call.func) != "tl.where" or len(call.args) != 3 or _flat(call.args[2].value) not in _NEG_INF:
+            if call is None or _dotted(call.func) != "tl.where" or len(call.args) != 3 or c.flat(call.args[2].value) not in _NEG_INF:
                 continue
             for cj in c.conjuncts(call.args[0].value):
                 b = _bound(cj, body.index, st.env)
@@ -1216,8 +1212,8 @@ class FlashAttention:
         if not any(sp.expand(bound - n_cols) == 0 for _cj, bound in keys):
             raise ActionError(f"{pv.name} does not mask keys past the row length")
         stores = [st for st in body.stmts if st.target is None]
-        store_masks = {_flat(cj) for st in stores for cj in c.conjuncts(_mask_of(_call_of(st.node), 2))}
-        if any(_flat(cj) not in store_masks for cj in rows):
+        store_masks = {c.flat(cj) for st in stores for cj in c.conjuncts(_mask_of(_call_of(st.node), 2))}
+        if any(c.flat(cj) not in store_masks for cj in rows):
             raise ActionError(f"{pv.name} masks probabilities by rows that its store does not mask")
         return " & ".join(c.code(cj) if len(keys) == 1 else f"({c.code(cj)})" for cj, _b in keys)
 
@@ -1592,7 +1588,7 @@ class _Substitute(cst.CSTTransformer):
         if func == "tl.program_id" and len(args) == 1 and isinstance(args[0], cst.Integer):
             root = sp.Symbol(f"k1.pid{args[0].value}")
         elif func == "tl.arange" and len(args) == 2:
-            root = sp.Symbol(f"k1.ar:{_flat(args[1])}")
+            root = sp.Symbol(f"k1.ar:{c.flat(args[1])}")
         if root is None:
             return updated_node
         if root not in self.sigma:
@@ -1730,7 +1726,7 @@ def _even_keys(text: str, kernel_name: str) -> tuple[str, str]:
     iter_ = loop.iter
     args = [a.value for a in iter_.args] if isinstance(iter_, cst.Call) else []
     if not (isinstance(iter_, cst.Call) and _dotted(iter_.func) in ("range", "tl.range")) or len(args) < 3 \
-            or any(a.keyword is not None for a in iter_.args[:3]) or _flat(args[0]) != "0":
+            or any(a.keyword is not None for a in iter_.args[:3]) or c.flat(args[0]) != "0":
         raise ActionError("the key loop is not range(0, N, BLOCK)")
     end, step = c.unparen(args[1]), c.unparen(args[2])
     if isinstance(end, cst.Call) and _dotted(end.func) == "tl.minimum" and len(end.args) == 2:
@@ -1785,7 +1781,7 @@ def _even_keys(text: str, kernel_name: str) -> tuple[str, str]:
         if not dropper.dropped:
             return node
         parts = _assign_parts(new)
-        if parts is not None and not parts[2] and _flat(c.unparen(parts[1])) == parts[0]:
+        if parts is not None and not parts[2] and c.flat(c.unparen(parts[1])) == parts[0]:
             return None
         small = new.body[0]
         if isinstance(small, cst.Assign) and getattr(small.value, "lpar", None):  # ``s = (s * LOG2E)``: no parentheses needed
@@ -1892,7 +1888,7 @@ def _is_number(node: cst.BaseExpression) -> bool:
     node = c.unparen(node)
     if isinstance(node, cst.UnaryOperation):
         node = c.unparen(node.expression)
-    return isinstance(node, cst.Integer | cst.Float) or _flat(node) in _NEG_INF or _flat(node) in ('float("inf")', "float('inf')")
+    return isinstance(node, cst.Integer | cst.Float) or c.flat(node) in _NEG_INF or c.flat(node) in ('float("inf")', "float('inf')")
 
 
 class _DropKeyMasks(cst.CSTTransformer):

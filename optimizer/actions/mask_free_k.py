@@ -89,7 +89,7 @@ ELEMENTWISE = frozenset({
     "to", "cast", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "abs", "erf", "sigmoid", "maximum",
     "minimum", "where", "fma", "cos", "sin", "tanh", "floor", "ceil", "clamp", "fdiv", "div_rn", "softplus",
 })
-_BROADCASTS = {"rows": "[:,None]", "cols": "[None,:]"}
+_AXES = ("rows", "cols")  # what mask_free_k calls the dimensions c.broadcast_axis numbers 0 and 1
 
 
 @dataclass
@@ -130,24 +130,10 @@ class _Plan:
     launch_values: list[tuple[str, bool]] = field(default_factory=list)  # per launch: EVEN_K's expression, literal block
 
 
-def _flat(source: str) -> str:
-    return "".join(source.split())
-
-
 def _broadcast(node: cst.BaseExpression) -> tuple[cst.BaseExpression, str | None]:
     """``x[:, None]`` -> (x, "rows"), ``x[None, :]`` -> (x, "cols"), anything else -> (node, None)."""
-    node = c.unparen(node)
-    if isinstance(node, cst.Subscript):
-        spelled = _flat(c.code(node)[len(c.code(node.value)):])
-        for axis, text in _BROADCASTS.items():
-            if spelled == text:
-                return node.value, axis
-    return node, None
-
-
-def _is_call(node: cst.CSTNode, op: str, roots: frozenset[str]) -> bool:
-    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == op
-            and c.code(node.func.value) in roots)
+    inner, axis = c.broadcast_axis(node)
+    return inner, None if axis is None else _AXES[axis]
 
 
 def _assignments(kdef: cst.FunctionDef) -> dict[str, list[set[str]]]:
@@ -179,7 +165,7 @@ def _called_ops(node: cst.CSTNode) -> set[str]:
     class V(cst.CSTVisitor):
         def visit_Call(self, n: cst.Call) -> None:
             if isinstance(n.func, cst.Attribute) and n.func.attr.value == "program_id":
-                found.add(f"program_id({_flat(c.code(n.args[0].value)) if n.args else ''})")
+                found.add(f"program_id({c.flat(n.args[0].value) if n.args else ''})")
 
     node.visit(V())
     return found
@@ -248,7 +234,7 @@ class MaskFreeK:
         if EVEN in c.names_in(kdef):
             raise ActionError(f"{kernel.name} already uses the name {EVEN}")
         body = list(kdef.body.body)
-        loops = [s for s in body if isinstance(s, cst.For) and c.contains(s, cst.Call, lambda n: _is_call(n, "dot", roots))]
+        loops = [s for s in body if isinstance(s, cst.For) and c.contains(s, cst.Call, lambda n: c.is_call(n, "dot", roots))]
         if len(loops) != 1:
             raise ActionError("the kernel has no single top-level loop that feeds tl.dot" if not loops
                               else "more than one top-level loop feeds tl.dot")
@@ -325,7 +311,7 @@ class MaskFreeK:
             shown = c.code(statement).strip().splitlines()[0] if statement is not None else ""
             if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
                 dot = c.unparen(small.value)
-                if isinstance(small.operator, cst.AddAssign) and _is_call(dot, "dot", roots):
+                if isinstance(small.operator, cst.AddAssign) and c.is_call(dot, "dot", roots):
                     dots.append((small.target.value, dot, 1))
                 else:
                     steps.append(small)
@@ -336,16 +322,16 @@ class MaskFreeK:
             if target in assigned:
                 raise ActionError(f"the K loop assigns {target} twice")
             assigned.add(target)
-            load = value if _is_call(value, "load", roots) else None
+            load = value if c.is_call(value, "load", roots) else None
             if load is None and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
-                    and value.func.attr.value == "to" and _is_call(c.unparen(value.func.value), "load", roots):
+                    and value.func.attr.value == "to" and c.is_call(c.unparen(value.func.value), "load", roots):
                 load = c.unparen(value.func.value)
             accumulated = self._accumulation(target, value, roots)
             if load is not None:
                 loads[target] = (index, statement, load)
             elif accumulated is not None:
                 dots.append((target, accumulated, 2))
-            elif c.contains(value, cst.Call, lambda n: not _is_call(n, "arange", roots) and not _is_call(n, "cdiv", roots)):
+            elif c.contains(value, cst.Call, lambda n: not c.is_call(n, "arange", roots) and not c.is_call(n, "cdiv", roots)):
                 raise ActionError(f"the K loop holds `{shown}`: only the A/B loads, their pointers and the tl.dot are understood")
             else:
                 helpers[target] = (index, value)
@@ -382,14 +368,14 @@ class MaskFreeK:
     @staticmethod
     def _accumulation(target: str, value: cst.BaseExpression, roots: frozenset[str]) -> cst.Call | None:
         """The dot of ``acc = tl.dot(a, b, acc)``, ``acc = tl.dot(a, b, acc=acc)`` or ``acc = acc + tl.dot(a, b)``."""
-        if _is_call(value, "dot", roots):
+        if c.is_call(value, "dot", roots):
             extra = [a for a in value.args if a.keyword is None][2:] + [a for a in value.args if a.keyword and a.keyword.value == "acc"]
             if len(extra) == 1 and isinstance(extra[0].value, cst.Name) and extra[0].value.value == target:
                 return value
             return None
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
             for mine, other in ((value.left, value.right), (value.right, value.left)):
-                if isinstance(mine, cst.Name) and mine.value == target and _is_call(c.unparen(other), "dot", roots):
+                if isinstance(mine, cst.Name) and mine.value == target and c.is_call(c.unparen(other), "dot", roots):
                     return c.unparen(other)
         return None
 
@@ -398,7 +384,7 @@ class MaskFreeK:
         if assign is None:
             return False
         value = c.unparen(assign.value)
-        return _is_call(value, "arange", roots) and [c.code(a.value) for a in value.args] == ["0", block_k]
+        return c.is_call(value, "arange", roots) and [c.code(a.value) for a in value.args] == ["0", block_k]
 
     def _operand(self, name, statement, load, axis, loop, kdef, body, reads, roots, helpers, steps, arange_names,
                  size_k, block_k, kterm, var) -> _Operand:
@@ -426,7 +412,7 @@ class MaskFreeK:
                 if node.value in arange_names:
                     return Counter({"arange": 1})
                 return Counter({node.value: 1})
-            if _is_call(node, "arange", roots):
+            if c.is_call(node, "arange", roots):
                 return Counter({"arange": 1}) if [c.code(a.value) for a in node.args] == ["0", block_k] else None
             if isinstance(node, cst.BinaryOperation):
                 left, right = linear(node.left, depth), linear(node.right, depth)
@@ -519,7 +505,7 @@ class MaskFreeK:
             same[edge.offsets] = {edge.offsets}
             for other in c.bound_names(kdef.body):
                 assign = c.any_assignment(kdef, other)
-                if assign is not None and _flat(c.code(assign.value)) == _flat(c.code(edge.value)):
+                if assign is not None and c.flat(assign.value) == c.flat(edge.value):
                     same[edge.offsets].add(other)
 
         def elementwise(node: cst.CSTNode) -> str | None:
@@ -582,7 +568,7 @@ class MaskFreeK:
                 derived |= targets
                 continue
             call = small.value if isinstance(small, cst.Expr) else None
-            if _is_call(call, "store", roots):
+            if c.is_call(call, "store", roots):
                 args = [a for a in call.args if a.keyword is None]
                 keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
                 pointer = args[0].value if args else keywords.get("pointer")

@@ -160,27 +160,6 @@ class _Plan:
     helper: bool = True  # the file needs the _tma_ready function
 
 
-def _is_call(node: cst.CSTNode, op: str, roots: frozenset[str]) -> bool:
-    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == op
-            and c.code(node.func.value) in roots)
-
-
-def _flat(node: cst.CSTNode | str) -> str:
-    return "".join((node if isinstance(node, str) else c.code(node)).split())
-
-
-def _broadcast(node: cst.BaseExpression) -> tuple[cst.BaseExpression, int | None]:
-    """``x[:, None]`` -> (x, 0), ``x[None, :]`` -> (x, 1), anything else -> (node, None)."""
-    node = c.unparen(node)
-    if isinstance(node, cst.Subscript):
-        index = _flat(c.code(node)[len(c.code(node.value)):])
-        if index == "[:,None]":
-            return node.value, 0
-        if index == "[None,:]":
-            return node.value, 1
-    return node, None
-
-
 def _terms(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The summands of ``a + b + c`` (through parentheses)."""
     node = c.unparen(node)
@@ -211,7 +190,7 @@ class TensorDescriptor:
             raise ActionError(f"{kernel.name} already makes tensor descriptors")
         kdef, launches = c.locate(module, kernel.name)
         body = list(kdef.body.body)
-        loops = [s for s in body if isinstance(s, cst.For) and c.contains(s, cst.Call, lambda n: _is_call(n, "dot", roots))]
+        loops = [s for s in body if isinstance(s, cst.For) and c.contains(s, cst.Call, lambda n: c.is_call(n, "dot", roots))]
         if len(loops) != 1:
             raise ActionError("the kernel has no single top-level loop that feeds tl.dot" if not loops
                               else "more than one top-level loop feeds tl.dot")
@@ -314,7 +293,7 @@ class TensorDescriptor:
     def _store(self, kdef, body, loop, kernel, roots, launches, analysis, var) -> _Operand | None:
         """The kernel's one ``tl.store`` when it writes a whole output tile: a statement after the loop, an inline
         pointer to a 2-D tile at tile-aligned offsets with unit column stride, masked on both dimensions' bounds."""
-        stores = [call for call in c.calls_in(kdef.body) if _is_call(call, "store", roots)]
+        stores = [call for call in c.calls_in(kdef.body) if c.is_call(call, "store", roots)]
         if len(stores) != 1:
             return None
         call = stores[0]
@@ -335,7 +314,7 @@ class TensorDescriptor:
         if any(axis.size is None for axis in axes):
             return None  # only a store masked on both dimensions is a plain tile store
         for axis in axes:
-            flat = _flat(axis.start)
+            flat = c.flat(axis.start)
             if var in re.findall(r"\w+", axis.start) or not (flat == "0" or flat.endswith(f"*{axis.block}")
                                                               or flat.startswith(f"{axis.block}*")):
                 return None
@@ -373,7 +352,7 @@ class TensorDescriptor:
         """The names every ``tl.dot`` of the loop multiplies (``a``, ``b``; through ``tl.trans(b)`` / ``b.T``)."""
         found: list[str] = []
         for call in c.calls_in(loop.body):
-            if not _is_call(call, "dot", roots):
+            if not c.is_call(call, "dot", roots):
                 continue
             args = [a.value for a in call.args if a.keyword is None][:2]
             keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
@@ -382,7 +361,7 @@ class TensorDescriptor:
                 raise ActionError("a tl.dot does not name both operands")
             for arg in args:
                 arg = c.unparen(arg)
-                if _is_call(arg, "trans", roots) and len(arg.args) == 1:
+                if c.is_call(arg, "trans", roots) and len(arg.args) == 1:
                     arg = c.unparen(arg.args[0].value)
                 elif isinstance(arg, cst.Attribute) and arg.attr.value == "T":
                     arg = c.unparen(arg.value)
@@ -400,7 +379,7 @@ class TensorDescriptor:
         if len(statements) != 1 or c.any_assignment(kdef, name) is None:
             raise ActionError(f"the tl.dot operand {name} is not assigned once, on its own line, in the K loop")
         statement = statements[0]
-        loads = [n for n in c.calls_in(statement) if _is_call(n, "load", roots)]
+        loads = [n for n in c.calls_in(statement) if c.is_call(n, "load", roots)]
         if len(loads) != 1:
             raise ActionError(f"{name} is not one tl.load")
         load = loads[0]
@@ -416,7 +395,7 @@ class TensorDescriptor:
                               f"({', '.join(sorted(set(keywords) - {'pointer', 'mask', 'other'})) or 'positional mask'})")
         pointer = positional[0].value if positional else keywords.get("pointer")
         other = keywords.get("other")
-        if other is not None and _flat(other) not in _ZEROS:
+        if other is not None and c.flat(other) not in _ZEROS:
             raise ActionError(f"the load of {name} fills masked elements with {c.code(other)}, not zero as TMA does")
         index = list(loop.body.body).index(statement)
         pointer_statement = None
@@ -457,9 +436,9 @@ class TensorDescriptor:
             if isinstance(node, cst.Name):
                 assign = c.any_assignment(kdef, node.value)
                 return resolve(assign.value, depth + 1) if assign is not None else None
-            if _is_call(node, "arange", roots):
+            if c.is_call(node, "arange", roots):
                 args = [a.value for a in node.args]
-                if len(args) == 2 and _flat(args[0]) == "0" and isinstance(args[1], cst.Name | cst.Integer) \
+                if len(args) == 2 and c.flat(args[0]) == "0" and isinstance(args[1], cst.Name | cst.Integer) \
                         and all(a.keyword is None for a in node.args):
                     return "0", c.code(args[1])
                 return None
@@ -481,7 +460,7 @@ class TensorDescriptor:
 
         def vector_like(node: cst.BaseExpression, depth: int = 0) -> bool:
             """Whether ``node`` may be a tensor (an arange, a load, or a name bound to one): not a scalar start."""
-            if c.contains(node, cst.Call, lambda n: _is_call(n, "arange", roots) or _is_call(n, "load", roots)):
+            if c.contains(node, cst.Call, lambda n: c.is_call(n, "arange", roots) or c.is_call(n, "load", roots)):
                 return True
             for name in c.names_in(node):
                 if name not in vectors:
@@ -504,7 +483,7 @@ class TensorDescriptor:
             factors = [term]
             if isinstance(term, cst.BinaryOperation) and isinstance(term.operator, cst.Multiply):
                 factors = [c.unparen(term.left), c.unparen(term.right)]
-            broadcasts = [(f, *_broadcast(f)) for f in factors]
+            broadcasts = [(f, *c.broadcast_axis(f)) for f in factors]
             found = [(f, inner, dim) for f, inner, dim in broadcasts if dim is not None]
             if not found:
                 if resolve.vector_like(term, 0):
@@ -532,16 +511,16 @@ class TensorDescriptor:
     @staticmethod
     def _masks(mask, axes: list[_Axis], resolve, roots, name) -> None:
         """Each part of the mask bounds one dimension's offsets: ``rows[:, None] < M``; records the bound."""
-        if mask is None or _flat(mask) == "None":
+        if mask is None or c.flat(mask) == "None":
             return
         for part in c.conjuncts(mask):
             ok = isinstance(part, cst.Comparison) and len(part.comparisons) == 1 \
                 and isinstance(part.comparisons[0].operator, cst.LessThan)
             if ok:
-                inner, dim = _broadcast(part.left)
+                inner, dim = c.broadcast_axis(part.left)
                 bound = part.comparisons[0].comparator
                 vector = resolve(inner) if dim is not None else None
-                ok = vector is not None and (_flat(vector[0]), vector[1]) == (_flat(axes[dim].start), axes[dim].block) \
+                ok = vector is not None and (c.flat(vector[0]), vector[1]) == (c.flat(axes[dim].start), axes[dim].block) \
                     and not resolve.vector_like(bound, 0) and axes[dim].size is None
                 if ok:
                     axes[dim].size = " ".join(c.code(bound).split())
@@ -558,10 +537,10 @@ class TensorDescriptor:
             raise ActionError(f"not exactly one dimension of {name}'s tile moves with the loop's {var}")
         k_axis, other = axes[k_dims[0]], axes[1 - k_dims[0]]
         starts = {var} if kterm == var else {f"{var}*{block_k}", f"{block_k}*{var}"}
-        if _flat(k_axis.start) not in starts or k_axis.block != block_k:
+        if c.flat(k_axis.start) not in starts or k_axis.block != block_k:
             raise ActionError(f"the K offsets of {name} start at `{k_axis.start}` with {k_axis.block}, not at the loop's "
                               f"{' or '.join(sorted(starts))} with {block_k}")
-        flat = _flat(other.start)
+        flat = c.flat(other.start)
         if flat != "0" and not (flat.endswith(f"*{other.block}") or flat.startswith(f"{other.block}*")):
             raise ActionError(f"the {name} tile's other offsets start at `{other.start}`, not a multiple of {other.block}")
 
@@ -576,9 +555,9 @@ class TensorDescriptor:
                 continue
             bounds = set()
             for comparison in _comparisons(kdef):
-                inner, _dim = _broadcast(comparison.left)
+                inner, _dim = c.broadcast_axis(comparison.left)
                 vector = resolve(inner)
-                if vector is not None and (_flat(vector[0]), vector[1]) == (_flat(axis.start), axis.block):
+                if vector is not None and (c.flat(vector[0]), vector[1]) == (c.flat(axis.start), axis.block):
                     bounds.add(" ".join(c.code(comparison.comparisons[0].comparator).split()))
             if len(bounds) != 1:
                 raise ActionError(f"the {name} tile's offsets starting at `{axis.start}` are never bounded "
@@ -628,7 +607,7 @@ class TensorDescriptor:
     @staticmethod
     def _check_inner_blocks(operands: list[_Operand], kernel: Kernel, launches: list, analysis: FileAnalysis) -> None:
         """Each descriptor's unit-stride block is at least 16 bytes wide at every launch and config."""
-        elem = _smallest_element_bytes(analysis.text)
+        elem = min(c.torch_dtype_sizes(analysis.text), default=2)  # the narrowest floating type (fp16 when none)
         configs = kernel.autotune.configs if kernel.autotune is not None else []
         for op in operands:
             block = op.axes[op.unit].block
@@ -807,12 +786,6 @@ def _comparisons(kdef: cst.FunctionDef) -> list[cst.Comparison]:
 
     kdef.body.visit(V())
     return found
-
-
-def _smallest_element_bytes(text: str) -> int:
-    """The narrowest torch floating type the file names (2 when it names none: fp16 and bf16 are the usual)."""
-    found = [c.TORCH_DTYPE_BYTES[m] for m in re.findall(r"torch\.(float64|float32|float16|bfloat16|half|float8)\w*", text)]
-    return min(found) if found else 2
 
 
 def _innermost_at_launch(launch: c.LaunchNode, kernel: Kernel, param: str) -> bool:
