@@ -301,9 +301,9 @@ def mask_free_k_prior(state: PolicyState | None, candidate: Candidate) -> tuple[
 
 def tensor_descriptor_prior(state: PolicyState | None, target: GpuProfile) -> tuple[float, str]:
     """tensor_descriptor's prior: sm_90+ only, after tiling and pipelining (TMA pays at the large, staged tiles they
-    set: H200, fp16 8192^3 matmul, a hand-written descriptor kernel 1.12x over pointer loads, suite_tiles_gpu.py), and
-    below mask_free_k (0.62-0.8; each refuses the other's loop, and mask_free_k's gain is measured as the engine's
-    own edit). Its own edits on the suite matmuls (benchmarks/results/h200/tensor_descriptor/): 0.92x, 1.06x, 1.03x
+    set: H200, fp16 8192^3 matmul, a hand-written descriptor kernel 1.12x over pointer loads, suite_tiles_gpu.py),
+    after grouped order (reordering, 0.7) and below mask_free_k's fresh steps (0.62-0.66; each refuses the other's
+    loop), above the unmasked loop under grouped order (0.5). Its own edits on the suite matmuls (benchmarks/results/h200/tensor_descriptor/): 0.92x, 1.06x, 1.03x
     and 1.00x over the pointer loads (matmul, transposed B, linear+GELU, bmm), 0.97-1.03x after grouped order."""
     if target.arch < 90:
         return 0.0, f"no TMA on {target.name}"

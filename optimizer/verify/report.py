@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .runtime.stats import REFERENCE_SYNCHRONIZED
+
 # Report statuses, from best to worst. "verified": compiled and correct (speed may be unavailable).
 STATUSES = ("verified", "incorrect", "compile_error", "no_harness", "timeout", "crash", "cancelled", "superseded",
             "error")
@@ -125,7 +127,7 @@ class Speed:
                 f"+/-{pct})")
         if self.within_noise:
             text += ", within noise"
-        if self.sizing.get("method") == "cuda_graph":
+        if self.sizing.get("method") in ("cuda_graph", REFERENCE_SYNCHRONIZED):
             text += ", GPU time of a CUDA graph"
         if self.roofline_line is not None:
             text += f", {self.roofline_line}"

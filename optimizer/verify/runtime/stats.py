@@ -7,6 +7,8 @@ import statistics
 # A reference (PyTorch eager) that cannot be timed as a CUDA graph is timed synchronized beside a synchronized
 # timing of "new" under this name (runtime/timing.py); the speedup over the reference comes from those two.
 SYNCHRONIZED_NEW = "new@synchronized"
+# sizing["method"] of a run whose versions were CUDA graphs and whose reference alone was synchronized.
+REFERENCE_SYNCHRONIZED = "cuda_graph, reference synchronized"
 
 
 def speedup_stats(rounds: list[dict], baseline: str, candidate: str) -> dict | None:

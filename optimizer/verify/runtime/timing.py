@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import torch
 
-from .stats import SYNCHRONIZED_NEW
+from .stats import REFERENCE_SYNCHRONIZED, SYNCHRONIZED_NEW
 
 
 def bench_ms(fn: Callable[[], Any], warmup_ms: int, rep_ms: int, sync_all_streams: bool) -> dict:
@@ -91,8 +91,8 @@ def interleaved(
 
 # A reference (PyTorch eager) that cannot be captured, because it copies a host tensor to the GPU inside the
 # call, does not take the graphs away from the versions being compared: it is timed synchronized, beside a
-# synchronized timing of "new" (stats.SYNCHRONIZED_NEW), and its ratio is taken from those two.
-REFERENCE_SYNCHRONIZED = "cuda_graph, reference synchronized"
+# synchronized timing of "new" (stats.SYNCHRONIZED_NEW), and its ratio is taken from those two
+# (stats.REFERENCE_SYNCHRONIZED).
 
 
 def _graph_calls(impls: dict, names: list[str], inputs: Any, check_inputs: Any,
@@ -166,7 +166,7 @@ def _rounds(impls, make_inputs, rounds, warmup_ms, rep_ms, sync_all_streams, clo
             order.insert(order.index("reference") + 1, SYNCHRONIZED_NEW)
         row = {}
         for name in order:
-            if name in graph_calls and not (name == "reference" and method == REFERENCE_SYNCHRONIZED):
+            if name in graph_calls:  # a synchronized reference was never captured: it is not among them
                 row[name] = bench_ms(graph_calls[name].replay, warmup_ms, rep_ms, sync_all_streams=False)
             else:
                 args = clone(inputs)
