@@ -535,12 +535,24 @@ def warm_compile(fn, inputs, device: str, timeout_s: float) -> tuple[float | Non
 
 
 def time_interleaved(fns: dict, inputs, device: str, rounds: int, warmup_ms: int, rep_ms: int) -> dict[str, list[float]]:
-    """Median ms of each variant per round; the order rotates every round so no variant always goes first."""
+    """Median ms of each variant per round; the order rotates every round so no variant always goes first.
+
+    On a GPU the variants of a round alternate run by run (the verifier's ``bench_alternating``), so a clock
+    that sinks under a compute-bound kernel's power draw slows them all alike.
+    """
     names = list(fns)
     samples: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
+        order = names[shift:] + names[:shift]
+        if device.startswith("cuda"):
+            from mtmc_lsp.optimizer.verify.runtime.timing import bench_alternating
+
+            row = bench_alternating({n: (lambda f=fns[n]: f(*inputs)) for n in order}, warmup_ms, rep_ms)
+            for name in order:
+                samples[name].append(row[name]["median_ms"])
+            continue
+        for name in order:
             samples[name].append(measure_ms(fns[name], inputs, device, warmup_ms, rep_ms))
     return samples
 
