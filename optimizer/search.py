@@ -416,8 +416,17 @@ class _KernelSearch:
 
     @staticmethod
     def select(children: list[_Node], beam: int) -> list[_Node]:
-        """The ``beam`` best states: measured speed first, then correct steps, then confidence."""
-        return sorted(children, key=lambda n: n.value(), reverse=True)[:beam]
+        """The ``beam`` best states (measured speed first, then correct steps, then confidence), and before them
+        the best enabling state if it is not among them: its worth is the step it opens, which a sibling that
+        is faster on its own must not take away before that step was tried (the suite's cross entropy, H200:
+        a neutral row fusion lost to a 1.39x sibling, and the one-pass loop the fused kernel allows never ran).
+        Whatever the frontier, the run's best state is already kept (``run``), so expanding it first costs nothing."""
+        ordered = sorted(children, key=lambda n: n.value(), reverse=True)
+        chosen = ordered[:beam]
+        enabling = [n for n in ordered if n.steps and n.steps[-1].enabling]
+        if enabling and enabling[0] not in chosen:
+            chosen = [enabling[0], *chosen]
+        return chosen
 
     def result(self, best: _Node) -> OptimizeResult:
         _number_diffs(best.steps, self.path)

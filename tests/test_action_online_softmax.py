@@ -67,6 +67,44 @@ def test_online_softmax_stays_equivalent(tmp_path):
     assert all(r["ok"] for r in results), results
 
 
+# The suite's cross entropy after row_fusion: the max is stored and re-cast between the loops, and the fused
+# kernel's second half binds ``row`` again (what row_fusion writes).
+CROSS_ENTROPY = (Path(__file__).parents[1] / "benchmarks" / "suite" / "cross_entropy.py").read_text() + '\nENTRY = "cross_entropy"\n'
+
+
+def fused_cross_entropy() -> str:
+    fusion = next(c for c in applicable(analyze(CROSS_ENTROPY), "row_max_kernel", H100) if c.action == "row_fusion")
+    return apply_candidate(CROSS_ENTROPY, fusion, H100).new_text
+
+
+def test_a_stored_and_cast_maximum_between_the_loops_follows_the_merged_loop():
+    fused = fused_cross_entropy()
+    assert "tl.store(max_ptr + row, row_max)\n    row = tl.program_id(0)\n    row_max = (row_max).to(tl.float32)" in fused
+    (cand,) = online(fused, "row_max_kernel")
+    new = apply_candidate(fused, cand, H100).new_text
+    merged = new.index("row_max = row_max_new")
+    assert new.count("for start in range") == 1 and merged < new.index("tl.store(max_ptr + row, row_max)")
+
+
+@pytest.mark.parametrize("between", [
+    "    row = row + 1\n",  # a name the loops read now means something else
+    "    tl.store(sum_ptr + row, total)\n",  # reads the sum before it is complete
+    "    row_max = row_max * 2.0\n",  # the maximum itself changes
+])
+def test_refused_when_what_lies_between_the_loops_cannot_follow_them(between):
+    fused = fused_cross_entropy()
+    text = fused.replace("    row_max = (row_max).to(tl.float32)\n", "    row_max = (row_max).to(tl.float32)\n" + between, 1)
+    assert text != fused and not online(text, "row_max_kernel")
+
+
+@pytest.mark.slow
+def test_the_fused_cross_entropy_stays_equivalent(tmp_path):
+    fused = fused_cross_entropy()
+    new = apply_candidate(fused, online(fused, "row_max_kernel")[0], H100).new_text
+    (result,) = run_jobs([job(tmp_path, "cross_entropy:row_fusion+online", CROSS_ENTROPY, new, TOL_FP32)], tmp_path)
+    assert result["ok"], result
+
+
 # Row variance in two passes (FlagGems' and the group norm's spelling): a masked sum, then centred squares.
 TWO_PASS_VAR = '''import torch
 import triton

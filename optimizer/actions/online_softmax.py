@@ -6,7 +6,8 @@ time the maximum grows (``d * exp(m - m_new)``), the online softmax of Milakov a
 flash attention uses: one read fewer for rows too long to hold in one block (where ``single_pass``
 does not apply). The sum is the same up to rounding (each term is rescaled once per new maximum).
 Offered when both loops have the same header, the second repeats the first's statements up to its
-update, neither stores, and what lies between them is the sum's initialisation.
+update, neither stores, and what lies between them is the sum's initialisation or can follow the merged
+loop (a kernel fused by row_fusion stores its maximum there).
 
 The same step for mean and variance (params ``{"mean": s, "sq": q}``): a loop summing masked loads
 ``s += tl.load(..., mask=M, other=0.0)``, ``mean = ... tl.sum(s, axis=0) ...``, then a loop summing
@@ -178,6 +179,33 @@ def _centred_square(rest: list[cst.BaseStatement], value: cst.BaseExpression) ->
     return x, d, c.code(cond).strip(), diff.right.value, update[0]
 
 
+def _movable_past_loop(between: list[cst.BaseStatement], before: list[cst.BaseStatement], m: str, d: str, x: str,
+                       loop_names: set[str]) -> bool:
+    """The statements between the two loops can follow the merged loop (where ``apply`` leaves them).
+
+    They may read the final maximum (a kernel fused by row_fusion stores it there) and cast it to fp32
+    in place (a no-op on a running maximum, which is fp32); they may not touch the sum or the loaded
+    block, nor rebind a name the loops read, unless to the value it already has (row_fusion repeats
+    ``row = tl.program_id(0)``)."""
+    earlier = {a[0]: c.code(a[1]).strip() for s in before if (a := _assign_of(s)) is not None}
+    for statement in between:
+        if c.names_in(statement) & {d, x} or isinstance(statement, (cst.For, cst.While, cst.If)):
+            return False
+        single = _assign_of(statement)
+        if single is None:
+            if not isinstance(statement, cst.SimpleStatementLine) or not all(
+                    isinstance(small, cst.Expr) for small in statement.body):
+                return False  # an augmented or tuple assignment, a return...: not worth the proof
+            continue
+        name, value = single
+        if name == m:
+            if "".join(c.code(value).split()) not in (f"{m}.to(tl.float32)", f"({m}).to(tl.float32)"):
+                return False
+        elif name in loop_names and earlier.get(name) != c.code(value).strip():
+            return False
+    return True
+
+
 class OnlineSoftmax:
     name = "online_softmax"
     kind = "Reordering"
@@ -213,7 +241,7 @@ class OnlineSoftmax:
             others = [s for s in between if s not in init]
             if len(init) != 1 or c.names_in(_assign_of(init[0])[1]) & {m, x, d}:
                 continue
-            if any(c.names_in(s) & {m, d, x} for s in others):
+            if not _movable_past_loop(others, body[:i], m, d, x, c.names_in(first) | c.names_in(second)):
                 continue
             text = c.code(first) + c.code(second)
             if "tl.store" in text or "tl.atomic" in text:
