@@ -3,7 +3,8 @@
 ``python3 benchmarks/graph_timing_gpu.py --out DIR [FILE ...]``
 
 1. Planted implementations that a graph cannot time honestly (work on another stream, on another
-   thread, a host sync, a result cached across calls): each must be refused by ``GraphCall.prove``.
+   thread, a host sync, a result cached across calls): each must be refused by ``GraphCall.prove``, and
+   ``torch.randn`` on the GPU must work after each refusal (a failed capture once left it broken).
 2. An elementwise Triton kernel at three sizes, two block sizes: the verifier's ``interleaved``
    timing synchronized and as CUDA graphs, each twice (median ms, the speedup and its noise band).
 3. Optionally FILEs verified against themselves (a true 1.0x), graphs off and on: the times and
@@ -73,6 +74,10 @@ def host_sync(args):
     return out
 
 
+def host_list(args):  # as a reference that walks sequence lengths on the host (lightllm's context attention)
+    return add(args) * len(args[0][:2].tolist())
+
+
 _cache: dict = {}
 
 
@@ -91,13 +96,18 @@ def inputs(n, seed):
 def planted() -> list[dict]:
     rows = []
     for name, fn in [("honest", add), ("side stream", on_side_stream), ("thread", on_thread),
-                     ("host sync", host_sync), ("cached by shape", cached_by_shape)]:
+                     ("host sync", host_sync), ("host sync in tolist", host_list), ("cached by shape", cached_by_shape)]:
         try:
             GraphCall.prove(fn, inputs(1 << 16, 1), inputs(1 << 16, 2), clone_inputs)
             rows.append({"case": name, "refused": False, "why": ""})
         except GraphRefused as exc:
             rows.append({"case": name, "refused": True, "why": str(exc)[:200]})
         torch.cuda.synchronize()
+        try:  # a failed capture must not leave the default generator marked as capturing (get_inputs draws from it)
+            torch.randn(4, device="cuda")
+            rows[-1]["rng_after"] = "ok"
+        except RuntimeError as exc:
+            rows[-1]["rng_after"] = str(exc).splitlines()[0][:200]
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -153,8 +163,8 @@ def _ms(value) -> str:
 def markdown(out: dict) -> str:
     lines = [f"# CUDA-graph timing on the {out['device']}", "", out["versions"], "",
              "## Planted implementations (each but `honest` must be refused)", "",
-             "| case | refused | why |", "|---|---|---|"]
-    lines += [f"| {r['case']} | {r['refused']} | {r['why']} |" for r in out["planted"]]
+             "| case | refused | why | torch.randn on the GPU afterwards |", "|---|---|---|---|"]
+    lines += [f"| {r['case']} | {r['refused']} | {r['why']} | {r.get('rng_after', '-')} |" for r in out["planted"]]
     lines += ["", "## Elementwise add, BLOCK 128 (old) vs 1024 (new), verifier's interleaved timing", "",
               "| n | method | old ms | new ms | speedup | band |", "|---:|---|---:|---:|---:|---:|"]
     lines += [f"| {r['n']} | {r['method']} | {r['old_ms']:.4f} | {r['new_ms']:.4f} | {r['speedup']:.3f}x | "
@@ -185,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         out["files"] = file_rows(args.files, args.files_limit_s)
     (args.out / "graph_timing.json").write_text(json.dumps(out, indent=1))
     (args.out / "graph_timing.md").write_text(markdown(out))
-    return 0 if all(r["refused"] == (r["case"] != "honest") for r in out["planted"]) else 1
+    return 0 if all(r["refused"] == (r["case"] != "honest") and r["rng_after"] == "ok" for r in out["planted"]) else 1
 
 
 if __name__ == "__main__":

@@ -172,10 +172,19 @@ class _Node:
     text: str
     steps: list[Attempt]
 
-    def value(self) -> tuple[float, int, float]:
-        """Measured log-speedup first, then how many correct steps, then the policy's confidence."""
-        log_speed = sum(math.log(s.speedup) for s in self.steps if s.speedup and s.speedup > 0)
-        return (log_speed, len(self.steps), sum(s.score for s in self.steps))
+    def value(self) -> tuple[float, int, int, float]:
+        """Measured log-speedup first, then how many correct steps, then the policy's confidence.
+
+        Enabling steps count for neither speed nor number (they were kept within the noise), and a state that
+        ends in one ranks below the same state without it: a preparation nothing followed is not a result."""
+        paying = [s for s in self.steps if not s.enabling]
+        log_speed = sum(math.log(s.speedup) for s in paying if s.speedup and s.speedup > 0)
+        dangling = 0
+        for step in reversed(self.steps):
+            if not step.enabling:
+                break
+            dangling += 1
+        return (log_speed, len(paying), -dangling, sum(s.score for s in self.steps))
 
 
 def unified_diff(old: str, new: str, path: str | None, before: str, after: str) -> str:

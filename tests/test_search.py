@@ -295,3 +295,16 @@ def test_no_enabling_step_at_the_last_depth_and_a_faster_sibling_wins():
 
     result = run(CROSS_ENTROPY, "cross_entropy.py", "row_max_kernel", ScriptedVerifier(sibling), steps=2, tries=12)
     assert result.steps and not result.steps[0].enabling and result.steps[0].speedup == 1.2
+
+
+def test_a_run_that_ends_in_an_enabling_step_returns_the_state_before_it():
+    """H200 dev corpus: name_block kept as enabling on a transpose, and nothing faster after it; the file must
+    not come back with a neutral preparation as its only change."""
+    def rule(new, old):
+        if _kernels(new) < _kernels(old):
+            return report(speedup=1.002, band=0.001)
+        return report(speedup=0.95, band=0.01)
+
+    result = run(CROSS_ENTROPY, "cross_entropy.py", "row_max_kernel", ScriptedVerifier(rule), steps=2, tries=12)
+    assert any(a.enabling for a in result.attempts)
+    assert result.steps == [] and result.final_text == CROSS_ENTROPY

@@ -77,6 +77,21 @@ def reproduces(graph_result: Any, direct_result: Any) -> str | None:
     return f"a replay on new inputs did not reproduce the direct call ({where})"
 
 
+def release_generators() -> None:
+    """Give the default CUDA generators a fresh state after a failed capture.
+
+    ``capture_begin`` marks them as capturing, and only a ``capture_end`` that succeeds unmarks them: after a
+    capture that a host sync invalidated (a reference calling ``.tolist()``), every later ``torch.randn`` on
+    the GPU failed with "Offset increment outside graph capture" (wild dev attn_causal_context_lightllm, H200),
+    the next round's inputs among them. A cloned state has the same seed and offset and is not capturing.
+    """
+    for generator in getattr(torch.cuda, "default_generators", ()):
+        try:
+            generator.graphsafe_set_state(generator.clone_state())
+        except (AttributeError, RuntimeError):  # an older torch without graph-safe states: nothing to release
+            pass
+
+
 @dataclass
 class GraphCall:
     """A captured call, proven to redo its work on new inputs; ``replay`` is what gets timed."""
@@ -119,6 +134,7 @@ class GraphCall:
                 failure = failure or f"capture failed: {_first_line(exc)}"
         torch.cuda.current_stream().wait_stream(stream)
         if failure:
+            release_generators()
             torch.cuda.synchronize()
             raise GraphRefused(failure)
         if not copy_into(args, check_inputs):
