@@ -113,23 +113,34 @@ def _store_parts(statement: cst.CSTNode) -> tuple[str, str, cst.BaseExpression, 
     ptr, value, mask = call.args
     if (mask.keyword is not None and mask.keyword.value != "mask") or ptr.keyword or value.keyword:
         return None
-    p = ptr.value
-    if not (isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Add) and isinstance(p.left, cst.Name)):
+    based = _base_and_offsets(ptr.value)
+    if based is None:
         return None
-    return p.left.value, c.code(p.right), value.value, c.code(mask.value)
+    return based[0], based[1], value.value, c.code(mask.value)
+
+
+def _base_and_offsets(pointer: cst.BaseExpression) -> tuple[str, str] | None:
+    """``P + OFFS`` -> (P, OFFS); a chain ``P + A + B`` (a 2-D tile's row and column terms) -> (P, "A + B")."""
+    terms = []
+    while isinstance(pointer, cst.BinaryOperation) and isinstance(pointer.operator, cst.Add) and not pointer.lpar:
+        terms.append(pointer.right)
+        pointer = pointer.left
+    if not isinstance(pointer, cst.Name) or not terms:
+        return None
+    return pointer.value, " + ".join(c.code(t).strip() for t in reversed(terms))
 
 
 def _load_call_parts(call: cst.Call) -> tuple[str, str, str] | None:
     """``tl.load(P + OFFS, mask=M)`` (mask by keyword or second) -> (P, OFFS, M)."""
     if not (c.code(call.func) == "tl.load" and call.args and call.args[0].keyword is None):
         return None
-    p = call.args[0].value
-    if not (isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Add) and isinstance(p.left, cst.Name)):
+    based = _base_and_offsets(call.args[0].value)
+    if based is None:
         return None
     mask = c.kwarg(call, "mask")
     if mask is None and len(call.args) > 1 and call.args[1].keyword is None:
         mask = call.args[1]
-    return p.left.value, c.code(p.right), c.code(mask.value) if mask else ""
+    return based[0], based[1], c.code(mask.value) if mask else ""
 
 
 def _load_parts(statement: cst.CSTNode) -> tuple[str, str, str, str] | None:
