@@ -2,10 +2,10 @@
 
 ``y = ...kernel writes y...; return torch.relu(y)`` becomes a kernel that stores
 ``tl.maximum(v, 0.0)`` and a host that returns ``y``: one pass over memory and one launch fewer.
-Offered when the op is one of a small table (relu, sigmoid, exp, abs, sqrt, gelu, multiply or add
-by a number), its input is a fresh buffer that this kernel fills with its only store and that
-nothing else reads, and the kernel is launched once. The value is cast to the buffer's element type
-before the op (what storing it did), so only the op's own rounding can differ (ulps).
+Offered when the op is one of a small table (relu, sigmoid, exp, abs, sqrt, gelu, silu, leaky_relu
+and clamp with literal bounds, as functions or tensor methods; +, -, * or / with a number), its
+input is a fresh buffer that this kernel fills with its only store and that nothing else reads,
+and the kernel is launched once. The value is cast to the buffer's element type before the op (what storing it did), so only the op's own rounding can differ (ulps).
 
 Example: kernel=scale_kernel target=h100 params={"op": "relu"}
 
@@ -47,7 +47,7 @@ from . import _common as c
 from .base import ActionError, Candidate, Edit
 from .fusion import _ALLOCATORS, _store_parts
 
-# torch function -> Triton expression over ``{v}``.
+# torch function (or tensor method) -> Triton expression over ``{v}``.
 TORCH_OPS = {
     "relu": "tl.maximum({v}, 0.0)",
     "sigmoid": "tl.sigmoid({v})",
@@ -55,25 +55,66 @@ TORCH_OPS = {
     "abs": "tl.abs({v})",
     "sqrt": "tl.sqrt({v})",
     "gelu": "0.5 * {v} * (1.0 + tl.erf({v} * 0.7071067811865476))",
+    "silu": "{v} * tl.sigmoid({v}.to(tl.float32))",
 }
 _PREFIXES = ("torch.", "torch.nn.functional.", "F.", "torch.special.")
+# A literal on either side of the buffer: the op's name and its template for each side.
+_BINARY = {cst.Multiply: "*", cst.Add: "+", cst.Subtract: "-", cst.Divide: "/"}
+_BINARY_NAMES = {"*": "mul", "+": "add", "-": "sub", "/": "div"}
+
+
+def _number(node: cst.BaseExpression | None) -> str | None:
+    """``2.0``, ``3``, ``-0.5`` -> their code; anything else None."""
+    if isinstance(node, cst.Float | cst.Integer):
+        return node.value
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(
+            node.expression, cst.Float | cst.Integer):
+        return "-" + node.expression.value
+    return None
+
+
+def _call_op(expr: cst.Call, buffer: str) -> tuple[str, str] | None:
+    """``torch.relu(y)``, ``F.leaky_relu(y, 0.2)``, ``y.clamp(min=0.0)``... -> (name, template)."""
+    positional = [a.value for a in expr.args if a.keyword is None]
+    keywords = {a.keyword.value: a.value for a in expr.args if a.keyword is not None}
+    keywords.pop("inplace", None)  # F.relu(y, inplace=True) returns y with the same values
+    func = expr.func
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == buffer:
+        op, rest = func.attr.value, positional  # a method of the buffer: y.relu()
+    else:
+        name = c.code(func)
+        op = next((name[len(p):] for p in sorted(_PREFIXES, key=len, reverse=True) if name.startswith(p)), None)
+        if op is None or not positional or not (isinstance(positional[0], cst.Name) and positional[0].value == buffer):
+            return None
+        rest = positional[1:]
+    if op in TORCH_OPS and not rest and not keywords:
+        return op, TORCH_OPS[op]
+    if op == "leaky_relu" and len(rest) + len(keywords) <= 1 and set(keywords) <= {"negative_slope"}:
+        slope = _number(rest[0]) if rest else (_number(keywords["negative_slope"]) if keywords else "0.01")
+        if slope is not None:
+            return f"leaky_relu {slope}", f"tl.where({{v}} >= 0, {{v}}, {{v}} * {slope})"
+    if op in ("clamp", "clip") and len(rest) <= 2 and set(keywords) <= {"min", "max"}:
+        bounds = dict(zip(("min", "max"), rest)) | keywords
+        low, high = (_number(bounds.get(k)) for k in ("min", "max"))
+        if any(k in bounds and v is None for k, v in (("min", low), ("max", high))) or (low is None and high is None):
+            return None
+        template = "{v}" if low is None else f"tl.maximum({{v}}, {low})"
+        template = template if high is None else f"tl.minimum({template}, {high})"
+        return f"clamp {low} {high}", template
+    return None
 
 
 def _op_of(expr: cst.BaseExpression, buffer: str) -> tuple[str, str] | None:
     """``torch.relu(y)`` -> ("relu", template); ``y * 2.0`` -> ("mul 2.0", ...); None otherwise."""
-    if isinstance(expr, cst.Call) and len(expr.args) == 1 and expr.args[0].keyword is None:
-        name = c.code(expr.func)
-        arg = expr.args[0].value
-        if isinstance(arg, cst.Name) and arg.value == buffer:
-            for prefix in _PREFIXES:
-                if name.startswith(prefix) and name[len(prefix):] in TORCH_OPS:
-                    op = name[len(prefix):]
-                    return op, TORCH_OPS[op]
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply | cst.Add):
-        sym = "*" if isinstance(expr.operator, cst.Multiply) else "+"
-        for mine, other in ((expr.left, expr.right), (expr.right, expr.left)):
-            if isinstance(mine, cst.Name) and mine.value == buffer and isinstance(other, cst.Float | cst.Integer):
-                return f"{'mul' if sym == '*' else 'add'} {other.value}", f"{{v}} {sym} {other.value}"
+    if isinstance(expr, cst.Call):
+        return _call_op(expr, buffer)
+    if isinstance(expr, cst.BinaryOperation) and type(expr.operator) in _BINARY:
+        sym = _BINARY[type(expr.operator)]
+        for mine, other, template in ((expr.left, expr.right, "{{v}} {sym} {n}"), (expr.right, expr.left, "{n} {sym} {{v}}")):
+            number = _number(other)
+            if isinstance(mine, cst.Name) and mine.value == buffer and number is not None:
+                side = "" if template.startswith("{{v}}") else " (left)"
+                return f"{_BINARY_NAMES[sym]} {number}{side}", template.format(sym=sym, n=number)
     return None
 
 
