@@ -189,6 +189,10 @@ class TensorDescriptor:
         if kernel.calls_of("make_tensor_descriptor"):
             raise ActionError(f"{kernel.name} already makes tensor descriptors")
         kdef, launches = c.locate(module, kernel.name)
+        if any(c.is_call(call, "dot", roots) and _ieee(call) for call in c.calls_in(kdef)):
+            # An IEEE fp32 product runs on FMA units, not on wgmma, which TMA's shared tiles feed; on the H200 the
+            # engine's edit of such a kernel (wild dev mm_fp32_ieee_test) was also rejected for wrong results.
+            raise ActionError("a tl.dot pinned to input_precision=\"ieee\" runs on FMA units: TMA tiles feed nothing faster")
         body = list(kdef.body.body)
         loops = [s for s in body if isinstance(s, cst.For) and c.contains(s, cst.Call, lambda n: c.is_call(n, "dot", roots))]
         if len(loops) != 1:
@@ -798,3 +802,10 @@ def _innermost_at_launch(launch: c.LaunchNode, kernel: Kernel, param: str) -> bo
 
 
 ACTION = TensorDescriptor()
+
+
+def _ieee(call: cst.Call) -> bool:
+    """``tl.dot(..., input_precision="ieee")`` (or the older ``allow_tf32=False``)."""
+    precision, tf32 = c.kwarg(call, "input_precision"), c.kwarg(call, "allow_tf32")
+    return (precision is not None and c.code(precision.value).strip().strip("\"'") == "ieee") or (
+        tf32 is not None and c.code(tf32.value).strip() == "False")
