@@ -308,3 +308,21 @@ def test_a_run_that_ends_in_an_enabling_step_returns_the_state_before_it():
     result = run(CROSS_ENTROPY, "cross_entropy.py", "row_max_kernel", ScriptedVerifier(rule), steps=2, tries=12)
     assert any(a.enabling for a in result.attempts)
     assert result.steps == [] and result.final_text == CROSS_ENTROPY
+
+
+def test_no_verification_is_started_that_the_warm_ones_say_cannot_finish(monkeypatch):
+    """A verification cancelled at the deadline kills its worker, and the next file's first one starts cold."""
+    import time
+
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    durations = iter([5.0] + [2.0] * 20)  # the first starts a worker and compiles cold
+
+    def rule(new, old):
+        clock[0] += next(durations)
+        return report(speedup=0.9, band=0.01)  # slower: the loop goes down the ranking
+
+    verify = ScriptedVerifier(rule)
+    result = run(MATMUL, "m.py", "matmul_kernel", verify, steps=3, budget_s=10.0, tries=12)
+    # 5 + 2 + 2 = 9 s spent: one more warm verification (2 s) would end past the 10 s budget.
+    assert len(verify.calls) == 3 and result.stopped == "budget"

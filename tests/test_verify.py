@@ -161,6 +161,18 @@ def test_cancel_kills_the_running_job(pool):
     assert report.status == "cancelled" and time.monotonic() - started < 20
 
 
+def test_a_killed_worker_is_started_again_before_the_next_job_asks(pool):
+    """A cancelled job's worker is killed; its successor boots at once, not when the next step waits for it."""
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    report = verify_file(fault("hang"), BASE, "k.py", "h100",
+                         VerifyOptions(pool=pool, compile_timeout_s=120, compile_for_target=False), cancel=cancel)
+    assert report.status == "cancelled"
+    worker = pool._workers[0]
+    assert worker.alive and worker.checker.alive and not worker.ready  # spawned ahead, its "ready" not yet read
+    assert verify(pool, BASE, BASE).status == "verified" and worker.ready
+
+
 def test_a_newer_job_for_the_same_document_supersedes_the_older(pool):
     results = {}
 

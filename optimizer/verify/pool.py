@@ -99,6 +99,8 @@ class Worker:
         self._buffer = b""
         self.log_path = Path(tempfile.mkstemp(prefix=f"mtmc-worker-{self._file_tag}-", suffix=".log")[1])
         self.jobs_run = 0
+        self.ready = False  # its "ready" was read: a process spawned ahead of its job is not, until awaited
+        self.spawned_once = False
 
     @property
     def _file_tag(self) -> str:
@@ -149,6 +151,7 @@ class Worker:
         os.close(res_w)
         os.set_blocking(job_w, False)  # ``send`` waits for room with a deadline
         self._job_w, self._res_r, self._buffer = job_w, res_r, b""
+        self.ready, self.spawned_once = False, True
         return None
 
     def await_ready(self, cancelled: Callable[[], bool]) -> str | None:
@@ -157,6 +160,7 @@ class Worker:
         while True:
             msg, status = self._next_message(deadline, cancelled)
             if msg is not None and msg.get("event") == "ready":
+                self.ready = True
                 return None
             if status is not None:
                 self.kill()
@@ -589,11 +593,13 @@ class WorkerPool:
                 # With a previous version or a problem file to judge by, the candidate runs isolated: its
                 # outputs are judged in the checker process, which never runs the candidate's code.
                 isolated = job.get("old_text") is not None or job.get("problem_text") is not None
-                needed = [w for w in ([worker, worker.checker] if isolated else [worker]) if not w.alive]
+                used = [worker, worker.checker] if isolated else [worker]
+                needed = [w for w in used if not w.alive or not w.ready]
                 if needed:
                     if progress:
                         progress(f"starting a verification worker on {worker.name}", {"phase": "start"})
-                    error = next((e for e in (w.spawn() for w in needed) if e), None)  # both start at once
+                    # Both start at once; one spawned ahead (after its predecessor was killed) is only awaited.
+                    error = next((e for e in (w.spawn() for w in needed if not w.alive) if e), None)
                     for w in needed:
                         error = error or w.await_ready(cancelled)
                     if error is not None:
@@ -618,12 +624,23 @@ class WorkerPool:
                         worker.kill()  # its verifier code was changed: a fresh worker for the next job
                 return outcome
             finally:
+                self._start_ahead(worker)
                 self._idle.put(worker)
         finally:
             if key is not None:
                 with self._lock:
                     if self._by_key.get(key) is token:
                         del self._by_key[key]
+
+    def _start_ahead(self, worker: Worker) -> None:
+        """Spawn again, without waiting, a worker (or its checker) that a job killed: cancelled, timed out or
+        recycled. Its successor then boots (imports torch, starts CUDA, 3-5 s on the H200) while the caller
+        prepares the next step, not when that step is already waiting for it."""
+        if self._closed:
+            return
+        for w in (worker, worker.checker):
+            if w is not None and w.spawned_once and not w.alive:
+                w.spawn()
 
     def _acquire(self, cancelled: Callable[[], bool]) -> Worker | None:
         while True:
