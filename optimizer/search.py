@@ -277,6 +277,7 @@ def optimize(text: str, path: str | None = None, kernel: str | None = None, targ
         return _KernelSearch(text, path, kernel, target, policy, verify, config, {text}).run()
     started = time.monotonic()
     seen = {text}  # versions already reached in any kernel: a step back to one is a cycle
+    warm: list[float] = []  # warm verification times, shared by the kernels' searches
     names = [k.name for k in analyze(text, path).kernels]
     current, steps_all, attempts, notes, stopped, measured = text, [], [], [], "no candidates", False
     for position, name in enumerate(names):
@@ -290,7 +291,7 @@ def optimize(text: str, path: str | None = None, kernel: str | None = None, targ
             notes.append(f"kernel {name} was removed by an earlier step (fused)")
             continue
         part = _KernelSearch(current, path, name, target, policy, verify, dataclasses.replace(config, budget_s=share),
-                             seen).run()
+                             seen, warm).run()
         current = part.final_text
         steps_all += part.steps
         attempts += part.attempts
@@ -316,7 +317,7 @@ class _KernelSearch:
     try (apply and verify down the ranking), select (the best children become the next frontier)."""
 
     def __init__(self, text: str, path: str | None, kernel: str, target: GpuProfile, policy: Policy,
-                 verify: Verifier, config: SearchConfig, seen: set[str]) -> None:
+                 verify: Verifier, config: SearchConfig, seen: set[str], warm_verify_s: list[float] | None = None) -> None:
         from . import actions
 
         self.text, self.path, self.kernel, self.target = text, path, kernel, target
@@ -328,6 +329,7 @@ class _KernelSearch:
         self.deadline = self.started + max(0.0, config.budget_s)
         self.seen = seen
         self.seen.add(text)
+        self.warm_verify_s = [] if warm_verify_s is None else warm_verify_s  # shared by a file's kernels
         self.attempts: list[Attempt] = []
         self.tried: set[tuple[int, str]] = set()
         self.speed_measured = False
@@ -343,9 +345,9 @@ class _KernelSearch:
         A verification still running at the deadline is cancelled, which wastes its time and kills its worker:
         the next one (the next kernel's or file's first) then starts a process, counts the reference's FLOPs and
         compiles again, 10-14 s on the H200 (suite, session 10). So none is started that the warm ones so far
-        say cannot finish; the first, which starts cold, says nothing about the rest."""
+        (of every kernel of the file) say cannot finish; a search's first, which may start cold, is not one."""
         now = time.monotonic()
-        warm = [a.timings["verify_s"] for a in self.attempts if "verify_s" in a.timings][1:]
+        warm = self.warm_verify_s
         return now >= self.deadline or (bool(warm) and now + statistics.median(warm) > self.deadline)
 
     def run(self) -> OptimizeResult:
@@ -419,6 +421,9 @@ class _KernelSearch:
             attempt = _try(node, choice, position, depth, self.path, self.target, self.apply_one, self.verify,
                            self.config.cancel, self.deadline, self.seen)
             attempt.timings["rank_s"] = round(rank_s, 4)
+            if "verify_s" in attempt.timings:
+                if any("verify_s" in a.timings for a in self.attempts) and "cancelled" not in attempt.reason:
+                    self.warm_verify_s.append(attempt.timings["verify_s"])
             if (attempt.status == "rejected" and attempt.within_noise and attempt.candidate.kind in ENABLING_KINDS
                     and depth < self.config.steps):
                 attempt.keep_as_enabling()

@@ -110,17 +110,18 @@ def test_collect_records_offers_resumes_and_caches_by_source(run_folder):
 
 
 class SlowVerifier(ScriptedVerifier):
-    """The scripted verdicts, 0.3 s each: a short budget stops an episode in the middle."""
+    """The scripted verdicts, 0.6 s each: a short budget stops an episode in the middle."""
 
     def __call__(self, new_text: str, old_text: str, cancel=None) -> VerificationReport:
         import time
 
-        time.sleep(0.3)
+        time.sleep(0.6)
         return super().__call__(new_text, old_text, cancel)
 
 
 def test_an_episode_cut_by_the_budget_runs_again_from_the_cache(tmp_path):
-    cut = collect([str(DEV_FILE)], "h200", 1.0, SlowVerifier, out=tmp_path, settings=SMALL)
+    # 3 s: on a loaded 2-core machine the episode's set-up took over a second of a 1 s budget, and nothing was verified.
+    cut = collect([str(DEV_FILE)], "h200", 3.0, SlowVerifier, out=tmp_path, settings=SMALL)
     ends = [json.loads(line) for line in (tmp_path / EPISODES_FILE).read_text().splitlines()]
     assert cut.episodes == 1 and [r["stopped"] for r in ends if r["type"] == "end"] == ["budget"]
     full = collect([str(DEV_FILE)], "h200", 120, SlowVerifier, out=tmp_path, settings=SMALL)
