@@ -57,7 +57,9 @@ for path in sys.argv[1:]:
     outs.append(getattr(module, module.ENTRY)(*args).float())
 err = ((outs[0] - outs[1]).norm() / outs[0].norm()).item()
 print(err)
-assert err < 1e-5, err
+# The probabilities go to fp16 before the second tl.dot: exp and exp2 may round one of them to the next fp16
+# value (numpy 2.4's exp2 does on this input: 2.6e-5), which moves an output by about one fp16 ulp.
+assert err < 2e-4, err
 '''
 
 
