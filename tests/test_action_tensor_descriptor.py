@@ -210,13 +210,9 @@ def test_same_results_under_the_interpreter(tmp_path):
     jobs = [job(tmp_path, name, text, apply(text, kernel), exact) for name, text, kernel in
             (("mm", MM, "mm_kernel"), ("transposed", TRANSPOSED, "mm_kernel"), ("example", EXAMPLE, "matmul_kernel"),
              ("ragged", RAGGED, "mm_kernel"), ("strided", STRIDED, "matmul_kernel"), ("ragged-transposed", TRANSPOSED.replace("k: int = 200", "k: int = 45"), "mm_kernel"))]
-    # The runner compares every autotune config of the new file with the old file's first: numpy's dot sums a 32x32
-    # tile in another order than a 16x16 one, so the autotuned matmul may differ by one fp16 ulp between configs
-    # whatever the edit (exact, it passed only with the fp32 matmul's job run before it, which is no longer offered).
-    one_ulp = (0.0, 2.0 ** -10)
     for name, kernel in CORPUS:
         text = kernel_path(name).read_text()
-        jobs.append(job(tmp_path, name, text, apply(text, kernel), one_ulp if name == "matmul_autotuned" else exact))
+        jobs.append(job(tmp_path, name, text, apply(text, kernel), exact))
     results = run_jobs(jobs, tmp_path)
     assert all(r["ok"] for r in results), [r for r in results if not r["ok"]]
 
