@@ -540,14 +540,14 @@ def time_interleaved(fns: dict, inputs, device: str, rounds: int, warmup_ms: int
     On a GPU the variants of a round alternate run by run (the verifier's ``bench_alternating``), so a clock
     that sinks under a compute-bound kernel's power draw slows them all alike.
     """
+    from mtmc_lsp.optimizer.verify.runtime.timing import bench_alternating
+
     names = list(fns)
     samples: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         shift = r % len(names)
         order = names[shift:] + names[:shift]
         if device.startswith("cuda"):
-            from mtmc_lsp.optimizer.verify.runtime.timing import bench_alternating
-
             row = bench_alternating({n: (lambda f=fns[n]: f(*inputs)) for n in order}, warmup_ms, rep_ms)
             for name in order:
                 samples[name].append(row[name]["median_ms"])

@@ -344,6 +344,16 @@ def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
     return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
 
 
+EXACT_PRECISION = ('"ieee"', "'ieee'")
+
+
+def exact_dot(call: cst.Call) -> bool:
+    """``tl.dot(..., input_precision="ieee")`` or the older ``allow_tf32=False``: fp32 products on FMA units."""
+    precision, allow = kwarg(call, "input_precision"), kwarg(call, "allow_tf32")
+    return (precision is not None and code(precision.value) in EXACT_PRECISION) or (
+        allow is not None and code(allow.value) == "False")
+
+
 def set_kwarg(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
     """``call`` with keyword ``name`` set to ``value`` (replaced in place, or appended last)."""
     args = list(call.args)

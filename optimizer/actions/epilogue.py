@@ -5,7 +5,8 @@
 Offered when the op is one of a small table (relu, sigmoid, exp, abs, sqrt, gelu, silu, leaky_relu
 and clamp with literal bounds, as functions or tensor methods; +, -, * or / with a number), its
 input is a fresh buffer that this kernel fills with its only store and that nothing else reads,
-and the kernel is launched once. The value is cast to the buffer's element type before the op (what storing it did), so only the op's own rounding can differ (ulps).
+and the kernel is launched once. The value is cast to the buffer's element type before the op
+(what storing it did), so only the op's own rounding can differ (ulps).
 
 Example: kernel=scale_kernel target=h100 params={"op": "relu"}
 

@@ -51,8 +51,6 @@ from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
 
-EXACT = ('"ieee"', "'ieee'")
-
 
 class _Dots(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -72,10 +70,8 @@ class _Dots(cst.CSTVisitor):
 
 
 def _modes(call: cst.Call, fp32_file: bool) -> list[str]:
-    precision = c.kwarg(call, "input_precision")
-    allow = c.kwarg(call, "allow_tf32")
     modes = []
-    if (precision is not None and c.code(precision.value) in EXACT) or (allow is not None and c.code(allow.value) == "False"):
+    if c.exact_dot(call):
         modes.append("tf32")
     a, b = (x.value for x in call.args[:2])
     if fp32_file and not any(".to(" in c.code(x) for x in (a, b)):

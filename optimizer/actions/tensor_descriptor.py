@@ -189,7 +189,7 @@ class TensorDescriptor:
         if kernel.calls_of("make_tensor_descriptor"):
             raise ActionError(f"{kernel.name} already makes tensor descriptors")
         kdef, launches = c.locate(module, kernel.name)
-        if any(c.is_call(call, "dot", roots) and _ieee(call) for call in c.calls_in(kdef)):
+        if any(c.is_call(call, "dot", roots) and c.exact_dot(call) for call in c.calls_in(kdef)):
             # An IEEE fp32 product runs on FMA units, not on wgmma, which TMA's shared tiles feed; on the H200 the
             # engine's edit of such a kernel (wild dev mm_fp32_ieee_test) was also rejected for wrong results.
             raise ActionError("a tl.dot pinned to input_precision=\"ieee\" runs on FMA units: TMA tiles feed nothing faster")
@@ -802,10 +802,3 @@ def _innermost_at_launch(launch: c.LaunchNode, kernel: Kernel, param: str) -> bo
 
 
 ACTION = TensorDescriptor()
-
-
-def _ieee(call: cst.Call) -> bool:
-    """``tl.dot(..., input_precision="ieee")`` (or the older ``allow_tf32=False``)."""
-    precision, tf32 = c.kwarg(call, "input_precision"), c.kwarg(call, "allow_tf32")
-    return (precision is not None and c.code(precision.value).strip().strip("\"'") == "ieee") or (
-        tf32 is not None and c.code(tf32.value).strip() == "False")

@@ -19,13 +19,7 @@ def bench_ms(fn: Callable[[], Any], warmup_ms: int, rep_ms: int, sync_all_stream
     """Median, p20 and p80 in ms of ``fn`` under do_bench, which zeroes a large buffer before each run."""
     from triton.testing import do_bench
 
-    if sync_all_streams:
-        # Work pushed onto another stream or thread must count: wait for the whole device.
-        def timed():
-            fn()
-            torch.cuda.synchronize()
-    else:
-        timed = fn
+    timed = _synchronized(fn) if sync_all_streams else fn
     median, p20, p80 = do_bench(timed, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
     return {"median_ms": float(median), "p20_ms": float(p20), "p80_ms": float(p80)}
 

@@ -41,9 +41,10 @@ def run(module, seed: int):
     return getattr(module, module.ENTRY)(*[x.clone() for x in inputs])
 
 
-def each_config(module):
-    """Run once per autotune config of the module's autotuned kernels (once when there are none)."""
-    tuners = [v for v in vars(module).values() if isinstance(v, autotuner.Autotuner)]
+def each_config(*modules):
+    """Run once per autotune config of the modules' autotuned kernels, all pinned to their i-th config together
+    (once when there are none)."""
+    tuners = [t for module in modules for t in _tuners(module)]
     if not tuners:
         yield None
         return
@@ -70,21 +71,6 @@ def _same_configs(before, after) -> bool:
     return bool(old) and [len(t.configs) for t in old] == [len(t.configs) for t in new]
 
 
-def each_config_of(before, after):
-    """Both modules' autotuned kernels pinned to their i-th config together, for every i."""
-    pairs = [(t, list(t.configs)) for t in _tuners(before) + _tuners(after)]
-    try:
-        for index in range(max(len(c) for _, c in pairs)):
-            for tuner, configs in pairs:
-                tuner.configs = [configs[min(index, len(configs) - 1)]]
-                tuner.cache = {}
-            yield index
-    finally:
-        for tuner, configs in pairs:
-            tuner.configs = configs
-            tuner.cache = {}
-
-
 def close(expected, got, job: dict) -> bool:
     return expected.shape == got.shape and expected.dtype == got.dtype and torch.allclose(
         expected.double(), got.double(), atol=job["atol"], rtol=job["rtol"], equal_nan=True)
@@ -104,7 +90,7 @@ def compare(job: dict, index: int) -> dict:
                 # Config by config: numpy's dot sums a 32x32 tile in another order than a 16x16 one, so two configs
                 # of one kernel may differ by an ulp; the step must keep what each config computes.
                 expected = got = None
-                for _config in each_config_of(before, after):
+                for _config in each_config(before, after):
                     expected, got = run(before, seed), run(after, seed)
                     if not close(expected, got, job):
                         break
