@@ -39,7 +39,12 @@ SCALE_IN_SOFTMAX = THREE.replace("    s = tl.dot(q, tl.trans(k)) * scale\n", "  
 # The softmax written over the scores in place; P @ V reads the same buffer.
 IN_PLACE = THREE.replace("    probs = torch.empty_like(scores)\n", "").replace(
     "(scores, probs, seq_len, seq_len,", "(scores, scores, seq_len, seq_len,").replace("](probs, v, out, seq_len,", "](scores, v, out, seq_len,")
+# The masks named once and passed by name (``mask = cols < n_cols``), as Triton's softmax tutorial writes them.
+NAMED_MASKS = THREE.replace("    x = tl.load(x_ptr + row * row_stride + cols, mask=cols < n_cols,",
+                            "    in_row = cols < n_cols\n    x = tl.load(x_ptr + row * row_stride + cols, mask=in_row,").replace(
+    "tl.store(y_ptr + row * row_stride + cols, y, mask=cols < n_cols)", "tl.store(y_ptr + row * row_stride + cols, y, mask=in_row)")
 CHAINS = {"three": (THREE, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
+          "named_masks": (NAMED_MASKS, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
           "in_place": (IN_PLACE, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
           "scale_in_softmax": (SCALE_IN_SOFTMAX, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"),
           "padded": (PADDED, "attn_scores", "softmax_rows", "attn_pv"),
@@ -154,6 +159,20 @@ def test_refused_with_a_reason(chain, change, why):
     assert not offered(changed, CHAINS[chain][-1])
 
 
+def test_offered_on_the_unfused_dev_files():
+    dev = Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev"
+    for name, pv in (("attn_unfused_causal_strided.py", "_pv_kernel"), ("attn_two_kernels_kernelbench.py", "pv_kernel")):
+        (cand,) = offered((dev / name).read_text(), pv)
+        assert "flash_attention" == cand.action, name
+
+
+def test_why_not_names_the_chain_and_its_refusal():
+    text = THREE.replace("scores = torch.empty(", "scores = torch.zeros(")
+    why = ACTIONS["flash_attention"].why_not(analyze(text), analyze(text).kernel("pv_kernel"), H100)
+    assert why.startswith("qk_scores_kernel -> row_softmax_kernel -> pv_kernel: ") and "starts as zeros" in why
+    assert ACTIONS["flash_attention"].why_not(analyze(THREE), analyze(THREE).kernel("pv_kernel"), H100) is None
+
+
 def test_refused_when_the_softmax_arguments_change_before_the_last_launch():
     text = SCALE_IN_SOFTMAX.replace("seq_len, seq_len, head_dim ** -0.5,\n", "seq_len, seq_len, sm_scale,\n").replace(
         "    BLOCK = 16\n", "    BLOCK = 16\n    sm_scale = head_dim ** -0.5\n").replace("    pv_kernel[", "    sm_scale = sm_scale * 2\n    pv_kernel[")
@@ -186,7 +205,8 @@ def test_refused_when_the_pv_kernel_moves_its_pointers_by_hand():
 
 def test_not_offered_on_kernels_that_are_already_one_kernel():
     dev = Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev"
-    for path in [*sorted(dev.glob("attn_*.py")), kernel_path("attention")]:  # flash, decode, SDPA, recurrent
+    unfused = {"attn_unfused_causal_strided.py", "attn_two_kernels_kernelbench.py"}  # the dev files this action is for
+    for path in [*sorted(p for p in dev.glob("attn_*.py") if p.name not in unfused), kernel_path("attention")]:
         analysis = analyze(path.read_text(), str(path))
         for kernel in analysis.kernels:
             assert not [cd for cd in applicable(analysis, kernel, H100) if cd.action == "flash_attention"], path.name

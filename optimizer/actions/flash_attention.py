@@ -557,6 +557,19 @@ def _mask_of(call: cst.Call, position: int) -> cst.BaseExpression | None:
     return positional[position] if len(positional) > position else None
 
 
+def _mask_at(call: cst.Call, position: int, body: "_Body", stmt: "_Stmt") -> tuple[cst.BaseExpression | None, dict]:
+    """The mask of ``call`` (in ``stmt``) and the index env to read it in: a local name (``mask = cols < n``,
+    ``mask=mask``) reads as its definition, in the env of the statement that defines it."""
+    mask = _mask_of(call, position)
+    if isinstance(mask, cst.Name):
+        for prev in reversed(body.stmts[:body.stmts.index(stmt)]):
+            if prev.target == mask.value:
+                if not prev.aug:
+                    return prev.value, prev.env
+                break
+    return mask, stmt.env
+
+
 def _bound(conjunct: cst.BaseExpression, index: _Index, env: dict) -> tuple[object, object] | None:
     """``i < n`` -> (i, n) as sympy."""
     if not (isinstance(conjunct, cst.Comparison) and len(conjunct.comparisons) == 1
@@ -746,6 +759,17 @@ class FlashAttention:
                                  f"Fuse attention into one flash kernel ({names} -> {pv}: scores never leave registers)",
                                  c.kernel_line(analysis.kernel(pv))))
         return out
+
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why no chain through ``kernel`` fuses: each launched chain's refusal (None when none is launched)."""
+        reasons = []
+        for scores, softmax, pv in self._chains(analysis, kernel):
+            text1, analysis1, note = self._one_pass(analysis.text, analysis, softmax, target)
+            try:
+                self._plan(c.parse(text1), analysis1, scores, softmax, pv)
+            except ActionError as exc:
+                reasons.append(f"{' -> '.join(n for n in (scores, softmax, pv) if n)}: {exc}")
+        return "; ".join(reasons) or None
 
     # -- matching ---------------------------------------------------------------------------------
     def _plan(self, module: cst.Module, analysis: FileAnalysis, scores_name: str, softmax_name: str, pv_name: str) -> _Plan:
@@ -1150,8 +1174,9 @@ class FlashAttention:
         block = col.name.split("ar:", 1)[1]
         bounds = []
         for st, call_ in ((loads[0], load), (store, call)):
-            conj = c.conjuncts(_mask_of(call_, 1 if call_ is load else 2))
-            found_bounds = [b for cj in conj if (b := _bound(cj, body.index, st.env)) is not None and b[0] == col]
+            mask, env = _mask_at(call_, 1 if call_ is load else 2, body, st)
+            conj = c.conjuncts(mask)
+            found_bounds = [b for cj in conj if (b := _bound(cj, body.index, env)) is not None and b[0] == col]
             if len(conj) != 1 or len(found_bounds) != 1:
                 raise ActionError(f"{softmax.name} does not mask its row by the row length alone")
             bounds.append(found_bounds[0][1])
@@ -1198,8 +1223,9 @@ class FlashAttention:
         sp = _sympy()
         key = _strip_axes(roles3["key"])
         keys, rows = [], []
-        for cj in c.conjuncts(_mask_of(p_call, 1)):
-            b = _bound(cj, body.index, p_stmt.env)
+        p_mask, p_env = _mask_at(p_call, 1, body, p_stmt)
+        for cj in c.conjuncts(p_mask):
+            b = _bound(cj, body.index, p_env)
             if b is None:
                 raise ActionError(f"{pv.name} masks the probabilities with a condition this action does not read")
             left = _strip_axes(b[0])
@@ -1212,7 +1238,7 @@ class FlashAttention:
         if not any(sp.expand(bound - n_cols) == 0 for _cj, bound in keys):
             raise ActionError(f"{pv.name} does not mask keys past the row length")
         stores = [st for st in body.stmts if st.target is None]
-        store_masks = {c.flat(cj) for st in stores for cj in c.conjuncts(_mask_of(_call_of(st.node), 2))}
+        store_masks = {c.flat(cj) for st in stores for cj in c.conjuncts(_mask_at(_call_of(st.node), 2, body, st)[0])}
         if any(c.flat(cj) not in store_masks for cj in rows):
             raise ActionError(f"{pv.name} masks probabilities by rows that its store does not mask")
         return " & ".join(c.code(cj) if len(keys) == 1 else f"({c.code(cj)})" for cj, _b in keys)
