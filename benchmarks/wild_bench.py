@@ -370,8 +370,10 @@ def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int, dev
 def structural_kernels(original: str, final_text: str, kept: list[dict], path: Path) -> list[dict]:
     """Per kernel of the original file: the kept steps on it, and whether one was structural.
 
-    A kernel that a kept Fusion step removed (fused into another kernel) counts as structurally changed. An
-    enabling step (kept within the noise for what it opens) counts only when a faster step was kept after it.
+    A kernel that a kept Fusion step removed (fused into another kernel) counts as structurally changed, and so
+    does a kernel the step names as a parameter (flash_attention, offered on the scores kernel, rewrites the P @ V
+    kernel into the flash kernel). An enabling step (kept within the noise for what it opens) counts only when a
+    faster step was kept after it.
     """
     from mtmc_lsp.optimizer.analysis import analyze
 
@@ -382,10 +384,12 @@ def structural_kernels(original: str, final_text: str, kept: list[dict], path: P
     rows = []
     for name in names:
         mine = [s for s in kept if s["kernel"] == name]
+        named = [s for s in counted if s["kind"] == "Fusion" and s["kernel"] != name and name in (s.get("params") or {}).values()]
         removed = name not in remaining
         rows.append({"kernel": name,
                      "steps": [f"{s['action']} ({s['kind']}{', enabling' if s.get('enabling') else ''})" for s in mine],
-                     "structural": any(s["structural"] for s in mine if s in counted) or (removed and fused),
+                     "structural": any(s["structural"] for s in mine if s in counted) or (removed and fused)
+                     or any(s["structural"] for s in named),
                      "fused_away": removed and fused})
     return rows
 

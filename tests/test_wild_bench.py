@@ -227,3 +227,18 @@ def test_an_enabling_step_counts_as_structural_only_with_a_faster_step_after_it(
     assert not alone["row_max_kernel"]["structural"] and "enabling" in alone["row_max_kernel"]["steps"][0]
     followed = {r["kernel"]: r for r in wb.structural_kernels(text, text, [fusion, single], path)}
     assert followed["row_max_kernel"]["structural"]
+
+
+def test_the_kernel_a_fusion_step_rewrites_counts_as_structural(tmp_path):
+    """flash_attention is offered on the scores kernel but writes the flash kernel into the P @ V kernel."""
+    name = "attn_two_kernels_kernelbench.py"
+    text = (DEV / name).read_text()
+    flash = {"kernel": "scores_softmax_kernel", "action": "flash_attention", "kind": "Fusion", "structural": True,
+             "params": {"scores": "scores_softmax_kernel", "softmax": "", "pv": "pv_kernel"}}
+    final = text.replace("def scores_softmax_kernel(", "def _gone(")  # the scores kernel is removed
+    rows = {r["kernel"]: r for r in wb.structural_kernels(text, final, [flash], tmp_path / name)}
+    assert rows["pv_kernel"]["structural"] and not rows["pv_kernel"]["fused_away"]
+    assert rows["scores_softmax_kernel"]["structural"]
+    warps = {"kernel": "scores_softmax_kernel", "action": "warps", "kind": "Warps", "structural": False,
+             "params": {"num_warps": 8}}
+    assert not {r["kernel"]: r for r in wb.structural_kernels(text, text, [warps], tmp_path / name)}["pv_kernel"]["structural"]
