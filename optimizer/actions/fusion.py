@@ -61,6 +61,7 @@ def scaled_relu(x):
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -173,7 +174,9 @@ class _NameLoads(cst.CSTTransformer):
         if parts is None:
             return updated_node
         base = parts[0][:-4] if parts[0].endswith("_ptr") and len(parts[0]) > 4 else parts[0]
-        name = next(n for n in (base, f"{base}_val", *(f"{base}_{i}" for i in range(2, 99))) if n not in self.taken)
+        # ``in_ptr`` -> ``in`` is a keyword: never a name to bind
+        name = next(n for n in (base, f"{base}_val", *(f"{base}_{i}" for i in range(2, 99)))
+                    if n not in self.taken and not keyword.iskeyword(n))
         self.taken.add(name)
         self.loads.append(c.stmt(f"{name} = {c.code(updated_node)}\n"))
         return cst.Name(name)
