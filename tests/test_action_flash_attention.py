@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, applicable, apply_candidate
+from mtmc_lsp.optimizer.actions import ACTIONS, ActionError, Candidate, applicable, apply_candidate
 from mtmc_lsp.optimizer.actions import _common as c
 from mtmc_lsp.optimizer.actions import flash_attention as fa
 from mtmc_lsp.optimizer.analysis import analyze
@@ -53,8 +53,10 @@ CHAINS = {"three": (THREE, "qk_scores_kernel", "row_softmax_kernel", "pv_kernel"
           "looped": (LOOPED, "scores_kernel", "row_softmax_kernel", "pv_kernel")}
 
 
-def offered(text: str, kernel: str) -> list:
-    return [cand for cand in applicable(analyze(text), kernel, H100) if cand.action == "flash_attention"]
+def offered(text: str, kernel: str, small: bool = False) -> list:
+    """The flash candidates at the target's tiles (``small``: only the small-tile variants)."""
+    return [cand for cand in applicable(analyze(text), kernel, H100)
+            if cand.action == "flash_attention" and ("tile" in cand.params) == small]
 
 
 def fused(text: str, kernel: str) -> str:
@@ -166,6 +168,19 @@ def test_offered_on_the_unfused_dev_files():
         assert "flash_attention" == cand.action, name
 
 
+def test_small_tile_variants_for_short_sequences():
+    # THREE sets both blocks from one constant (square tiles: the target's choice is 64 x 64): 32 x 32 is the variant.
+    (variant,) = offered(THREE, "pv_kernel", small=True)
+    assert variant.params["tile"] == 32 and "32x32 tiles (more programs" in variant.title
+    new = apply_candidate(THREE, variant, H100).new_text
+    assert "    BLOCK = 32\n" in new and "EVEN_N=seq_len % BLOCK == 0" in new
+    assert "    BLOCK = 64\n" in apply_candidate(THREE, offered(THREE, "pv_kernel")[0], H100).new_text
+    # Two blocks set apart: 64 x 64 and 32 x 32 beside the target's 128 x 64.
+    assert [v.params["tile"] for v in offered(TWO, "probs_v_kernel", small=True)] == [64, 32]
+    with pytest.raises(ActionError):
+        apply_candidate(THREE, Candidate("flash_attention", "Fusion", "pv_kernel", {**variant.params, "tile": 48}, "x", 0), H100)
+
+
 def test_why_not_names_the_chain_and_its_refusal():
     text = THREE.replace("scores = torch.empty(", "scores = torch.zeros(")
     why = ACTIONS["flash_attention"].why_not(analyze(text), analyze(text).kernel("pv_kernel"), H100)
@@ -242,7 +257,7 @@ def test_flash_kernel_stays_equivalent(tmp_path):
 
 
 def fused_edit(text: str, kernel: str, target=H100):
-    (cand,) = [cd for cd in applicable(analyze(text), kernel, target) if cd.action == "flash_attention"]
+    (cand,) = [cd for cd in applicable(analyze(text), kernel, target) if cd.action == "flash_attention" and "tile" not in cd.params]
     return apply_candidate(text, cand, target)
 
 

@@ -755,9 +755,17 @@ class FlashAttention:
             except ActionError:
                 continue
             names = ", ".join(n for n in (scores, softmax, pv) if n)
-            out.append(Candidate(self.name, self.kind, kernel.name, {"scores": scores, "softmax": softmax, "pv": pv},
-                                 f"Fuse attention into one flash kernel ({names} -> {pv}: scores never leave registers)",
-                                 c.kernel_line(analysis.kernel(pv))))
+            chain = {"scores": scores, "softmax": softmax, "pv": pv}
+            title = f"Fuse attention into one flash kernel ({names} -> {pv}: scores never leave registers)"
+            out.append(Candidate(self.name, self.kind, kernel.name, chain, title, c.kernel_line(analysis.kernel(pv))))
+            # The target's tiles leave most SMs idle when the rows and heads are few (a 128-row block per program):
+            # smaller square tiles keep more programs for small problems. The speed check picks.
+            # One constant for both blocks allows square tiles only: the target's choice is then 64 x 64 already.
+            square = _square_blocks(analysis, pv)
+            for tile in (t for t in SMALL_TILES if not (square and (t, t, 4) in FLASH_TILES)) if self.tiles is None else ():
+                out.append(Candidate(self.name, self.kind, kernel.name, {**chain, "tile": tile},
+                                     f"{title} with {tile}x{tile} tiles (more programs for short sequences)",
+                                     c.kernel_line(analysis.kernel(pv))))
         return out
 
     def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
@@ -1484,12 +1492,31 @@ class FlashAttention:
             module, kept_because = _drop_unreferenced_def(module, gone)
             notes.append(f"{gone} stays defined: {kept_because}" if kept_because else f"{gone}'s definition is removed")
         fused = c.finish(text, module, f"fused attention into one flash kernel {pv}", notes)
-        tiled, tile_note = gpu_tiles(fused.new_text, pv, target, FLASH_TILES if self.tiles is None else self.tiles)
+        tile = params.get("tile")
+        if tile is not None and tile not in SMALL_TILES:
+            raise ActionError(f"flash_attention's tile is one of {', '.join(map(str, SMALL_TILES))}, not {tile}")
+        tiles = ((tile, tile, 4),) if tile is not None else FLASH_TILES if self.tiles is None else self.tiles
+        tiled, tile_note = gpu_tiles(fused.new_text, pv, target, tiles)
         notes = [*([one_pass_note] if one_pass_note else []), *fused.notes, tile_note]
         if self.mask_free_keys:  # after the tiles: the launch's EVEN_N reads the key block they set
             tiled, keys_note = even_keys(tiled, pv)
             notes.append(keys_note)
         return c.finish(original, c.parse(tiled), fused.summary, notes)
+
+
+def _square_blocks(analysis: FileAnalysis, pv: str) -> bool:
+    """Whether one host constant sets both the query and the key block of ``pv``'s launch (square tiles only)."""
+    kernel = analysis.kernel(pv)
+    if kernel is None:
+        return False
+    module = c.parse(analysis.text)
+    by_role = {p.role: p for p in c.tile_plan(analysis, kernel, module).params.values()}
+    m, n = by_role.get("m"), by_role.get("n") or by_role.get("k")
+    if m is None or n is None:
+        return False
+    _kdef, launches = c.locate(module, pv)
+    return any(c.binding_of(launch, kernel, m.name)[1] is c.binding_of(launch, kernel, n.name)[1] is not None
+               for launch in launches)
 
 
 def _wrap(code: str) -> str:
@@ -1636,6 +1663,9 @@ class _Substitute(cst.CSTTransformer):
 # fused kernels): over 4 warps it spills at head dim 128 (fp16: 255 registers, 260 B), over 8 warps it
 # does not (170 registers; 117 at head dim 64).
 FLASH_TILES = ((128, 64, 8), (64, 64, 4))
+# Square tiles offered beside them for short sequences and few heads (held-out, session 11: the 128 x 64 flash
+# kernel of a small three-kernel chain ran 0.28x of the chain).
+SMALL_TILES = (64, 32)
 # The head dim is a run-time value: budgets assume the common largest, as tiling does.
 HEAD_DIM_GUESS = 128
 _SPLIT = "  # __mtmc_split_{}__"

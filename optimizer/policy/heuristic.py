@@ -126,6 +126,8 @@ class HeuristicPolicy(Policy):
             # kernel; one flash kernel keeps them in registers and drops two launches: first. H200,
             # session 5: 2.9-12.9x over the chain with 64x64 tiles (the step now sets such tiles), but
             # 0.69-2.8x with the chain's 16x16 ones.
+            if "tile" in c.params:  # the small-tile variant: for short sequences, after the target's tiles
+                return 0.9, f"one flash kernel with {c.params['tile']}x{c.params['tile']} tiles (more programs for short sequences)"
             return 0.99, "one flash kernel: the seq x seq scores never reach memory"
         if name == "fast_exp":
             # One exponent per score beside tl.dot: on the H200 flash kernel (4x16x4096x128 fp16) base 2 ran
