@@ -351,6 +351,13 @@ class _Canon:
         return ast.unparse(ast.parse(text, mode="eval"))  # one spelling: redundant parentheses and spaces gone
 
 
+def _one_block_per_program(canon: _Canon, offsets: str, blocks: list[str], identity: dict[str, str]) -> bool:
+    """Whether ``offsets`` (canonical) is ``program_id(0) * B + arange(0, B)`` for one of the constexprs ``blocks``."""
+    pid = canon.of("tl.program_id(0)", {}, {})
+    return any(offsets in (canon.of(f"{pid} * {b} + tl.arange(0, {b})", {}, identity),
+                           canon.of(f"tl.arange(0, {b}) + {pid} * {b}", {}, identity)) for b in blocks)
+
+
 def _top_statement(host: cst.FunctionDef, call: cst.Call) -> int | None:
     for i, statement in enumerate(host.body.body):
         if _call_of(statement) is call:

@@ -94,6 +94,7 @@ from .fusion import (
     _impure_calls,
     _load_parts,
     _normal_form,
+    _one_block_per_program,
     _store_parts,
 )
 
@@ -180,9 +181,7 @@ class MatmulEpilogue(ConsumerFusion):
         identity = {p.name: p.name for p in consumer.params}
         o = canon.of(offs, defs, identity)
         blocks = [p.name for p in consumer.params if p.kind == "constexpr"]
-        pid = canon.of("tl.program_id(0)", {}, {})
-        if not any(o in (canon.of(f"{pid} * {b} + tl.arange(0, {b})", {}, identity),
-                         canon.of(f"tl.arange(0, {b}) + {pid} * {b}", {}, identity)) for b in blocks):
+        if not _one_block_per_program(canon, o, blocks, identity):
             raise ActionError(f"{consumer.name} does not index one block per program")
         if not (canon.of(c_offs, defs, identity) == o and canon.of(mask, defs, identity) == canon.of(c_mask, defs, identity)):
             raise ActionError(f"{consumer.name} stores elsewhere than it loads")

@@ -88,6 +88,7 @@ from .base import ActionError, Candidate, Edit
 from .epilogue import _metadata_reads
 from .fusion import (
     _ALLOCATORS,
+    Fusion,
     _ALWAYS_FREE,
     _assign_of,
     _base_and_offsets,
@@ -97,6 +98,7 @@ from .fusion import (
     _impure_calls,
     _load_parts,
     _normal_form,
+    _one_block_per_program,
     _store_parts,
 )
 
@@ -156,15 +158,7 @@ class Prologue:
     changes_numerics = False
     max_changed_lines = 30  # the producer's definition goes (most changed lines are removed ones)
 
-    def _pairs(self, analysis: FileAnalysis, kernel: Kernel) -> list[tuple[str, str]]:
-        """(producer, consumer) pairs that involve ``kernel`` and launch one after the other."""
-        out = []
-        for host in analysis.host_functions:
-            sites = [s for s in analysis.launches if s.host_function == host.name]
-            for first, second in zip(sites, sites[1:]):
-                if kernel.name in (first.kernel, second.kernel) and first.kernel != second.kernel:
-                    out.append((first.kernel, second.kernel))
-        return out
+    _pairs = Fusion._pairs  # consecutive launches in one host function, as fusion pairs them
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         module = c.parse(analysis.text)
@@ -219,10 +213,8 @@ class Prologue:
         canon = _Canon()
         identity = {p.name: p.name for p in producer.params}
         o = canon.of(offs, defs, identity)
-        pid = canon.of("tl.program_id(0)", {}, {})
         blocks = [p.name for p in producer.params if p.kind == "constexpr"]
-        if not any(o in (canon.of(f"{pid} * {b} + tl.arange(0, {b})", {}, identity),
-                         canon.of(f"tl.arange(0, {b}) + {pid} * {b}", {}, identity)) for b in blocks):
+        if not _one_block_per_program(canon, o, blocks, identity):
             raise ActionError(f"{producer.name} does not index one block per program")
         if not any(canon.of(mask, defs, identity) == canon.of(f"{o} < {p.name}", {}, identity) for p in producer.params):
             raise ActionError(f"{producer.name} does not mask its store with `offsets < n`")
