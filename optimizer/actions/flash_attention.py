@@ -1476,8 +1476,18 @@ class FlashAttention:
         new_def = kdef.with_changes(params=kdef.params.with_changes(params=params_), body=kdef.body.with_changes(body=body))
         host = plan.host
         pairs: list = [(kdef, new_def), (call, call.with_changes(args=args))]
-        for l in plan.launches[:-1]:
-            pairs.append((next(s for s in host.body.body if _call_of(s) is l.call), cst.RemovalSentinel.REMOVE))
+        removed_launches = [next(s for s in host.body.body if _call_of(s) is l.call) for l in plan.launches[:-1]]
+        pairs += [(s, cst.RemovalSentinel.REMOVE) for s in removed_launches]
+        # Shape arithmetic only the removed launches read (``grid = (...)`` of the scores kernel) goes with them.
+        for s in host.body.body:
+            small = s.body[0] if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 else None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
+                    and not _impure_calls(s):
+                name = small.targets[0].target.value
+                read_by_removed = sum(c.count_name(r, name) for r in removed_launches)
+                read_by_fused = any(name in c.names_in(c.expr(src)) for _n, src, _k in plan.new_params)
+                if read_by_removed and not read_by_fused and c.count_name(host, name) == 1 + read_by_removed:
+                    pairs.append((s, cst.RemovalSentinel.REMOVE))
         for b in plan.buffers:
             line = c.statement_holding(host, c.any_assignment(host, b))
             if line is None or len(line.body) != 1:
