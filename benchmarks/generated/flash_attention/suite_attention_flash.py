@@ -65,7 +65,6 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
     out = torch.empty_like(q3)
     BLOCK_M = 128
     BLOCK_N = 32
-    grid = (triton.cdiv(seq_len, BLOCK_M), triton.cdiv(seq_len, BLOCK_N), batch * heads)
     BLOCK_K = 64
     pv_kernel[(triton.cdiv(seq_len, BLOCK_M), batch * heads)](
         v3, out, seq_len,
