@@ -146,6 +146,7 @@ from . import _common as c
 from .base import ActionError, Candidate, Edit
 from .fusion import (
     _call_of,
+    _dead_with,
     _drop_unreferenced_def,
     _impure_calls,
     _top_statement,
@@ -761,7 +762,7 @@ class FlashAttention:
             # The target's tiles leave most SMs idle when the rows and heads are few (a 128-row block per program):
             # smaller square tiles keep more programs for small problems. The speed check picks.
             # One constant for both blocks allows square tiles only: the target's choice is then 64 x 64 already.
-            square = _square_blocks(analysis, pv)
+            square = _square_blocks(analysis, module, pv)
             for tile in (t for t in SMALL_TILES if not (square and (t, t, 4) in FLASH_TILES)) if self.tiles is None else ():
                 out.append(Candidate(self.name, self.kind, kernel.name, {**chain, "tile": tile},
                                      f"{title} with {tile}x{tile} tiles (more programs for short sequences)",
@@ -1479,15 +1480,8 @@ class FlashAttention:
         removed_launches = [next(s for s in host.body.body if _call_of(s) is l.call) for l in plan.launches[:-1]]
         pairs += [(s, cst.RemovalSentinel.REMOVE) for s in removed_launches]
         # Shape arithmetic only the removed launches read (``grid = (...)`` of the scores kernel) goes with them.
-        for s in host.body.body:
-            small = s.body[0] if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 else None
-            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
-                    and not _impure_calls(s):
-                name = small.targets[0].target.value
-                read_by_removed = sum(c.count_name(r, name) for r in removed_launches)
-                read_by_fused = any(name in c.names_in(c.expr(src)) for _n, src, _k in plan.new_params)
-                if read_by_removed and not read_by_fused and c.count_name(host, name) == 1 + read_by_removed:
-                    pairs.append((s, cst.RemovalSentinel.REMOVE))
+        fused_reads = {n for _n, src, _k in plan.new_params for n in c.names_in(c.expr(src))}
+        pairs += [(s, cst.RemovalSentinel.REMOVE) for s in _dead_with(host, removed_launches, fused_reads)]
         for b in plan.buffers:
             line = c.statement_holding(host, c.any_assignment(host, b))
             if line is None or len(line.body) != 1:
@@ -1514,19 +1508,20 @@ class FlashAttention:
         return c.finish(original, c.parse(tiled), fused.summary, notes)
 
 
-def _square_blocks(analysis: FileAnalysis, pv: str) -> bool:
+def _square_blocks(analysis: FileAnalysis, module: cst.Module, pv: str) -> bool:
     """Whether one host constant sets both the query and the key block of ``pv``'s launch (square tiles only)."""
     kernel = analysis.kernel(pv)
     if kernel is None:
         return False
-    module = c.parse(analysis.text)
     by_role = {p.role: p for p in c.tile_plan(analysis, kernel, module).params.values()}
     m, n = by_role.get("m"), by_role.get("n") or by_role.get("k")
-    if m is None or n is None:
-        return False
-    _kdef, launches = c.locate(module, pv)
-    return any(c.binding_of(launch, kernel, m.name)[1] is c.binding_of(launch, kernel, n.name)[1] is not None
-               for launch in launches)
+    return m is not None and n is not None and _one_constant_for_both(module, kernel, m.name, n.name)
+
+
+def _one_constant_for_both(module: cst.Module, kernel: Kernel, m: str, n: str) -> bool:
+    """Whether a launch of ``kernel`` sets the blocks ``m`` and ``n`` from one and the same host binding."""
+    _kdef, launches = c.locate(module, kernel.name)
+    return any(c.binding_of(launch, kernel, m)[1] is c.binding_of(launch, kernel, n)[1] is not None for launch in launches)
 
 
 def _wrap(code: str) -> str:
@@ -1719,9 +1714,7 @@ def gpu_tiles(text: str, pv: str, target: GpuProfile, tiles=FLASH_TILES) -> tupl
         return text, f"{pv}'s tiles kept: no query and key block parameters"
     if not (m.tunable and n.tunable) or not isinstance(m.value, int) or not isinstance(n.value, int):
         return text, f"{pv}'s tiles kept: {m.reason or n.reason or 'the blocks are not constants'}"
-    _kdef, launches = c.locate(module, pv)
-    square = any(c.binding_of(launch, kernel, m.name)[1] is c.binding_of(launch, kernel, n.name)[1] is not None
-                 for launch in launches)  # one constant sets both blocks: square tiles only
+    square = _one_constant_for_both(module, kernel, m.name, n.name)  # square tiles only
     choice = choose_flash_tile(target, c.element_bytes(text), plan.num_warps, plan.warps_settable, square, tiles)
     if choice is None:
         return text, f"{pv}'s tiles kept at {m.value}x{n.value}: no larger flash tile fits {target.name}"

@@ -247,6 +247,20 @@ def _impure_calls(node: cst.CSTNode) -> bool:
     return c.contains(node, cst.Call, impure)
 
 
+def _dead_with(host: cst.FunctionDef, removed: list[cst.CSTNode], still_read: set[str]) -> list[cst.BaseStatement]:
+    """Top-level shape arithmetic (``name = expr``, no impure call) that only the ``removed`` launches read: it goes
+    with them. Names in ``still_read`` (what the edited launches now read) stay."""
+    dead = []
+    for statement in host.body.body:
+        single = _assign_of(statement)
+        if single is None or single[0] in still_read or _impure_calls(statement):
+            continue
+        read_by_removed = sum(c.count_name(r, single[0]) for r in removed)
+        if read_by_removed and c.count_name(host, single[0]) == 1 + read_by_removed:
+            dead.append(statement)
+    return dead
+
+
 def _returns(fn: cst.FunctionDef) -> bool:
     """True when the kernel body holds a ``return`` (an early exit for some programs)."""
     return c.contains(fn.body, cst.Return)

@@ -94,6 +94,7 @@ from .fusion import (
     _base_and_offsets,
     _call_of,
     _Canon,
+    _dead_with,
     _drop_consumer,
     _impure_calls,
     _load_parts,
@@ -351,9 +352,7 @@ class Prologue:
         if len(positional) > insert_at or any(p.default is not None for p in plist[:insert_at]):
             raise ActionError(f"{consumer.name}'s launch passes constexprs by position, or its parameters have defaults")
         others = c.count_name(host, buffer) - 1 - c.count_name(p_launch.call, buffer) - c.count_name(c_launch.call, buffer)
-        dead = [st for st in body[:pi] if (a := _assign_of(st)) is not None and a[0] in read_by_producer
-                and not _impure_calls(st) and a[0] not in {n for _, src in new_params for n in c.names_in(c.expr(src))}
-                and c.count_name(host, a[0]) == 1 + c.count_name(p_launch.call, a[0])]
+        dead = _dead_with(host, [p_launch.call], {n for _, src in new_params for n in c.names_in(c.expr(src))})
         return _Plan(statements, new_value, load, holder, buffer, buffer_param, new_params, insert_at,
                      body[pi], alloc_line if others == 0 else None, dead)
 
