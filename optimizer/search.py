@@ -75,7 +75,8 @@ MIN_BELIEVED_CHANGE = 0.01
 # the fused kernel's passes then open to single_pass and the like). One that is correct and within the noise is
 # kept as an *enabling* step while a step is left after it: with CUDA-graph timing a neutral fusion no longer
 # looks faster by chance (the suite's cross entropy, H200: its row fusion measured 1.00x +/-0.1% and was dropped,
-# and with it the single-pass rewrite the fused kernel allows).
+# and with it the single-pass rewrite the fused kernel allows). Any other neutral step is kept the same way when
+# the kernel is offered an action after it that it was not offered before (``opened_actions``).
 ENABLING_KINDS = frozenset({"Prepare", "Fusion"})
 SPEED_UNAVAILABLE_NOTE = (
     "speed unavailable (no GPU: verified in the Triton interpreter): steps were kept because they are "
@@ -107,17 +108,18 @@ class Attempt:
     report: dict | None = None
     timings: dict[str, float] = field(default_factory=dict)
     policy_metadata: dict[str, Any] = field(default_factory=dict)
-    enabling: bool = False  # kept within the noise for what later steps can do (ENABLING_KINDS)
+    enabling: bool = False  # kept within the noise for what later steps can do (ENABLING_KINDS, or opened actions)
 
     @property
     def kept(self) -> bool:
         return self.status == "kept"
 
-    def keep_as_enabling(self) -> None:
-        """Keep a correct, neutral Prepare or Fusion step for the steps it opens (the caller checks one is left)."""
+    def keep_as_enabling(self, opens: list[str] | None = None) -> None:
+        """Keep a correct, neutral step for the steps it opens (the caller checks one is left): a Prepare or Fusion
+        step, or one after which the kernel is offered actions it was not offered before (``opens``)."""
         self.status, self.enabling = "kept", True
-        self.reason = (f"kept as an enabling step: {self.speedup:.2f}x is within the noise, and a "
-                       f"{self.candidate.kind.lower()} step opens others")
+        what = (f"it opens {', '.join(opens)}" if opens else f"a {self.candidate.kind.lower()} step opens others")
+        self.reason = f"kept as an enabling step: {self.speedup:.2f}x is within the noise, and {what}"
 
     def outcome(self) -> StepOutcome:
         return StepOutcome(self.candidate, self.compiled, self.correct, self.speedup, self.reward, self.kept)
@@ -424,9 +426,11 @@ class _KernelSearch:
             if "verify_s" in attempt.timings:
                 if any("verify_s" in a.timings for a in self.attempts) and "cancelled" not in attempt.reason:
                     self.warm_verify_s.append(attempt.timings["verify_s"])
-            if (attempt.status == "rejected" and attempt.within_noise and attempt.candidate.kind in ENABLING_KINDS
-                    and depth < self.config.steps):
-                attempt.keep_as_enabling()
+            if attempt.status == "rejected" and attempt.within_noise and depth < self.config.steps:
+                if attempt.candidate.kind in ENABLING_KINDS:
+                    attempt.keep_as_enabling()
+                elif opens := self.opened_actions(attempt, ranked):
+                    attempt.keep_as_enabling(opens)
             self.attempts.append(attempt)
             _emit(attempt, self.config.on_step, self.config.record, state)
             if attempt.status in ("not_applied", "unchanged", "revisit"):
@@ -439,6 +443,18 @@ class _KernelSearch:
             else:
                 queue = _after_other_actions(queue, choice.candidate.action)
         return children
+
+    def opened_actions(self, attempt: Attempt, ranked: list[Ranked]) -> list[str]:
+        """Actions the kernel is offered after ``attempt`` and was not before it (grouped order opens persistent
+        tiles: the suite's transposed matmul, H200, measured grouped order alone at 1.00x and dropped it)."""
+        if not attempt.new_text:
+            return []
+        before = {r.candidate.action for r in ranked}
+        try:
+            after = self.list_candidates(analyze(attempt.new_text, self.path), self.kernel, self.target)
+        except Exception:  # noqa: BLE001 - an analysis failure only means nothing is known to open
+            return []
+        return sorted({c.action for c in after} - before - {attempt.candidate.action})
 
     @staticmethod
     def select(children: list[_Node], beam: int) -> list[_Node]:

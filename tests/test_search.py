@@ -326,3 +326,23 @@ def test_no_verification_is_started_that_the_warm_ones_say_cannot_finish(monkeyp
     result = run(MATMUL, "m.py", "matmul_kernel", verify, steps=3, budget_s=10.0, tries=12)
     # 5 + 2 + 2 = 9 s spent: one more warm verification (2 s) would end past the 10 s budget.
     assert len(verify.calls) == 3 and result.stopped == "budget"
+
+
+def test_a_neutral_step_that_opens_an_action_is_kept_as_enabling():
+    """The suite's transposed matmul on the H200 (session 11): grouped order measured 1.00x and was dropped, and with
+    it the persistent tiles it opens (1.21x over grouped order, results/h200/persistent/)."""
+    grouped_only = (Path(__file__).resolve().parents[1] / "benchmarks" / "generated" / "tensor_descriptor"
+                    / "matmul_transposed_0.py").read_text()  # tiled and pipelined, 2-D grid
+
+    def rule(new, old):
+        if "tl.num_programs(0)" in new and "tl.num_programs(0)" not in old:
+            return report(speedup=1.21, band=0.01)  # persistent
+        return report(speedup=1.002, band=0.001)  # everything else is neutral
+
+    result = run(grouped_only, "matmul_transposed.py", "matmul_bt_kernel", ScriptedVerifier(rule), steps=2, tries=12)
+    assert [s.candidate.action for s in result.steps] == ["reordering", "persistent"]
+    first = result.steps[0]
+    assert first.enabling and "it opens persistent" in first.reason and result.steps[1].speedup == 1.21
+    # A neutral step that opens nothing stays rejected (mask_free_k's grouped variant writes grouped order too).
+    assert all(not a.kept for a in result.attempts if a.depth == 1 and a.candidate.action not in ("reordering", "mask_free_k"))
+    assert all(not a.kept for a in result.attempts if a.candidate.action == "mask_free_k" and not a.candidate.params)
