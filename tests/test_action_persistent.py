@@ -89,7 +89,7 @@ def test_tma_descriptors_move_out_of_the_tile_loop_and_the_output_store_stays():
 
 
 @pytest.mark.parametrize("change, reason", [
-    ("    pid = tl.program_id(0)\n", "program id is not read"),
+    ("    pid = tl.program_id(0)\n", "program ids are not read"),
     ("    rk = tl.arange(0, BLOCK_K)\n", "tl.num_programs"),
     ("    acc = tl.zeros(", "returns early"),
     ("    acc = tl.zeros(", "may wait on another program"),
@@ -98,7 +98,7 @@ def test_tma_descriptors_move_out_of_the_tile_loop_and_the_output_store_stays():
 ])
 def test_refusals_say_why(change, reason):
     replacements = {
-        "program id is not read": ("    pid = tl.program_id(0)\n", "    pid = tl.program_id(0) + 0\n"),
+        "program ids are not read": ("    pid = tl.program_id(0)\n", "    pid = tl.program_id(0) + 0\n"),
         "tl.num_programs": ("    rk = tl.arange(0, BLOCK_K)\n", "    rk = tl.arange(0, BLOCK_K) + tl.num_programs(0) * 0\n"),
         "returns early": ("    acc = tl.zeros(", "    if pid > 1000000:\n        return\n    acc = tl.zeros("),
         "may wait on another program": ("    acc = tl.zeros(", "    tl.atomic_cas(c_ptr, 0.0, 1.0)\n    acc = tl.zeros("),
@@ -111,9 +111,17 @@ def test_refusals_say_why(change, reason):
     assert reason in (why_not(TILES.replace(old, new), "mm_kernel") or "")
 
 
-def test_two_program_ids_and_older_gpus_are_refused():
-    two_d = TILES.replace("    pid = tl.program_id(0)\n", "    pid = tl.program_id(0)\n    other = tl.program_id(1)\n")
-    assert "apply reordering first" in why_not(two_d, "mm_kernel")
+def test_a_2d_grid_becomes_one_tile_loop_in_launch_order_and_3d_and_older_gpus_are_refused():
+    two_d = (ROOT / "benchmarks" / "generated" / "tensor_descriptor" / "matmul_transposed_0.py").read_text()
+    after = persistent(two_d, "matmul_bt_kernel")
+    assert ("for tile in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N), tl.num_programs(0)):"
+            in after)
+    assert "pid_m = tile % tl.cdiv(M, BLOCK_M)" in after and "pid_n = tile // tl.cdiv(M, BLOCK_M)" in after
+    assert "grid = (min(_num_sms(), triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)),)" in after
+    assert "tl.program_id(1)" not in after
+    three_d = TILES.replace("    pid = tl.program_id(0)\n", "    pid = tl.program_id(0)\n    b = tl.program_id(1)\n"
+                            "    h = tl.program_id(2)\n")
+    assert "more than two program ids" in why_not(three_d, "mm_kernel")
     assert "async copies" in why_not(TILES, "mm_kernel", get_profile("v100"))
 
 
@@ -146,6 +154,9 @@ def reference(a, b):
     return a @ b
 '''
     tiles = tiles + tiles_reference[len(TILES):]
+    suite = (ROOT / "benchmarks" / "suite" / "matmul_transposed.py").read_text() + '\nENTRY = "matmul_transposed"\n'  # 2-D grid
+    two_d = persistent(suite, "matmul_bt_kernel", flatten=True)
     results = run_jobs([job(tmp_path, "linear", LINEAR, after, TOL_FP16),
-                        job(tmp_path, "tiles", tiles_reference, tiles, (1e-3, 1e-3))], tmp_path)
+                        job(tmp_path, "tiles", tiles_reference, tiles, (1e-3, 1e-3)),
+                        job(tmp_path, "two_d", suite, two_d, TOL_FP16)], tmp_path)
     assert all(r["ok"] for r in results), results

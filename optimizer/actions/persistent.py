@@ -1,4 +1,4 @@
-"""Persistent tiles: one program per SM walks the output tiles of a 1-D tile grid, instead of one program per tile.
+"""Persistent tiles: one program per SM walks the output tiles of a tile grid, instead of one program per tile.
 
 The kernel's body after ``pid = tl.program_id(0)`` becomes the body of
 ``for pid in tl.range(tl.program_id(0), <tiles>, tl.num_programs(0), flatten=...)``: every tile id the old
@@ -11,8 +11,9 @@ program does them once. ``flatten=True`` lets Triton pipeline across tiles, over
 with the next one's loads (H200, C = A @ B^T 8192x8192x4096 fp16, `results/h200/warp_specialize/`: a
 persistent descriptor kernel 0.736 ms flattened, 0.763 ms not, cuBLAS 0.808 ms).
 
-Offered on sm_80+ for a kernel with a ``tl.dot`` that reads one program id, ``name = tl.program_id(0)`` at
-its top level (a 2-D grid gets ``reordering``'s grouped 1-D grid first), never ``tl.num_programs``, has no
+Offered on sm_80+ for a kernel with a ``tl.dot`` that reads its program ids as ``name = tl.program_id(0)`` at its
+top level, and ``(1)`` for a 2-D grid (the loop's ``tile`` then gives ``pid_m = tile % <axis 0>``,
+``pid_n = tile // <axis 0>``: axis 0 fastest, the order a 2-D grid's programs start in), never ``tl.num_programs``, has no
 ``return`` and no ``tl.atomic_cas``/``tl.atomic_xchg`` (a spin lock across programs could wait on a tile no
 program runs yet), launched once in the file with a one-axis grid (a tuple, a ``lambda META:`` or a grid
 name only this launch reads) whose size the kernel's arguments determine.
@@ -109,7 +110,7 @@ class _Plan:
         self.looped = looped  # the tile's own statements: the loop's body
         self.tiles = tiles  # the tile count in the kernel's terms
         self.grid = grid  # the grid node to replace
-        self.grid_size = grid_size  # its one axis (the expression inside the tuple)
+        self.grid_size = grid_size  # a 1-D grid's axis (inside the tuple), or a 2-D grid's whole tuple
         self.tl = tl
 
 
@@ -194,8 +195,8 @@ def _binding_counts(kdef: cst.FunctionDef) -> dict[str, int]:
     return counts
 
 
-def _program_id_zero(statement: cst.CSTNode, roots: frozenset[str]) -> str | None:
-    """``name = tl.program_id(0)`` (or ``axis=0``) -> name."""
+def _program_id(statement: cst.CSTNode, roots: frozenset[str]) -> tuple[str, int] | None:
+    """``name = tl.program_id(axis)`` (also ``axis=axis``) -> (name, axis) for axis 0 or 1."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return None
     assign = statement.body[0]
@@ -206,9 +207,10 @@ def _program_id_zero(statement: cst.CSTNode, roots: frozenset[str]) -> str | Non
             and c.code(call.func.value) in roots and len(call.args) == 1):
         return None
     axis = call.args[0]
-    if not isinstance(axis.value, cst.Integer) or axis.value.evaluated_value != 0 or (axis.keyword and axis.keyword.value != "axis"):
+    if not isinstance(axis.value, cst.Integer) or axis.value.evaluated_value not in (0, 1) or (
+            axis.keyword and axis.keyword.value != "axis"):
         return None
-    return assign.targets[0].target.value
+    return assign.targets[0].target.value, axis.value.evaluated_value
 
 
 class _InKernel:
@@ -265,8 +267,8 @@ class Persistent:
             raise ActionError("no tl.dot: persistent tiles are for matmul-like kernels (rows_per_program walks rows)")
         if kernel.calls_of("num_programs"):
             raise ActionError("the kernel reads tl.num_programs, which a persistent grid changes")
-        if len(kernel.calls_of("program_id")) != 1:
-            raise ActionError("the kernel does not read exactly one program id (a 2-D grid: apply reordering first)")
+        if len(kernel.calls_of("program_id")) not in (1, 2):
+            raise ActionError("the kernel reads more than two program ids (a 3-D grid)")
         spin = kernel.calls_of(*_SPIN_OPS)
         if spin:
             raise ActionError(f"tl.{spin[0].op} may wait on another program: a persistent grid could deadlock it")
@@ -282,36 +284,47 @@ class Persistent:
             raise ActionError("the kernel returns early: inside the tile loop that would skip the program's later tiles")
         roots = c.language_roots(analysis)
         body = list(kdef.body.body)
-        index = next((i for i, s in enumerate(body) if _program_id_zero(s, roots)), None)
-        if index is None:
-            raise ActionError("the program id is not read as `name = tl.program_id(0)` at the top of the kernel")
+        reads = {i: hit for i, s in enumerate(body) if (hit := _program_id(s, roots))}
+        axes = sorted(axis for _, axis in reads.values())
+        if axes not in ([0], [0, 1]) or len(reads) != len(kernel.calls_of("program_id")):
+            raise ActionError("the program ids are not read as `name = tl.program_id(0)` (and `(1)`) at the top of the kernel")
+        index = min(reads)
         pid_statement = body[index]
-        pid_name = _program_id_zero(pid_statement, roots)
+        names = {axis: name for name, axis in reads.values()}
         if c.grid_shared(launch, kernel.name):
             raise ActionError("the grid is a name other launches read too")
         grid = c.grid_expression(launch)
         lam = grid if isinstance(grid, cst.Lambda) else None
-        shape = lam.body if lam is not None else grid
-        shape = c.unparen(shape)
-        if not isinstance(shape, cst.Tuple | cst.List) or len(shape.elements) != 1:
-            raise ActionError("the grid is not one axis, `(tiles,)`")
+        raw_shape = lam.body if lam is not None else grid
+        shape = c.unparen(raw_shape)
+        if not isinstance(shape, cst.Tuple | cst.List) or len(shape.elements) != len(axes):
+            raise ActionError(f"the grid is not {'one axis' if len(axes) == 1 else 'two axes'}, one per program id read")
         meta = None
         if lam is not None:
             if len(lam.params.params) != 1:
                 raise ActionError("the grid lambda does not take one META argument")
             meta = lam.params.params[0].name.value
         tl = c.code(pid_statement.body[0].value.func.value)  # type: ignore[union-attr]
-        tiles = _InKernel(launch, kernel, meta, tl)(shape.elements[0].value)
+        in_kernel = _InKernel(launch, kernel, meta, tl)
+        sizes = [in_kernel(element.value) for element in shape.elements]
+        if len(axes) == 1:
+            loop_name, tiles, unpack = names[0], sizes[0], []
+        else:  # tiles in launch order: axis 0 fastest, as a 2-D grid's programs start
+            loop_name = c.first_free(c.names_in(kdef) | {p.name for p in kernel.params}, "tile", "tile_id", "tile_index")
+            first, second = (_atom(size) for size in sizes)
+            tiles = f"{first} * {second}"
+            unpack = [c.stmt(f"{names[0]} = {loop_name} % {first}"), c.stmt(f"{names[1]} = {loop_name} // {first}")]
+        rest = [s for i, s in enumerate(body) if i > index and i not in reads]
         # Which statements move before the loop: no tile dependence, no memory access, bound only there.
         counts = _binding_counts(kdef)
-        tile_names = {pid_name}
-        hoisted, looped = [], []
+        tile_names = {loop_name, *names.values()}
+        hoisted, looped = [], list(unpack)
         def movable(statement: cst.BaseStatement) -> bool:
             return (_simple_assignments(statement) and _calls_allowed(statement)
                     and not _reads_any(statement, tile_names)
                     and all(counts.get(n, 0) == 1 for n in c.bound_names(statement)))
 
-        for statement in body[index + 1:]:
+        for statement in rest:
             if movable(statement):
                 hoisted.append(statement)
                 continue
@@ -321,18 +334,18 @@ class Persistent:
                 statement = split[1]
             looped.append(statement)
             tile_names |= c.bound_names(statement)
-        if not looped:
+        if len(looped) == len(unpack):
             raise ActionError("nothing in the kernel depends on the tile")
         hoisted = _merge_ifs(hoisted)
-        return _Plan(kdef, launch, pid_statement, pid_name, body[:index], hoisted, looped, tiles, grid,
-                     shape.elements[0].value, tl)
+        size = shape.elements[0].value if len(axes) == 1 else raw_shape
+        return _Plan(kdef, launch, pid_statement, loop_name, body[:index], hoisted, looped, tiles, grid, size, tl)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         try:
             self._plan(c.parse(analysis.text), analysis, kernel, target)
         except ActionError:
             return []
-        line = kernel.calls_of("program_id")[0].span.start.line
+        line = min(call.span.start.line for call in kernel.calls_of("program_id"))
         return [Candidate(self.name, self.kind, kernel.name, {"flatten": flatten},
                           f"Make {kernel.name} persistent on {target.key.upper()}: one program per SM walks the tiles"
                           + (" (pipelined across tiles)" if flatten else ""), line)
@@ -365,11 +378,21 @@ class Persistent:
             new_body[-1] = loop.with_changes(leading_lines=())
         new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=new_body))
         size = plan.grid_size
-        new_size = c.expr(f"min({HELPER}(), {c.code(size)})")
+        if isinstance(size, cst.Tuple | cst.List):  # two axes become one: their product, capped at the SMs
+            first, second = (_atom(c.code(e.value)) for e in c.unparen(size).elements)
+            new_size = c.expr(f"(min({HELPER}(), {first} * {second}),)")
+        else:
+            new_size = c.expr(f"min({HELPER}(), {c.code(size)})")
         module = c.replace_all(module, [(plan.kdef, new_kdef), (size, new_size)])
         module = _add_helper(module)
         return c.finish(text, module, f"{kernel.name} made persistent: one program per SM walks its tiles"
                         + (" (flatten=True: pipelined across tiles)" if flatten else ""))
+
+
+def _atom(source: str) -> str:
+    """``source`` as a factor of a product: parenthesised unless a name, a number, a call or a subscript."""
+    node = c.expr(source)
+    return source if isinstance(node, cst.Name | cst.Integer | cst.Call | cst.Subscript | cst.Attribute) else f"({source})"
 
 
 def _imports_torch(module: cst.Module) -> bool:
