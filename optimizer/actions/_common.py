@@ -617,6 +617,36 @@ def _grid_function_return(launch: LaunchNode, name: str) -> cst.BaseExpression |
     return None
 
 
+def module_import_name(module: cst.Module, dotted: str) -> str | None:
+    """The name a top-level ``import <dotted>`` (``as x``) binds in the file, or None."""
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    if code(alias.name) == dotted:
+                        return alias.asname.name.value if alias.asname is not None else dotted
+    return None
+
+
+def insert_after_imports(module: cst.Module, source: str) -> cst.Module | None:
+    """``source``'s statements after the file's last top-level import, two blank lines around them (comments above
+    the statement that followed stay with it); None when the file has no top-level import."""
+    two = [cst.EmptyLine(), cst.EmptyLine()]
+    added = [statement.with_changes(leading_lines=two) for statement in parse(source).body]
+    statements = list(module.body)
+    last_import = max((i for i, s in enumerate(statements) if isinstance(s, cst.SimpleStatementLine)
+                       and all(isinstance(b, cst.Import | cst.ImportFrom) for b in s.body)), default=None)
+    if last_import is None:
+        return None
+    following = statements[last_import + 1:]
+    if following:
+        comments = [line for line in following[0].leading_lines if line.comment is not None]
+        following[0] = following[0].with_changes(leading_lines=two + comments)
+    return module.with_changes(body=statements[:last_import + 1] + added + following)
+
+
 def is_docstring(statement: cst.CSTNode) -> bool:
     """True for a statement that is only a string (a docstring, also an implicitly concatenated one)."""
     return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1

@@ -274,7 +274,7 @@ class Persistent:
             raise ActionError(f"tl.{spin[0].op} may wait on another program: a persistent grid could deadlock it")
         if HELPER in analysis.text:
             raise ActionError(f"the file already has {HELPER} (a kernel made persistent already)")
-        if not _imports_torch(module):
+        if c.module_import_name(module, "torch") != "torch":
             raise ActionError("the file does not `import torch`, which sizes the persistent grid")
         kdef, launches = c.locate(module, kernel.name)
         if len(launches) != 1:
@@ -384,7 +384,7 @@ class Persistent:
         else:
             new_size = c.expr(f"min({HELPER}(), {c.code(size)})")
         module = c.replace_all(module, [(plan.kdef, new_kdef), (size, new_size)])
-        module = _add_helper(module)
+        module = c.insert_after_imports(module, _HELPER_SOURCE)
         return c.finish(text, module, f"{kernel.name} made persistent: one program per SM walks its tiles"
                         + (" (flatten=True: pipelined across tiles)" if flatten else ""))
 
@@ -393,31 +393,6 @@ def _atom(source: str) -> str:
     """``source`` as a factor of a product: parenthesised unless a name, a number, a call or a subscript."""
     node = c.expr(source)
     return source if isinstance(node, cst.Name | cst.Integer | cst.Call | cst.Subscript | cst.Attribute) else f"({source})"
-
-
-def _imports_torch(module: cst.Module) -> bool:
-    """A top-level ``import torch`` (the helper calls ``torch.cuda``)."""
-    return any(isinstance(small, cst.Import) and any(c.code(alias.name) == "torch" and alias.asname is None
-                                                      for alias in small.names)
-               for statement in module.body if isinstance(statement, cst.SimpleStatementLine) for small in statement.body)
-
-
-def _add_helper(module: cst.Module) -> cst.Module:
-    """``_num_sms`` after the imports, before the first definition."""
-    helper = cst.parse_module(_HELPER_SOURCE).body[0]
-    body = list(module.body)
-    at = next((i for i, s in enumerate(body) if not (isinstance(s, cst.SimpleStatementLine) and all(
-        isinstance(small, cst.Import | cst.ImportFrom) or (isinstance(small, cst.Expr) and isinstance(
-            small.value, cst.SimpleString)) for small in s.body))), len(body))
-    helper = helper.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
-    follower = body[at] if at < len(body) else None
-    body.insert(at, helper)
-    if follower is not None and not isinstance(follower, cst.FunctionDef | cst.ClassDef):
-        body[at + 1] = follower.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
-    elif follower is not None:
-        body[at + 1] = follower.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *[
-            line for line in follower.leading_lines if line.comment is not None]])
-    return module.with_changes(body=body)
 
 
 ACTION = Persistent()

@@ -238,7 +238,7 @@ class TensorDescriptor:
         if allocator:
             if ALLOCATOR in c.names_in(module):
                 raise ActionError(f"the file already uses the name {ALLOCATOR}")
-            if self._module_name(analysis, "torch") is None or self._module_name(analysis, "triton") is None:
+            if c.module_import_name(module, "torch") is None or c.module_import_name(module, "triton") is None:
                 raise ActionError("the file does not import torch and triton by name: nowhere to spell triton.set_allocator")
         helper = not re.search(rf"^def {READY}\(", analysis.text, re.MULTILINE)
         if helper and READY in c.names_in(module):
@@ -337,19 +337,6 @@ class TensorDescriptor:
                 if n not in params and (n not in ready or c.any_assignment(kdef, n) is None):
                     return None
         return store
-
-    @staticmethod
-    def _module_name(analysis: FileAnalysis, dotted: str) -> str | None:
-        """The name a top-level ``import <dotted>`` (``as x``) binds in the file, or None."""
-        for statement in c.parse(analysis.text).body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if isinstance(small, cst.Import):
-                    for alias in small.names:
-                        if c.code(alias.name) == dotted:
-                            return alias.asname.name.value if alias.asname is not None else dotted
-        return None
 
     @staticmethod
     def _dot_operands(loop: cst.For, roots: frozenset[str]) -> list[str]:
@@ -718,7 +705,7 @@ class TensorDescriptor:
 
     def _with_host_code(self, module: cst.Module, analysis: FileAnalysis, plan: _Plan) -> cst.Module:
         """The readiness check and (once per file) the allocator, after the file's imports."""
-        torch, triton = self._module_name(analysis, "torch"), self._module_name(analysis, "triton")
+        torch, triton = c.module_import_name(module, "torch"), c.module_import_name(module, "triton")
         source = ""
         if plan.helper:
             source += (f"def {READY}(tensor, unit_stride, *strides):\n"
@@ -733,18 +720,10 @@ class TensorDescriptor:
                        f"{triton}.set_allocator({ALLOCATOR})\n")
         if not source:
             return module
-        two = [cst.EmptyLine(), cst.EmptyLine()]
-        added = [statement.with_changes(leading_lines=two) for statement in c.parse(source).body]
-        statements = list(module.body)
-        last_import = max((i for i, s in enumerate(statements) if isinstance(s, cst.SimpleStatementLine)
-                           and all(isinstance(b, cst.Import | cst.ImportFrom) for b in s.body)), default=None)
-        if last_import is None:
+        inserted = c.insert_after_imports(module, source)
+        if inserted is None:
             raise ActionError("the file has no top-level imports to put the TMA host code after")
-        following = statements[last_import + 1:]
-        if following:
-            following[0] = following[0].with_changes(leading_lines=two)
-        return module.with_changes(body=statements[:last_import + 1] + added + following)
-
+        return inserted
 
 def _branches(tma: list[cst.BaseStatement], pointer: list[cst.BaseStatement]) -> cst.If:
     """``if USE_TMA: <tma> else: <pointer>`` (no else when ``pointer`` is empty); comments above stay above."""
