@@ -308,6 +308,13 @@ def mask_free_k_prior(state: PolicyState | None, candidate: Candidate) -> tuple[
     return 0.62, "unmasked K loop without grouped order (about 1.0x measured)"
 
 
+def _tiled_and_staged(state: PolicyState | None) -> int:
+    """How many of tiling and pipelining (0-2) the kernel's kept steps include: the large, staged tiles TMA loads
+    and persistent tiles were measured at."""
+    kept = {step.candidate.kind for step in state.history if step.kept} if state is not None else set()
+    return len(kept & {"Tiling", "Pipelining"})
+
+
 def tensor_descriptor_prior(state: PolicyState | None, target: GpuProfile) -> tuple[float, str]:
     """tensor_descriptor's prior: sm_90+ only, after tiling and pipelining (TMA pays at the large, staged tiles they
     set: H200, fp16 8192^3 matmul, a hand-written descriptor kernel 1.12x over pointer loads, suite_tiles_gpu.py),
@@ -316,10 +323,10 @@ def tensor_descriptor_prior(state: PolicyState | None, target: GpuProfile) -> tu
     and 1.00x over the pointer loads (matmul, transposed B, linear+GELU, bmm), 0.97-1.03x after grouped order."""
     if target.arch < 90:
         return 0.0, f"no TMA on {target.name}"
-    kept = {step.candidate.kind for step in state.history if step.kept} if state is not None else set()
-    if {"Tiling", "Pipelining"} <= kept:
+    staged = _tiled_and_staged(state)
+    if staged == 2:
         return 0.6, "TMA descriptor loads of the retiled, pipelined K loop (1.12x by hand on an H200 matmul)"
-    if kept & {"Tiling", "Pipelining"}:
+    if staged == 1:
         return 0.55, "TMA descriptor loads of the K loop (1.12x by hand on an H200 matmul); tiling or pipelining first"
     return 0.5, "TMA descriptor loads of the K loop; they pay after tiling and pipelining"
 
@@ -334,9 +341,8 @@ def persistent_prior(state: PolicyState | None, candidate: Candidate, target: Gp
     Flattening the two loops was slower on all three (0.45x on the square matmul): below descriptors."""
     if target.arch < 90:
         return 0.3, f"persistent tiles on {target.name}: not measured before Hopper"
-    kept = {step.candidate.kind for step in state.history if step.kept} if state is not None else set()
     # Measured at the large, staged tiles tiling and pipelining set; tensor_descriptor's prior steps the same way.
-    base = 0.64 if {"Tiling", "Pipelining"} <= kept else 0.58 if kept & {"Tiling", "Pipelining"} else 0.52
+    base = (0.52, 0.58, 0.64)[_tiled_and_staged(state)]
     if candidate.params.get("flatten"):
         return base - 0.07, "one program per SM walks the tiles, loops flattened (slower than unflattened on the H200's matmuls)"
     return base, "one program per SM walks the tiles (1.16-1.27x on the H200's transposed-B matmuls)"
