@@ -334,6 +334,7 @@ class _KernelSearch:
         self.warm_verify_s = [] if warm_verify_s is None else warm_verify_s  # shared by a file's kernels
         self.attempts: list[Attempt] = []
         self.tried: set[tuple[int, str]] = set()
+        self._offered: dict[str, tuple[FileAnalysis, list[Candidate]]] = {}  # offered_in's, per text
         self.speed_measured = False
         self.stopped = "steps"
         self.notes: list[str] = []
@@ -387,15 +388,14 @@ class _KernelSearch:
 
     def expand(self, node: _Node, depth: int) -> tuple[PolicyState, list[Ranked], float] | None:
         """The state of ``node`` and the policy's ranking of what applies to it (None: nothing does)."""
-        analysis = analyze(node.text, self.path)
+        analysis, listed = self.offered_in(node.text)
         found = analysis.kernel(self.kernel)
         if found is None:
             self.stopped = "kernel gone"
             self.notes.append(f"kernel {self.kernel} is no longer in the file after step {depth - 1}")
             return None
         state = PolicyState(analysis, found, self.target, [s.outcome() for s in node.steps])
-        offered = [c for c in self.list_candidates(analysis, self.kernel, self.target)
-                   if (hash(node.text), c.key()) not in self.tried]
+        offered = [c for c in listed if (hash(node.text), c.key()) not in self.tried]
         if depth >= self.config.steps:  # a preparation only pays through a later step: none is left
             offered = [c for c in offered if c.kind != "Prepare"]
         if not offered:
@@ -451,10 +451,20 @@ class _KernelSearch:
             return []
         before = {r.candidate.action for r in ranked}
         try:
-            after = self.list_candidates(analyze(attempt.new_text, self.path), self.kernel, self.target)
+            _analysis, after = self.offered_in(attempt.new_text)
         except Exception:  # noqa: BLE001 - an analysis failure only means nothing is known to open
             return []
         return sorted({c.action for c in after} - before - {attempt.candidate.action})
+
+    def offered_in(self, text: str) -> tuple[FileAnalysis, list[Candidate]]:
+        """The analysis of ``text`` and every candidate for the kernel in it, once per text: a neutral step's
+        state is listed to see what it opens, and listed again when it is expanded."""
+        hit = self._offered.get(text)
+        if hit is None:
+            analysis = analyze(text, self.path)
+            listed = self.list_candidates(analysis, self.kernel, self.target) if analysis.kernel(self.kernel) else []
+            hit = self._offered[text] = (analysis, listed)
+        return hit
 
     @staticmethod
     def select(children: list[_Node], beam: int) -> list[_Node]:
