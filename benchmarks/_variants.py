@@ -3,7 +3,7 @@
 The GPU machine has no libcst, so a script's ``--generate`` applies the engine's steps on a development
 machine and commits the texts with a ``manifest.json``; its ``--out DIR`` loads those texts on the GPU,
 checks and times them. ``--dry-run`` does the same in the Triton interpreter at small sizes (a check of
-the script, no timing). Used by ``tensor_descriptor_gpu.py`` and ``channel_tile_gpu.py``.
+the script, no timing). Used by ``tensor_descriptor_gpu.py``, ``persistent_gpu.py`` and ``channel_tile_gpu.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,66 @@ def apply_steps(text: str, kernel: str, steps: list[tuple[str, dict]], target_na
             raise LookupError(f"{action} {params} not offered")
         text = apply_candidate(text, chosen, target).new_text
     return text
+
+
+def generate_suite_variants(folder: Path, target: str, problems: dict[str, tuple[str, str]],
+                            base: list[tuple[str, dict]], variants: dict[str, list[tuple[str, dict]]]) -> int:
+    """Each problem's file (``problems``: name -> (path, kernel)) after ``base`` then each variant's steps, written
+    to ``folder`` as ``<problem>_<index>.py`` with the manifest; a variant the engine does not offer is skipped."""
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for problem, (path, kernel) in problems.items():
+        for index, (variant, steps) in enumerate(variants.items()):
+            try:
+                text = apply_steps((ROOT / path).read_text(), kernel, base + steps, target)
+            except LookupError as exc:
+                print(f"{problem}: {variant} skipped ({exc})")
+                continue
+            out = folder / f"{problem}_{index}.py"
+            out.write_text(text)
+            entries.append({"problem": problem, "variant": variant, "path": str(out.relative_to(ROOT)),
+                            "entry": Path(path).stem, "steps": [a for a, _ in base + steps]})
+    write_manifest(folder, target, entries)
+    return 0
+
+
+def check_and_time(folder: Path, tag: str, tol: tuple[float, float], rep: int, dry_run: bool) -> list[dict]:
+    """Each generated variant of ``folder`` checked against its file's reference (rtol, atol), then its host function
+    timed (median of do_bench); one row per variant, a failing one with its error."""
+    do_bench = timer(dry_run)
+    import torch
+
+    device = "cpu" if dry_run else "cuda"
+    results, inputs, refs = [], {}, {}
+    for index, entry in enumerate(read_manifest(folder)):
+        problem = entry["problem"]
+        row = {**entry, "ok": False, "ms": None, "error": None}
+        try:
+            module = load(ROOT / entry["path"], f"{tag}_{index}")
+            if problem not in inputs:
+                torch.manual_seed(0)
+                inputs[problem] = module.get_inputs(device=device)
+                refs[problem] = module.reference(*inputs[problem])
+            fn = getattr(module, entry["entry"])
+            out = fn(*inputs[problem])  # compiles once, outside the timing
+            row["max_abs_err"] = float((out.double() - refs[problem].double()).abs().max())
+            if not torch.allclose(out.double(), refs[problem].double(), rtol=tol[0], atol=tol[1]):
+                row["error"] = f"wrong result: max abs err {row['max_abs_err']:.3g}"
+            else:
+                row["ms"] = do_bench(lambda fn=fn, args=inputs[problem]: fn(*args), warmup=25, rep=rep, return_mode="median")
+                row["ok"] = True
+        except Exception as exc:  # noqa: BLE001 - a failing variant is a result, not a crash
+            row["error"] = error_text(exc)
+        results.append(row)
+        print(f"{problem:18s} {entry['variant']:22s} {row['ms'] or float('nan'):9.4f} ms  {row['error'] or ''}", flush=True)
+    return results
+
+
+def speedup_over(results: list[dict], variant: str, key: str) -> None:
+    """``row[key]``: each row's speed-up over the same problem's ``variant`` (None when either failed)."""
+    base = {r["problem"]: r["ms"] for r in results if r["variant"] == variant and r["ok"]}
+    for r in results:
+        r[key] = base[r["problem"]] / r["ms"] if r["ok"] and r["problem"] in base else None
 
 
 def write_manifest(folder: Path, target: str, entries: list[dict]) -> None:

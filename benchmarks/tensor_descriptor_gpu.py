@@ -43,55 +43,13 @@ TOL = (2e-2, 5e-2)  # rtol, atol: fp16 output of a K=4096-8192 sum against an fp
 
 
 def generate() -> int:
-    GENERATED.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for problem, (path, kernel) in PROBLEMS.items():
-        for index, (variant, steps) in enumerate(VARIANTS.items()):
-            try:
-                text = v.apply_steps((ROOT / path).read_text(), kernel, BASE + steps, TARGET)
-            except LookupError as exc:
-                print(f"{problem}: {variant} skipped ({exc})")
-                continue
-            out = GENERATED / f"{problem}_{index}.py"
-            out.write_text(text)
-            entries.append({"problem": problem, "variant": variant, "path": str(out.relative_to(ROOT)),
-                            "entry": Path(path).stem, "steps": [a for a, _ in BASE + steps]})
-    v.write_manifest(GENERATED, TARGET, entries)
-    return 0
+    return v.generate_suite_variants(GENERATED, TARGET, PROBLEMS, BASE, VARIANTS)
 
 
 def bench(out_dir: Path, rep: int, dry_run: bool) -> int:
-    do_bench = v.timer(dry_run)
-    import torch
-
-    device = "cpu" if dry_run else "cuda"
-    results, inputs, refs = [], {}, {}
-    for index, entry in enumerate(v.read_manifest(GENERATED)):
-        problem = entry["problem"]
-        row = {**entry, "ok": False, "ms": None, "error": None}
-        try:
-            module = v.load(ROOT / entry["path"], f"tma_{index}")
-            if problem not in inputs:
-                torch.manual_seed(0)
-                inputs[problem] = module.get_inputs(device=device)
-                refs[problem] = module.reference(*inputs[problem])
-            fn = getattr(module, entry["entry"])
-            out = fn(*inputs[problem])  # compiles once, outside the timing
-            row["max_abs_err"] = float((out.double() - refs[problem].double()).abs().max())
-            if not torch.allclose(out.double(), refs[problem].double(), rtol=TOL[0], atol=TOL[1]):
-                row["error"] = f"wrong result: max abs err {row['max_abs_err']:.3g}"
-            else:
-                row["ms"] = do_bench(lambda fn=fn, args=inputs[problem]: fn(*args), warmup=25, rep=rep, return_mode="median")
-                row["ok"] = True
-        except Exception as exc:  # noqa: BLE001 - a failing variant is a result, not a crash
-            row["error"] = v.error_text(exc)
-        results.append(row)
-        print(f"{problem:18s} {entry['variant']:22s} {row['ms'] or float('nan'):9.4f} ms  {row['error'] or ''}", flush=True)
-    pointer = {r["problem"]: r["ms"] for r in results if r["variant"] == "pointer loads" and r["ok"]}
-    grouped = {r["problem"]: r["ms"] for r in results if r["variant"] == "grouped" and r["ok"]}
-    for r in results:
-        r["x_pointer"] = pointer[r["problem"]] / r["ms"] if r["ok"] and r["problem"] in pointer else None
-        r["x_grouped"] = grouped[r["problem"]] / r["ms"] if r["ok"] and r["problem"] in grouped else None
+    results = v.check_and_time(GENERATED, "tma", TOL, rep, dry_run)
+    v.speedup_over(results, "pointer loads", "x_pointer")
+    v.speedup_over(results, "grouped", "x_grouped")
     meta = v.environment(dry_run)
     lines = [f"# tensor_descriptor on the suite's matmuls, {meta['gpu']} (torch {meta['torch']}, triton {meta['triton']}, "
              f"{meta['date']})", "",
