@@ -128,7 +128,7 @@ def step_record(attempt) -> dict:
     record = {"kernel": cand.kernel, "action": cand.action, "kind": cand.kind, "params": dict(cand.params),
               "title": cand.title, "depth": attempt.depth, "speedup": attempt.speedup,
               "changed_lines": attempt.changed_lines, "summary": attempt.summary,
-              "enabling": getattr(attempt, "enabling", False),
+              "enabling": getattr(attempt, "enabling", False), "detour": getattr(attempt, "detour", False),
               "phases": (attempt.report or {}).get("phases") or {}, "verify_s": attempt.timings.get("verify_s")}
     record["structural"] = is_structural(record)
     return record
@@ -387,7 +387,7 @@ def structural_kernels(original: str, final_text: str, kept: list[dict], path: P
         named = [s for s in counted if s["kind"] == "Fusion" and s["kernel"] != name and name in (s.get("params") or {}).values()]
         removed = name not in remaining
         rows.append({"kernel": name,
-                     "steps": [f"{s['action']} ({s['kind']}{', enabling' if s.get('enabling') else ''})" for s in mine],
+                     "steps": [f"{s['action']} ({s['kind']}{', enabling' if s.get('enabling') else ''}{', detour' if s.get('detour') else ''})" for s in mine],
                      "structural": any(s["structural"] for s in mine if s in counted) or (removed and fused)
                      or any(s["structural"] for s in named),
                      "fused_away": removed and fused})

@@ -78,6 +78,13 @@ MIN_BELIEVED_CHANGE = 0.01
 # and with it the single-pass rewrite the fused kernel allows). Any other neutral step is kept the same way when
 # the kernel is offered an action after it that it was not offered before (``opened_actions``).
 ENABLING_KINDS = frozenset({"Prepare", "Fusion"})
+# A correct step that is slower on its own, but after which the kernel is offered a structural action it was not
+# offered before, is a *detour*: kept one step further and judged with the steps after it, since the run's best
+# state is the one whose product of speed-ups is largest. Broadcast products rewritten as ``tl.dot`` (use_dot)
+# keep the caller's 16-wide tiles and lose to the multiply-and-sum at first; tiling them is what the dot allows.
+# A step more than DETOUR_FLOOR slower is not repaid by one step after it often enough to spend the tries.
+DETOUR_FLOOR = 0.5
+DETOUR_OPENS_KINDS = frozenset({"Tiling", "Pipelining", "Reordering", "TensorCore"})
 SPEED_UNAVAILABLE_NOTE = (
     "speed unavailable (no GPU: verified in the Triton interpreter): steps were kept because they are "
     "correct, and ranked by the policy's score; their speed-up is not measured"
@@ -109,6 +116,7 @@ class Attempt:
     timings: dict[str, float] = field(default_factory=dict)
     policy_metadata: dict[str, Any] = field(default_factory=dict)
     enabling: bool = False  # kept within the noise for what later steps can do (ENABLING_KINDS, or opened actions)
+    detour: bool = False  # kept though slower, for the structural actions it opens (DETOUR_FLOOR)
 
     @property
     def kept(self) -> bool:
@@ -121,6 +129,13 @@ class Attempt:
         what = (f"it opens {', '.join(opens)}" if opens else f"a {self.candidate.kind.lower()} step opens others")
         self.reason = f"kept as an enabling step: {self.speedup:.2f}x is within the noise, and {what}"
 
+    def keep_as_detour(self, opens: list[str]) -> None:
+        """Keep a correct step that is slower on its own for the structural actions it opens; its slow-down
+        counts in every state after it, so only steps that repay it make a result."""
+        self.status, self.detour = "kept", True
+        self.reason = (f"kept as a detour: {self.speedup:.2f}x on its own, and it opens {', '.join(opens)}; "
+                       "it stays only if the steps after it repay it")
+
     def outcome(self) -> StepOutcome:
         return StepOutcome(self.candidate, self.compiled, self.correct, self.speedup, self.reward, self.kept)
 
@@ -131,7 +146,7 @@ class Attempt:
             "reason": self.reason, "compiled": self.compiled, "correct": self.correct, "speedup": self.speedup,
             "withinNoise": self.within_noise, "reward": self.reward, "summary": self.summary, "diff": self.diff,
             "changedLines": self.changed_lines, "timings": dict(self.timings), "policy": dict(self.policy_metadata),
-            "report": self.report, "enabling": self.enabling,
+            "report": self.report, "enabling": self.enabling, "detour": self.detour,
         }
         if with_texts:
             data["newText"] = self.new_text
@@ -416,8 +431,9 @@ class _KernelSearch:
         while queue:
             position, choice = queue.pop(0)
             # An enabling child does not fill the beam: a step that is faster on its own, if one comes, is preferred.
-            faster = [c for c in children if not c.steps[-1].enabling]
-            if len(faster) >= self.config.beam or applied >= self.config.tries_at(bool(children)) or self.stop_now():
+            faster = [c for c in children if not (c.steps[-1].enabling or c.steps[-1].detour)]
+            paying = [c for c in children if not c.steps[-1].detour]
+            if len(faster) >= self.config.beam or applied >= self.config.tries_at(bool(paying)) or self.stop_now():
                 break
             self.tried.add((hash(node.text), choice.candidate.key()))
             attempt = _try(node, choice, position, depth, self.path, self.target, self.apply_one, self.verify,
@@ -431,6 +447,9 @@ class _KernelSearch:
                     attempt.keep_as_enabling()
                 elif opens := self.opened_actions(attempt, ranked):
                     attempt.keep_as_enabling(opens)
+            elif self.may_detour(attempt, node, depth):
+                if opens := self.opened_actions(attempt, ranked, DETOUR_OPENS_KINDS):
+                    attempt.keep_as_detour(opens)
             self.attempts.append(attempt)
             _emit(attempt, self.config.on_step, self.config.record, state)
             if attempt.status in ("not_applied", "unchanged", "revisit"):
@@ -444,9 +463,17 @@ class _KernelSearch:
                 queue = _after_other_actions(queue, choice.candidate.action)
         return children
 
-    def opened_actions(self, attempt: Attempt, ranked: list[Ranked]) -> list[str]:
-        """Actions the kernel is offered after ``attempt`` and was not before it (grouped order opens persistent
-        tiles: the suite's transposed matmul, H200, measured grouped order alone at 1.00x and dropped it)."""
+    def may_detour(self, attempt: Attempt, node: _Node, depth: int) -> bool:
+        """A correct step slower than its state by no more than DETOUR_FLOOR, with a step left after it, on a path
+        without a detour yet (two slow steps in a row are not repaid by one)."""
+        return (attempt.status == "rejected" and attempt.correct is True and not attempt.within_noise
+                and attempt.speedup is not None and DETOUR_FLOOR <= attempt.speedup < 1.0
+                and depth < self.config.steps and not any(s.detour for s in node.steps))
+
+    def opened_actions(self, attempt: Attempt, ranked: list[Ranked], kinds: frozenset[str] | None = None) -> list[str]:
+        """Actions (of ``kinds``, if given) the kernel is offered after ``attempt`` and was not before it (grouped
+        order opens persistent tiles: the suite's transposed matmul, H200, measured grouped order alone at 1.00x
+        and dropped it)."""
         if not attempt.new_text:
             return []
         before = {r.candidate.action for r in ranked}
@@ -454,7 +481,8 @@ class _KernelSearch:
             _analysis, after = self.offered_in(attempt.new_text)
         except Exception:  # noqa: BLE001 - an analysis failure only means nothing is known to open
             return []
-        return sorted({c.action for c in after} - before - {attempt.candidate.action})
+        opened = {c.action for c in after if kinds is None or c.kind in kinds}
+        return sorted(opened - before - {attempt.candidate.action})
 
     def offered_in(self, text: str) -> tuple[FileAnalysis, list[Candidate]]:
         """The analysis of ``text`` and every candidate for the kernel in it, once per text: a neutral step's
@@ -472,12 +500,16 @@ class _KernelSearch:
         the best enabling state if it is not among them: its worth is the step it opens, which a sibling that
         is faster on its own must not take away before that step was tried (the suite's cross entropy, H200:
         a neutral row fusion lost to a 1.39x sibling, and the one-pass loop the fused kernel allows never ran).
-        Whatever the frontier, the run's best state is already kept (``run``), so expanding it first costs nothing."""
+        Whatever the frontier, the run's best state is already kept (``run``), so expanding it first costs nothing.
+        The best detour state comes last: it must be repaid by a step after it, so it gets the time the others leave."""
         ordered = sorted(children, key=lambda n: n.value(), reverse=True)
         chosen = ordered[:beam]
         enabling = [n for n in ordered if n.steps and n.steps[-1].enabling]
         if enabling and enabling[0] not in chosen:
             chosen = [enabling[0], *chosen]
+        detours = [n for n in ordered if n.steps and n.steps[-1].detour]
+        if detours and detours[0] not in chosen:
+            chosen = [*chosen, detours[0]]
         return chosen
 
     def result(self, best: _Node) -> OptimizeResult:

@@ -353,3 +353,42 @@ def test_a_neutral_step_that_opens_an_action_is_kept_as_enabling():
     # A neutral step that opens nothing stays rejected (mask_free_k's grouped variant writes grouped order too).
     assert all(not a.kept for a in result.attempts if a.depth == 1 and a.candidate.action not in ("reordering", "mask_free_k"))
     assert all(not a.kept for a in result.attempts if a.candidate.action == "mask_free_k" and not a.candidate.params)
+
+
+DOT_SUM = (Path(__file__).resolve().parent / "corpus" / "kernels" / "dot_sum.py").read_text()
+
+
+def test_a_slower_step_that_opens_a_structural_action_is_a_detour_repaid_by_the_next():
+    """Held-out mm_sum_product on the H200 (session 12): use_dot measured 0.69x against the broadcast product at the
+    caller's 16-wide tiles and was dropped, and with it the tiling the dot allows. A slower step that opens tiling
+    is kept one step further; the pair stays because together they are faster."""
+    def rule(new, old):
+        if "tl.dot(" in new and "tl.dot(" not in old:
+            return report(speedup=0.69, band=0.01)  # the dot at 16 x 16 x 16
+        if "tl.dot(" in old and "BLOCK_M = 16" in old and "BLOCK_M = 16" not in new:
+            return report(speedup=3.0, band=0.01)  # larger tiles on tensor cores
+        return report(speedup=0.98, band=0.01)
+
+    result = run(DOT_SUM, "dot_sum.py", "sum_matmul_kernel", ScriptedVerifier(rule), steps=2, tries=6)
+    assert [s.candidate.action for s in result.steps] == ["use_dot", "tiling"]
+    first = result.steps[0]
+    assert first.detour and not first.enabling and "detour" in first.reason and "opens" in first.reason
+    assert first.to_json()["detour"] is True and result.steps[1].speedup == 3.0
+
+
+def test_a_detour_that_is_not_repaid_leaves_the_file_as_it_was():
+    def rule(new, old):
+        if "tl.dot(" in new and "tl.dot(" not in old:
+            return report(speedup=0.69, band=0.01)
+        return report(speedup=1.2, band=0.01) if "tl.dot(" in old else report(speedup=0.98, band=0.01)
+
+    result = run(DOT_SUM, "dot_sum.py", "sum_matmul_kernel", ScriptedVerifier(rule), steps=2, tries=6)
+    assert any(a.detour for a in result.attempts)  # tried one step further: 0.69 x 1.2 < 1
+    assert result.steps == [] and result.final_text == DOT_SUM
+
+
+def test_no_detour_at_the_last_step_or_below_the_floor():
+    slow = ScriptedVerifier(lambda new, old: report(speedup=0.4 if "tl.dot(" in new else 0.98, band=0.01))
+    assert not any(a.detour for a in run(DOT_SUM, "dot_sum.py", "sum_matmul_kernel", slow, steps=2, tries=6).attempts)
+    at_last = ScriptedVerifier(lambda new, old: report(speedup=0.69 if "tl.dot(" in new else 0.98, band=0.01))
+    assert not any(a.detour for a in run(DOT_SUM, "dot_sum.py", "sum_matmul_kernel", at_last, steps=1, tries=6).attempts)

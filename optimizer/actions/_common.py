@@ -326,6 +326,84 @@ def launch_assignment(launch: "LaunchNode", name: str) -> tuple[cst.Assign | Non
     return any_assignment(launch.module, name), True
 
 
+def unpacked_constant(launch: "LaunchNode", name: str) -> cst.Assign | None:
+    """``BT, BK, BV = 64, 32, 32`` in the launch's host function or module, as ``BT = 64`` whose value is the
+    element in the tree: rewriting that value (``set_constexpr``) edits the tuple in place. None unless the
+    tuple statement is the name's only binding there."""
+    for root in (launch.host, launch.module):
+        if root is None:
+            continue
+        finder = _Assignments(name, root)
+        root.visit(finder)
+        if finder.found or (root is launch.host and name in _param_names(root)):
+            return None
+        unpacked = [a for a in _unpackings(root) if name in names_in(a.targets[0].target)]
+        if len(unpacked) != 1 or count_stores(root, name) != 1:
+            if unpacked or finder.rebound:
+                return None
+            continue
+        assign = unpacked[0]
+        names, values = assign.targets[0].target, assign.value
+        if not (isinstance(names, cst.Tuple) and isinstance(values, cst.Tuple)
+                and len(names.elements) == len(values.elements)):
+            return None
+        for target, value in zip(names.elements, values.elements):
+            if isinstance(target.value, cst.Name) and target.value.value == name and not isinstance(value, cst.StarredElement):
+                return cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=value.value)
+        return None
+    return None
+
+
+def _unpackings(root: cst.CSTNode) -> list[cst.Assign]:
+    """Every single-target tuple assignment (``a, b = ...``) in ``root``'s own scope."""
+    found: list[cst.Assign] = []
+
+    class V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is root
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Tuple):
+                found.append(node)
+
+    root.visit(V())
+    return found
+
+
+def count_stores(root: cst.CSTNode, name: str) -> int:
+    """How many times ``root``'s own scope binds ``name`` (assignments, unpackings, loop targets, augmented)."""
+    stores = 0
+
+    class V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is root
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            nonlocal stores
+            stores += name in names_in(node.target)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            nonlocal stores
+            stores += name in names_in(node.target)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            nonlocal stores
+            stores += name in names_in(node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal stores
+            stores += name in names_in(node.target)
+
+    root.visit(V())
+    return stores
+
+
 def statement_holding(root: cst.CSTNode, small: cst.CSTNode) -> cst.SimpleStatementLine | None:
     """The statement line (at any depth) that holds the small statement ``small``."""
     found: list[cst.SimpleStatementLine] = []
@@ -848,6 +926,27 @@ def block_role(name: str) -> str:
     return "1d"
 
 
+_ACCUMULATOR = re.compile(r"\btl\.zeros\(\s*[\[(]\s*(\w+)\s*,\s*(\w+)\s*,?\s*[\])]")
+
+
+def dot_block_roles(kernel: Kernel, text: str) -> dict[str, str]:
+    """The matmul role of each block size of a ``tl.dot`` kernel: by name (``BLOCK_M``, ``BN``) where the names
+    say it, else from how the kernel uses them: the accumulator ``tl.zeros([BT, BV])`` is (m, n), and the one
+    other block a loop steps by is k (flash-linear-attention's ``BT``/``BV``/``BK``, whose BK is a K loop here)."""
+    blocks = [p.name for p in kernel.params if p.kind == "constexpr" and is_block_name(p.name)]
+    by_name = {name: block_role(name) for name in blocks}
+    if {"m", "n", "k"} <= set(by_name.values()) or ({"m", "n"} <= set(by_name.values()) and
+                                                    not any(loop_tiled(kernel, b) for b in blocks)):
+        return by_name
+    shapes = {m.groups() for m in _ACCUMULATOR.finditer(kernel.def_span.text(text))}
+    shapes = {s for s in shapes if s[0] in blocks and s[1] in blocks and s[0] != s[1]}
+    stepped = [b for b in blocks if loop_tiled(kernel, b) and all(b not in s for s in shapes)]
+    if len(shapes) != 1 or len(stepped) != 1:
+        return by_name
+    (m, n), = shapes
+    return {**by_name, m: "m", n: "n", stepped[0]: "k"}
+
+
 def loop_tiled(kernel: Kernel, param: str) -> bool:
     """True when some loop steps over a dimension by ``param``.
 
@@ -975,6 +1074,8 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
         return "literal", arg
     if isinstance(arg.value, cst.Name):
         assign, _at_module = launch_assignment(launch, arg.value.value)
+        if assign is None:
+            assign = unpacked_constant(launch, arg.value.value)
         if assign is not None and isinstance(assign.value, cst.Integer):
             return "host", assign
         param = param_default(launch, arg.value.value)
@@ -1114,13 +1215,14 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
                                               and _two_d_access(call)]) - 2)
     masked = all_accesses_masked(kernel, analysis.text)
     descriptors = any("TensorDescriptor" in code(launch.host) for launch in launches if launch.host is not None)
+    roles = dot_block_roles(kernel, analysis.text) if plan.has_dot else {}
     for p in kernel.params:
         if p.kind != "constexpr" or not is_block_name(p.name):
             continue
         values = {launch_values(launch, kernel).get(p.name) for launch in launches} or \
             {s.constexpr_values(kernel).get(p.name) for s in sites} or {p.default_value}
         value = values.pop() if len(values) == 1 else None
-        bp = BlockParam(p.name, block_role(p.name), value if isinstance(value, int) else None, False)
+        bp = BlockParam(p.name, roles.get(p.name, "1d"), value if isinstance(value, int) else None, False)
         plan.params[p.name] = bp
         if kernel.is_autotuned:
             bp.reason = "the kernel is autotuned: its configs choose the block sizes"
@@ -1286,8 +1388,8 @@ def set_constexpr(module: cst.Module, analysis: FileAnalysis, kernel: Kernel, va
             how, node = binding_of(launch, kernel, name)
             if how == "literal":
                 targets[id(node)] = (node, node.with_changes(value=cst.Integer(str(value))))
-            elif how == "host":
-                targets[id(node)] = (node, node.with_changes(value=cst.Integer(str(value))))
+            elif how == "host":  # the value node: an unpacked tuple's element is edited in place
+                targets[id(node.value)] = (node.value, cst.Integer(str(value)))
             elif how == "param":
                 targets[id(node)] = (node, node.with_changes(default=cst.Integer(str(value))))
             elif how == "callers":

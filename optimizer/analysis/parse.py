@@ -214,9 +214,8 @@ class _Analyzer:
     def _module_constants(self, tree: ast.Module) -> dict[str, object]:
         env: dict[str, object] = {}
         for stmt in tree.body:
-            targets, value = _assignment(stmt)
-            for target in targets:
-                v = const_eval(value, env)
+            for target, value in _bindings(stmt):
+                v = const_eval(value, env) if value is not None else None
                 if v is not None and _is_value(v):
                     env[target] = v
                 else:
@@ -611,8 +610,7 @@ class _Analyzer:
         assigned: dict[str, ast.AST] = {}
         events: list[tuple[int, str, ast.AST]] = []
         for stmt in fn.body:
-            targets, value = _assignment(stmt)
-            for target in targets:
+            for target, value in _bindings(stmt):
                 events.append((stmt.lineno, target, value))
         made = self._factory_results(fn) if self.factories else {}
         for node in _walk_no_nested(fn):
@@ -631,7 +629,7 @@ class _Analyzer:
             for lineno, target, value in events:
                 if lineno < node.lineno:
                     local_nodes[target] = value
-                    v = const_eval(value, local_env)
+                    v = const_eval(value, local_env) if value is not None else None
                     if v is not None and _is_value(v):
                         local_env[target] = v
                     else:
@@ -868,6 +866,19 @@ def _assignment(stmt: ast.AST) -> tuple[list[str], ast.AST | None]:
     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
         return [stmt.target.id], stmt.value
     return [], None
+
+
+def _bindings(stmt: ast.AST) -> list[tuple[str, ast.AST | None]]:
+    """Each name a statement binds and the expression it gets: ``BT, BK = 64, 32`` binds each name to its element
+    (flash-linear-attention sets its block sizes so); a value that cannot be split binds the names to None."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple | ast.List):
+        names = stmt.targets[0].elts
+        values = stmt.value.elts if isinstance(stmt.value, ast.Tuple | ast.List) else None
+        if values is not None and len(values) == len(names) and not any(isinstance(v, ast.Starred) for v in values):
+            return [(n.id, v) for n, v in zip(names, values) if isinstance(n, ast.Name)]
+        return [(n.id, None) for n in names if isinstance(n, ast.Name)]
+    targets, value = _assignment(stmt)
+    return [(t, value) for t in targets]
 
 
 _BLOCK_TYPES = (ast.stmt, ast.excepthandler, ast.match_case)
