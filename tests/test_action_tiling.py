@@ -329,19 +329,24 @@ def test_changed_host_caps_stay_equivalent(tmp_path):
     assert len(results) == len(jobs) and all(r["ok"] for r in results), results
 
 
-@pytest.mark.parametrize("change, reason", [
-    (("    BLOCK_SIZE = min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))",
-      "    BLOCK_SIZE, unused = 1024, 0"), "a constant bound with others in one assignment"),
-    (("MAX_FUSED_SIZE = 65536 // 2\n", "\n"), "set by code tiling does not read"),
-])
-def test_blocks_bound_another_way_say_how(change, reason):
-    text = HOST_CAPPED_LSE.replace(*change)
-    if "unused" not in text:  # a helper computes the block (Liger's calculate_settings)
-        text = text.replace("    BLOCK_SIZE = min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))",
-                            "    BLOCK_SIZE, num_warps = settings(x.shape[1])") + \
-            "\n\ndef settings(n):\n    return min(triton.next_power_of_2(n), 4096), 4\n"
+def test_a_block_computed_by_a_helper_says_how():
+    """Liger's calculate_settings: the block comes from code tiling does not read."""
+    text = HOST_CAPPED_LSE.replace("MAX_FUSED_SIZE = 65536 // 2\n", "\n").replace(
+        "    BLOCK_SIZE = min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))",
+        "    BLOCK_SIZE, num_warps = settings(x.shape[1])") + \
+        "\n\ndef settings(n):\n    return min(triton.next_power_of_2(n), 4096), 4\n"
     assert tiling_of(text, "lse_kernel") == []
-    assert reason in why(text, "lse_kernel")
+    assert "set by code tiling does not read" in why(text, "lse_kernel")
+
+
+def test_a_constant_unpacked_from_a_tuple_is_tiled_in_place():
+    """flash-linear-attention writes ``BT, BK, BV = 64, 32, 32``: the element is the constant, edited where it is."""
+    line = "    BLOCK_SIZE = min(MAX_FUSED_SIZE, triton.next_power_of_2(x.shape[1]))"
+    text = HOST_CAPPED_LSE.replace(line, "    BLOCK_SIZE, unused = 1024, 0")
+    offered = tiling_of(text, "lse_kernel")
+    assert offered and all(set(p) == {"BLOCK_SIZE"} or "num_warps" in p for p in offered)
+    new = applied(text, "lse_kernel", {"BLOCK_SIZE": 4096})
+    assert "    BLOCK_SIZE, unused = 4096, 0" in new and new.replace("4096, 0", "1024, 0") == text
 
 
 def test_a_cap_computed_at_run_time_is_refused():
@@ -367,3 +372,46 @@ def test_a_loop_that_stages_more_than_two_tiles_counts_them_and_gets_two_stages(
     # A plain matmul stages only its two operands: no stage change offered there.
     plain = [c for c in applicable(analyze(matmul), "matmul_kernel", get_profile("h200")) if c.action == "tiling"]
     assert plain and not [c for c in plain if "num_stages" in c.params]
+
+
+FLA_PROJECT = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def project_kernel(x, w, o, T, K, V, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr):
+    i_t, i_v = tl.program_id(0), tl.program_id(1)
+    o_t = i_t * BT + tl.arange(0, BT)
+    o_v = i_v * BV + tl.arange(0, BV)
+    b_o = tl.zeros([BT, BV], dtype=tl.float32)
+    for i_k in range(0, tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        b_x = tl.load(x + o_t[:, None] * K + o_k[None, :], mask=(o_t[:, None] < T) & (o_k[None, :] < K), other=0.0)
+        b_w = tl.load(w + o_k[:, None] * V + o_v[None, :], mask=(o_k[:, None] < K) & (o_v[None, :] < V), other=0.0)
+        b_o += tl.dot(b_x, b_w)
+    tl.store(o + o_t[:, None] * V + o_v[None, :], b_o, mask=(o_t[:, None] < T) & (o_v[None, :] < V))
+
+
+def project(x, w):
+    T, K = x.shape
+    V = w.shape[1]
+    o = torch.empty(T, V, device=x.device, dtype=torch.float32)
+    BT, BK, BV = 16, 16, 16
+    project_kernel[(triton.cdiv(T, BT), triton.cdiv(V, BV))](x, w, o, T, K, V, BT=BT, BK=BK, BV=BV)
+    return o
+'''
+
+
+def test_a_dot_kernel_named_the_fla_way_gets_matmul_tiles():
+    """fla's BT (rows), BV (columns) and BK (a K loop here): the accumulator ``tl.zeros([BT, BV])`` says which is m
+    and n, and the one block a loop steps by is k."""
+    from mtmc_lsp.optimizer.actions import _common as c
+
+    kernel = analyze(FLA_PROJECT).kernel("project_kernel")
+    assert c.dot_block_roles(kernel, FLA_PROJECT) == {"BT": "m", "BV": "n", "BK": "k"}
+    offered = tiling_of(FLA_PROJECT, "project_kernel")
+    assert offered and all({"BT", "BK", "BV"} <= set(p) for p in offered)
+    new = applied(FLA_PROJECT, "project_kernel", offered[-1])
+    assert f"BT, BK, BV = {offered[-1]['BT']}, {offered[-1]['BK']}, {offered[-1]['BV']}" in new

@@ -327,81 +327,12 @@ def launch_assignment(launch: "LaunchNode", name: str) -> tuple[cst.Assign | Non
 
 
 def unpacked_constant(launch: "LaunchNode", name: str) -> cst.Assign | None:
-    """``BT, BK, BV = 64, 32, 32`` in the launch's host function or module, as ``BT = 64`` whose value is the
-    element in the tree: rewriting that value (``set_constexpr``) edits the tuple in place. None unless the
-    tuple statement is the name's only binding there."""
-    for root in (launch.host, launch.module):
-        if root is None:
-            continue
-        finder = _Assignments(name, root)
-        root.visit(finder)
-        if finder.found or (root is launch.host and name in _param_names(root)):
-            return None
-        unpacked = [a for a in _unpackings(root) if name in names_in(a.targets[0].target)]
-        if len(unpacked) != 1 or count_stores(root, name) != 1:
-            if unpacked or finder.rebound:
-                return None
-            continue
-        assign = unpacked[0]
-        names, values = assign.targets[0].target, assign.value
-        if not (isinstance(names, cst.Tuple) and isinstance(values, cst.Tuple)
-                and len(names.elements) == len(values.elements)):
-            return None
-        for target, value in zip(names.elements, values.elements):
-            if isinstance(target.value, cst.Name) and target.value.value == name and not isinstance(value, cst.StarredElement):
-                return cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=value.value)
-        return None
-    return None
-
-
-def _unpackings(root: cst.CSTNode) -> list[cst.Assign]:
-    """Every single-target tuple assignment (``a, b = ...``) in ``root``'s own scope."""
-    found: list[cst.Assign] = []
-
-    class V(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is root
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Tuple):
-                found.append(node)
-
-    root.visit(V())
-    return found
-
-
-def count_stores(root: cst.CSTNode, name: str) -> int:
-    """How many times ``root``'s own scope binds ``name`` (assignments, unpackings, loop targets, augmented)."""
-    stores = 0
-
-    class V(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is root
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            nonlocal stores
-            stores += name in names_in(node.target)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            nonlocal stores
-            stores += name in names_in(node.target)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            nonlocal stores
-            stores += name in names_in(node.target)
-
-        def visit_For(self, node: cst.For) -> None:
-            nonlocal stores
-            stores += name in names_in(node.target)
-
-    root.visit(V())
-    return stores
+    """``BT, BK, BV = 64, 32, 32`` in the launch's host function (or module), as an ``BT = 64`` whose value is the
+    element in the tree: rewriting that value (``set_constexpr``) edits the tuple in place. None unless the tuple
+    is the name's only binding in the scope the launch reads it from."""
+    scopes = [launch.host] if launch.host is not None and _binds(launch.host, name) else [launch.module]
+    value = assigned_value(scopes[0], name)
+    return cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=value) if value is not None else None
 
 
 def statement_holding(root: cst.CSTNode, small: cst.CSTNode) -> cst.SimpleStatementLine | None:
@@ -1703,11 +1634,6 @@ def computed_block(launch: LaunchNode, kernel: Kernel, param: str) -> ComputedBl
             shown = code(source)
             return ComputedBlock(shown if len(shown) <= 60 else shown[:57] + "...", None, False, host_var,
                                  why_not="set by code tiling does not read")
-        if int_value(value) is not None:  # ``BLOCK_M, BLOCK_N = 128, 64``
-            shown = code(_binding_source(launch.host, host_var) or value)
-            return ComputedBlock(shown if len(shown) <= 60 else shown[:57] + "...", int_value(value), False, host_var,
-                                 why_not="a constant bound with others in one assignment; tiling changes a constant "
-                                         "set on its own line")
     shown = code(value)
     found = ComputedBlock(shown if len(shown) <= 60 else shown[:57] + "...", None, False, host_var)
     if _is_next_pow2(value):
