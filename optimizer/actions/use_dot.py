@@ -2,7 +2,9 @@
 
 ``tl.sum(a[:, :, None] * b[None, :, :], axis=1)`` is exactly ``tl.dot(a, b)``. In fp32 files the dot
 keeps IEEE precision (``input_precision="ieee"``) so the numbers do not change; the precision
-action can relax that later. Offered only when every block size is at least 16 (``tl.dot``'s
+action can relax that later. Operands that are loads cast to fp32 only for the product
+(``b_x = tl.load(...).to(tl.float32)``) lose the cast: the dot of the 16-bit values is exact
+in its fp32 accumulator and runs on their own tensor cores. Offered only when every block size is at least 16 (``tl.dot``'s
 minimum tile).
 
 Example: kernel=mm_kernel target=h100 params={"line": 10}
@@ -159,9 +161,36 @@ class UseDot:
         if len(hits) != 1:
             raise ActionError(f"no `tl.sum(a[:, :, None] * b[None, :, :], axis=1)` in {kernel.name} at line {params.get('line')}")
         _line, call, a, b = hits[0]
-        precision = ', input_precision="ieee"' if c.element_bytes(text) == 4 else ""
-        module = c.replace_all(module, [(call, c.expr(f"tl.dot({a}, {b}{precision})"))])
-        return c.finish(text, module, f"tl.dot({a}, {b}) in {kernel.name}")
+        kdef, _launches = c.locate(module, kernel.name)
+        upcasts = [_upcast_load(kdef, name, c.language_roots(analysis)) for name in (a, b)]
+        pairs: list[tuple[cst.CSTNode, object]] = []
+        if all(upcasts):
+            # ``b_x = tl.load(...).to(tl.float32)``: the product of two such tiles is the dot of the loaded values,
+            # which every 16-bit type multiplies exactly into an fp32 accumulator, on the tensor cores of its own
+            # type; an fp32 load is unchanged by the cast and takes tl.dot's default, as it would have after it.
+            pairs += [(assign.value, assign.value.func.value) for assign in upcasts]
+            precision = ""
+        else:
+            precision = ', input_precision="ieee"' if c.element_bytes(text) == 4 else ""
+        module = c.replace_all(module, [*pairs, (call, c.expr(f"tl.dot({a}, {b}{precision})"))])
+        loaded = " (on the loaded values, without their fp32 casts)" if pairs else ""
+        return c.finish(text, module, f"tl.dot({a}, {b}) in {kernel.name}{loaded}")
+
+
+def _upcast_load(kdef: cst.FunctionDef, name: str, roots: frozenset[str]) -> cst.Assign | None:
+    """``name = tl.load(...).to(tl.float32)``, assigned once and read only by the tile product (the assignment
+    and the one read are its two uses); None otherwise."""
+    assign = c.any_assignment(kdef, name)
+    if assign is None or c.count_name(kdef, name) != 2:
+        return None
+    value = assign.value
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "to"
+            and len(value.args) == 1 and value.args[0].keyword is None):
+        return None
+    target = c.code(value.args[0].value)
+    if target not in {f"{root}.float32" for root in roots}:
+        return None
+    return assign if c.is_call(value.func.value, "load", roots) else None
 
 
 ACTION = UseDot()
