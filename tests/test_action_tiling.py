@@ -415,3 +415,20 @@ def test_a_dot_kernel_named_the_fla_way_gets_matmul_tiles():
     assert offered and all({"BT", "BK", "BV"} <= set(p) for p in offered)
     new = applied(FLA_PROJECT, "project_kernel", offered[-1])
     assert f"BT, BK, BV = {offered[-1]['BT']}, {offered[-1]['BK']}, {offered[-1]['BV']}" in new
+
+
+H200 = get_profile("h200")
+
+
+def test_an_ieee_fp32_dot_gets_fma_tiles_not_the_tensor_cores():
+    """H200, session 13: 128 x 256 x 64 ran the dev corpus' IEEE sgemm 3x slower than its 32 x 32 x 16."""
+    from mtmc_lsp.optimizer.actions.autotune import FMA_DOT_CONFIGS
+    from mtmc_lsp.optimizer.actions.tiling import FMA_TILES
+
+    exact = FLA_PROJECT.replace("tl.dot(b_x, b_w)", 'tl.dot(b_x, b_w, input_precision="ieee")')
+    tiles = {(p["BT"], p["BV"], p["BK"]) for p in tiling_of(exact, "project_kernel")}
+    assert tiles and tiles <= set(FMA_TILES)
+    assert {(p["BT"], p["BV"], p["BK"]) for p in tiling_of(FLA_PROJECT, "project_kernel")}.isdisjoint(FMA_TILES)
+    tuned, = [c for c in applicable(analyze(exact), "project_kernel", H200) if c.action == "autotune"]
+    new = apply_candidate(exact, tuned, H200).new_text
+    assert new.count("triton.Config(") == len(FMA_DOT_CONFIGS) and "'BT': 64, 'BV': 64, 'BK': 32" in new.replace('"', "'")

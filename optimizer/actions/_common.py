@@ -828,6 +828,7 @@ class TilePlan:
     num_warps: int = DEFAULT_NUM_WARPS
     num_stages: int | None = None
     has_dot: bool = False
+    exact_dot: bool = False  # a tl.dot pinned to IEEE fp32 (FMA units: FMA_TILES, not the tensor cores' tiles)
     warps_settable: bool = False  # every launch sets num_warps as a constant (or not at all)
     stages_settable: bool = False  # every launch sets num_stages as a constant (or not at all)
     # 2-D loads in the kernel's loops besides tl.dot's two operands (a dequantizing matmul's packed
@@ -1135,6 +1136,8 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
     _kdef, launches = locate(module, kernel.name)
     sites: list[LaunchSite] = analysis.launches_of(kernel.name)
     plan = TilePlan(has_dot=bool(kernel.calls_of("dot")))
+    plan.exact_dot = any(call.kwargs.get("input_precision") in EXACT_PRECISION or call.kwargs.get("allow_tf32") == "False"
+                         for call in kernel.calls_of("dot"))
     warps = {s.num_warps or DEFAULT_NUM_WARPS for s in sites}
     plan.num_warps = warps.pop() if len(warps) == 1 else DEFAULT_NUM_WARPS
     stages = {s.num_stages for s in sites}

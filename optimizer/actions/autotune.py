@@ -65,6 +65,9 @@ DOT_CONFIGS: dict[int, list[tuple[int, int, int, int, int]]] = {
     80: [(128, 256, 32, 8, 3), (128, 128, 32, 4, 4), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 64, 32, 4, 4)],
     70: [(128, 128, 32, 8, 2), (64, 128, 32, 4, 2), (64, 64, 32, 4, 2), (32, 64, 32, 4, 2)],
 }
+# An fp32 tl.dot pinned to IEEE precision runs on FMA units: smaller tiles than the tensor cores' (tiling.FMA_TILES).
+FMA_DOT_CONFIGS: list[tuple[int, int, int, int, int]] = [
+    (64, 64, 32, 4, 2), (128, 64, 32, 4, 2), (64, 128, 32, 4, 2), (32, 64, 32, 4, 2), (64, 64, 16, 4, 3)]
 ROW_CONFIGS = [(1024, 4), (2048, 4), (2048, 8), (4096, 8)]
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")  # a Config sets these; the launch may not too
 
@@ -144,7 +147,7 @@ class Autotune:
                 raise ActionError("a tl.dot kernel needs exactly BLOCK_M, BLOCK_N and BLOCK_K to autotune")
             elem = c.element_bytes(analysis.text)
             bucket = 90 if target.arch >= 90 else 80 if target.arch >= 80 else 70
-            for bm, bn, bk, warps, stages in DOT_CONFIGS[bucket]:
+            for bm, bn, bk, warps, stages in (FMA_DOT_CONFIGS if plan.exact_dot else DOT_CONFIGS[bucket]):
                 if c.dot_shared_bytes(bm, bn, bk, stages, elem) > target.max_shared_per_block:
                     continue
                 if bm * bn // (32 * warps) > c.MAX_ACC_REGS_PER_THREAD:

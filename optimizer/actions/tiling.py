@@ -68,6 +68,9 @@ MATMUL_TILES: dict[int, list[tuple[int, int, int]]] = {
     80: [(128, 256, 32), (128, 128, 32), (64, 128, 32)],
     70: [(128, 128, 32), (64, 128, 32), (64, 64, 32)],
 }
+# An fp32 product pinned to IEEE precision runs on FMA units, where the tensor cores' tiles lose: on the H200
+# 128 x 256 x 64 ran such a kernel 3x slower than its 32 x 32 x 16 (results/h200/wild_dev_session13).
+FMA_TILES: list[tuple[int, int, int]] = [(64, 64, 32), (128, 64, 32), (64, 128, 32)]
 # (BLOCK_M, BLOCK_N) of a tl.dot kernel without a K block, e.g. flash attention (the tutorial's
 # Hopper configs use 128 x 64 and 128 x 128; 64 x 64 suits smaller GPUs). H200, session 5:
 # the 16 x 16 flash kernel of benchmarks/flash_attention_gpu.py ran 2.9-12.9x faster at 64 x 64.
@@ -138,7 +141,7 @@ class Tiling:
             names = (tunable["m"].name, tunable["n"].name, tunable["k"].name)
             current = tuple(tunable[r].value for r in "mnk")
             options: list[dict[str, Value]] = []
-            for tile in MATMUL_TILES[arch_bucket(target)]:
+            for tile in (FMA_TILES if plan.exact_dot else MATMUL_TILES[arch_bucket(target)]):
                 if tile == current:
                     continue
                 # A tile too big for the current warps' registers comes with the warps it needs; one whose stages
