@@ -99,3 +99,27 @@ def test_inputs_without_a_device_argument_are_made_on_the_gpu():
         assert torch.randn(4, 4).device.type == "cpu"
     with inputs_made_on("cpu", {}):
         assert torch.randn(4, 4).device.type == "cpu"
+
+
+# Only whole groups of 8 elements are written: the file supports sizes divisible by 8 (as TMA needs 16-byte rows).
+EIGHTS = BASE.replace("    n_elements = x.numel()\n", "    n_elements = x.numel() // 8 * 8\n", 1)
+EIGHTS_SLOW = SLOW.replace("    n_elements = x.numel()\n", "    n_elements = x.numel() // 8 * 8\n", 1)
+
+
+@pytest.mark.slow
+def test_a_recheck_shape_the_previous_version_also_misses_is_skipped_not_failed():
+    """H200, session 13: the held-out tutorial matmul's TMA descriptors need 16-byte rows; the recheck's K = 3073
+    broke the accepted file as much as the step, and a 10x step was counted as wrong."""
+    result = run_gpu_job(EIGHTS, EIGHTS_SLOW, input_kwargs={"n": 40}, recheck_speedup_above=3, adaptive_timing=False)
+    shape_trials = [t for t in result["recheck"]["trials"] if t["kind"] == "shape"]
+    assert len(shape_trials) == 2 and all(t["ok"] and t["skipped"] for t in shape_trials)
+    assert all(not t["checks"]["previous_vs_reference"]["ok"] for t in shape_trials)
+    report = report_of(result, EIGHTS, recheck_speedup_above=3)
+    assert report.status == "verified" and report.speed.believed, report.summary
+    assert "2 other shapes skipped: the previous version misses the reference there too" in report.speed.recheck
+    # A step that breaks a shape the previous version handles is still caught there.
+    result = run_gpu_job(EIGHTS, SLOW, input_kwargs={"n": 40}, recheck_speedup_above=3, adaptive_timing=False)
+    shape_trials = [t for t in result["recheck"]["trials"] if t["kind"] == "shape"]
+    assert shape_trials and not any(t["ok"] for t in shape_trials) and not any(t.get("skipped") for t in shape_trials)
+    caught = report_of(result, EIGHTS, recheck_speedup_above=3)
+    assert caught.status == "incorrect" and "other shape" in caught.summary, caught.summary

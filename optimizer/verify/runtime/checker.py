@@ -172,7 +172,7 @@ class CheckerSession(Job):
             # What the candidate's file would hold had it left its inputs alone: the same containers around
             # the same tensors (no copy: nothing writes to them).
             pristine = portable(fresh, host_copy=False)
-            self._compare_trial(trial, fresh, args, got, expected, first, pristine)
+            self._compare_trial(trial, fresh, args, got, expected, first, pristine, kind=str(request.get("kind")))
             self.floor_known = True
         self._lap(timings, "compare" if "test" not in request else "test", mark)
         findings = {"precision": self.result["runtime"].get("precision"), "timings": timings}
