@@ -65,9 +65,10 @@ DOT_CONFIGS: dict[int, list[tuple[int, int, int, int, int]]] = {
     80: [(128, 256, 32, 8, 3), (128, 128, 32, 4, 4), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 64, 32, 4, 4)],
     70: [(128, 128, 32, 8, 2), (64, 128, 32, 4, 2), (64, 64, 32, 4, 2), (32, 64, 32, 4, 2)],
 }
-# An fp32 tl.dot pinned to IEEE precision runs on FMA units: smaller tiles than the tensor cores' (tiling.FMA_TILES).
+# An fp32 tl.dot pinned to IEEE precision runs on FMA units: smaller tiles than the tensor cores' (tiling.FMA_TILES);
+# the five best of the H200 sweep (results/h200/fma_tiles/).
 FMA_DOT_CONFIGS: list[tuple[int, int, int, int, int]] = [
-    (64, 64, 32, 4, 2), (128, 64, 32, 4, 2), (64, 128, 32, 4, 2), (32, 64, 32, 4, 2), (64, 64, 16, 4, 3)]
+    (64, 64, 32, 4, 3), (64, 64, 32, 4, 2), (128, 64, 32, 4, 3), (128, 128, 16, 4, 2), (64, 64, 16, 2, 2)]
 ROW_CONFIGS = [(1024, 4), (2048, 4), (2048, 8), (4096, 8)]
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")  # a Config sets these; the launch may not too
 

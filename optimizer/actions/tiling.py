@@ -69,8 +69,9 @@ MATMUL_TILES: dict[int, list[tuple[int, int, int]]] = {
     70: [(128, 128, 32), (64, 128, 32), (64, 64, 32)],
 }
 # An fp32 product pinned to IEEE precision runs on FMA units, where the tensor cores' tiles lose: on the H200
-# 128 x 256 x 64 ran such a kernel 3x slower than its 32 x 32 x 16 (results/h200/wild_dev_session13).
-FMA_TILES: list[tuple[int, int, int]] = [(64, 64, 32), (128, 64, 32), (64, 128, 32)]
+# 128 x 256 x 64 ran an IEEE sgemm at 0.31-0.33x of cuBLAS, 64 x 64 x 32 (4 warps) at 0.83-1.05x, the best of 18
+# tiles at every size from 1024^3 to 4096^3 (results/h200/fma_tiles/).
+FMA_TILES: list[tuple[int, int, int]] = [(64, 64, 32), (128, 64, 32), (64, 64, 16)]
 # (BLOCK_M, BLOCK_N) of a tl.dot kernel without a K block, e.g. flash attention (the tutorial's
 # Hopper configs use 128 x 64 and 128 x 128; 64 x 64 suits smaller GPUs). H200, session 5:
 # the 16 x 16 flash kernel of benchmarks/flash_attention_gpu.py ran 2.9-12.9x faster at 64 x 64.
