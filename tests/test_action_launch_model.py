@@ -241,7 +241,41 @@ def scale(x):
     return out
 """ + SCALE_TAIL
 
+# PyTorch's tutorial on user-defined kernels under torch.compile: a triton_op launching wrap_triton(kernel).
+TRITON_OP = HEAD.replace("import triton\n", "import triton\nfrom torch.library import triton_op, wrap_triton\n", 1) \
+    + SCALE_KERNEL + '''
+
+ENTRY = "scale"
+
+
+@triton_op("mtmc_test::scale", mutates_args={})
+def scale(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    n = x.numel()
+
+    def grid_fn(meta):
+        return (triton.cdiv(n, meta["BLOCK"]),)
+
+    wrap_triton(scale_kernel)[grid_fn](x, out, n, 64)
+    return out
+''' + SCALE_TAIL
+
+# Sizes and the block unpacked from one tuple (flash-linear-attention's ``BT, BK, BV = 64, 32, 32``).
+TUPLE_CONSTANTS = HEAD + SCALE_KERNEL + '''
+
+ENTRY = "scale"
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    n, BLOCK = x.numel(), 64
+    scale_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, BLOCK=BLOCK)
+    return out
+''' + SCALE_TAIL
+
 SPELLINGS = {
+    "triton_op": ("scale_kernel", TRITON_OP),
+    "tuple_constants": ("scale_kernel", TUPLE_CONSTANTS),
     "jit_call": ("scale_kernel", JIT_CALL),
     "jit_call_alias": ("_scale", JIT_CALL_ALIAS),
     "literal_grid": ("scale_kernel", LITERAL_GRID),
@@ -267,6 +301,13 @@ def test_tiling_and_autotune_are_offered_for_every_spelling(name):
     kernel, text = SPELLINGS[name]
     actions = offered(text, kernel)
     assert {"tiling", "autotune"} <= set(actions), sorted(actions)
+
+
+def test_a_wrap_triton_launch_and_a_tuple_constant_are_edited_where_they_are():
+    cand = next(c for c in applicable(analyze(TRITON_OP), "scale_kernel", H100) if c.params == {"BLOCK": 1024})
+    assert "wrap_triton(scale_kernel)[grid_fn](x, out, n, 1024)" in apply_candidate(TRITON_OP, cand, H100).new_text
+    cand = next(c for c in applicable(analyze(TUPLE_CONSTANTS), "scale_kernel", H100) if c.params == {"BLOCK": 1024})
+    assert "    n, BLOCK = x.numel(), 1024\n" in apply_candidate(TUPLE_CONSTANTS, cand, H100).new_text
 
 
 def test_literal_grid_and_launch_change_together():

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..analysis import FileAnalysis, Kernel, LaunchSite
+from ..analysis.parse import WRAPPERS
 from ..edits import changed_line_count
 from ..triton_rules import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, TORCH_DTYPE_BYTES  # noqa: F401 - re-exported
 from ..triton_rules import dot_shared_bytes as rules_dot_shared_bytes
@@ -163,7 +164,9 @@ class _Finder(cst.CSTVisitor):
         func = node.func
         if isinstance(func, cst.Subscript):
             callee = func.value
-            if isinstance(callee, cst.Call):  # ``make_kernel(...)[grid](...)``
+            if isinstance(callee, cst.Call) and _plain_name(callee.func) in WRAPPERS and len(callee.args) == 1:
+                hit = _plain_name(callee.args[0].value) in self.names  # ``wrap_triton(kernel)[grid](...)``
+            elif isinstance(callee, cst.Call):  # ``make_kernel(...)[grid](...)``
                 hit = _plain_name(callee.func) in self.factories
             else:
                 name = _plain_name(callee)

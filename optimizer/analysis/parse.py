@@ -617,7 +617,9 @@ class _Analyzer:
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
                 continue
             callee = node.func.value
-            if isinstance(callee, ast.Call):  # ``make_kernel(...)[grid](...)``
+            if isinstance(callee, ast.Call) and _plain_name(callee.func) in WRAPPERS and len(callee.args) == 1:
+                kernel = kernels.get(_plain_name(callee.args[0]))  # ``wrap_triton(kernel)[grid](...)``
+            elif isinstance(callee, ast.Call):  # ``make_kernel(...)[grid](...)``
                 kernel = self.factories.get(_plain_name(callee.func))
             else:
                 name = _plain_name(callee)
@@ -853,6 +855,11 @@ class _BodyWalker(ast.NodeVisitor):
         self._target = None
         self.generic_visit(node)
         self._target = target
+
+
+# torch.library's launch wrappers (``triton_op`` bodies launch ``wrap_triton(kernel)[grid](...)``; the older name
+# was ``capture_triton``): the launch is the kernel's own.
+WRAPPERS = frozenset({"wrap_triton", "capture_triton"})
 
 
 def _plain_name(node: ast.AST) -> str | None:
