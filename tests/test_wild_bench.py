@@ -242,3 +242,23 @@ def test_the_kernel_a_fusion_step_rewrites_counts_as_structural(tmp_path):
     warps = {"kernel": "scores_softmax_kernel", "action": "warps", "kind": "Warps", "structural": False,
              "params": {"num_warps": 8}}
     assert not {r["kernel"]: r for r in wb.structural_kernels(text, text, [warps], tmp_path / name)}["pv_kernel"]["structural"]
+
+
+def test_a_failed_final_check_keeps_the_longest_run_of_first_steps_that_passes(monkeypatch):
+    """H200, session 13: a file whose 9.9x steps failed the final recheck counted at 1.0x; a user accepts steps one by
+    one, so only the steps the check rejects are lost."""
+    from types import SimpleNamespace
+
+    checked = []
+
+    def final_check(text, original, path, target, gpu, stop_at=None):
+        checked.append(text)
+        return {"status": "verified" if text in ("s1", "s2") else "incorrect"}
+
+    monkeypatch.setattr(wb, "final_check", final_check)
+    args = SimpleNamespace(stop_at=None)
+    count, check = wb.accepted_prefix(["s1", "s2", "s3"], "orig", Path("f.py"), None, True, args)
+    assert (count, check["status"], checked) == (2, "verified", ["s2"])
+    checked.clear()
+    assert wb.accepted_prefix(["bad1", "bad2", "bad3", "bad4"], "orig", Path("f.py"), None, True, args) == (0, None)
+    assert checked == ["bad3", "bad2"]  # at most PREFIX_TRIES shorter runs are checked
