@@ -111,7 +111,7 @@ def test_refusals_say_why(change, reason):
     assert reason in (why_not(TILES.replace(old, new), "mm_kernel") or "")
 
 
-def test_a_2d_grid_becomes_one_tile_loop_in_launch_order_and_3d_and_older_gpus_are_refused():
+def test_a_2d_grid_becomes_one_tile_loop_in_launch_order_and_older_gpus_are_refused():
     two_d = (ROOT / "benchmarks" / "generated" / "tensor_descriptor" / "matmul_transposed_0.py").read_text()
     after = persistent(two_d, "matmul_bt_kernel")
     assert ("for tile in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N), tl.num_programs(0)):"
@@ -119,10 +119,27 @@ def test_a_2d_grid_becomes_one_tile_loop_in_launch_order_and_3d_and_older_gpus_a
     assert "pid_m = tile % tl.cdiv(M, BLOCK_M)" in after and "pid_n = tile // tl.cdiv(M, BLOCK_M)" in after
     assert "grid = (min(_num_sms(), triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)),)" in after
     assert "tl.program_id(1)" not in after
-    three_d = TILES.replace("    pid = tl.program_id(0)\n", "    pid = tl.program_id(0)\n    b = tl.program_id(1)\n"
-                            "    h = tl.program_id(2)\n")
-    assert "more than two program ids" in why_not(three_d, "mm_kernel")
     assert "async copies" in why_not(TILES, "mm_kernel", get_profile("v100"))
+
+
+BMM = (ROOT / "benchmarks" / "suite" / "bmm.py").read_text()
+
+
+def test_a_3d_grid_walks_batches_last_and_the_launch_passes_the_batch_count():
+    """The suite's bmm: the batch is grid axis 2, ``B``, which no kernel argument carries."""
+    after = persistent(BMM, "bmm_kernel")
+    assert ("for tile in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) * batch_count, "
+            "tl.num_programs(0)):") in after
+    assert "pid_n = tile // tl.cdiv(M, BLOCK_M) % tl.cdiv(N, BLOCK_N)" in after
+    assert "batch = tile // (tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N))" in after
+    assert "BLOCK_K: tl.constexpr, batch_count," in after and "num_stages=1, batch_count=B," in after
+    assert "grid = (min(_num_sms(), triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N) * B),)" in after
+    inline = BMM.replace("    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N), B)\n    bmm_kernel[grid](",
+                         "    bmm_kernel[(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N), B)](")
+    assert inline != BMM
+    after = persistent(inline, "bmm_kernel")
+    assert "bmm_kernel[(min(_num_sms(), triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N) * B),)](" in after
+    assert "batch_count=B" in after
 
 
 def test_the_heuristic_tries_persistent_before_descriptors_and_flattened_after_them():
@@ -156,7 +173,9 @@ def reference(a, b):
     tiles = tiles + tiles_reference[len(TILES):]
     suite = (ROOT / "benchmarks" / "suite" / "matmul_transposed.py").read_text() + '\nENTRY = "matmul_transposed"\n'  # 2-D grid
     two_d = persistent(suite, "matmul_bt_kernel", flatten=True)
+    bmm = BMM + '\nENTRY = "bmm"\n'  # 3-D grid, the batch count passed by the launch
     results = run_jobs([job(tmp_path, "linear", LINEAR, after, TOL_FP16),
                         job(tmp_path, "tiles", tiles_reference, tiles, (1e-3, 1e-3)),
-                        job(tmp_path, "two_d", suite, two_d, TOL_FP16)], tmp_path)
+                        job(tmp_path, "two_d", suite, two_d, TOL_FP16),
+                        job(tmp_path, "three_d", bmm, persistent(bmm, "bmm_kernel"), TOL_FP16)], tmp_path)
     assert all(r["ok"] for r in results), results

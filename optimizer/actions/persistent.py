@@ -12,8 +12,9 @@ with the next one's loads (H200, C = A @ B^T 8192x8192x4096 fp16, `results/h200/
 persistent descriptor kernel 0.736 ms flattened, 0.763 ms not, cuBLAS 0.808 ms).
 
 Offered on sm_80+ for a kernel with a ``tl.dot`` that reads its program ids as ``name = tl.program_id(0)`` at its
-top level, and ``(1)`` for a 2-D grid (the loop's ``tile`` then gives ``pid_m = tile % <axis 0>``,
-``pid_n = tile // <axis 0>``: axis 0 fastest, the order a 2-D grid's programs start in), never ``tl.num_programs``, has no
+top level, and ``(1)`` (and ``(2)``) for a 2-D (3-D) grid (the loop's ``tile`` then gives ``pid_m = tile % <axis 0>``,
+``pid_n = tile // <axis 0>`` (``tile // <axis 0> % <axis 1>`` and ``pid_b = tile // (<axis 0> * <axis 1>)`` in 3-D): axis 0
+fastest, the order a grid's programs start in), never ``tl.num_programs``, has no
 ``return`` and no ``tl.atomic_cas``/``tl.atomic_xchg`` (a spin lock across programs could wait on a tile no
 program runs yet), launched once in the file with a one-axis grid (a tuple, a ``lambda META:`` or a grid
 name only this launch reads) whose size the kernel's arguments determine.
@@ -100,7 +101,8 @@ _GRID_OPS = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.FloorDivide
 
 
 class _Plan:
-    def __init__(self, kdef, launch, pid_statement, pid_name, before, hoisted, looped, tiles, grid, grid_size, tl):
+    def __init__(self, kdef, launch, pid_statement, pid_name, before, hoisted, looped, tiles, grid, grid_size, tl,
+                 passed=()):
         self.kdef = kdef
         self.launch = launch
         self.pid_statement = pid_statement
@@ -112,6 +114,7 @@ class _Plan:
         self.grid = grid  # the grid node to replace
         self.grid_size = grid_size  # a 1-D grid's axis (inside the tuple), or a 2-D grid's whole tuple
         self.tl = tl
+        self.passed = list(passed)  # (new kernel parameter, host expression): grid axes the kernel cannot compute
 
 
 def _reads_any(node: cst.CSTNode, names: set[str]) -> bool:
@@ -196,7 +199,7 @@ def _binding_counts(kdef: cst.FunctionDef) -> dict[str, int]:
 
 
 def _program_id(statement: cst.CSTNode, roots: frozenset[str]) -> tuple[str, int] | None:
-    """``name = tl.program_id(axis)`` (also ``axis=axis``) -> (name, axis) for axis 0 or 1."""
+    """``name = tl.program_id(axis)`` (also ``axis=axis``) -> (name, axis) for axis 0, 1 or 2."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return None
     assign = statement.body[0]
@@ -207,7 +210,7 @@ def _program_id(statement: cst.CSTNode, roots: frozenset[str]) -> tuple[str, int
             and c.code(call.func.value) in roots and len(call.args) == 1):
         return None
     axis = call.args[0]
-    if not isinstance(axis.value, cst.Integer) or axis.value.evaluated_value not in (0, 1) or (
+    if not isinstance(axis.value, cst.Integer) or axis.value.evaluated_value not in (0, 1, 2) or (
             axis.keyword and axis.keyword.value != "axis"):
         return None
     return assign.targets[0].target.value, axis.value.evaluated_value
@@ -267,8 +270,8 @@ class Persistent:
             raise ActionError("no tl.dot: persistent tiles are for matmul-like kernels (rows_per_program walks rows)")
         if kernel.calls_of("num_programs"):
             raise ActionError("the kernel reads tl.num_programs, which a persistent grid changes")
-        if len(kernel.calls_of("program_id")) not in (1, 2):
-            raise ActionError("the kernel reads more than two program ids (a 3-D grid)")
+        if len(kernel.calls_of("program_id")) not in (1, 2, 3):
+            raise ActionError("the kernel reads more than three program ids")
         spin = kernel.calls_of(*_SPIN_OPS)
         if spin:
             raise ActionError(f"tl.{spin[0].op} may wait on another program: a persistent grid could deadlock it")
@@ -286,8 +289,9 @@ class Persistent:
         body = list(kdef.body.body)
         reads = {i: hit for i, s in enumerate(body) if (hit := _program_id(s, roots))}
         axes = sorted(axis for _, axis in reads.values())
-        if axes not in ([0], [0, 1]) or len(reads) != len(kernel.calls_of("program_id")):
-            raise ActionError("the program ids are not read as `name = tl.program_id(0)` (and `(1)`) at the top of the kernel")
+        if axes not in ([0], [0, 1], [0, 1, 2]) or len(reads) != len(kernel.calls_of("program_id")):
+            raise ActionError("the program ids are not read as `name = tl.program_id(0)` (and `(1)`, `(2)`) at the top "
+                              "of the kernel")
         index = min(reads)
         pid_statement = body[index]
         names = {axis: name for name, axis in reads.values()}
@@ -298,7 +302,8 @@ class Persistent:
         raw_shape = lam.body if lam is not None else grid
         shape = c.unparen(raw_shape)
         if not isinstance(shape, cst.Tuple | cst.List) or len(shape.elements) != len(axes):
-            raise ActionError(f"the grid is not {'one axis' if len(axes) == 1 else 'two axes'}, one per program id read")
+            count = ("one axis", "two axes", "three axes")[len(axes) - 1]
+            raise ActionError(f"the grid is not {count}, one per program id read")
         meta = None
         if lam is not None:
             if len(lam.params.params) != 1:
@@ -306,14 +311,26 @@ class Persistent:
             meta = lam.params.params[0].name.value
         tl = c.code(pid_statement.body[0].value.func.value)  # type: ignore[union-attr]
         in_kernel = _InKernel(launch, kernel, meta, tl)
-        sizes = [in_kernel(element.value) for element in shape.elements]
+        sizes, passed = [], []
+        taken = c.names_in(kdef) | {p.name for p in kernel.params}
+        for axis, element in zip(axes, shape.elements):
+            try:
+                sizes.append(in_kernel(element.value))
+            except ActionError:
+                # bmm's batch axis is ``B``, which no kernel argument carries: the launch passes it as a new one.
+                if axis == 0 or meta is not None and meta in c.names_in(element.value):
+                    raise
+                name = c.first_free(taken, f"{names[axis]}_count", f"grid_axis{axis}")
+                taken.add(name)
+                sizes.append(name)
+                passed.append((name, c.code(element.value)))
         if len(axes) == 1:
             loop_name, tiles, unpack = names[0], sizes[0], []
-        else:  # tiles in launch order: axis 0 fastest, as a 2-D grid's programs start
+        else:  # tiles in launch order: axis 0 fastest, as a 2-D or 3-D grid's programs start
             loop_name = c.first_free(c.names_in(kdef) | {p.name for p in kernel.params}, "tile", "tile_id", "tile_index")
-            first, second = (_atom(size) for size in sizes)
-            tiles = f"{first} * {second}"
-            unpack = [c.stmt(f"{names[0]} = {loop_name} % {first}"), c.stmt(f"{names[1]} = {loop_name} // {first}")]
+            factors = [_atom(size) for size in sizes]
+            tiles = " * ".join(factors)
+            unpack = [c.stmt(f"{names[axis]} = {_tile_axis(loop_name, factors, axis)}") for axis in axes]
         rest = [s for i, s in enumerate(body) if i > index and i not in reads]
         # Which statements move before the loop: no tile dependence, no memory access, bound only there.
         counts = _binding_counts(kdef)
@@ -338,7 +355,7 @@ class Persistent:
             raise ActionError("nothing in the kernel depends on the tile")
         hoisted = _merge_ifs(hoisted)
         size = shape.elements[0].value if len(axes) == 1 else raw_shape
-        return _Plan(kdef, launch, pid_statement, loop_name, body[:index], hoisted, looped, tiles, grid, size, tl)
+        return _Plan(kdef, launch, pid_statement, loop_name, body[:index], hoisted, looped, tiles, grid, size, tl, passed)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         try:
@@ -377,16 +394,65 @@ class Persistent:
             new_body[len(plan.before)] = plan.hoisted[0].with_changes(leading_lines=plan.pid_statement.leading_lines)
             new_body[-1] = loop.with_changes(leading_lines=())
         new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=new_body))
+        if plan.passed:  # grid axes only the host knows: new arguments, passed by name at the launch
+            params = list(new_kdef.params.params)
+            last = params[-1]
+            params[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            params += [cst.Param(cst.Name(name), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                       for name, _source in plan.passed]
+            params[-1] = params[-1].with_changes(comma=last.comma)
+            new_kdef = new_kdef.with_changes(params=new_kdef.params.with_changes(params=params))
         size = plan.grid_size
-        if isinstance(size, cst.Tuple | cst.List):  # two axes become one: their product, capped at the SMs
-            first, second = (_atom(c.code(e.value)) for e in c.unparen(size).elements)
-            new_size = c.expr(f"(min({HELPER}(), {first} * {second}),)")
+        if isinstance(size, cst.Tuple | cst.List):  # the axes become one: their product, capped at the SMs
+            product = " * ".join(_atom(c.code(e.value)) for e in c.unparen(size).elements)
+            new_size = c.expr(f"(min({HELPER}(), {product}),)")
         else:
             new_size = c.expr(f"min({HELPER}(), {c.code(size)})")
-        module = c.replace_all(module, [(plan.kdef, new_kdef), (size, new_size)])
+        pairs = [(plan.kdef, new_kdef), (size, new_size)]
+        if plan.passed:
+            call = plan.launch.call
+            if _holds(call, size):  # an inline grid: the new size goes into the new call
+                call = call.visit(_Swap(size, new_size))
+                pairs = pairs[:1]
+            for name, source in plan.passed:
+                call = c.set_kwarg(call, name, c.expr(source))
+            pairs.append((plan.launch.call, call))
+        module = c.replace_all(module, pairs)
         module = c.insert_after_imports(module, _HELPER_SOURCE)
         return c.finish(text, module, f"{kernel.name} made persistent: one program per SM walks its tiles"
                         + (" (flatten=True: pipelined across tiles)" if flatten else ""))
+
+
+def _holds(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether ``node`` (by identity) is inside ``root``."""
+    found = False
+
+    class V(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or n is node
+            return not found
+
+    root.visit(V())
+    return found
+
+
+class _Swap(cst.CSTTransformer):
+    """Replaces one node (by identity) in a subtree."""
+
+    def __init__(self, old: cst.CSTNode, new: cst.CSTNode):
+        self.old, self.new = old, new
+
+    def on_leave(self, original_node, updated_node):
+        return self.new if original_node is self.old else updated_node
+
+
+def _tile_axis(tile: str, factors: list[str], axis: int) -> str:
+    """The program id of ``axis`` for tile ``tile`` of a grid of ``factors`` programs per axis, axis 0 fastest:
+    ``tile % A``, ``tile // A % B`` (a middle axis), ``tile // (A * B)`` (the last)."""
+    before = " * ".join(factors[:axis])
+    quotient = tile if axis == 0 else f"{tile} // {before if axis == 1 else f'({before})'}"
+    return quotient if axis == len(factors) - 1 else f"{quotient} % {factors[axis]}"
 
 
 def _atom(source: str) -> str:
