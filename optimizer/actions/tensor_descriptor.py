@@ -158,6 +158,8 @@ class _Plan:
     store: _Operand | None = None  # the output tile's store, when it is a plain masked tile store too
     launch_flags: list[str] = field(default_factory=list)  # per launch: the USE_TMA expression
     helper: bool = True  # the file needs the _tma_ready function
+    tiles: cst.For | None = None  # a persistent kernel's tile loop around the K loop
+    hoisted: bool = False  # the descriptors are made once, before the tile loop (they read nothing of the tile)
 
 
 def _terms(node: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -195,6 +197,13 @@ class TensorDescriptor:
             raise ActionError("a tl.dot pinned to input_precision=\"ieee\" runs on FMA units: TMA tiles feed nothing faster")
         body = list(kdef.body.body)
         loops = [s for s in body if isinstance(s, cst.For) and c.contains(s, cst.Call, lambda n: c.is_call(n, "dot", roots))]
+        tiles = loops[0] if len(loops) == 1 and _is_tile_loop(loops[0], roots) else None
+        if tiles is not None:
+            # A persistent kernel: the K loop is in the tile loop, whose statements run before it, after the kernel's
+            # own. ``body`` is that flat order; the tile loop's counter is no name the descriptors may read.
+            inner = list(tiles.body.body)
+            body = body[:body.index(tiles)] + inner
+            loops = [s for s in inner if isinstance(s, cst.For) and c.contains(s, cst.Call, lambda n: c.is_call(n, "dot", roots))]
         if len(loops) != 1:
             raise ActionError("the kernel has no single top-level loop that feeds tl.dot" if not loops
                               else "more than one top-level loop feeds tl.dot")
@@ -243,7 +252,13 @@ class TensorDescriptor:
         helper = not re.search(rf"^def {READY}\(", analysis.text, re.MULTILINE)
         if helper and READY in c.names_in(module):
             raise ActionError(f"the file already uses the name {READY}")
-        return _Plan(kdef, loop, operands, language, allocator, store, flags, helper)
+        hoisted = False
+        if tiles is not None:
+            per_tile = c.bound_names(list(tiles.body.body)) | c.names_in(tiles.target)
+            made = [op for op in descriptors]
+            hoisted = not any(c.names_in(c.expr(source)) & per_tile for op in made
+                              for source in [op.base] + [a.size for a in op.axes] + [a.stride for a in op.axes if a.stride])
+        return _Plan(kdef, loop, operands, language, allocator, store, flags, helper, tiles, hoisted)
 
     @staticmethod
     def _ready(op: _Operand, kernel: Kernel, kdef: cst.FunctionDef, launch: c.LaunchNode) -> str:
@@ -656,18 +671,34 @@ class TensorDescriptor:
             if statement is not None:
                 loop_body.append(statement)
         new_loop = plan.loop.with_changes(body=plan.loop.body.with_changes(body=loop_body))
+        made = [c.stmt(self._descriptor(op, tl)) for op in plan.operands]
+        store_made = [c.stmt(self._descriptor(plan.store, tl))] if plan.store is not None else []
+        if plan.hoisted:  # once per program, before its tile loop
+            made, store_made, before_tiles = [], [], _branches(made + store_made, [])
         body: list[cst.BaseStatement] = []
-        for statement in plan.kdef.body.body:
+        for statement in (plan.tiles.body.body if plan.tiles is not None else plan.kdef.body.body):
             if statement is plan.loop:
-                made = _branches([c.stmt(self._descriptor(op, tl)) for op in plan.operands], [])
-                body.append(made.with_changes(leading_lines=statement.leading_lines))
-                statement = new_loop.with_changes(leading_lines=[])
+                if made:
+                    body.append(_branches(made, []).with_changes(leading_lines=statement.leading_lines))
+                    statement = new_loop.with_changes(leading_lines=[])
+                else:
+                    statement = new_loop
             elif plan.store is not None and statement is plan.store.statement:
                 store = plan.store
                 written = c.stmt(f"{store.desc}.store([{', '.join(a.start for a in store.axes)}], "
                                  f"{' '.join(c.code(c.unparen(store.value)).split())})")
-                statement = _branches([c.stmt(self._descriptor(store, tl)), written], [statement])
+                statement = _branches([*store_made, written], [statement])
             body.append(statement)
+        if plan.tiles is not None:
+            new_tiles = plan.tiles.with_changes(body=plan.tiles.body.with_changes(body=body))
+            body = []
+            for statement in plan.kdef.body.body:
+                if statement is plan.tiles:
+                    if plan.hoisted:
+                        body.append(before_tiles.with_changes(leading_lines=statement.leading_lines))
+                        new_tiles = new_tiles.with_changes(leading_lines=[])
+                    statement = new_tiles
+                body.append(statement)
         params_list = list(plan.kdef.params.params)
         last = params_list[-1]
         params_list[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
@@ -733,6 +764,17 @@ def _branches(tma: list[cst.BaseStatement], pointer: list[cst.BaseStatement]) ->
     kept = [s.with_changes(leading_lines=[]) if hasattr(s, "leading_lines") and i == 0 else s for i, s in enumerate(pointer)]
     orelse = cst.Else(body=cst.IndentedBlock(body=kept)) if pointer else None
     return cst.If(test=cst.Name(FLAG), body=cst.IndentedBlock(body=strip), orelse=orelse, leading_lines=leading)
+
+
+def _is_tile_loop(loop: cst.For, roots: frozenset[str]) -> bool:
+    """``for tile in tl.range(tl.program_id(0), <tiles>, tl.num_programs(0))``: a persistent kernel's tile loop."""
+    it = loop.iter
+    if not (isinstance(it, cst.Call) and c.is_call(it, "range", roots) and len(it.args) >= 3
+            and all(a.keyword is None for a in it.args[:3])):
+        return False
+    start, _count, step = (a.value for a in it.args[:3])
+    return (c.is_call(start, "program_id", roots) and c.flat(c.code(start)).endswith("(0)")
+            and c.is_call(step, "num_programs", roots) and c.flat(c.code(step)).endswith("(0)"))
 
 
 def _factors(node: cst.BaseExpression) -> list[cst.BaseExpression] | None:
