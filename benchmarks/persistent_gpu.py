@@ -40,6 +40,8 @@ VARIANTS = {  # name -> steps after BASE
     "descriptors": [("tensor_descriptor", {})],
     "descriptors, persistent": [("tensor_descriptor", {}), ("persistent", {"flatten": False})],
     "descriptors, persistent, flattened": [("tensor_descriptor", {}), ("persistent", {"flatten": True})],
+    # Session 13: descriptors inside the tile loop, made once before it (the order the search takes: persistent first).
+    "persistent, descriptors": [("persistent", {"flatten": False}), ("tensor_descriptor", {})],
 }
 TOL = (2e-2, 5e-2)  # rtol, atol: fp16 output of a K=4096-8192 sum against an fp32 reference
 
