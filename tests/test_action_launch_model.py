@@ -310,6 +310,13 @@ def test_a_wrap_triton_launch_and_a_tuple_constant_are_edited_where_they_are():
     assert "    n, BLOCK = x.numel(), 1024\n" in apply_candidate(TUPLE_CONSTANTS, cand, H100).new_text
 
 
+def test_warps_from_a_module_tuple_are_set_in_it():
+    text = TUPLE_CONSTANTS.replace("ENTRY = \"scale\"\n", "ENTRY = \"scale\"\nWARPS, UNUSED = 4, 0\n").replace(
+        "BLOCK=BLOCK)", "BLOCK=BLOCK, num_warps=WARPS)")
+    new = apply_candidate(text, offered(text, "scale_kernel")["warps"], H100).new_text
+    assert "WARPS, UNUSED = 4, 0" not in new and re.search(r"WARPS, UNUSED = \d+, 0", new)
+
+
 def test_literal_grid_and_launch_change_together():
     cand = next(c for c in applicable(analyze(LITERAL_GRID), "scale_kernel", H100) if c.params == {"BLOCK": 1024})
     new = apply_candidate(LITERAL_GRID, cand, H100).new_text

@@ -329,6 +329,11 @@ def launch_assignment(launch: "LaunchNode", name: str) -> tuple[cst.Assign | Non
     return any_assignment(launch.module, name), True
 
 
+def constant_assignment(launch: "LaunchNode", name: str) -> cst.Assign | None:
+    """Where the name a launch reads is set, as ``name = value``: its own assignment, or its element of a tuple."""
+    return launch_assignment(launch, name)[0] or unpacked_constant(launch, name)
+
+
 def unpacked_constant(launch: "LaunchNode", name: str) -> cst.Assign | None:
     """``BT, BK, BV = 64, 32, 32`` in the launch's host function (or module), as an ``BT = 64`` whose value is the
     element in the tree: rewriting that value (``set_constexpr``) edits the tuple in place. None unless the tuple
@@ -1008,9 +1013,7 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
     if isinstance(arg.value, cst.Integer):
         return "literal", arg
     if isinstance(arg.value, cst.Name):
-        assign, _at_module = launch_assignment(launch, arg.value.value)
-        if assign is None:
-            assign = unpacked_constant(launch, arg.value.value)
+        assign = constant_assignment(launch, arg.value.value)
         if assign is not None and isinstance(assign.value, cst.Integer):
             return "host", assign
         param = param_default(launch, arg.value.value)
@@ -1222,7 +1225,7 @@ def option_settable(launch: LaunchNode, option: str) -> bool:
     if arg is None or isinstance(arg.value, cst.Integer):
         return True
     if isinstance(arg.value, cst.Name):
-        assign, _at_module = launch_assignment(launch, arg.value.value)
+        assign = constant_assignment(launch, arg.value.value)
         return assign is not None and isinstance(assign.value, cst.Integer)
     return False
 
@@ -1373,10 +1376,10 @@ def set_launch_option(module: cst.Module, kernel_name: str, option: str, value: 
         launch = current[index]
         arg = kwarg(launch.call, option)
         if arg is not None and isinstance(arg.value, cst.Name):
-            assign, _at_module = launch_assignment(launch, arg.value.value)
+            assign = constant_assignment(launch, arg.value.value)
             if assign is None or not isinstance(assign.value, cst.Integer):
                 raise ActionError(f"{option} at the launch is not a constant this action can change")
-            module = replace_all(module, [(assign, assign.with_changes(value=cst.Integer(str(value))))])
+            module = replace_all(module, [(assign.value, cst.Integer(str(value)))])  # a tuple's element in place
         elif arg is not None and not isinstance(arg.value, cst.Integer):
             raise ActionError(f"{option} at the launch is computed; not changing it")
         else:
