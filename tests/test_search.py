@@ -370,7 +370,8 @@ def test_a_slower_step_that_opens_a_structural_action_is_a_detour_repaid_by_the_
         return report(speedup=0.98, band=0.01)
 
     result = run(DOT_SUM, "dot_sum.py", "sum_matmul_kernel", ScriptedVerifier(rule), steps=2, tries=6)
-    assert [s.candidate.action for s in result.steps] == ["use_dot", "tiling"]
+    # Tiling or autotune (over FMA tiles: the file is fp32, so the dot is IEEE) replaces the 16-wide blocks.
+    assert [s.candidate.action for s in result.steps] in (["use_dot", "tiling"], ["use_dot", "autotune"])
     first = result.steps[0]
     assert first.detour and not first.enabling and "detour" in first.reason and "opens" in first.reason
     assert first.to_json()["detour"] is True and result.steps[1].speedup == 3.0
