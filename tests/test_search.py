@@ -393,3 +393,20 @@ def test_no_detour_at_the_last_step_or_below_the_floor():
     assert not any(a.detour for a in run(DOT_SUM, "dot_sum.py", "sum_matmul_kernel", slow, steps=2, tries=6).attempts)
     at_last = ScriptedVerifier(lambda new, old: report(speedup=0.69 if "tl.dot(" in new else 0.98, band=0.01))
     assert not any(a.detour for a in run(DOT_SUM, "dot_sum.py", "sum_matmul_kernel", at_last, steps=1, tries=6).attempts)
+
+
+def test_a_detour_nothing_repaid_is_no_training_label(tmp_path):
+    """Behaviour cloning copies the best kept step of a state: off the best chain, a detour kept at 0.69x is not one."""
+    from mtmc_lsp.optimizer.training.dataset import build_decisions
+
+    def rule(new, old):
+        if "tl.dot(" in new and "tl.dot(" not in old:
+            return report(speedup=0.69, band=0.01)
+        return report(speedup=0.98, band=0.01)
+
+    recorder = TrajectoryRecorder(tmp_path)
+    result = run(DOT_SUM, "dot_sum.py", "sum_matmul_kernel", ScriptedVerifier(rule), steps=2, tries=6, record=recorder)
+    assert any(a.detour for a in result.attempts) and result.steps == []
+    first = next(d for d in build_decisions(read_episodes(tmp_path)) if d.depth == 1)
+    assert any(s.status == "kept" and s.speedup == pytest.approx(0.69) for s in first.siblings)
+    assert first.chosen is None

@@ -25,6 +25,7 @@ from ..actions.base import Candidate
 from ..hardware import get_profile
 from ..policy.base import candidate_text, candidate_texts
 from ..policy.features import KernelFeatures
+from ..search import MIN_BELIEVED_CHANGE
 from ..trajectories import SCHEMA as TRAJECTORY_SCHEMA
 from ..trajectories import library_versions
 
@@ -233,11 +234,13 @@ def decisions_from_episode(records: list[dict[str, Any]], renderer: PromptRender
             for s in steps if s["status"] in VERIFIED
         ]
         kept = [s for s in siblings if s.status == "kept"]
-        best = max(kept, key=lambda s: s.reward if s.reward is not None else float("-inf"), default=None)
         # On the best chain: the steps so far are the chain's first depth-1 steps, and the chain goes on
         # from here; its next step is what the search finally chose in this state.
         on_chain = (len(chain) >= depth
                     and _history_actions(summary) == [candidate_text(c) for c in chain[:depth - 1]])
+        # A step kept though slower (the search's detour) is worth choosing only where the chain took it, repaid.
+        labels = kept if on_chain else [s for s in kept if s.speedup is None or s.speedup >= 1.0 - MIN_BELIEVED_CHANGE]
+        best = max(labels, key=lambda s: s.reward if s.reward is not None else float("-inf"), default=None)
         if on_chain and chain[depth - 1].key() in text_of:
             best = next((s for s in kept if s.text == text_of[chain[depth - 1].key()]), best)
         decision = Decision(
