@@ -85,9 +85,10 @@ class _Replacer(cst.CSTTransformer):
         return updated_node
 
 
-def replace_all(module: cst.Module, pairs: list[tuple[cst.CSTNode, object]]) -> cst.Module:
-    """Replace several original nodes of ``module`` in one pass (node identity does not survive a pass)."""
-    return module.visit(_Replacer({id(old): (old, new) for old, new in pairs}))  # type: ignore[return-value]
+def replace_all(module: cst.CSTNode, pairs: list[tuple[cst.CSTNode, object]]):
+    """Replace several original nodes of ``module`` (or of any subtree) in one pass (node identity does not
+    survive a pass)."""
+    return module.visit(_Replacer({id(old): (old, new) for old, new in pairs}))
 
 
 class _NameSubstitution(cst.CSTTransformer):
@@ -338,8 +339,8 @@ def unpacked_constant(launch: "LaunchNode", name: str) -> cst.Assign | None:
     """``BT, BK, BV = 64, 32, 32`` in the launch's host function (or module), as an ``BT = 64`` whose value is the
     element in the tree: rewriting that value (``set_constexpr``) edits the tuple in place. None unless the tuple
     is the name's only binding in the scope the launch reads it from."""
-    scopes = [launch.host] if launch.host is not None and _binds(launch.host, name) else [launch.module]
-    value = assigned_value(scopes[0], name)
+    scope = launch.host if launch.host is not None and _binds(launch.host, name) else launch.module
+    value = assigned_value(scope, name)
     return cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=value) if value is not None else None
 
 
@@ -1162,7 +1163,7 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
         values = {launch_values(launch, kernel).get(p.name) for launch in launches} or \
             {s.constexpr_values(kernel).get(p.name) for s in sites} or {p.default_value}
         value = values.pop() if len(values) == 1 else None
-        bp = BlockParam(p.name, roles.get(p.name, "1d"), value if isinstance(value, int) else None, False)
+        bp = BlockParam(p.name, roles.get(p.name) or block_role(p.name), value if isinstance(value, int) else None, False)
         plan.params[p.name] = bp
         if kernel.is_autotuned:
             bp.reason = "the kernel is autotuned: its configs choose the block sizes"

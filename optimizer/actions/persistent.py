@@ -411,8 +411,8 @@ class Persistent:
         pairs = [(plan.kdef, new_kdef), (size, new_size)]
         if plan.passed:
             call = plan.launch.call
-            if _holds(call, size):  # an inline grid: the new size goes into the new call
-                call = call.visit(_Swap(size, new_size))
+            if c.contains(call, cst.CSTNode, lambda n: n is size):  # an inline grid: the new size goes into the new call
+                call = c.replace_all(call, [(size, new_size)])
                 pairs = pairs[:1]
             for name, source in plan.passed:
                 call = c.set_kwarg(call, name, c.expr(source))
@@ -421,30 +421,6 @@ class Persistent:
         module = c.insert_after_imports(module, _HELPER_SOURCE)
         return c.finish(text, module, f"{kernel.name} made persistent: one program per SM walks its tiles"
                         + (" (flatten=True: pipelined across tiles)" if flatten else ""))
-
-
-def _holds(root: cst.CSTNode, node: cst.CSTNode) -> bool:
-    """Whether ``node`` (by identity) is inside ``root``."""
-    found = False
-
-    class V(cst.CSTVisitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            nonlocal found
-            found = found or n is node
-            return not found
-
-    root.visit(V())
-    return found
-
-
-class _Swap(cst.CSTTransformer):
-    """Replaces one node (by identity) in a subtree."""
-
-    def __init__(self, old: cst.CSTNode, new: cst.CSTNode):
-        self.old, self.new = old, new
-
-    def on_leave(self, original_node, updated_node):
-        return self.new if original_node is self.old else updated_node
 
 
 def _tile_axis(tile: str, factors: list[str], axis: int) -> str:

@@ -255,8 +255,7 @@ class TensorDescriptor:
         hoisted = False
         if tiles is not None:
             per_tile = c.bound_names(list(tiles.body.body)) | c.names_in(tiles.target)
-            made = [op for op in descriptors]
-            hoisted = not any(c.names_in(c.expr(source)) & per_tile for op in made
+            hoisted = not any(c.names_in(c.expr(source)) & per_tile for op in descriptors
                               for source in [op.base] + [a.size for a in op.axes] + [a.stride for a in op.axes if a.stride])
         return _Plan(kdef, loop, operands, language, allocator, store, flags, helper, tiles, hoisted)
 
