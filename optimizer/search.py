@@ -117,6 +117,7 @@ class Attempt:
     policy_metadata: dict[str, Any] = field(default_factory=dict)
     enabling: bool = False  # kept within the noise for what later steps can do (ENABLING_KINDS, or opened actions)
     detour: bool = False  # kept though slower, for the structural actions it opens (DETOUR_FLOOR)
+    opens: list[str] = field(default_factory=list)  # the actions an enabling step or a detour was kept for
 
     @property
     def kept(self) -> bool:
@@ -125,14 +126,14 @@ class Attempt:
     def keep_as_enabling(self, opens: list[str] | None = None) -> None:
         """Keep a correct, neutral step for the steps it opens (the caller checks one is left): a Prepare or Fusion
         step, or one after which the kernel is offered actions it was not offered before (``opens``)."""
-        self.status, self.enabling = "kept", True
+        self.status, self.enabling, self.opens = "kept", True, list(opens or [])
         what = (f"it opens {', '.join(opens)}" if opens else f"a {self.candidate.kind.lower()} step opens others")
         self.reason = f"kept as an enabling step: {self.speedup:.2f}x is within the noise, and {what}"
 
     def keep_as_detour(self, opens: list[str]) -> None:
         """Keep a correct step that is slower on its own for the structural actions it opens; its slow-down
         counts in every state after it, so only steps that repay it make a result."""
-        self.status, self.detour = "kept", True
+        self.status, self.detour, self.opens = "kept", True, list(opens)
         self.reason = (f"kept as a detour: {self.speedup:.2f}x on its own, and it opens {', '.join(opens)}; "
                        "it stays only if the steps after it repay it")
 
@@ -146,7 +147,7 @@ class Attempt:
             "reason": self.reason, "compiled": self.compiled, "correct": self.correct, "speedup": self.speedup,
             "withinNoise": self.within_noise, "reward": self.reward, "summary": self.summary, "diff": self.diff,
             "changedLines": self.changed_lines, "timings": dict(self.timings), "policy": dict(self.policy_metadata),
-            "report": self.report, "enabling": self.enabling, "detour": self.detour,
+            "report": self.report, "enabling": self.enabling, "detour": self.detour, "opens": self.opens,
         }
         if with_texts:
             data["newText"] = self.new_text
@@ -411,6 +412,8 @@ class _KernelSearch:
             return None
         state = PolicyState(analysis, found, self.target, [s.outcome() for s in node.steps])
         offered = [c for c in listed if (hash(node.text), c.key()) not in self.tried]
+        if node.steps and node.steps[-1].detour:  # a slower state is worth only the steps it was kept for
+            offered = [c for c in offered if c.action in node.steps[-1].opens]
         if depth >= self.config.steps:  # a preparation only pays through a later step: none is left
             offered = [c for c in offered if c.kind != "Prepare"]
         if not offered:
@@ -473,7 +476,8 @@ class _KernelSearch:
     def opened_actions(self, attempt: Attempt, ranked: list[Ranked], kinds: frozenset[str] | None = None) -> list[str]:
         """Actions (of ``kinds``, if given) the kernel is offered after ``attempt`` and was not before it (grouped
         order opens persistent tiles: the suite's transposed matmul, H200, measured grouped order alone at 1.00x
-        and dropped it)."""
+        and dropped it), and those offered after it that its action pays with (``pays_with``: persistent tiles and
+        TMA loads, each slower alone on the H200's square matmul, 1.13x together)."""
         if not attempt.new_text:
             return []
         before = {r.candidate.action for r in ranked}
@@ -481,8 +485,12 @@ class _KernelSearch:
             _analysis, after = self.offered_in(attempt.new_text)
         except Exception:  # noqa: BLE001 - an analysis failure only means nothing is known to open
             return []
-        opened = {c.action for c in after if kinds is None or c.kind in kinds}
-        return sorted(opened - before - {attempt.candidate.action})
+        from .actions import ACTIONS
+
+        partners = getattr(ACTIONS.get(attempt.candidate.action), "pays_with", frozenset())
+        opened = {c.action for c in after if kinds is None or c.kind in kinds} - before
+        opened |= {c.action for c in after if c.action in partners}
+        return sorted(opened - {attempt.candidate.action})
 
     def offered_in(self, text: str) -> tuple[FileAnalysis, list[Candidate]]:
         """The analysis of ``text`` and every candidate for the kernel in it, once per text: a neutral step's
@@ -501,15 +509,17 @@ class _KernelSearch:
         is faster on its own must not take away before that step was tried (the suite's cross entropy, H200:
         a neutral row fusion lost to a 1.39x sibling, and the one-pass loop the fused kernel allows never ran).
         Whatever the frontier, the run's best state is already kept (``run``), so expanding it first costs nothing.
-        The best detour state comes last: it must be repaid by a step after it, so it gets the time the others leave."""
+        The best detour state comes next: only the actions it opens are tried from it (``expand``), a verification
+        or two, where a faster sibling's state may spend every try it has (the suite's square matmul, H200:
+        persistent tiles at 0.91x wait for the TMA loads they pay with, and the run's budget ended first)."""
         ordered = sorted(children, key=lambda n: n.value(), reverse=True)
         chosen = ordered[:beam]
+        detours = [n for n in ordered if n.steps and n.steps[-1].detour]
+        if detours and detours[0] not in chosen:
+            chosen = [detours[0], *chosen]
         enabling = [n for n in ordered if n.steps and n.steps[-1].enabling]
         if enabling and enabling[0] not in chosen:
             chosen = [enabling[0], *chosen]
-        detours = [n for n in ordered if n.steps and n.steps[-1].detour]
-        if detours and detours[0] not in chosen:
-            chosen = [*chosen, detours[0]]
         return chosen
 
     def result(self, best: _Node) -> OptimizeResult:

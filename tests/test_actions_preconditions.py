@@ -169,10 +169,10 @@ def test_tiling_pairs_big_matmul_tiles_with_warps_that_do_not_spill():
     a = analyze(text)
     tiles = [c.params for c in applicable(a, "matmul_kernel", get_profile("h200")) if c.action == "tiling"]
     big = [p for p in tiles if (p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"]) == (128, 128, 64)]
-    assert big == [{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8}]
-    assert {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8} in tiles
+    assert big == [{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}]
+    assert {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3} in tiles
     edit = apply_candidate(text, Candidate("tiling", "Tiling", "matmul_kernel", big[0], "", 0), get_profile("h200"))
-    assert "num_warps=8" in edit.new_text and "BLOCK_K = 64" in edit.new_text
+    assert "num_warps=8" in edit.new_text and "BLOCK_K = 64" in edit.new_text and "num_stages=3" in edit.new_text
 
 
 def test_fusion_takes_a_consumers_extra_inputs_only_when_they_line_up():

@@ -68,7 +68,8 @@ class Action(Protocol):
     # grid contract (a launch value, a hint, a body rewrite with the same results), so it is safe for
     # kernels other modules launch too. Actions without it are not offered on such kernels
     # (``actions.interface_conflict``). Optional ``why_not(analysis, kernel, target) -> str | None``: why
-    # ``candidates`` is empty, for ``mtmc actions --why`` (``actions.refusals``).
+    # ``candidates`` is empty, for ``mtmc actions --why`` (``actions.refusals``). Optional ``pays_with``: actions
+    # measured to pay together with this one where each alone does not (the search keeps a slower step for them).
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         """The concrete parameterisations that apply to ``kernel`` on ``target`` (empty when none)."""

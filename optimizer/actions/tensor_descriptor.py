@@ -178,6 +178,7 @@ class TensorDescriptor:
     changes_numerics = False  # the same tiles, zeros past the edges as the masks' other=0
     # A new constexpr every launch computes: a kernel another module launches is not edited.
     keeps_interface = False
+    pays_with = frozenset({"persistent"})  # see Persistent.pays_with
     max_changed_lines = 50  # host check and allocator (10), flag, descriptors, the loads' and store's if/else (multi-line loads re-indented)
 
     def _plan(self, module: cst.Module, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> _Plan:

