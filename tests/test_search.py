@@ -410,3 +410,32 @@ def test_a_detour_nothing_repaid_is_no_training_label(tmp_path):
     first = next(d for d in build_decisions(read_episodes(tmp_path)) if d.depth == 1)
     assert any(s.status == "kept" and s.speedup == pytest.approx(0.69) for s in first.siblings)
     assert first.chosen is None
+
+
+def test_steps_that_pay_only_together_are_kept_as_a_detour_and_its_partner():
+    """The suite's square matmul on the H200 (persistent_ablation/): grouped order alone 1.00x, persistent tiles alone
+    0.91-0.98x, TMA loads alone 0.96x, the persistent TMA kernel 1.11x. Grouped order, persistent tiles and their TMA
+    loads name each other (``pays_with``): a neutral one is kept as enabling, a slower one as a detour, and from a
+    detour's state only what it opens is tried."""
+    def rule(new, old):
+        if "BLOCK_M = 32" in old and "BLOCK_M = 32" not in new:
+            return report(speedup=7.9, band=0.01)  # tiling, with its stages
+        if changed(new, old, "make_tensor_descriptor"):
+            return report(speedup=1.11 if "tl.num_programs(0)" in old else 0.96, band=0.01)
+        if changed(new, old, "tl.num_programs(0)"):  # persistent tiles: slower without TMA loads
+            return report(speedup=1.11 if "make_tensor_descriptor" in old else 0.93, band=0.01)
+        if changed(new, old, "GROUP_M"):
+            return report(speedup=1.002, band=0.01)  # grouped order: within the noise
+        return report(speedup=0.97, band=0.01)
+
+    verify = ScriptedVerifier(rule)
+    result = optimize(MATMUL, "matmul.py", "matmul_kernel", get_profile("h200"), HeuristicPolicy(), verify,
+                      candidates=candidates, steps=4, tries=3)
+    chain = [s.candidate.action for s in result.steps]
+    assert chain[:2] == ["tiling", "reordering"] and set(chain[2:]) == {"persistent", "tensor_descriptor"}, chain
+    grouped, detour = result.steps[1], result.steps[2]
+    assert grouped.enabling and grouped.opens == ["persistent"]
+    assert detour.detour and "detour" in detour.reason and detour.opens == [chain[3]]
+    # From the detour's state nothing but its partner was verified.
+    after_detour = [a for a in result.attempts if a.parent_text == detour.new_text and a.status != "not_applied"]
+    assert {a.candidate.action for a in after_detour} == {chain[3]}
