@@ -330,3 +330,33 @@ def test_flash_linear_attention_block_names_are_block_sizes():
     assert (block_role("BM"), block_role("BN"), block_role("BK"), block_role("BLOCK_K")) == ("m", "n", "1d", "k")
     fla = (ROOT / "benchmarks" / "wild" / "dev" / "attn_linear_recurrent_fla.py").read_text()
     assert "warps" in actions(fla, "fused_recurrent_linear_attn_fwd_kernel")
+
+
+TWO_ROW_BLOCKS = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def two_pass_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr, TAIL_BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+    tail = tl.arange(0, TAIL_BLOCK)
+    tl.store(out_ptr + n + tail, tl.load(x_ptr + n + tail, mask=tail < 1), mask=tail < 1)
+
+
+def two_pass(x):
+    out = torch.empty(x.numel() + 1, device=x.device, dtype=x.dtype)
+    n = x.numel() - 1
+    two_pass_kernel[(triton.cdiv(n, 4096),)](x, out, n, BLOCK_SIZE=4096, TAIL_BLOCK=32, num_warps=4)
+    return out
+'''
+
+
+def test_warps_read_every_row_block_not_one_per_role():
+    """Two blocks of one role ("1d") were keyed into one dict entry, so the warps fitted the last one (32 values)."""
+    a = analyze(TWO_ROW_BLOCKS)
+    warps = [c.params["num_warps"] for c in applicable(a, "two_pass_kernel", get_profile("h200")) if c.action == "warps"]
+    assert 8 in warps and 16 in warps  # fitted to the 4096-wide block

@@ -64,6 +64,8 @@ class Warps:
                 return [], 0, "num_warps at a launch is computed"
         plan = c.tile_plan(analysis, kernel, module)
         current = plan.num_warps
+        # By role for a dot's m and n; every block's value otherwise (two row blocks share the role "1d").
+        sizes = [p.value for p in plan.params.values() if p.value]
         blocks = {p.role: p.value for p in plan.params.values() if p.value}
         legal: list[int] = []
         if plan.has_dot:
@@ -76,10 +78,10 @@ class Warps:
         else:
             if not plan.params:
                 return [], current, "the kernel has no block size"
-            if not blocks:  # computed at the launch (next_power_of_2 of a row): a row-sized block
+            if not sizes:  # computed at the launch (next_power_of_2 of a row): a row-sized block
                 legal, best = [4, 8, 16], 8
             else:
-                tile = max(blocks.values())
+                tile = max(sizes)
                 legal = [w for w in WARPS if 32 * w <= tile]
                 best = max(2, min(16, tile // 512))  # ~16 elements per thread
         legal = sorted((w for w in legal if w != current), key=lambda w: (abs(w - best), w))
