@@ -823,7 +823,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="start no file that cannot finish before this many seconds (device limit: 600 per command)")
     parser.add_argument("--grace-s", type=float, default=50.0,
                         help="after --deadline-s plus this, cancel a running final check and skip torch.compile")
-    parser.add_argument("--steps", type=int, default=3, help="kept steps per kernel at most")
+    # 4 since session 14: tile, grouped order, persistent tiles and their TMA loads (the last three pay together).
+    parser.add_argument("--steps", type=int, default=4, help="kept steps per kernel at most")
     parser.add_argument("--policy", default="heuristic")
     parser.add_argument("--target", default="h200")
     parser.add_argument("--compile-timeout-s", type=float, default=60.0)

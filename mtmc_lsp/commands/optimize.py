@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="the Triton file to optimize")
     parser.add_argument("--kernel", help="the kernel to optimize (default: every kernel in the file, in order)")
     parser.add_argument("--target", default="", help="target GPU profile (default: the local GPU, else H100)")
-    parser.add_argument("--steps", type=int, default=3, help="kept steps per kernel at most (default 3)")
+    parser.add_argument("--steps", type=int, default=4, help="kept steps per kernel at most (default 4)")
     parser.add_argument("--beam", type=int, default=1, help="candidates tried per state; 1 is greedy (default 1)")
     parser.add_argument("--budget-s", type=float, default=600.0, help="wall-clock budget in seconds (default 600)")
     parser.add_argument("--policy", default="", help="embedded (default), heuristic or endpoint")
