@@ -31,7 +31,7 @@ PROBLEMS = {
     "matmul_transposed": ("benchmarks/suite/matmul_transposed.py", "matmul_bt_kernel"),
     "linear_gelu": ("benchmarks/suite/linear_gelu.py", "linear_kernel"),
 }
-BASE = [("tiling", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8}), ("pipelining", {"num_stages": 3}),
+BASE = [("tiling", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}),
         ("reordering", {"GROUP_M": 8})]
 VARIANTS = {  # name -> steps after BASE
     "grouped": [],

@@ -30,7 +30,7 @@ PROBLEMS = {
     "linear_gelu": ("benchmarks/suite/linear_gelu.py", "linear_kernel"),
     "bmm": ("benchmarks/suite/bmm.py", "bmm_kernel"),
 }
-BASE = [("tiling", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8}), ("pipelining", {"num_stages": 3})]
+BASE = [("tiling", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3})]
 VARIANTS = {  # name -> steps after BASE
     "pointer loads": [],
     "descriptors": [("tensor_descriptor", {})],

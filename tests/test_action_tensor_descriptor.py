@@ -308,3 +308,19 @@ def test_persistent_then_descriptors_is_the_kernel_measured_the_other_way_round(
         return text[text.index("@triton.jit"):text.index("\ndef matmul_transposed(")]
 
     assert kernel_source("matmul_transposed_6.py") == kernel_source("matmul_transposed_4.py")
+
+
+def test_pipelining_counts_the_descriptor_stores_output_tile_in_shared_memory():
+    """The suite's square matmul after tiling (128x256x64, 3 stages), persistent tiles and TMA loads: a fourth stage
+    (196,608 bytes) plus the TMA store's 128x256 fp16 output tile (65,536) overflows the H200's 232,448 bytes, and did
+    not compile there; two stages still fit."""
+    h200 = get_profile("h200")
+    text = kernel_path("matmul").read_text()
+    for action, params in (("tiling", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}),
+                           ("persistent", {"flatten": False}), ("tensor_descriptor", {})):
+        chosen = next(c for c in applicable(analyze(text), "matmul_kernel", h200)
+                      if c.action == action and c.params == params)
+        text = apply_candidate(text, chosen, h200).new_text
+    assert ".store([" in text
+    stages = [c.params["num_stages"] for c in applicable(analyze(text), "matmul_kernel", h200) if c.action == "pipelining"]
+    assert stages == [2]
