@@ -435,3 +435,23 @@ def test_an_ieee_fp32_dot_gets_fma_tiles_not_the_tensor_cores():
     tuned, = [c for c in applicable(analyze(exact), "project_kernel", H200) if c.action == "autotune"]
     new = apply_candidate(exact, tuned, H200).new_text
     assert new.count("triton.Config(") == len(FMA_DOT_CONFIGS) and "'BT': 64, 'BV': 64, 'BK': 32" in new.replace('"', "'")
+
+
+def test_a_column_block_whose_rows_follow_it_is_retiled(tmp_path):
+    """The suite's row sum after rows_per_program: the launch computes ``BLOCK_M = max(1, min(8192 // BLOCK_SIZE,
+    ...))`` from the column block, so a wider column block keeps the tile's size and tiling may change it (before,
+    BLOCK_M's run-time value kept tiling from offering anything)."""
+    from mtmc_lsp.optimizer.actions.tiling import FOLLOWED_BLOCKS
+
+    suite = Path(__file__).resolve().parents[1] / "benchmarks" / "suite" / "row_sum.py"
+    before = suite.read_text() + '\nENTRY = "row_sum"  # for the equivalence runner\n'
+    (rows,) = [c for c in applicable(analyze(before), "row_sum_kernel", H100)
+               if c.action == "rows_per_program" and c.params == {"TILE": 8192}]
+    text = apply_candidate(before, rows, H100).new_text
+    assert "8192 // BLOCK_SIZE" in text
+    assert tiling_of(text, "row_sum_kernel") == [{"BLOCK_SIZE": b} for b in FOLLOWED_BLOCKS]
+    new = applied(text, "row_sum_kernel", {"BLOCK_SIZE": 256})
+    assert "BLOCK_SIZE = 256" in new and "8192 // BLOCK_SIZE" in new
+    results = run_jobs([job(tmp_path, "row_sum:reference", before, before, TOL_FP32, reference=True),
+                        job(tmp_path, "row_sum:followed", before, new, TOL_FP32)], tmp_path)
+    assert all(r["ok"] for r in results), results

@@ -84,6 +84,8 @@ ROW_BLOCKS = (1024, 2048, 4096)
 # One block that is a side of a 2-D tile, the other side a fixed size such as a head dimension
 # (decode attention's [BLOCK_T, HEAD_SIZE] keys): ROW_BLOCKS there would make 512 K-element tiles.
 AXIS_BLOCKS = (32, 64, 128)
+# A column block whose row block the launch computes from it (``_derived_blocks``): longer contiguous reads per row.
+FOLLOWED_BLOCKS = (128, 256, 512)
 # 2-D tiles of kernels without tl.dot: (first block, second block) in the kernel's parameter order.
 TILES_2D = ((64, 64), (32, 128), (128, 32))
 MAX_ROW_BLOCK = 16384
@@ -162,10 +164,13 @@ class Tiling:
                         break
             return options
         tunable_params = [p for p in plan.params.values() if p.tunable]
-        if len(tunable_params) != len(plan.params) or not 1 <= len(tunable_params) <= 2:
+        derived = _derived_blocks(analysis, kernel, plan)
+        if len(tunable_params) + len(derived) != len(plan.params) or not 1 <= len(tunable_params) <= 2:
             return []
         if len(tunable_params) == 1:  # one block, whatever its name says (BLOCK_N of a row kernel too)
             only = tunable_params[0]
+            if derived:  # the other side follows it (rows per program): wider column blocks, the tile's size kept
+                return [{only.name: b} for b in FOLLOWED_BLOCKS if b != only.value]
             if c.block_is_tile_axis(kernel, analysis.text, only.name):
                 return self._axis_options(only, plan)
             return [{only.name: b} for b in ROW_BLOCKS if b != only.value]
@@ -402,6 +407,41 @@ class Tiling:
                 if others:
                     notes.append(f"{var} also sets the block of {', '.join(others)} (same grid rule, also tunable)")
         return notes
+
+
+def _derived_blocks(analysis: FileAnalysis, kernel: Kernel, plan: c.TilePlan) -> set[str]:
+    """Blocks the launches compute from a tunable block's constant, so they follow it: rows_per_program's
+    ``BLOCK_M = max(1, min(8192 // BLOCK_SIZE, ...))`` rows beside a column block ``BLOCK_SIZE = 64``. They do not
+    keep the tunable block from being tiled (before, a row kernel given rows per program could not retile its
+    column loop)."""
+    module = c.parse(analysis.text)
+    _kdef, launches = c.locate(module, kernel.name)
+    tunable = [p.name for p in plan.params.values() if p.tunable]
+    if not launches or not tunable:
+        return set()
+    derived = set()
+    for block in (p for p in plan.params.values() if not p.tunable):
+        follows = True
+        for launch in launches:
+            how, node = c.binding_of(launch, kernel, block.name)
+            value = getattr(node, "value", None)
+            if how != "other" or value is None:
+                follows = False
+                break
+            if isinstance(value, cst.Name):
+                assign, _at_module = c.launch_assignment(launch, value.value)
+                value = assign.value if assign is not None else None
+            sources = set()
+            for name in tunable:
+                how_t, node_t = c.binding_of(launch, kernel, name)
+                if how_t == "host":
+                    sources.add(node_t.targets[0].target.value)  # type: ignore[union-attr]
+            if value is None or not sources & c.names_in(value):
+                follows = False
+                break
+        if follows:
+            derived.add(block.name)
+    return derived
 
 
 def _raises_stages(plan: c.TilePlan, target: GpuProfile) -> bool:
