@@ -117,5 +117,5 @@ def run(args: argparse.Namespace) -> int:
         steps = "; ".join(candidate_text(s.candidate) + (f" {s.speedup:.2f}x" if s.speedup else "") for s in kept) or "none kept"
         print(f"{name:<11} {result.kernel:<32} {len(kept):>4} {len(result.attempts):>5}  {verified:<26} {steps}")
     print(f"\noptimized files: {out_dir}/<example>.py (originals: <example>.original.py)")
-    print("next: open one in VS Code with the MTMC extension, or run `mtmc optimize FILE --steps 3`.")
+    print("next: open one in VS Code with the MTMC extension, or run `mtmc optimize FILE`.")
     return 0
