@@ -18,7 +18,7 @@ def test_actions_lists_candidates_with_parameters(capsys):
     assert data["target"] == "h100"
     titles = [c["title"] for c in cands]
     # 128x128x64 over 4 warps spills on sm_90 (ptxas), so the tile comes with 8 warps.
-    assert "Apply tiling for H100 (BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8)" in titles
+    assert "Apply tiling for H100 (BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3)" in titles
     assert {c["action"] for c in cands} >= {"tiling", "pipelining", "reordering", "autotune"}
     assert not any(c["changesNumerics"] for c in cands)
 

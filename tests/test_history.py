@@ -63,26 +63,28 @@ def test_reject_the_only_step_restores_the_text_byte_for_byte(matmul_doc):
 
 def test_reject_a_middle_step_keeps_later_steps(matmul_doc):
     root, doc = matmul_doc
+    # Without the example's num_stages=1 pin, tiling leaves the stages to the pipelining step (three separate edits).
+    doc.write_text(doc.read_text().replace(" num_stages=1,", ""))
     t0 = doc.read_text()
     c1, t1 = step(t0, "matmul_kernel", "tiling", {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64})
     c2, t2 = step(t1, "matmul_kernel", "reordering", {"GROUP_M": 8})
-    c3, t3 = step(t2, "matmul_kernel", "pipelining", {"num_stages": 3})
+    c3, t3 = step(t2, "matmul_kernel", "pipelining", {"num_stages": 4})
     history = StepHistory(root, doc)
     s1, s2, s3 = (history.record(c, b, a) for c, b, a in ((c1, t0, t1), (c2, t1, t2), (c3, t2, t3)))
     reverted = history.reject(s2.id, t3)
     # Exactly step 2 is gone: the tiling and the stages stay, the grouped order is undone.
-    assert "GROUP_M" not in reverted and "BLOCK_M = 64" in reverted and "num_stages=3" in reverted
-    assert reverted == step(t1, "matmul_kernel", "pipelining", {"num_stages": 3})[1]
+    assert "GROUP_M" not in reverted and "BLOCK_M = 64" in reverted and "num_stages=4" in reverted
+    assert reverted == step(t1, "matmul_kernel", "pipelining", {"num_stages": 4})[1]
     # Then step 1 too; then step 3: back to the original text.
     reverted = history.reject(s1.id, reverted)
-    assert "BLOCK_M = 32" in reverted and "num_stages=3" in reverted
+    assert "BLOCK_M = 32" in reverted and "num_stages=4" in reverted
     assert history.reject(s3.id, reverted) == t0
 
 
 def test_reject_explains_when_a_later_step_rewrote_its_lines(matmul_doc):
     root, doc = matmul_doc
     t0 = doc.read_text()
-    c1, t1 = step(t0, "matmul_kernel", "tiling", {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64})
+    c1, t1 = step(t0, "matmul_kernel", "tiling", {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3})
     c2, t2 = step(t1, "matmul_kernel", "warps", {"num_warps": 8})
     c3, t3 = step(t2, "matmul_kernel", "tiling", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64})
     history = StepHistory(root, doc)
