@@ -242,13 +242,15 @@ def scale(x):
 """ + SCALE_TAIL
 
 # PyTorch's tutorial on user-defined kernels under torch.compile: a triton_op launching wrap_triton(kernel).
-TRITON_OP = HEAD.replace("import triton\n", "import triton\nfrom torch.library import triton_op, wrap_triton\n", 1) \
+# The equivalence runner loads every version of the file in one process: a fresh op name per load, since redefining
+# one name again and again ended in std::bad_alloc now and then (the CPU suite, session 14).
+TRITON_OP = HEAD.replace("import triton\n", "import uuid\n\nimport triton\nfrom torch.library import triton_op, wrap_triton\n", 1) \
     + SCALE_KERNEL + '''
 
 ENTRY = "scale"
 
 
-@triton_op("mtmc_test::scale", mutates_args={})
+@triton_op("mtmc_test::scale_" + uuid.uuid4().hex, mutates_args={})
 def scale(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     n = x.numel()
