@@ -414,33 +414,27 @@ def _derived_blocks(analysis: FileAnalysis, kernel: Kernel, plan: c.TilePlan) ->
     ``BLOCK_M = max(1, min(8192 // BLOCK_SIZE, ...))`` rows beside a column block ``BLOCK_SIZE = 64``. They do not
     keep the tunable block from being tiled (before, a row kernel given rows per program could not retile its
     column loop)."""
-    module = c.parse(analysis.text)
-    _kdef, launches = c.locate(module, kernel.name)
+    fixed = {p.name for p in plan.params.values() if not p.tunable}
     tunable = [p.name for p in plan.params.values() if p.tunable]
-    if not launches or not tunable:
+    if not fixed or not tunable:
         return set()
-    derived = set()
-    for block in (p for p in plan.params.values() if not p.tunable):
-        follows = True
-        for launch in launches:
-            how, node = c.binding_of(launch, kernel, block.name)
-            value = getattr(node, "value", None)
-            if how != "other" or value is None:
-                follows = False
-                break
+    _kdef, launches = c.locate(c.parse(analysis.text), kernel.name)
+    derived = fixed if launches else set()
+    for launch in launches:
+        # The host constants this launch passes for the tunable blocks: what a following block must read.
+        sources = set()
+        for name in tunable:
+            how, node = c.binding_of(launch, kernel, name)
+            if how == "host":
+                sources.add(node.targets[0].target.value)  # type: ignore[union-attr]
+        for name in list(derived):
+            how, node = c.binding_of(launch, kernel, name)
+            value = getattr(node, "value", None) if how == "other" else None
             if isinstance(value, cst.Name):
                 assign, _at_module = c.launch_assignment(launch, value.value)
                 value = assign.value if assign is not None else None
-            sources = set()
-            for name in tunable:
-                how_t, node_t = c.binding_of(launch, kernel, name)
-                if how_t == "host":
-                    sources.add(node_t.targets[0].target.value)  # type: ignore[union-attr]
             if value is None or not sources & c.names_in(value):
-                follows = False
-                break
-        if follows:
-            derived.add(block.name)
+                derived.discard(name)
     return derived
 
 
