@@ -47,6 +47,54 @@ BIAS_GELU_SPELLED = BIAS_GELU.replace("    n = h.numel()\n", "    n = M * N\n").
     "tl.store(y_ptr + offs, y.to(tl.float16), mask=mask)", "tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)")
 
 
+# A producer that stores inside a row loop (several rows per program), then a 1-D activation over
+# ``x.numel()`` elements of a buffer made ``torch.empty_like(x)``: the shape of public multi-kernel code.
+ROW_LOOP_RELU = '''import torch
+import triton
+import triton.language as tl
+
+ENTRY = "bias_relu"
+ROWS = 4
+
+
+@triton.jit
+def bias_add_kernel(x_ptr, b_ptr, out_ptr, n_rows, n_cols, BLOCK_COLS: tl.constexpr):
+    row0 = tl.program_id(0) * ROWS
+    cols = tl.arange(0, BLOCK_COLS)
+    cmask = cols < n_cols
+    bias = tl.load(b_ptr + cols, mask=cmask)
+    for r in range(ROWS):
+        row = row0 + r  # the launch covers whole groups of ROWS rows (the host checks)
+        x = tl.load(x_ptr + row * n_cols + cols, mask=cmask)
+        tl.store(out_ptr + row * n_cols + cols, x + bias, mask=cmask)
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n_elements
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+def bias_relu(x, b):
+    n_rows, n_cols = x.shape
+    assert n_rows % ROWS == 0
+    tmp = torch.empty_like(x)
+    out = torch.empty_like(x)
+    bias_add_kernel[(triton.cdiv(n_rows, ROWS),)](x, b, tmp, n_rows, n_cols, BLOCK_COLS=triton.next_power_of_2(n_cols))
+    relu_kernel[(triton.cdiv(x.numel(), 256),)](tmp, out, x.numel(), BLOCK_SIZE=256)
+    return out
+
+
+def get_inputs(device="cpu"):
+    return [torch.randn(36, 50, device=device), torch.randn(50, device=device)]
+
+
+def reference(x, b):
+    return torch.relu(x + b)
+'''
+
+
 def offered(text: str) -> list[Candidate]:
     return [c for c in applicable(analyze(text), "linear_kernel", H100) if c.action == "matmul_epilogue"]
 
@@ -80,6 +128,31 @@ def test_shape_product_count_and_output_pointer_type_are_understood():
     (cand,) = offered(BIAS_GELU_SPELLED)
     new = apply_candidate(BIAS_GELU_SPELLED, cand, H100).new_text
     assert "y.to(y_ptr.dtype.element_ty), mask=(rm[:, None] < M)" in new  # the producer's y_ptr: same element type
+
+
+def test_store_inside_a_row_loop_takes_the_consumer():
+    (cand,) = [c for c in applicable(analyze(ROW_LOOP_RELU), "bias_add_kernel", H100) if c.action == "matmul_epilogue"]
+    new = apply_candidate(ROW_LOOP_RELU, cand, H100).new_text
+    assert "relu_kernel" not in new and "out = torch.empty_like(x)" not in new and "    return tmp\n" in new
+    # the activation runs at the store, inside the loop, on the value cast to the buffer's type
+    assert ("        x_val = (x + bias).to(out_ptr.dtype.element_ty)\n"
+            "        tl.store(out_ptr + row * n_cols + cols, tl.maximum(x_val, 0.0), mask=cmask)\n") in new
+
+
+@pytest.mark.parametrize("change, why", [
+    (("x.numel(), BLOCK_SIZE=256", "x.numel() - 1, BLOCK_SIZE=256"), "covers less than the buffer"),
+    (("    tmp = torch.empty_like(x)\n", "    tmp = torch.empty_like(b)\n"), "x.numel() is not the buffer's count"),
+    (("        x = tl.load(x_ptr + row * n_cols + cols, mask=cmask)\n",
+      "        x = tl.load(x_ptr + row * n_cols + cols, mask=cmask) + tl.load(out_ptr + cols, mask=cmask)\n"),
+     "reads back what it stored"),
+    (("        tl.store(out_ptr + row * n_cols + cols, x + bias, mask=cmask)\n",
+      "        tl.store(out_ptr + row * n_cols + cols, x + bias, mask=cmask)\n        tl.store(out_ptr + cols, x, mask=cmask)\n"),
+     "two stores"),
+])
+def test_row_loop_producer_refused_when_not_the_same(change, why):
+    text = ROW_LOOP_RELU.replace(*change)
+    assert text != ROW_LOOP_RELU, why
+    assert not [c for c in applicable(analyze(text), "bias_add_kernel", H100) if c.action == "matmul_epilogue"], why
 
 
 @pytest.mark.parametrize("change", [
@@ -126,6 +199,10 @@ def test_fused_epilogue_stays_equivalent(tmp_path):
                 apply_candidate(BIAS_GELU_SPELLED, offered(BIAS_GELU_SPELLED)[0], H100).new_text, TOL_FP16),
             job(tmp_path, "linear_gelu:reference", LINEAR_GELU, LINEAR_GELU, TOL_FP16, reference=True),
             job(tmp_path, "linear_gelu:matmul_epilogue", LINEAR_GELU, new, TOL_FP16),
-            job(tmp_path, "linear_gelu:matmul_epilogue+tiling", LINEAR_GELU, tiled, TOL_FP16)]
+            job(tmp_path, "linear_gelu:matmul_epilogue+tiling", LINEAR_GELU, tiled, TOL_FP16),
+            job(tmp_path, "row_loop_relu:reference", ROW_LOOP_RELU, ROW_LOOP_RELU, TOL_FP16, reference=True),
+            job(tmp_path, "row_loop_relu:matmul_epilogue", ROW_LOOP_RELU, apply_candidate(ROW_LOOP_RELU, next(
+                c for c in applicable(analyze(ROW_LOOP_RELU), "bias_add_kernel", H100) if c.action == "matmul_epilogue"),
+                H100).new_text, TOL_FP16)]
     results = run_jobs(jobs, tmp_path)
-    assert all(r["ok"] for r in results), results
+    assert all(r["ok"] for r in results), [r for r in results if not r["ok"]]

@@ -157,13 +157,16 @@ class MatmulEpilogue(ConsumerFusion):
         host = p_launch.host
         if host is None or host is not c_launch.host:
             raise ActionError("the two launches are not in the same host function")
-        p_body = [s for s in pdef.body.body if not c.is_docstring(s)]
-        parts = _store_value_and_dest(p_body[-1]) if p_body else None
+        p_store = _only_store_line(pdef)
+        parts = _store_value_and_dest(p_store) if p_store is not None else None
         if parts is None:
-            raise ActionError(f"{producer.name} does not end in its only store")
+            raise ActionError(f"{producer.name}'s only store is not a statement of its own")
         _call, value, dest = parts
         if producer.param(dest) is not None and producer.param(dest).kind != "pointer":
             raise ActionError(f"{producer.name}'s store does not start from its output pointer")
+        if any(c.count_name(call, dest) for call in _calls_in(pdef.body) if c.code(call.func) == "tl.load"):
+            # a store in a loop that reloads what it stored would read the fused values
+            raise ActionError(f"{producer.name} reads back the buffer it stores")
         # The consumer: out[i] = f(buffer[i]) over the whole buffer.
         taken = c.names_in(pdef) | c.names_in(cdef)
         index, loads, compute, store = _normal_form(list(cdef.body.body), taken)
@@ -194,11 +197,11 @@ class MatmulEpilogue(ConsumerFusion):
         if n_source.isidentifier():
             assign = c.any_assignment(host, n_source)
             n_source = "".join(c.code(assign.value).split()) if assign is not None else ""
-        if n_source != f"{buffer}.numel()" and n_source not in _shape_products(host, buffer):
+        if n_source not in _element_counts(host, buffer):
             raise ActionError(f"{consumer.name} does not cover all of {buffer} ({n_param} is not {buffer}.numel())")
         # A per-column input (``tl.load(b_ptr + offs % N, mask=mask)``, N the buffer's row length) is
         # the producer's column offsets in a contiguous buffer: loaded there with the store's mask.
-        col_term, store_mask = _column_term(producer, p_body[-1], p_sources_all, buffer_name := c_sources.get(src, ""))
+        col_term, store_mask = _column_term(producer, p_store, p_sources_all, buffer_name := c_sources.get(src, ""))
         row_length = _row_length_sources(host, buffer_name)
         extra_loads = []
         for load in columns:
@@ -282,7 +285,7 @@ class MatmulEpilogue(ConsumerFusion):
         column_loads = [c.stmt(f"{mapping[_load_parts(st)[0]]} = tl.load({pointer[id(st)]} + {col_term}, mask={store_mask}, other=0.0)\n")
                         for st in extra_loads]
         statements = column_loads + [c.substitute_names(s, mapping) for s in compute]
-        return _Plan(consumer, p_body[-1], value, dest, statements, c.substitute_names(c_value, mapping), buffer, out,
+        return _Plan(consumer, p_store, value, dest, statements, c.substitute_names(c_value, mapping), buffer, out,
                      [body[ci], out_line, *dead], ci + 1, mapping[target], [(new, src) for _s, _p, new, src in extra], insert_at)
 
     def _title(self, plan: _Plan, kernel: Kernel, consumer: str) -> str:
@@ -370,16 +373,48 @@ def _without_unit_stride(term: cst.BaseExpression, producer: Kernel, sources: di
     return term
 
 
-def _shape_products(host: cst.FunctionDef, buffer: str) -> set[str]:
-    """``M*N`` and ``N*M`` for a buffer allocated as ``torch.empty((M, N), ...)`` (its element count)."""
+def _element_counts(host: cst.FunctionDef, buffer: str) -> set[str]:
+    """Host expressions (whitespace-free) that count a fresh buffer's elements.
+
+    ``h.numel()``; ``M*N`` and ``N*M`` for ``torch.empty((M, N), ...)``; ``x.numel()`` for
+    ``torch.empty_like(x)`` (same shape, whatever dtype it is given).
+    """
+    out = {f"{buffer}.numel()"}
     alloc = c.host_assignment(host, buffer)
-    if alloc is None or not isinstance(alloc.value, cst.Call) or not alloc.value.args:
-        return set()
-    shape = alloc.value.args[0].value
-    if not isinstance(shape, cst.Tuple | cst.List) or len(shape.elements) != 2:
-        return set()
-    a, b = ("".join(c.code(e.value).split()) for e in shape.elements)
-    return {f"{a}*{b}", f"{b}*{a}"}
+    if alloc is None or not isinstance(alloc.value, cst.Call) or not alloc.value.args or alloc.value.args[0].keyword:
+        return out
+    first = alloc.value.args[0].value
+    if c.code(alloc.value.func) in ("torch.empty_like", "torch.zeros_like") and isinstance(first, cst.Name):
+        out.add(f"{first.value}.numel()")
+    if isinstance(first, cst.Tuple | cst.List) and len(first.elements) == 2:
+        a, b = ("".join(c.code(e.value).split()) for e in first.elements)
+        out |= {f"{a}*{b}", f"{b}*{a}"}
+    return out
+
+
+def _only_store_line(kernel_def: cst.FunctionDef) -> cst.SimpleStatementLine | None:
+    """The statement line, at any depth (a row loop, a branch), that is the kernel's one ``tl.store(...)``."""
+    found: list[cst.SimpleStatementLine] = []
+
+    class V(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+            if any(isinstance(n, cst.Call) and c.code(n.func) == "tl.store" for n in _calls_in(node)):
+                found.append(node)
+            return False
+
+    kernel_def.body.visit(V())
+    return found[0] if len(found) == 1 and _call_of(found[0]) is not None else None
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    calls: list[cst.Call] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            calls.append(n)
+
+    node.visit(V())
+    return calls
 
 
 def _row_length_sources(host: cst.FunctionDef, buffer: str) -> set[str]:
