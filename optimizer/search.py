@@ -414,6 +414,15 @@ class _KernelSearch:
         offered = [c for c in listed if (hash(node.text), c.key()) not in self.tried]
         if node.steps and node.steps[-1].detour:  # a slower state is worth only the steps it was kept for
             offered = [c for c in offered if c.action in node.steps[-1].opens]
+        elif node.steps and node.steps[-1].enabling and node.steps[-1].candidate.kind != "Fusion":
+            # A neutral step (a named constant, grouped order) leaves the kernel as fast as its parent: what the
+            # parent already measured would measure the same here. Only what the step opens, or what the parent
+            # did not try, is tried (held-out mm_sum_product, H200, session 15: reordering and contiguity were
+            # verified four times each, from neutral states, and the 15 s ran out with nothing kept; session 13
+            # had kept 2.20x there). A fusion changes the kernel the same keys name: nothing is skipped after it.
+            step = node.steps[-1]
+            parent = hash(step.parent_text)
+            offered = [c for c in offered if c.action in step.opens or (parent, c.key()) not in self.tried]
         if depth >= self.config.steps:  # a preparation only pays through a later step: none is left
             offered = [c for c in offered if c.kind != "Prepare"]
         if not offered:

@@ -350,6 +350,11 @@ def test_a_neutral_step_that_opens_an_action_is_kept_as_enabling():
     assert [s.candidate.action for s in result.steps] == ["reordering", "persistent"]
     first = result.steps[0]
     assert first.enabling and "it opens persistent" in first.reason and result.steps[1].speedup == 1.21
+    # From the neutral state, nothing its parent already verified is verified again, but what it opens.
+    root_keys = {a.candidate.key() for a in result.attempts if a.depth == 1 and a.status != "not_applied"}
+    again = [a.candidate.key() for a in result.attempts if a.parent_text == first.new_text and a.status != "not_applied"
+             and a.candidate.key() in root_keys and a.candidate.action not in first.opens]
+    assert not again, again
     # A neutral step that opens nothing stays rejected (mask_free_k's grouped variant writes grouped order too).
     assert all(not a.kept for a in result.attempts if a.depth == 1 and a.candidate.action not in ("reordering", "mask_free_k"))
     assert all(not a.kept for a in result.attempts if a.candidate.action == "mask_free_k" and not a.candidate.params)
