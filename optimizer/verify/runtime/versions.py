@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import random
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -61,6 +63,15 @@ def _triton_compile_error_line(exc: BaseException, text: str) -> int | None:
     return None
 
 
+# ``torch.library`` functions that register an operator by its ``"namespace::name"`` (first argument), and those
+# that attach to one by that string. Two versions of a file that register the same name in one process share
+# one operator: the last registration wins, and both versions' wrappers then run the same kernel (wild dev
+# ew_add_triton_op, session 15: a kernel computing x - y was verified correct against x + y, max error 0).
+_OP_REGISTRARS = ("custom_op", "triton_op")
+_OP_ATTACHERS = ("register_fake", "register_autograd", "register_kernel", "register_torch_dispatch", "register_vmap")
+_OP_NAME = re.compile(r"""["']([A-Za-z_]\w*)::([A-Za-z_]\w*)["']""")
+
+
 class Version:
     """One version of the file (``new`` or ``old``) imported under a unique module name."""
 
@@ -68,17 +79,21 @@ class Version:
         self.role = role
         self.text = text
         self.module_name = f"mtmc_verify_{role}_{job_id}"
+        self.op_suffix = "_" + re.sub(r"\W", "_", self.module_name)
+        self.op_names = frozenset(f"{ns}::{op}" for ns, op in _OP_NAME.findall(text))  # the operators it may register
         self.file = folder / f"{self.module_name}.py"
-        self.file.write_text(text, encoding="utf-8")
+        self.file.write_text(_private_op_calls(text, self.op_suffix), encoding="utf-8")
         self.module: Any = None
 
     def load(self) -> None:
-        """Execute the file as a fresh module (its own globals: nothing shared with other versions)."""
+        """Execute the file as a fresh module (its own globals: nothing shared with other versions), its custom
+        operators registered under names of its own (``ns::add`` -> ``ns::add_<version>``)."""
         spec = importlib.util.spec_from_file_location(self.module_name, self.file)
         module = importlib.util.module_from_spec(spec)
         sys.modules[self.module_name] = module  # dataclasses and pickling look modules up here
         try:
-            spec.loader.exec_module(module)
+            with _private_ops(self.op_names, self.op_suffix):
+                spec.loader.exec_module(module)
         except BaseException as exc:  # noqa: BLE001 - any failure of user code is a result
             raise UserCodeError("import", exc, self) from None
         self.module = module
@@ -89,6 +104,39 @@ class Version:
 
     def attr(self, name: str | None) -> Any:
         return getattr(self.module, name, None) if name else None
+
+
+@contextlib.contextmanager
+def _private_ops(names: frozenset[str], suffix: str):
+    """While a version's module runs, ``torch.library`` registers and attaches to the operators the file names
+    (``names``) under private ones, ``"ns::add"`` -> ``"ns::add<suffix>"``; torch's own registrations, which
+    importing parts of torch from the file can run, keep theirs."""
+    import torch.library as library
+
+    saved = {}
+    for attr in (*_OP_REGISTRARS, *_OP_ATTACHERS):
+        original = getattr(library, attr, None)
+        if original is None:
+            continue
+        saved[attr] = original
+
+        def renamed(name, *args, _original=original, **kwargs):
+            return _original(f"{name}{suffix}" if isinstance(name, str) and name in names else name, *args, **kwargs)
+
+        setattr(library, attr, renamed)
+    try:
+        yield
+    finally:
+        for attr, original in saved.items():
+            setattr(library, attr, original)
+
+
+def _private_op_calls(text: str, suffix: str) -> str:
+    """The file with ``torch.ops.ns.add`` written ``torch.ops.ns.add<suffix>`` for each ``"ns::add"`` it names (the
+    host may call its operator through ``torch.ops``); lines keep their numbers."""
+    for ns, op in sorted(set(_OP_NAME.findall(text))):
+        text = re.sub(rf"\btorch\.ops\.{ns}\.{op}\b", f"torch.ops.{ns}.{op}{suffix}", text)
+    return text
 
 
 def accepts(fn: Callable, name: str) -> bool:
