@@ -722,6 +722,7 @@ class _BodyWalker(ast.NodeVisitor):
         self.loops: list[Loop] = []
         self.assigned: dict[str, list[ast.AST]] = {}
         self.pointer_exprs: list[ast.AST] = []
+        self.scaled: set[str] = set()  # names multiplied, divided or taken modulo: numbers, never pointers
         self.called: set[str] = set()
         self.depth = 0
         self._target: str | None = None
@@ -766,7 +767,13 @@ class _BodyWalker(ast.NodeVisitor):
                 seen.add(node.id)
                 found.add(node.id)
                 stack += self.assigned.get(node.id, [])
-        return found
+        # ``x_ptr + row * 2 * half + half + col``: ``half`` is added to the address but also multiplied, so a size.
+        return found - self.scaled
+
+    def visit_BinOp(self, node: ast.BinOp):
+        if isinstance(node.op, ast.Mult | ast.Div | ast.FloorDiv | ast.Mod):
+            self.scaled.update(side.id for side in (node.left, node.right) if isinstance(side, ast.Name))
+        self.generic_visit(node)
 
     def visit_FunctionDef(self, node):  # nested functions are their own kernels or helpers
         return

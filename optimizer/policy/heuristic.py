@@ -111,6 +111,10 @@ class HeuristicPolicy(Policy):
             return channel_tile_prior(f)
         if name == "rows_per_program":
             return rows_per_program_prior(f, _row_facts(state))
+        if name == "row_grid":
+            # The flat index's per-element division by a run-time width and its per-row gathers go; tiling can still
+            # retune the column block after it, so it ranks just above tiling. Not measured on a GPU yet.
+            return 0.88, "rows on a grid axis: no division per element"
         if name == "split_k":
             # Pays only when the M x N tiles are fewer than the SMs (a skinny or decode-time GEMM),
             # which the file's text does not say: below tiling and pipelining, above launch knobs.
