@@ -75,29 +75,6 @@ def test_launch_options_set_at_run_time_are_not_offered():
         apply_candidate(tuned, cand, H100)  # what is offered applies
 
 
-def test_computed_warps_of_a_row_kernel_are_scaled_where_they_are_computed():
-    """Public row kernels compute num_warps from the row's block (``warps = 8 if BLOCK_N >= 2048 else 4``, Liger's
-    and unsloth's ``calculate_settings``): the computation stays and the launch doubles or halves it."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev" / "sm_softmax_persistent.py"
-    text = path.read_text()
-    offered = [c for c in applicable(analyze(text), "persistent_softmax_kernel", H100) if c.action == "warps"]
-    assert [c.params for c in offered] == [{"scale": 2}, {"scale": 0.5}]
-    doubled = apply_candidate(text, offered[0], H100).new_text
-    assert "num_warps=min(16, 2 * warps)," in doubled and "    warps = 8 if BLOCK_N >= 2048 else 4\n" in doubled
-    halved = apply_candidate(text, offered[1], H100).new_text
-    assert "num_warps=max(1, warps // 2)," in halved
-    spelled = text.replace("num_warps=warps,", "num_warps=warps + 0,")
-    (cand,) = [c for c in applicable(analyze(spelled), "persistent_softmax_kernel", H100)
-               if c.action == "warps" and c.params == {"scale": 2}]
-    assert "num_warps=min(16, 2 * (warps + 0))," in apply_candidate(spelled, cand, H100).new_text
-    with pytest.raises(ActionError):
-        apply_candidate(text, offered[0].__class__(**{**offered[0].__dict__, "params": {"scale": 3}}), H100)
-    # A second launch that computes it otherwise: no one expression to scale.
-    twice = text.replace("    return out\n", "    persistent_softmax_kernel[(1,)](out, x, x.stride(0), out.stride(0), n_rows, n_cols,"
-                         " BLOCK_N=BLOCK_N, STAGES=stages, num_warps=4 * warps)\n    return out\n", 1)
-    assert "warps" not in actions(twice, "persistent_softmax_kernel")
-
-
 def test_reordering_needs_exactly_a_2d_cdiv_grid():
     assert "reordering" in actions(kernel_path("matmul").read_text(), "matmul_kernel")
     assert "reordering" not in actions(kernel_path("bmm").read_text(), "bmm_kernel")

@@ -1,11 +1,8 @@
 """Warps: set ``num_warps`` at the launch sites, sized to the tile each program works on.
 
 Offered for values that give every thread work (32 x num_warps <= elements of the largest tile) and,
-for ``tl.dot`` kernels, keep the fp32 accumulator between 16 and 128 values per thread. Where a launch
-computes ``num_warps`` (``warps = 8 if BLOCK >= 2048 else 4``, Liger's and unsloth's
-``calculate_settings``), the computation stays and the launch scales it: ``min(16, 2 * warps)`` or
-``max(1, warps // 2)`` (params ``{"scale": 2}`` / ``{"scale": 0.5}``), so the count still follows
-the row width it was computed from. Not offered on a ``tl.dot`` kernel, whose warps the tile fixes.
+for ``tl.dot`` kernels, keep the fp32 accumulator between 16 and 128 values per thread. A launch
+that computes ``num_warps`` is left alone (the action does not offer itself).
 
 Example: kernel=scale_kernel target=h100 params={"num_warps": 8}
 
@@ -46,8 +43,6 @@ from . import _common as c
 from .base import ActionError, Candidate, Edit
 
 WARPS = (2, 4, 8, 16)
-COMPUTED = "num_warps at a launch is computed"
-SCALES = {2: "min(16, 2 * {})", 0.5: "max(1, {} // 2)"}  # scale -> the launch's new expression
 
 
 class Warps:
@@ -66,7 +61,7 @@ class Warps:
             return [], 0, "no launch of the kernel in this file"
         for launch in launches:
             if not c.option_settable(launch, "num_warps"):
-                return [], 0, COMPUTED
+                return [], 0, "num_warps at a launch is computed"
         plan = c.tile_plan(analysis, kernel, module)
         current = plan.num_warps
         # By role for a dot's m and n; every block's value otherwise (two row blocks share the role "1d").
@@ -93,13 +88,7 @@ class Warps:
         return legal, current, "" if legal else "no other warp count suits the tile"
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
-        legal, current, why = self._legal(analysis, kernel)
-        if why == COMPUTED:
-            computed = self._computed(analysis, kernel)
-            return [Candidate(self.name, self.kind, kernel.name, {"scale": scale},
-                              f"{'Double' if scale == 2 else 'Halve'} the computed num_warps for {target.key.upper()} "
-                              f"(`{_scaled(computed, scale)}`)", c.kernel_line(kernel))
-                    for scale in SCALES] if computed else []
+        legal, current, _ = self._legal(analysis, kernel)
         return [
             Candidate(self.name, self.kind, kernel.name, {"num_warps": w},
                       f"Set num_warps={w} for {target.key.upper()} (was {current})", c.kernel_line(kernel))
@@ -109,49 +98,15 @@ class Warps:
     def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
         """Why the action offers nothing for ``kernel`` (None when it offers something)."""
         legal, current, why = self._legal(analysis, kernel)
-        if why == COMPUTED:
-            return None if self._computed(analysis, kernel) else f"{why}, and not in one way at every launch of a kernel without tl.dot"
         return None if legal else why or f"num_warps={current} is the only value that suits the tile"
 
-    @staticmethod
-    def _computed(analysis: FileAnalysis, kernel: Kernel) -> str | None:
-        """The expression every launch passes as ``num_warps`` when the host computes it (same text at each), for a
-        kernel without ``tl.dot``; None otherwise."""
-        if kernel.calls_of("dot"):
-            return None
-        _kdef, launches = c.locate(c.parse(analysis.text), kernel.name)
-        spelled = {c.code(arg.value) if (arg := c.kwarg(launch.call, "num_warps")) is not None else None
-                   for launch in launches}
-        if len(spelled) != 1 or None in spelled:
-            return None
-        return spelled.pop()
-
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
-        if "scale" in params:
-            return self._scale(text, analysis, kernel, params["scale"])
         legal, _current, reason = self._legal(analysis, kernel)
         value = params.get("num_warps")
         if value not in legal:
             raise ActionError(f"num_warps={value!r} is not offered for {kernel.name}: {reason or f'legal values are {legal}'}")
         module = c.set_launch_option(c.parse(text), kernel.name, "num_warps", int(value))
         return c.finish(text, module, f"num_warps={value} for {kernel.name}")
-
-    def _scale(self, text: str, analysis: FileAnalysis, kernel: Kernel, scale: Value) -> Edit:
-        _legal, _current, why = self._legal(analysis, kernel)
-        computed = self._computed(analysis, kernel) if why == COMPUTED else None
-        if scale not in SCALES or computed is None:
-            raise ActionError(f"scale={scale!r} is not offered for {kernel.name}: num_warps must be computed the same "
-                              f"way at every launch of a kernel without tl.dot, and the scale 2 or 0.5")
-        module = c.parse(text)
-        _kdef, launches = c.locate(module, kernel.name)
-        scaled = c.expr(_scaled(computed, scale))
-        module = c.replace_all(module, [(launch.call, c.set_kwarg(launch.call, "num_warps", scaled)) for launch in launches])
-        return c.finish(text, module, f"num_warps={c.code(scaled)} for {kernel.name}")
-
-
-def _scaled(computed: str, scale: Value) -> str:
-    """The launch's new ``num_warps``: the computed expression scaled (parenthesised unless a plain name)."""
-    return SCALES[scale].format(computed if computed.isidentifier() else f"({computed})")
 
 
 ACTION = Warps()
