@@ -444,3 +444,32 @@ def test_steps_that_pay_only_together_are_kept_as_a_detour_and_its_partner():
     # From the detour's state nothing but its partner was verified.
     after_detour = [a for a in result.attempts if a.parent_text == detour.new_text and a.status != "not_applied"]
     assert {a.candidate.action for a in after_detour} == {chain[3]}
+
+
+def test_time_a_fused_kernel_leaves_goes_to_the_kernel_that_ran_out(monkeypatch):
+    """The suite's cross entropy on the H200 (session 15): its first kernel fused the second and stopped at its
+    third of the budget, one fusion short of an earlier run, while the time of the kernels it fused went unused.
+    A second round gives the left-over time to the kernels whose search ran out of its share."""
+    import types
+
+    from mtmc_lsp.optimizer import search as search_module
+
+    clock = [0.0]
+    monkeypatch.setattr(search_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+
+    def rule(new, old):
+        clock[0] += 2.0  # every verification takes two seconds of the fake clock
+        if _kernels(new) < _kernels(old):
+            return report(speedup=1.2, band=0.01)  # a fusion
+        if new.count("for ") < old.count("for "):
+            return report(speedup=1.5, band=0.01)  # a pass fewer
+        return report(speedup=0.97, band=0.01)
+
+    result = optimize(CROSS_ENTROPY, "cross_entropy.py", None, H100, HeuristicPolicy(), ScriptedVerifier(rule),
+                      candidates=candidates, steps=4, tries=2, budget_s=12.0)
+    # Its first-round share (4 s) held the first fusion and the single pass; the second fusion came in the time the
+    # fused kernel left.
+    keys = [s.candidate.key() for s in result.steps]
+    assert keys[:3] == ["row_fusion(row_max_kernel; consumer=sum_exp_kernel)", "single_pass(row_max_kernel; )",
+                        "row_fusion(row_max_kernel; consumer=nll_kernel)"], keys
+    assert _kernels(result.final_text) == 1
