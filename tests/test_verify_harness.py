@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from mtmc_lsp.optimizer.verify import Harness, HarnessMissing, discover_harness, scaffold_get_inputs
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "mtmc_lsp" / "examples"
@@ -167,3 +169,66 @@ def _apply(text: str, edits: list[dict]) -> str:
         assert edit["character"] == 0
         lines.insert(edit["line"], edit["text"])
     return "".join(lines)
+
+
+MAIN_BLOCK = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+
+
+if __name__ == "__main__":
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x = torch.randn(37, 100, device=device)
+    y = softmax(x)
+    torch.testing.assert_close(y, torch.softmax(x, dim=1))
+    print("max error", (y - torch.softmax(x, dim=1)).abs().max().item())
+    triton.testing.do_bench(lambda: softmax(x))
+'''
+
+
+def test_a_main_block_is_the_harness_of_a_file_without_another():
+    """A kernel file tried out the common way, ``if __name__ == "__main__":`` at its end, verifies as it is."""
+    from mtmc_lsp.optimizer.verify.runtime.names import MAIN_TEST
+
+    found = discover_harness(MAIN_BLOCK)
+    assert found.style == "test" and found.tests == [MAIN_TEST] and found.self_checking == [MAIN_TEST]
+    assert "__main__" in found.describe() and found.line == MAIN_BLOCK.splitlines().index('if __name__ == "__main__":')
+    unchecked = discover_harness(MAIN_BLOCK.replace("    torch.testing.assert_close(y, torch.softmax(x, dim=1))\n", ""))
+    assert unchecked.tests == [MAIN_TEST] and unchecked.self_checking == []
+    # It calls nothing of the file: no harness from it.
+    no_call = MAIN_BLOCK.replace("y = softmax(x)", "y = torch.softmax(x, dim=1)").replace("softmax(x))\n", "x)\n")
+    assert isinstance(discover_harness(no_call), HarnessMissing)
+    # get_inputs() or test_*() functions come first.
+    with_test = MAIN_BLOCK.replace('if __name__ == "__main__":', 'def test_softmax():\n    return softmax(torch.randn(4, 8))\n\n\n'
+                                   'if __name__ == "__main__":')
+    assert discover_harness(with_test).tests == ["test_softmax"]
+
+
+@pytest.mark.slow
+def test_a_main_block_judges_a_wrong_kernel():
+    from mtmc_lsp.optimizer.verify import VerifyOptions, verify_file
+
+    options = VerifyOptions(compile_for_target=False, compile_timeout_s=60, run_timeout_s=60)
+    assert verify_file(MAIN_BLOCK, None, "softmax.py", "h100", options).status == "verified"
+    wrong = MAIN_BLOCK.replace("e / tl.sum(e, axis=0)", "e / (tl.sum(e, axis=0) + 0.5)")
+    assert verify_file(wrong, MAIN_BLOCK, "softmax.py", "h100", options).status == "incorrect"  # its own assert
+    quiet = MAIN_BLOCK.replace("    torch.testing.assert_close(y, torch.softmax(x, dim=1))\n", "")
+    report = verify_file(quiet.replace("e / tl.sum(e, axis=0)", "e / (tl.sum(e, axis=0) + 0.5)"), quiet, "softmax.py",
+                         "h100", options)
+    assert report.status == "incorrect" and "output['y']" in report.summary  # the tensors it binds, against the previous
+    assert verify_file(quiet, quiet, "softmax.py", "h100", options).status == "verified"

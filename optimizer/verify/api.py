@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from ..analysis import analyze
 from ..hardware import GpuProfile, resolve_target
-from .harness import Harness, HarnessMissing, discover_harness
+from .harness import Harness, HarnessMissing, discover_harness, test_names
 from .pool import Cancel, JobOutcome, WorkerPool
 from .report import Check, Mismatch, Reward, Speed, VerificationReport, peak_key, roofline_figures
 from .runtime.stats import SYNCHRONIZED_NEW, speedup_stats
@@ -420,8 +420,9 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
         # on fresh seeds is the check, as when the user runs them.
         against = ["the file's own tests"]
         checks.append(Check("correctness", "passed",
-                            f"the file's own tests pass over {seeds} seeds ({', '.join(harness.tests)} check their "
-                            "results themselves)", None, details))
+                            f"the file's own tests pass over {seeds} seeds ({test_names(harness.tests)} "
+                            f"{'checks its result itself' if len(harness.tests) == 1 else 'check their results themselves'})",
+                            None, details))
     elif not against:
         note = (f"ran {len(ran)} trials without errors or NaN/Inf, but correctness is unknown: nothing to compare "
                 "with (add reference(*inputs) or verify against a previous version)")

@@ -5,7 +5,9 @@ Three styles, tried in this order:
   the candidate is ``ModelNew`` (else ``Model``), the reference ``Model``.
 - function: ``get_inputs()`` plus the host function that launches the kernels, optionally
   ``reference(*inputs)``.
-- test: module-level ``test_*`` functions whose returned tensors are compared between versions.
+- test: module-level ``test_*`` functions whose returned tensors are compared between versions; failing
+  those, the file's ``if __name__ == "__main__":`` block run as one test (``MAIN_TEST``): the tensors it
+  binds are compared, and its own asserts count.
 When none fits, ``HarnessMissing`` says what is missing and, when a host function exists, carries a
 ``Scaffold`` that inserts a ``get_inputs()`` built from the wrapper's signature.
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from ..analysis import FileAnalysis, HostFunction, analyze
 from .report import Scaffold
+from .runtime.names import MAIN_TEST
 
 INPUTS = "get_inputs"
 INIT_INPUTS = "get_init_inputs"
@@ -50,7 +53,7 @@ class Harness:
         if self.style == "function":
             ref = f", reference {self.reference}()" if self.reference else ""
             return f"{self.entry}(*{self.inputs}()){ref}"
-        return f"tests: {', '.join(self.tests)}"
+        return f"tests: {test_names(self.tests)}"
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -130,6 +133,13 @@ def discover_harness(text: str, path: str | None = None, analysis: FileAnalysis 
         return Harness("test", None, None, None, tests=tests, line=functions[tests[0]].lineno - 1,
                        self_checking=[t for t in tests if t in _self_checking(functions)],
                        notes=["test style: each test_*() result is compared with the previous version's"])
+    main = main_block(text)
+    if main is not None and kernels_here and _calls_a_host(main, {h.name for h in hosts} | set(functions)):
+        checks = _checks_itself(ast.FunctionDef(name=MAIN_TEST, args=ast.arguments(), body=main.body, decorator_list=[]))
+        return Harness("test", None, None, None, tests=[MAIN_TEST], line=main.lineno - 1,
+                       self_checking=[MAIN_TEST] if checks else [],
+                       notes=['test style: the `if __name__ == "__main__":` block runs as one test; the tensors it '
+                              "binds are compared with the previous version's"])
     if not kernels_here and chosen is None:
         return HarnessMissing("no Triton kernel and no harness in this file: nothing to verify")
     if has_inputs:
@@ -147,6 +157,31 @@ def discover_harness(text: str, path: str | None = None, analysis: FileAnalysis 
         f"no {INPUTS}(): verification cannot build inputs for {host.name}({signature}); add {INPUTS}() "
         f"returning its arguments (the quick fix scaffolds one), optionally reference(*inputs)",
         host.span.start.line, host.name, scaffold_get_inputs(text, host.name))
+
+
+def test_names(tests: list[str]) -> str:
+    """Tests as a message names them: ``test_add()``, or the ``__main__`` block the verifier runs as a test."""
+    return ", ".join('the `if __name__ == "__main__":` block' if t == MAIN_TEST else f"{t}()" for t in tests)
+
+
+def main_block(text: str) -> ast.If | None:
+    """The file's top-level ``if __name__ == "__main__":`` block (either side of the ``==``), if any."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
+                and isinstance(node.test.ops[0], ast.Eq):
+            sides = {ast.unparse(node.test.left), ast.unparse(node.test.comparators[0])}
+            if sides in ({"__name__", "'__main__'"}, {"__name__", '"__main__"'}):
+                return node
+    return None
+
+
+def _calls_a_host(block: ast.If, names: set[str]) -> bool:
+    """Whether the block calls a function of the file (a wrapper that launches a kernel, directly or not)."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names for n in ast.walk(block))
 
 
 def _returned_items(fn: ast.FunctionDef) -> int | None:

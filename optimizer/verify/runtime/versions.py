@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib.util
 import inspect
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+
+from .names import MAIN_TEST
 
 
 class UserCodeError(Exception):
@@ -103,7 +106,28 @@ class Version:
         self.module = None
 
     def attr(self, name: str | None) -> Any:
+        if name == MAIN_TEST and self.module is not None and not hasattr(self.module, name):
+            setattr(self.module, name, self._main_block_test())
         return getattr(self.module, name, None) if name else None
+
+    def _main_block_test(self) -> Callable[[], dict] | None:
+        """The file's ``if __name__ == "__main__":`` block as a function of the module (its lines keep their numbers in
+        tracebacks) that returns the tensors it binds, by name; timing calls and benchmark reports are left out."""
+        tree = ast.parse(self.text)
+        block = next((n for n in tree.body if isinstance(n, ast.If) and _is_main_test(n.test)), None)
+        if block is None:
+            return None
+        body = [s for s in block.body if not _benchmarks(s)] or [ast.Pass()]
+        bound = ast.parse("return {k: v for k, v in sorted(locals().items()) if isinstance(v, __import__('torch').Tensor)}").body
+        fn = ast.FunctionDef(name=MAIN_TEST, args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
+                                                                  defaults=[]),
+                             body=body + bound, decorator_list=[], returns=None, type_params=[])
+        for node in bound:
+            ast.copy_location(node, body[-1])
+        module = ast.Module(body=[ast.copy_location(fn, block)], type_ignores=[])
+        ast.fix_missing_locations(module)
+        exec(compile(module, str(self.file), "exec"), self.module.__dict__)  # noqa: S102 - the user's own block
+        return self.module.__dict__.pop(MAIN_TEST)
 
 
 @contextlib.contextmanager
@@ -137,6 +161,24 @@ def _private_op_calls(text: str, suffix: str) -> str:
     for ns, op in sorted(set(_OP_NAME.findall(text))):
         text = re.sub(rf"\btorch\.ops\.{ns}\.{op}\b", f"torch.ops.{ns}.{op}{suffix}", text)
     return text
+
+
+def _is_main_test(test: ast.AST) -> bool:
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+            and {ast.unparse(test.left), ast.unparse(test.comparators[0])} in ({"__name__", "'__main__'"},
+                                                                              {"__name__", '"__main__"'}))
+
+
+def _benchmarks(statement: ast.stmt) -> bool:
+    """A statement that times or reports rather than computes: ``do_bench``, a ``perf_report``'s ``.run(...)``,
+    ``print``."""
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in ("do_bench", "do_bench_cudagraph", "print") or (
+                    name == "run" and any(k.arg in ("show_plots", "print_data", "save_path") for k in node.keywords)):
+                return True
+    return False
 
 
 def accepts(fn: Callable, name: str) -> bool:
