@@ -250,6 +250,9 @@ class Verdict:
 
     def decide(self) -> tuple[str, str]:
         """Keep or reject the verified step, and why."""
+        if self.status == "cancelled":
+            # Stopped, not failed: the loop's budget ran out (or the user cancelled) while it ran (a hang is "timeout").
+            return "rejected", "not verified: cancelled before it finished (the budget ran out)"
         if self.compiled is False:
             return "rejected", f"does not compile ({self.status})"
         if self.correct is not True:

@@ -473,3 +473,15 @@ def test_time_a_fused_kernel_leaves_goes_to_the_kernel_that_ran_out(monkeypatch)
     assert keys[:3] == ["row_fusion(row_max_kernel; consumer=sum_exp_kernel)", "single_pass(row_max_kernel; )",
                         "row_fusion(row_max_kernel; consumer=nll_kernel)"], keys
     assert _kernels(result.final_text) == 1
+
+
+def test_a_verification_cancelled_at_the_deadline_is_not_called_a_compile_error():
+    """Dev quant_int4_packed_test on the H200: autotune's verification, cancelled when the loop's 15 s ran out, was
+    reported as "does not compile (cancelled)"."""
+    from mtmc_lsp.optimizer.search import Verdict
+
+    stopped = VerificationReport(status="cancelled", mode="gpu", device="fake", target="h100", summary="cancelled",
+                                 compiled=False, correct=None, seeds=0, compared_against=[], checks=[], reward=None)
+    status, reason = Verdict.of(stopped).decide()
+    assert status == "rejected" and "compile" not in reason and "cancelled" in reason
+    assert "does not compile" in Verdict.of(report(correct=False, compiled=False)).decide()[1]
