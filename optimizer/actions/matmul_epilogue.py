@@ -144,6 +144,12 @@ class MatmulEpilogue(ConsumerFusion):
         consumer = analysis.kernel(consumer_name)
         if consumer is None or consumer.name == producer.name:
             raise ActionError(f"no kernel {consumer_name}")
+        try:
+            Fusion()._plan(module, analysis, producer.name, consumer_name)
+        except ActionError:
+            pass
+        else:  # two 1-D elementwise kernels: fusion offers the same fold; one step, one verification
+            raise ActionError(f"fusion folds {consumer_name} into {producer.name}")
         for k in (producer, consumer):
             if len(analysis.launches_of(k.name)) != 1:
                 raise ActionError(f"{k.name} is launched more than once")
