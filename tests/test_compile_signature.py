@@ -141,8 +141,10 @@ def test_kernelbench_forward_gets_the_inputs_types_and_multiplied_parameters_are
     types = infer_types(analysis)
     assert types.types["geglu_kernel"] == {"qw_ptr": "*u8", "x_ptr": "*fp16", "out_ptr": "*fp16"}
     assert types.sources["geglu_kernel"]["qw_ptr"] == "harness"  # the real uint8 wins over the use guess
-    # ``half`` added to a pointer reads as a pointer to the analysis, but it is also multiplied: a scalar
+    # ``half`` added to a pointer, but also multiplied: a scalar, for the analysis (since session 15) as for the types
     read_as_pointer = KERNELBENCH.replace("tl.load(x_ptr + row * 2 * half + offs % half)",
                                           "tl.load(x_ptr + row * 2 * half + half + offs % half)")
-    kernel = analyze(read_as_pointer).kernel("geglu_kernel")
-    assert kernel.param("half").kind == "pointer" and use_types(kernel)["half"] == "i32"
+    analysis = analyze(read_as_pointer)
+    kernel = analysis.kernel("geglu_kernel")
+    assert kernel.param("half").kind == "scalar" and "half" not in use_types(kernel)
+    assert "half" not in infer_types(analysis).types["geglu_kernel"]  # no pointer type for it
