@@ -170,7 +170,7 @@ class MatmulEpilogue(ConsumerFusion):
         _call, value, dest = parts
         if producer.param(dest) is not None and producer.param(dest).kind != "pointer":
             raise ActionError(f"{producer.name}'s store does not start from its output pointer")
-        if any(c.count_name(call, dest) for call in _calls_in(pdef.body) if c.code(call.func) == "tl.load"):
+        if any(c.count_name(call, dest) for call in c.calls_in(pdef.body) if c.code(call.func) == "tl.load"):
             # a store in a loop that reloads what it stored would read the fused values
             raise ActionError(f"{producer.name} reads back the buffer it stores")
         # The consumer: out[i] = f(buffer[i]) over the whole buffer.
@@ -404,23 +404,12 @@ def _only_store_line(kernel_def: cst.FunctionDef) -> cst.SimpleStatementLine | N
 
     class V(cst.CSTVisitor):
         def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
-            if any(isinstance(n, cst.Call) and c.code(n.func) == "tl.store" for n in _calls_in(node)):
+            if any(isinstance(n, cst.Call) and c.code(n.func) == "tl.store" for n in c.calls_in(node)):
                 found.append(node)
             return False
 
     kernel_def.body.visit(V())
     return found[0] if len(found) == 1 and _call_of(found[0]) is not None else None
-
-
-def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    calls: list[cst.Call] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            calls.append(n)
-
-    node.visit(V())
-    return calls
 
 
 def _row_length_sources(host: cst.FunctionDef, buffer: str) -> set[str]:

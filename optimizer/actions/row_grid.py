@@ -66,6 +66,7 @@ from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
+from .fusion import _assign_of
 
 # Calls that mix elements or programs: a value computed on a masked-off lane could reach another lane.
 _NOT_ELEMENTWISE = frozenset({
@@ -89,20 +90,11 @@ class _Plan:
     row_line: cst.SimpleStatementLine | None  # ``row = offs // W``: becomes the program id
     col_line: cst.SimpleStatementLine | None  # ``col = offs % W``: becomes the column block
     language: str
-    launch: c.LaunchNode
     grid: cst.Tuple  # ``(cdiv(X, BLOCK),)``, at the launch or in the one ``grid = ...`` it reads
     width_host: str  # what the launch passes for the width, as written
     triton: str  # how the grid spells triton (``triton`` in ``triton.cdiv``)
     masks: list[cst.SimpleStatementLine]  # ``mask = offs < n`` lines the accesses name: they get ``& (col < W)``
     scalar_loads: set[int]  # ids of loads whose address reads only the row: one value per program, unmasked
-
-
-def _assign(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
-    if (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
-            and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1
-            and isinstance(statement.body[0].targets[0].target, cst.Name)):
-        return statement.body[0].targets[0].target.value, statement.body[0].value
-    return None
 
 
 def _split_of(node: cst.CSTNode, offs: str, op: type) -> str | None:
@@ -115,13 +107,12 @@ def _split_of(node: cst.CSTNode, offs: str, op: type) -> str | None:
 
 
 class _Splits(cst.CSTVisitor):
-    """Every ``offs // X`` and ``offs % X`` (X, the operator) and every other read of ``offs``."""
+    """The widths of every ``offs // W`` and ``offs % W``, and how many times ``offs`` is divided by anything else."""
 
     def __init__(self, offs: str):
         self.offs = offs
         self.widths: set[str] = set()
         self.other_ops: int = 0  # ``offs // 2 * W`` and the like: refused
-        self.inside = 0
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
         for op in (cst.FloorDivide, cst.Modulo):
@@ -164,14 +155,14 @@ class RowGrid:
         # ``offs = pid * BLOCK + tl.arange(0, BLOCK)`` (pid a name for program_id(0), or the call itself).
         pid_line, offs_line, offs, block = None, None, None, None
         for statement in body:
-            single = _assign(statement)
+            single = _assign_of(statement)
             if single is None:
                 continue
             name, value = single
             if c.flat(value) in {c.flat(program_ids[0])}:
                 pid_line = statement
                 continue
-            parts = _flat_offsets(value, roots, _assign(pid_line)[0] if pid_line is not None else None, program_ids[0])
+            parts = _flat_offsets(value, roots, _assign_of(pid_line)[0] if pid_line is not None else None, program_ids[0])
             if parts is not None:
                 offs_line, offs, block = statement, name, parts
                 break
@@ -179,7 +170,7 @@ class RowGrid:
             raise ActionError("no top-level `offs = pid * BLOCK + tl.arange(0, BLOCK)`")
         if kernel.param(block) is None or kernel.param(block).kind != "constexpr":
             raise ActionError(f"{block} is not a constexpr parameter")
-        if pid_line is not None and c.count_name(kdef.body, _assign(pid_line)[0]) != 2:
+        if pid_line is not None and c.count_name(kdef.body, _assign_of(pid_line)[0]) != 2:
             raise ActionError("the program id is read besides the flat offsets")
         if body.index(offs_line) > (body.index(pid_line) + 1 if pid_line is not None else 0):
             raise ActionError("statements run between the program id and the flat offsets")
@@ -206,10 +197,10 @@ class RowGrid:
             raise ActionError(f"no mask `{offs} < n` saying how many elements there are")
         # ``row = offs // W`` and ``col = offs % W`` lines become the ids; other splits read them.
         taken = c.names_in(kdef) | {p.name for p in kernel.params}
-        row_line = next((s for s in body if (a := _assign(s)) and _split_of(a[1], offs, cst.FloorDivide) == width), None)
-        col_line = next((s for s in body if (a := _assign(s)) and _split_of(a[1], offs, cst.Modulo) == width), None)
-        row = _assign(row_line)[0] if row_line is not None else c.first_free(taken, "row", "row_id", "flat_row")
-        col = _assign(col_line)[0] if col_line is not None else c.first_free(taken, "col", "col_id", "flat_col")
+        row_line = next((s for s in body if (a := _assign_of(s)) and _split_of(a[1], offs, cst.FloorDivide) == width), None)
+        col_line = next((s for s in body if (a := _assign_of(s)) and _split_of(a[1], offs, cst.Modulo) == width), None)
+        row = _assign_of(row_line)[0] if row_line is not None else c.first_free(taken, "row", "row_id", "flat_row")
+        col = _assign_of(col_line)[0] if col_line is not None else c.first_free(taken, "col", "col_id", "flat_col")
         for line, name in ((row_line, row), (col_line, col)):
             if line is not None and c.count_name(kdef.body, name) - 1 != _reads_after(body[body.index(line) + 1:], name):
                 raise ActionError(f"{name} is assigned more than once")
@@ -243,7 +234,7 @@ class RowGrid:
         for call in calls:
             arg = _mask_arg(call) if (c.is_call(call, "load", roots) or c.is_call(call, "store", roots)) else None
             if arg is not None and isinstance(arg.value, cst.Name):
-                line = next((s for s in body if (a := _assign(s)) and a[0] == arg.value.value), None)
+                line = next((s for s in body if (a := _assign_of(s)) and a[0] == arg.value.value), None)
                 if line is None or c.count_name(kdef.body, arg.value.value) - 1 != _reads_after(body[body.index(line) + 1:], arg.value.value):
                     raise ActionError(f"the mask {arg.value.value} is not one top-level assignment")
                 if body.index(line) < body.index(offs_line):
@@ -262,7 +253,7 @@ class RowGrid:
                     raise ActionError("a store's address would read only the row: every lane would write one place")
                 mask = _mask_arg(call).value
                 if isinstance(mask, cst.Name):
-                    mask = next(_assign(s)[1] for s in body if (a := _assign(s)) and a[0] == mask.value)
+                    mask = next(_assign_of(s)[1] for s in body if (a := _assign_of(s)) and a[0] == mask.value)
                 if c.flat(c.unparen(mask)) != c.flat(f"{offs}<{count}"):
                     # Only the count mask says every row of the grid read the address; a stricter one may not.
                     raise ActionError(f"a load of one value per row is masked by more than `{offs} < {count}`")
@@ -270,8 +261,7 @@ class RowGrid:
                 # every row of the grid has (row * W < n), so it is read once, without the lane mask.
                 scalar_loads.add(id(call))
         language = c.kernel_language(analysis, kernel) or min(roots)
-        return _Plan(kdef, offs_line, pid_line, offs, width, block, row, col, row_line, col_line, language, launch,
-                     grid, width_host, c.code(cdiv.func.value), masks, scalar_loads)
+        return _Plan(kdef, offs_line, pid_line, offs, width, block, row, col, row_line, col_line, language, grid, width_host, c.code(cdiv.func.value), masks, scalar_loads)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         try:
@@ -302,14 +292,7 @@ class RowGrid:
         ids[0] = ids[0].with_changes(leading_lines=(plan.pid_line or plan.offs_line).leading_lines)
         column_mask = c.expr(f"{plan.col} < {plan.width}")
 
-        class Rewrite(cst.CSTTransformer):
-            def leave_BinaryOperation(self, original_node, updated_node):
-                if _split_of(original_node, plan.offs, cst.FloorDivide) == plan.width:
-                    return cst.Name(plan.row)
-                if _split_of(original_node, plan.offs, cst.Modulo) == plan.width:
-                    return cst.Name(plan.col)
-                return updated_node
-
+        class Rewrite(_AsIds):
             def leave_Call(self, original_node, updated_node):
                 if id(original_node) in plan.scalar_loads:
                     return updated_node.with_changes(args=[updated_node.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
@@ -332,7 +315,7 @@ class RowGrid:
                 assign = statement.body[0]
                 statement = statement.with_changes(body=[assign.with_changes(
                     value=cst.BinaryOperation(_wrapped(assign.value), cst.BitAnd(), _wrapped(column_mask)))])
-            new_body.append(statement.visit(Rewrite()))
+            new_body.append(statement.visit(Rewrite(plan.offs, plan.width, plan.row, plan.col)))
         new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=new_body))
         # ``(cdiv(X, BLOCK),)`` -> ``(cdiv(X, W), cdiv(W, BLOCK))``: X and BLOCK as the grid writes them.
         cdiv = c.unparen(plan.grid.elements[0].value)
@@ -387,7 +370,7 @@ def _vector_names(body: list[cst.BaseStatement], seeds: set[str], roots: frozens
     assigned from them or from ``tl.arange`` (a load of a row-only address is one value)."""
     vector = set(seeds)
     for statement in body:
-        single = _assign(statement)
+        single = _assign_of(statement)
         if single is None or statement in dropped:
             continue
         name, value = single[0], single[1].visit(as_ids)

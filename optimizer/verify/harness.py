@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..analysis import FileAnalysis, HostFunction, analyze
 from .report import Scaffold
-from .runtime.names import MAIN_TEST
+from .runtime.names import MAIN_TEST, main_block
 
 INPUTS = "get_inputs"
 INIT_INPUTS = "get_init_inputs"
@@ -133,7 +133,7 @@ def discover_harness(text: str, path: str | None = None, analysis: FileAnalysis 
         return Harness("test", None, None, None, tests=tests, line=functions[tests[0]].lineno - 1,
                        self_checking=[t for t in tests if t in _self_checking(functions)],
                        notes=["test style: each test_*() result is compared with the previous version's"])
-    main = main_block(text)
+    main = main_block(ast.parse(text))  # parsed again only for a file with no other harness
     if main is not None and kernels_here and _calls_a_host(main, {h.name for h in hosts} | set(functions)):
         checks = _checks_itself(ast.FunctionDef(name=MAIN_TEST, args=ast.arguments(), body=main.body, decorator_list=[]))
         return Harness("test", None, None, None, tests=[MAIN_TEST], line=main.lineno - 1,
@@ -162,21 +162,6 @@ def discover_harness(text: str, path: str | None = None, analysis: FileAnalysis 
 def test_names(tests: list[str]) -> str:
     """Tests as a message names them: ``test_add()``, or the ``__main__`` block the verifier runs as a test."""
     return ", ".join('the `if __name__ == "__main__":` block' if t == MAIN_TEST else f"{t}()" for t in tests)
-
-
-def main_block(text: str) -> ast.If | None:
-    """The file's top-level ``if __name__ == "__main__":`` block (either side of the ``==``), if any."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
-                and isinstance(node.test.ops[0], ast.Eq):
-            sides = {ast.unparse(node.test.left), ast.unparse(node.test.comparators[0])}
-            if sides in ({"__name__", "'__main__'"}, {"__name__", '"__main__"'}):
-                return node
-    return None
 
 
 def _calls_a_host(block: ast.If, names: set[str]) -> bool:

@@ -1,5 +1,18 @@
-"""Names the verifier's host side and its workers agree on (pure Python: the harness discovery imports it too)."""
+"""What the verifier's host side and its workers agree on (stdlib only: the harness discovery imports it too)."""
+
+import ast
 
 # A file's ``if __name__ == "__main__":`` block, run as one test when it has no other harness (versions.py builds it,
 # harness.py names it).
 MAIN_TEST = "_mtmc_main_block"
+
+
+def main_block(tree: ast.Module) -> ast.If | None:
+    """The module's top-level ``if __name__ == "__main__":`` block (either side of the ``==``), if any."""
+    for node in tree.body:
+        test = node.test if isinstance(node, ast.If) else None
+        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+                and {ast.unparse(test.left), ast.unparse(test.comparators[0])} in ({"__name__", "'__main__'"},
+                                                                                  {"__name__", '"__main__"'})):
+            return node
+    return None

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from .names import MAIN_TEST
+from .names import MAIN_TEST, main_block
 
 
 class UserCodeError(Exception):
@@ -85,7 +85,7 @@ class Version:
         self.op_suffix = "_" + re.sub(r"\W", "_", self.module_name)
         self.op_names = frozenset(f"{ns}::{op}" for ns, op in _OP_NAME.findall(text))  # the operators it may register
         self.file = folder / f"{self.module_name}.py"
-        self.file.write_text(_private_op_calls(text, self.op_suffix), encoding="utf-8")
+        self.file.write_text(_private_op_calls(text, self.op_names, self.op_suffix), encoding="utf-8")
         self.module: Any = None
 
     def load(self) -> None:
@@ -113,8 +113,7 @@ class Version:
     def _main_block_test(self) -> Callable[[], dict] | None:
         """The file's ``if __name__ == "__main__":`` block as a function of the module (its lines keep their numbers in
         tracebacks) that returns the tensors it binds, by name; timing calls and benchmark reports are left out."""
-        tree = ast.parse(self.text)
-        block = next((n for n in tree.body if isinstance(n, ast.If) and _is_main_test(n.test)), None)
+        block = main_block(ast.parse(self.text))
         if block is None:
             return None
         body = [s for s in block.body if not _benchmarks(s)] or [ast.Pass()]
@@ -155,18 +154,12 @@ def _private_ops(names: frozenset[str], suffix: str):
             setattr(library, attr, original)
 
 
-def _private_op_calls(text: str, suffix: str) -> str:
-    """The file with ``torch.ops.ns.add`` written ``torch.ops.ns.add<suffix>`` for each ``"ns::add"`` it names (the
+def _private_op_calls(text: str, names: frozenset[str], suffix: str) -> str:
+    """The file with ``torch.ops.ns.add`` written ``torch.ops.ns.add<suffix>`` for each ``"ns::add"`` in ``names`` (the
     host may call its operator through ``torch.ops``); lines keep their numbers."""
-    for ns, op in sorted(set(_OP_NAME.findall(text))):
+    for ns, op in sorted(name.split("::") for name in names):
         text = re.sub(rf"\btorch\.ops\.{ns}\.{op}\b", f"torch.ops.{ns}.{op}{suffix}", text)
     return text
-
-
-def _is_main_test(test: ast.AST) -> bool:
-    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
-            and {ast.unparse(test.left), ast.unparse(test.comparators[0])} in ({"__name__", "'__main__'"},
-                                                                              {"__name__", '"__main__"'}))
 
 
 def _benchmarks(statement: ast.stmt) -> bool:
