@@ -286,6 +286,17 @@ def test_the_flash_kernel_gets_tiles_for_the_target():
     assert two.notes[-2].startswith("probs_v_kernel tiled for H200: BLOCK_M=128, BLOCK_N=64, num_warps=8 (was 16x16")
 
 
+def test_a_head_dim_named_like_a_block_is_not_the_key_block():
+    # Triton's older tutorials name the head dim BLOCK_DMODEL and pass it at run time: the key block is the one that
+    # steps the key loop (BLOCK_N), so the target's tiles are still set (they were kept at the chain's 32 x 32).
+    dev = Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev" / "attn_unfused_causal_strided.py"
+    edit = fused_edit(dev.read_text(), "_pv_kernel", get_profile("h200"))
+    assert "    BLOCK = 64\n" in edit.new_text and "BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_DMODEL=D" in edit.new_text
+    assert edit.notes[-2].startswith("_pv_kernel tiled for H200: BLOCK_M=64, BLOCK_N=64 (was 32x32")
+    # One constant for both blocks: 64 x 64 is the target's square tile, so only 32 x 32 is offered beside it.
+    assert [v.params["tile"] for v in offered(dev.read_text(), "_pv_kernel", small=True)] == [32]
+
+
 def test_tiles_follow_the_targets_shared_memory():
     small = fused_edit(TWO, "probs_v_kernel", get_profile("rtx4090")).new_text  # 99 KiB per block
     assert "BLOCK_M=64, BLOCK_N=64, EVEN_N=seq_len % 64 == 0, num_stages=2)" in small and "grid = (triton.cdiv(seq_len, 64), heads)" in small

@@ -1513,9 +1513,18 @@ def _square_blocks(analysis: FileAnalysis, module: cst.Module, pv: str) -> bool:
     kernel = analysis.kernel(pv)
     if kernel is None:
         return False
-    by_role = {p.role: p for p in c.tile_plan(analysis, kernel, module).params.values()}
-    m, n = by_role.get("m"), by_role.get("n") or by_role.get("k")
+    m, n = _query_and_key_blocks(c.tile_plan(analysis, kernel, module), module, pv)
     return m is not None and n is not None and _one_constant_for_both(module, kernel, m.name, n.name)
+
+
+def _query_and_key_blocks(plan: c.TilePlan, module: cst.Module, kernel_name: str):
+    """(query block, key block) of an attention kernel's tile plan; either None when absent. The key block is the
+    one that steps the key loop: tile_plan may read it as a matmul's reduction block ("k"), and a head-dim
+    constexpr named like a block (the tutorials' BLOCK_DMODEL) as the output's "n"."""
+    by_role = {p.role: p for p in plan.params.values()}
+    kdef, _ = c.locate(module, kernel_name)
+    step = _key_loop_step(kdef)
+    return by_role.get("m"), plan.params.get(step or "") or by_role.get("n") or by_role.get("k")
 
 
 def _one_constant_for_both(module: cst.Module, kernel: Kernel, m: str, n: str) -> bool:
@@ -1698,6 +1707,16 @@ def choose_flash_tile(target: GpuProfile, elem: int, warps_now: int, warps_setta
     return None
 
 
+def _key_loop_step(kdef: cst.FunctionDef) -> str | None:
+    """The name stepping the kernel's top-level key loop (``for j in range(0, N, BLOCK_N)``), or None."""
+    for st in kdef.body.body:
+        if isinstance(st, cst.For) and isinstance(st.iter, cst.Call) and _dotted(st.iter.func) in ("range", "tl.range"):
+            args = st.iter.args
+            if len(args) >= 3 and args[2].keyword is None and isinstance(c.unparen(args[2].value), cst.Name):
+                return c.unparen(args[2].value).value
+    return None
+
+
 def gpu_tiles(text: str, pv: str, target: GpuProfile, tiles=FLASH_TILES) -> tuple[str, str]:
     """The fused kernel's launch with tiles for the target (``tiles`` to choose from) and a note saying what
     was chosen or why the chain's tiles stay. Changed only where tiling could change them: every access
@@ -1707,9 +1726,7 @@ def gpu_tiles(text: str, pv: str, target: GpuProfile, tiles=FLASH_TILES) -> tupl
     kernel = analysis.kernel(pv)
     module = c.parse(split)
     plan = c.tile_plan(analysis, kernel, module)
-    by_role = {p.role: p for p in plan.params.values()}
-    # The key block is the loop's: tile_plan may read it as a matmul's reduction block ("k").
-    m, n = by_role.get("m"), by_role.get("n") or by_role.get("k")
+    m, n = _query_and_key_blocks(plan, module, pv)
     if m is None or n is None:
         return text, f"{pv}'s tiles kept: no query and key block parameters"
     if not (m.tunable and n.tunable) or not isinstance(m.value, int) or not isinstance(n.value, int):
