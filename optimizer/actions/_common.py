@@ -827,6 +827,9 @@ class BlockParam:
     value: int | None  # current value (the same at every launch)
     tunable: bool
     reason: str = ""
+    # Constexpr flags the launches compute as ``n % <the block's host constant> == 0`` that guard unmasked accesses
+    # (``if EVEN_N: k = tl.load(k_ptrs)``): safe for tiling, which changes that constant, but not for autotune.
+    even_flags: tuple[str, ...] = ()
 
 
 @dataclass
@@ -960,22 +963,56 @@ def block_is_tile_axis(kernel: Kernel | None, text: str, block: str) -> bool:
     return any(re.search(rf"\b{re.escape(n)}{axis}", body) for n in names)
 
 
-def accesses_masked_for(kernel: Kernel, text: str, block: str, grid_counts_it: bool) -> bool:
+def accesses_masked_for(kernel: Kernel, text: str, block: str, grid_counts_it: bool,
+                        guarded_lines: frozenset[int] = frozenset()) -> bool:
     """Every load/store whose address a new value of ``block`` could move is masked.
 
     An unmasked access that reads neither ``block`` nor anything derived from it (a head vector
     ``tl.arange(0, HEAD_SIZE)`` beside a ``BLOCK_T`` loop) stays where it is. When the grid counts
     blocks, the program ids move too, so accesses derived from ``tl.program_id`` count as well.
+    Accesses on ``guarded_lines`` (``even_guarded_lines``) count as masked.
     """
     seeds = {block} | ({"program_id"} if grid_counts_it else set())
     tainted = block_derived_names(kernel, text, seeds)
     for call in kernel.calls_of("load", "store"):
-        if call.has_mask or "boundary_check" in call.kwargs:
+        if call.has_mask or "boundary_check" in call.kwargs or call.span.start.line in guarded_lines:
             continue
         pointer = call.pointer or ""
         if any(re.search(rf"\b{re.escape(n)}\b", pointer) for n in tainted):
             return False
     return True
+
+
+def even_flags_for(launch: LaunchNode, kernel: Kernel, host_var: str) -> list[str]:
+    """The kernel's constexpr flags this launch computes as ``<size> % host_var == 0`` (``EVEN_N=n % BLOCK == 0``)."""
+    flags = []
+    for p in kernel.params:
+        if p.kind != "constexpr":
+            continue
+        how, node = binding_of(launch, kernel, p.name)
+        value = getattr(node, "value", None) if how == "other" else None
+        if isinstance(value, cst.Comparison) and len(value.comparisons) == 1 \
+                and isinstance(value.comparisons[0].operator, cst.Equal) and flat(value.comparisons[0].comparator) == "0":
+            left = unparen(value.left)
+            if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo) \
+                    and flat(left.right) == host_var:
+                flags.append(p.name)
+    return flags
+
+
+def even_guarded_lines(kernel: Kernel, text: str, flags: list[str]) -> frozenset[int]:
+    """The lines (0-based, of ``text``) inside the ``if FLAG:`` branches of ``kernel`` for each of ``flags``."""
+    import ast
+
+    if not flags:
+        return frozenset()
+    first = kernel.def_span.start.line
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(kernel.def_span.text(text))):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id in flags:
+            for st in node.body:
+                lines.update(range(first + st.lineno - 1, first + st.end_lineno))
+    return frozenset(lines)
 
 
 def _unknown_block_reason(launches: list[LaunchNode], kernel: Kernel, param: str) -> str:
@@ -1213,9 +1250,13 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
                 ok = False
                 break
             if not masked and not accesses_masked_for(kernel, analysis.text, p.name, via_grid):
-                bp.reason = "a load or store has no mask, so a different block size could go out of bounds"
-                ok = False
-                break
+                flags = even_flags_for(launch, kernel, host_var) if how == "host" else []
+                guarded = even_guarded_lines(kernel, analysis.text, flags)
+                if not guarded or not accesses_masked_for(kernel, analysis.text, p.name, via_grid, guarded):
+                    bp.reason = "a load or store has no mask, so a different block size could go out of bounds"
+                    ok = False
+                    break
+                bp.even_flags = tuple(sorted(set(bp.even_flags) | set(flags)))
         bp.tunable = ok
     return plan
 
@@ -1319,11 +1360,27 @@ def _ints_in(node: cst.CSTNode) -> set[int]:
     return found
 
 
+def shared_bindings(launches: list[LaunchNode], kernel: Kernel, names: list[str]) -> list[set[str]]:
+    """Groups of ``names`` (two or more) that one host constant sets at some launch (``BLOCK_M=BLOCK, BLOCK_N=BLOCK``)."""
+    groups: list[set[str]] = []
+    for launch in launches:
+        by_node: dict[int, set[str]] = {}
+        for name in names:
+            how, node = binding_of(launch, kernel, name)
+            if how == "host" and node is not None:
+                by_node.setdefault(id(node.value), set()).add(name)  # type: ignore[union-attr]
+        groups += [g for g in by_node.values() if len(g) > 1 and g not in groups]
+    return groups
+
+
 def set_constexpr(module: cst.Module, analysis: FileAnalysis, kernel: Kernel, values: dict[str, int]) -> cst.Module:
     """Rewrite every binding of the given constexprs (launch literal, host constant, or default)."""
     kdef, launches = locate(module, kernel.name)
     targets: dict[int, tuple[cst.CSTNode, cst.CSTNode]] = {}
     new_default: dict[str, int] = {}
+    for group in shared_bindings(launches, kernel, list(values)):
+        if len({values[name] for name in group}) > 1:
+            raise ActionError(f"{' and '.join(sorted(group))} are set by one host constant: they cannot take different sizes")
     for name, value in values.items():
         for launch in launches:
             how, node = binding_of(launch, kernel, name)

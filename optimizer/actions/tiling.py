@@ -99,6 +99,19 @@ def gpu_label(target: GpuProfile) -> str:
     return target.key.upper()
 
 
+def _query_and_key_blocks(plan: c.TilePlan, kernel: Kernel) -> dict[str, c.BlockParam] | None:
+    """{"m": query block, "n": key block} of a flash-style tl.dot kernel whose key loop steps by a tunable block and
+    whose other blocks are run-time sizes (a head dim passed as ``BLOCK_DMODEL=D``); None for other kernels.
+    dot_block_roles reads the key block as the P @ V dot's reduction ("k") and such a head dim as its "n"."""
+    m = next((p for p in plan.params.values() if p.role == "m" and p.tunable), None)
+    keys = [p for p in plan.params.values() if p is not m and p.tunable]
+    if m is None or len(keys) != 1 or not c.loop_tiled(kernel, keys[0].name):
+        return None
+    if any(p.value is not None for p in plan.params.values() if not p.tunable):  # a constant block kept by a refusal
+        return None
+    return {"m": m, "n": keys[0]}
+
+
 class Tiling:
     name = "tiling"
     kind = "Tiling"
@@ -136,10 +149,23 @@ class Tiling:
 
     def _options(self, plan: c.TilePlan, analysis: FileAnalysis, target: GpuProfile,
                  kernel: Kernel) -> list[dict[str, Value]]:
+        options = self._all_options(plan, analysis, target, kernel)
+        if not options:
+            return options
+        # Blocks one host constant sets (BLOCK_M=BLOCK, BLOCK_N=BLOCK) take equal sizes only.
+        _kdef, launches = c.locate(c.parse(analysis.text), kernel.name)
+        groups = c.shared_bindings(launches, kernel, list(plan.params))
+        return [o for o in options if all(len({o.get(n, plan.params[n].value) for n in g}) == 1 for g in groups)]
+
+    def _all_options(self, plan: c.TilePlan, analysis: FileAnalysis, target: GpuProfile,
+                     kernel: Kernel) -> list[dict[str, Value]]:
         tunable = {p.role: p for p in plan.params.values() if p.tunable}
         if plan.has_dot:
             if all(r in tunable for r in "mn") and "k" not in {p.role for p in plan.params.values()}:
                 return self._mn_options(plan, tunable, analysis, target)
+            flash = _query_and_key_blocks(plan, kernel)
+            if flash is not None:
+                return self._mn_options(plan, flash, analysis, target)
             if not all(r in tunable for r in "mnk"):
                 return []
             names = (tunable["m"].name, tunable["n"].name, tunable["k"].name)
