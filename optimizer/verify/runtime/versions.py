@@ -70,9 +70,22 @@ def _triton_compile_error_line(exc: BaseException, text: str) -> int | None:
 # that attach to one by that string. Two versions of a file that register the same name in one process share
 # one operator: the last registration wins, and both versions' wrappers then run the same kernel (wild dev
 # ew_add_triton_op, session 15: a kernel computing x - y was verified correct against x + y, max error 0).
-_OP_REGISTRARS = ("custom_op", "triton_op")
-_OP_ATTACHERS = ("register_fake", "register_autograd", "register_kernel", "register_torch_dispatch", "register_vmap")
+# ``define`` and ``impl`` are the older spelling (PyTorch 2.1-2.3): a second ``define`` of one name fails the import.
+_OP_REGISTRARS = ("custom_op", "triton_op", "define")
+_OP_ATTACHERS = ("register_fake", "register_autograd", "register_kernel", "register_torch_dispatch", "register_vmap",
+                 "impl", "impl_abstract")
 _OP_NAME = re.compile(r"""["']([A-Za-z_]\w*)::([A-Za-z_]\w*)["']""")
+# A ``torch.library.Library("ns", "DEF")`` (or "FRAGMENT", as vLLM's direct_register_custom_op makes) whose
+# ``lib.define("add(Tensor x) -> Tensor")`` names the operator in the schema; ``lib.impl("add", fn, "CUDA")`` attaches.
+_LIBRARY_NAMESPACE = re.compile(r"""Library\(\s*["']([A-Za-z_]\w*)["']\s*,\s*["'](?:DEF|FRAGMENT)["']""")
+_LIBRARY_DEFINE = re.compile(r"""\.define\(\s*["']([A-Za-z_]\w*)\s*[(.]""")
+
+
+def operator_names(text: str) -> frozenset[str]:
+    """The ``"ns::name"`` operators a file may register: spelled so, or defined on a library of its own namespace."""
+    names = {f"{ns}::{op}" for ns, op in _OP_NAME.findall(text)}
+    names |= {f"{ns}::{op}" for ns in _LIBRARY_NAMESPACE.findall(text) for op in _LIBRARY_DEFINE.findall(text)}
+    return frozenset(names)
 
 
 class Version:
@@ -83,7 +96,7 @@ class Version:
         self.text = text
         self.module_name = f"mtmc_verify_{role}_{job_id}"
         self.op_suffix = "_" + re.sub(r"\W", "_", self.module_name)
-        self.op_names = frozenset(f"{ns}::{op}" for ns, op in _OP_NAME.findall(text))  # the operators it may register
+        self.op_names = operator_names(text)  # the operators it may register
         self.file = folder / f"{self.module_name}.py"
         self.file.write_text(_private_op_calls(text, self.op_names, self.op_suffix), encoding="utf-8")
         self.module: Any = None
@@ -147,11 +160,27 @@ def _private_ops(names: frozenset[str], suffix: str):
             return _original(f"{name}{suffix}" if isinstance(name, str) and name in names else name, *args, **kwargs)
 
         setattr(library, attr, renamed)
+    library_methods = {attr: getattr(library.Library, attr) for attr in ("define", "impl")}
+
+    def private(lib, op):
+        """``op`` (``"add"`` or ``"add.overload"``) of library ``lib`` under its private name when the file names it."""
+        base = op.split("(")[0].split(".")[0]
+        return base + suffix + op[len(base):] if f"{getattr(lib, 'ns', '')}::{base}" in names else op
+
+    def define(self, schema, *args, **kwargs):
+        return library_methods["define"](self, private(self, schema) if isinstance(schema, str) else schema, *args, **kwargs)
+
+    def impl(self, op_name, *args, **kwargs):
+        return library_methods["impl"](self, private(self, op_name) if isinstance(op_name, str) else op_name, *args, **kwargs)
+
+    library.Library.define, library.Library.impl = define, impl
     try:
         yield
     finally:
         for attr, original in saved.items():
             setattr(library, attr, original)
+        for attr, original in library_methods.items():
+            setattr(library.Library, attr, original)
 
 
 def _private_op_calls(text: str, names: frozenset[str], suffix: str) -> str:
