@@ -1,13 +1,13 @@
 """Autotune: wrap a kernel in ``@triton.autotune`` with a compact config set for the target.
 
 The configs cover the block sizes (plus ``num_warps``/``num_stages``), pruned by the target's
-shared memory and registers; ``key`` names the size arguments the kernel masks or loops against.
+shared memory and registers, and the launch's own tile last (no size the file ran at gets slower); ``key`` names the size arguments the kernel masks or loops against.
 The autotuned arguments leave the launch sites, and a grid that read the block sizes becomes a
 ``lambda META:`` over them. Offered when every block size is tunable (see tiling) and set at the
 launches by keyword, a host constant or the default. A kernel jitted by a call (``f = triton.jit(f)``)
 gets the autotuner around that call: ``f = triton.autotune(configs=[...], key=[...])(triton.jit(f))``.
 
-Example: kernel=scale_kernel target=h100 params={"configs": 4}
+Example: kernel=scale_kernel target=h100 params={"configs": 5}
 
 ```python before
 @triton.jit
@@ -30,6 +30,7 @@ def scale(x):
         triton.Config({"BLOCK": 2048}, num_warps=4),
         triton.Config({"BLOCK": 2048}, num_warps=8),
         triton.Config({"BLOCK": 4096}, num_warps=8),
+        triton.Config({"BLOCK": 128}, num_warps=4),
     ],
     key=["n"],
 )
@@ -168,6 +169,10 @@ class Autotune:
                 configs.append(f"triton.Config({_dict({blocks[0].name: block})}, num_warps={warps})")
         if not configs:
             raise ActionError(f"no config fits {target.name}")
+        current = _current_config(analysis, kernel, plan, blocks)
+        if current is not None and current not in configs:
+            # The launch's own tile stays a choice: no size the file ran at gets a slower config than it had.
+            configs.append(current)
         return configs, keys, plan
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
@@ -275,6 +280,25 @@ def _jitting_call(module: cst.Module, name: str) -> cst.Call:
     if len(found) != 1:
         raise ActionError(f"{name} is jitted by {len(found)} calls here; expected one `triton.jit({name})`")
     return found[0]
+
+
+def _current_config(analysis: FileAnalysis, kernel: Kernel, plan: c.TilePlan, blocks: list[c.BlockParam]) -> str | None:
+    """The launch's own blocks, warps and stages as a ``triton.Config`` written like the others (None when a value is
+    computed at run time or differs between launches)."""
+    if any(not isinstance(b.value, int) for b in blocks):
+        return None
+    _kdef, launches = c.locate(c.parse(analysis.text), kernel.name)
+    if not launches or not all(c.option_settable(launch, "num_warps") and c.option_settable(launch, "num_stages")
+                               for launch in launches):
+        return None  # a computed num_warps or num_stages is not what the plan reads
+    values = {b.name: b.value for b in blocks}
+    if plan.has_dot:
+        roles = {b.role: b.name for b in blocks}
+        values = {roles[r]: values[roles[r]] for r in "mnk"}
+        stages = plan.num_stages or c.DEFAULT_NUM_STAGES
+        return f"triton.Config({_dict(values)}, num_warps={plan.num_warps}, num_stages={stages})"
+    stages = f", num_stages={plan.num_stages}" if plan.num_stages else ""
+    return f"triton.Config({_dict(values)}, num_warps={plan.num_warps}{stages})"
 
 
 def _dict(values: dict[str, int]) -> str:
