@@ -120,3 +120,36 @@ def test_blocks_set_by_one_constant_cannot_take_different_sizes():
     analysis = analyze(text)
     with pytest.raises(ActionError, match="set by one host constant"):
         c.set_constexpr(c.parse(text), analysis, analysis.kernel("_pv_kernel"), {"BLOCK_M": 128, "BLOCK_N": 64})
+
+
+HELPER_PARAM = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def mm(a, b, BLOCK=32):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=torch.float32)
+    mm_kernel[(triton.cdiv(M, BLOCK), triton.cdiv(N, BLOCK))](a, b, c, M, N, K, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=32)
+    return c
+'''
+
+
+def test_a_helper_parameter_passed_as_two_blocks_takes_square_tiles():
+    tiles = [cand.params for cand in applicable(analyze(HELPER_PARAM), "mm_kernel", get_profile("h100"))
+             if cand.action == "tiling"]
+    assert tiles and all(t["BLOCK_M"] == t["BLOCK_N"] for t in tiles)

@@ -1361,14 +1361,17 @@ def _ints_in(node: cst.CSTNode) -> set[int]:
 
 
 def shared_bindings(launches: list[LaunchNode], kernel: Kernel, names: list[str]) -> list[set[str]]:
-    """Groups of ``names`` (two or more) that one host constant sets at some launch (``BLOCK_M=BLOCK, BLOCK_N=BLOCK``)."""
+    """Groups of ``names`` (two or more) that one host constant or helper parameter sets at some launch
+    (``BLOCK_M=BLOCK, BLOCK_N=BLOCK``)."""
     groups: list[set[str]] = []
     for launch in launches:
         by_node: dict[int, set[str]] = {}
         for name in names:
             how, node = binding_of(launch, kernel, name)
-            if how == "host" and node is not None:
+            if how == "host" and node is not None:  # the value node: an element of an unpacked tuple is its own
                 by_node.setdefault(id(node.value), set()).add(name)  # type: ignore[union-attr]
+            elif how in ("param", "callers") and node is not None:  # a helper's parameter passed as both
+                by_node.setdefault(id(node), set()).add(name)
         groups += [g for g in by_node.values() if len(g) > 1 and g not in groups]
     return groups
 
