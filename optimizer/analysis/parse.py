@@ -608,10 +608,7 @@ class _Analyzer:
         sites: list[LaunchSite] = []
         env = dict(self.constants)
         assigned: dict[str, ast.AST] = {}
-        events: list[tuple[int, str, ast.AST]] = []
-        for stmt in fn.body:
-            for target, value in _bindings(stmt):
-                events.append((stmt.lineno, target, value))
+        events, blocks = _binding_events(fn)
         made = self._factory_results(fn) if self.factories else {}
         for node in _walk_no_nested(fn):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
@@ -628,8 +625,12 @@ class _Analyzer:
                 continue
             local_env = dict(env)
             local_nodes = dict(assigned)
-            for lineno, target, value in events:
+            enclosing = _enclosing_blocks(blocks, node.lineno)
+            for lineno, target, value, block in events:
                 if lineno < node.lineno:
+                    # A binding in a branch or loop the launch is not inside may or may not have run before it
+                    # (Liger: ``sm_count = 1`` then ``if X.device.type == "cuda": sm_count = ...``): unknown.
+                    value = value if block in enclosing else None
                     local_nodes[target] = value
                     v = const_eval(value, local_env) if value is not None else None
                     if v is not None and _is_value(v):
@@ -893,6 +894,65 @@ def _bindings(stmt: ast.AST) -> list[tuple[str, ast.AST | None]]:
         return [(n.id, None) for n in names if isinstance(n, ast.Name)]
     targets, value = _assignment(stmt)
     return [(t, value) for t in targets]
+
+
+def _binding_events(fn: ast.AST) -> tuple[list[tuple[int, str, ast.AST | None, int]], list[tuple[int, int, int, frozenset[int]]]]:
+    """Every name ``fn``'s own scope binds, in source order, as (line, name, value or None when unknown, block), and
+    every statement as (first line, last line, depth, the blocks that hold it). A block is a statement list; a
+    ``with`` body counts as its parent's (it always runs). Augmented assignments, loop targets, ``with ... as`` and
+    ``:=`` bind to unknown values."""
+    events: list[tuple[int, str, ast.AST | None, int]] = []
+    blocks: list[tuple[int, int, int, frozenset[int]]] = []
+
+    def visit(stmts: list, chain: frozenset[int], owner: int, depth: int) -> None:
+        chain = chain | {id(stmts)}
+        for st in stmts:
+            blocks.append((st.lineno, getattr(st, "end_lineno", st.lineno) or st.lineno, depth, chain))
+            for target, value in _bindings(st):
+                events.append((st.lineno, target, value, owner))
+            for target in _unknown_bindings(st):
+                events.append((st.lineno, target, None, owner))
+            if isinstance(st, _NESTED_DEFS):
+                continue
+            for name in st._fields:
+                value = getattr(st, name, None)
+                if value.__class__ is not list or not value:
+                    continue
+                if isinstance(value[0], ast.stmt):
+                    same = isinstance(st, ast.With | ast.AsyncWith) and name == "body"
+                    visit(value, chain, owner if same else id(value), depth + 1)
+                elif isinstance(value[0], ast.excepthandler | ast.match_case):
+                    for clause in value:
+                        visit(clause.body, chain, id(clause.body), depth + 1)
+
+    body = fn.body if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module) else []
+    visit(body, frozenset(), id(body), 0)
+    events.sort(key=lambda e: e[0])
+    return events, blocks
+
+
+def _enclosing_blocks(blocks: list[tuple[int, int, int, frozenset[int]]], line: int) -> frozenset[int]:
+    """The blocks holding the innermost statement at ``line``."""
+    best = max((b for b in blocks if b[0] <= line <= b[1]), key=lambda b: b[2], default=None)
+    return best[3] if best is not None else frozenset()
+
+
+def _unknown_bindings(stmt: ast.AST) -> list[str]:
+    """Names a statement binds to a value the launch model does not follow."""
+    targets: list[ast.AST] = []
+    if isinstance(stmt, ast.AugAssign):
+        targets = [stmt.target]
+    elif isinstance(stmt, ast.For | ast.AsyncFor):
+        targets = [stmt.target]
+    elif isinstance(stmt, ast.With | ast.AsyncWith):
+        targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
+    names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    # ``:=`` in the statement's own expressions (not in nested statements, which are visited on their own)
+    for name in stmt._fields:
+        value = getattr(stmt, name, None)
+        if isinstance(value, ast.expr):
+            names += [n.target.id for n in ast.walk(value) if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name)]
+    return names
 
 
 _BLOCK_TYPES = (ast.stmt, ast.excepthandler, ast.match_case)
