@@ -246,6 +246,28 @@ def k(X, n_cols, stride, BLOCK: tl.constexpr):
     assert "n_cols" in finding.message
 
 
+
+def test_unmasked_quiet_when_offsets_are_clamped_and_the_program_id_picks_a_head():
+    # lightllm's scaled fp8 bmm: the row offsets wrapped into range with tl.where, the head a scalar program id.
+    clamped = HEADER + '''@triton.jit
+def k(scale_ptr, M, stride_h, BLOCK_M: tl.constexpr):
+    pid_m = tl.program_id(0)
+    head_id = tl.program_id(1)
+    offs_am = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_am = tl.where(offs_am < M, offs_am, 0)
+    offs_am = tl.max_contiguous(tl.multiple_of(offs_am, BLOCK_M), BLOCK_M)
+    scale_ptrs = scale_ptr + head_id * stride_h + offs_am
+    s = tl.load(scale_ptrs)
+'''
+    assert findings(clamped, code="MTMC103") == []
+    # Beside an unclamped block of offsets, or without the clamp: still a warning.
+    beside = clamped.replace("scale_ptrs = scale_ptr + head_id * stride_h + offs_am",
+                             "scale_ptrs = scale_ptr + head_id * stride_h + offs_am + tl.arange(0, BLOCK_M)")
+    assert len(findings(beside, code="MTMC103")) == 1
+    unclamped = clamped.replace("    offs_am = tl.where(offs_am < M, offs_am, 0)\n", "")
+    assert len(findings(unclamped, code="MTMC103")) == 1
+
+
 # ---- MTMC104 ------------------------------------------------------------------------------------
 
 

@@ -68,6 +68,10 @@ class KernelFacts:
     names: TritonNames  # how the file spells triton.language (the analysis' resolution of its imports)
     _shapes: dict[str, tuple | None] = field(default_factory=dict)
 
+    def clamped(self, name: str) -> bool:
+        """``name``'s last value is a clamp of itself (``tl.where(x < M, x, 0)``, ``x % M``), hints aside."""
+        return _clamped_last(name, self.assignments.get(name, []), self.tl_op)
+
     @functools.cached_property
     def program_id_names(self) -> set[str]:
         """Names whose value derives from tl.program_id, not wrapped by % or a clamp (computed on demand)."""
@@ -401,6 +405,8 @@ def _program_id_names(assignments: dict[str, list[ast.AST]], tl_op) -> set[str]:
     direct: set[str] = set()
     depends: dict[str, set[str]] = {}
     for name, values in assignments.items():
+        if _clamped_last(name, values, tl_op):
+            continue  # offs = start + tl.arange(...); offs = tl.where(offs < M, offs, 0): in range from then on
         refs: set[str] = set()
         for value in values:
             stack = [value]
@@ -435,6 +441,29 @@ def _program_id_names(assignments: dict[str, list[ast.AST]], tl_op) -> set[str]:
                 names.add(name)
                 changed = True
     return names
+
+
+_HINT_OPS = frozenset({"multiple_of", "max_contiguous", "max_constancy"})
+
+
+def _clamped_last(name: str, values: list[ast.AST], tl_op) -> bool:
+    """Whether ``name``'s assignments end with a clamp of itself (``tl.where(x < M, x, 0)``, ``tl.minimum``,
+    ``x % M``) followed by nothing but hints on itself (``tl.multiple_of(x, B)``): lightllm's wrapped offsets."""
+    def of_itself(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+
+    def hint(node: ast.AST) -> bool:
+        while isinstance(node, ast.Call) and tl_op(node.func) in _HINT_OPS and node.args:
+            node = node.args[0]
+        return isinstance(node, ast.Name) and node.id == name
+
+    for value in reversed(values):
+        if hint(value):
+            continue
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mod):
+            return of_itself(value.left)
+        return isinstance(value, ast.Call) and tl_op(value.func) in CLAMPING_OPS and of_itself(value)
+    return False
 
 
 # Facts per (kernel source, indented, the file's import spellings): while a user types in one kernel,

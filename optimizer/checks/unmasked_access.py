@@ -48,6 +48,8 @@ def check(ctx: CheckContext) -> Iterator[Finding]:
                 continue
             if not facts.shape_of(op.pointer):
                 continue  # one element per program (``out_ptr + row``): the grid bounds it, no block overruns
+            if not direct and _bounded(facts, op.pointer):
+                continue  # a head or batch index beside offsets wrapped into range (lightllm's tl.where(offs < M, offs, 0))
             chain = ", ".join(via) if via else "tl.program_id"
             bound_list = ", ".join(bounds)
             yield make_finding(
@@ -70,3 +72,36 @@ def _is_block_pointer(facts, pointer: ast.AST) -> bool:
             seen.add(node.id)
             stack.extend(facts.assignments.get(node.id, [])[:2])
     return False
+
+
+
+def _bounded(facts, node: ast.AST, depth: int = 0) -> bool:
+    """No offset in ``node`` can pass the end: its program-id values are scalars (one head, batch or row per
+    program) and each block of offsets in it was clamped into range (``tl.where(offs < M, offs, 0)``, ``% M``)."""
+    if depth > 20:
+        return False
+    kind = node.__class__
+    if kind is ast.Constant:
+        return True
+    if kind is ast.Name:
+        if facts.clamped(node.id):
+            return True
+        shape = facts.shape_of(node)
+        if shape == ():
+            return True  # a scalar: a head, batch or row index, a stride, a base pointer
+        if node.id not in facts.program_id_names:
+            return False  # a block of offsets no clamp bounds (tl.arange(0, BLOCK) against a size)
+        values = facts.assignments.get(node.id, [])
+        return bool(values) and all(_bounded(facts, v, depth + 1) for v in values if not _mentions(v, node.id))
+    if kind is ast.BinOp:
+        return _bounded(facts, node.left, depth + 1) and _bounded(facts, node.right, depth + 1)
+    if kind is ast.Subscript:  # offs[:, None]
+        return _bounded(facts, node.value, depth + 1)
+    if kind is ast.Call and node.args and (facts.tl_op(node.func) in ("multiple_of", "max_contiguous", "max_constancy")
+                                           or (isinstance(node.func, ast.Attribute) and node.func.attr == "to")):
+        return _bounded(facts, node.args[0] if facts.tl_op(node.func) else node.func.value, depth + 1)
+    return False
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in fast_walk(node))
