@@ -335,6 +335,27 @@ def test_a_single_program_grid_is_a_note_not_a_warning():
     assert two.severity == "warning" and "2 programs" in two.message
 
 
+def test_a_small_grid_the_kernel_strides_by_is_a_note():
+    # lightllm's KV-cache transfer keeps 20 programs on purpose and walks the tokens with that stride.
+    text = HEADER + '''@triton.jit
+def copy_kernel(src_ptr, dst_ptr, n_tokens, grid_count, BLOCK: tl.constexpr):
+    tid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    while tid < n_tokens:
+        tl.store(dst_ptr + tid * BLOCK + cols, tl.load(src_ptr + tid * BLOCK + cols))
+        tid += grid_count
+
+
+def run(src, dst, n_tokens):
+    grid_count = 20
+    copy_kernel[(grid_count,)](src, dst, n_tokens, grid_count, BLOCK=128)
+'''
+    (finding,) = findings(text, code="MTMC106")
+    assert finding.severity == "information" and "walks its work with that stride" in finding.message
+    # The same count passed but never stepped by (a row count the kernel masks with): still a warning.
+    masked = text.replace("        tid += grid_count\n", "        tid += n_tokens\n")
+    assert findings(masked, code="MTMC106")[0].severity == "warning"
+
 def test_grid_from_lambda_and_constants_and_quiet_for_runtime_grids():
     text = ARANGE_KERNEL + '''
 N = 4096
