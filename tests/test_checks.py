@@ -244,6 +244,9 @@ def k(X, n_cols, stride, BLOCK: tl.constexpr):
 '''
     (finding,) = findings(text, code="MTMC103")
     assert "n_cols" in finding.message
+    # The program id only picks a row (times a stride): the risk is the block's length, not "the last program".
+    assert "only pick a row, head or batch" in finding.message and "last program" not in finding.message
+    assert all("the last program reads or writes" in f.message for f in findings(UNMASKED, code="MTMC103"))
 
 
 

@@ -52,13 +52,19 @@ def check(ctx: CheckContext) -> Iterator[Finding]:
                 continue  # a head or batch index beside offsets wrapped into range (lightllm's tl.where(offs < M, offs, 0))
             chain = ", ".join(via) if via else "tl.program_id"
             bound_list = ", ".join(bounds)
-            yield make_finding(
-                CODE, SEVERITY, ctx.node_span(kernel, facts, op.node),
-                f"tl.{op.op} in {kernel.name} has no mask, but its offsets come from tl.program_id (via {chain}) "
-                f"and {bound_list} {'is' if len(bounds) == 1 else 'are'} in scope: the last program reads or writes "
-                f"past the end unless the size is a multiple of the block; add mask=... < {bounds[0]}",
-                kernel.name, op=op.op, bounds=bounds, via=via,
-            )
+            in_scope = f"{bound_list} {'is' if len(bounds) == 1 else 'are'} in scope"
+            if not direct and not _tile_moves(facts, op.pointer, constexprs(kernel)):
+                # The program ids only pick a row, head or batch (times a stride): no tile moves with them, so the
+                # risk is the block itself (a row or head-dim vector) being longer than what it indexes.
+                message = (f"tl.{op.op} in {kernel.name} has no mask on its block of offsets; the program ids ({chain}) "
+                           f"only pick a row, head or batch and {in_scope}: it reads or writes past the end unless the "
+                           f"block is exactly as long as the dimension it indexes; add mask=... < {bounds[0]}")
+            else:
+                message = (f"tl.{op.op} in {kernel.name} has no mask, but its offsets come from tl.program_id (via "
+                           f"{chain}) and {in_scope}: the last program reads or writes past the end unless the size "
+                           f"is a multiple of the block; add mask=... < {bounds[0]}")
+            yield make_finding(CODE, SEVERITY, ctx.node_span(kernel, facts, op.node), message,
+                               kernel.name, op=op.op, bounds=bounds, via=via)
 
 
 def _is_block_pointer(facts, pointer: ast.AST) -> bool:
@@ -105,3 +111,33 @@ def _bounded(facts, node: ast.AST, depth: int = 0) -> bool:
 
 def _mentions(node: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name for n in fast_walk(node))
+
+
+def constexprs(kernel) -> set[str]:
+    return {p.name for p in kernel.params if p.kind == "constexpr"}
+
+
+def _tile_moves(facts, node: ast.AST, blocks: set[str], depth: int = 0) -> bool:
+    """Whether a tile of ``node``'s offsets moves with the program id: a program-id value times a constexpr
+    (``pid * BLOCK``), directly or through the names it is built from. A program id times a stride only picks a row."""
+    if depth > 20:
+        return True
+    kind = node.__class__
+    if kind is ast.Name:
+        if node.id not in facts.program_id_names or facts.clamped(node.id):
+            return False
+        values = facts.assignments.get(node.id, [])
+        return not values or any(_tile_moves(facts, v, blocks, depth + 1) for v in values if not _mentions(v, node.id))
+    if kind is ast.BinOp:
+        if node.op.__class__ in (ast.Mult, ast.LShift):
+            sides = (node.left, node.right)
+            names = {n.id for side in sides for n in fast_walk(side) if isinstance(n, ast.Name)}
+            pid = any(n in facts.program_id_names for n in names) or any(
+                isinstance(n, ast.Call) and facts.tl_op(n.func) == "program_id" for side in sides for n in fast_walk(side))
+            if pid and names & blocks:
+                return True
+        return _tile_moves(facts, node.left, blocks, depth + 1) or _tile_moves(facts, node.right, blocks, depth + 1)
+    if kind is ast.Call and facts.tl_op(node.func) == "program_id":
+        return False
+    return any(_tile_moves(facts, child, blocks, depth + 1) for child in ast.iter_child_nodes(node)
+               if isinstance(child, ast.expr))
