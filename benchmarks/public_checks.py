@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from collections import Counter
@@ -20,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bootstrap  # noqa: E402,F401
-from public_survey import PUBLIC, SOURCES, kernel_files  # noqa: E402
+from public_survey import PUBLIC, SOURCES, sampled_files  # noqa: E402
 from wild_actions import engine_version  # noqa: E402
 
 from mtmc_lsp.optimizer.analysis import analyze  # noqa: E402
@@ -57,9 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     target = get_profile(args.target)
     rows, files_per_part = [], Counter()
     for repo in sorted(sources):
-        files = kernel_files(PUBLIC / repo)
-        if args.sample and len(files) > args.sample:
-            files = sorted(random.Random(f"{args.seed}:{repo}").sample(files, args.sample))
+        files = sampled_files(repo, args.sample, args.seed)
         part = "heldout" if repo in args.heldout else "dev"
         files_per_part[part] += len(files)
         for path in files:

@@ -73,6 +73,15 @@ def kernel_files(folder: Path) -> list[Path]:
     return out
 
 
+def sampled_files(repo: str, sample: int, seed: int) -> list[Path]:
+    """The kernel files of ``.public/repo``, at most ``sample`` of them (0: all), drawn with ``seed``: the sample
+    this survey and public_checks.py read."""
+    files = kernel_files(PUBLIC / repo)
+    if sample and len(files) > sample:
+        files = sorted(random.Random(f"{seed}:{repo}").sample(files, sample))
+    return files
+
+
 def survey_file(path: Path, repo: str, part: str, target) -> list[dict]:
     """One row per kernel of ``path`` (``wild_actions.survey_text``), named relative to .public/."""
     return survey_text(path.read_text(errors="replace"), str(path.relative_to(PUBLIC)), target, disk_path=path,
@@ -174,9 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     target = get_profile(args.target)
     rows = []
     for repo in sorted(sources):
-        files = kernel_files(PUBLIC / repo)
-        if args.sample and len(files) > args.sample:
-            files = sorted(random.Random(f"{args.seed}:{repo}").sample(files, args.sample))
+        files = sampled_files(repo, args.sample, args.seed)
         part = "heldout" if repo in args.heldout else "dev"
         for path in files:
             rows += survey_file(path, repo, part, target)

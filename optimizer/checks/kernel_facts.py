@@ -443,7 +443,7 @@ def _program_id_names(assignments: dict[str, list[ast.AST]], tl_op) -> set[str]:
     return names
 
 
-_HINT_OPS = frozenset({"multiple_of", "max_contiguous", "max_constancy"})
+HINT_OPS = frozenset({"multiple_of", "max_contiguous", "max_constancy"})  # value-preserving compiler hints
 
 
 def _clamped_last(name: str, values: list[ast.AST], tl_op) -> bool:
@@ -453,7 +453,7 @@ def _clamped_last(name: str, values: list[ast.AST], tl_op) -> bool:
         return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
 
     def hint(node: ast.AST) -> bool:
-        while isinstance(node, ast.Call) and tl_op(node.func) in _HINT_OPS and node.args:
+        while isinstance(node, ast.Call) and tl_op(node.func) in HINT_OPS and node.args:
             node = node.args[0]
         return isinstance(node, ast.Name) and node.id == name
 

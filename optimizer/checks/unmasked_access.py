@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from .bindings import CheckContext
 from .finding import Finding, make_finding
-from .kernel_facts import fast_walk
+from .kernel_facts import HINT_OPS, fast_walk
 
 CODE = "MTMC103"
 SEVERITY = "warning"
@@ -53,7 +53,7 @@ def check(ctx: CheckContext) -> Iterator[Finding]:
             chain = ", ".join(via) if via else "tl.program_id"
             bound_list = ", ".join(bounds)
             in_scope = f"{bound_list} {'is' if len(bounds) == 1 else 'are'} in scope"
-            if not direct and not _tile_moves(facts, op.pointer, constexprs(kernel)):
+            if not direct and not _tile_moves(facts, op.pointer, set(kernel.constexpr_names)):
                 # The program ids only pick a row, head or batch (times a stride): no tile moves with them, so the
                 # risk is the block itself (a row or head-dim vector) being longer than what it indexes.
                 message = (f"tl.{op.op} in {kernel.name} has no mask on its block of offsets; the program ids ({chain}) "
@@ -80,7 +80,6 @@ def _is_block_pointer(facts, pointer: ast.AST) -> bool:
     return False
 
 
-
 def _bounded(facts, node: ast.AST, depth: int = 0) -> bool:
     """No offset in ``node`` can pass the end: its program-id values are scalars (one head, batch or row per
     program) and each block of offsets in it was clamped into range (``tl.where(offs < M, offs, 0)``, ``% M``)."""
@@ -103,18 +102,16 @@ def _bounded(facts, node: ast.AST, depth: int = 0) -> bool:
         return _bounded(facts, node.left, depth + 1) and _bounded(facts, node.right, depth + 1)
     if kind is ast.Subscript:  # offs[:, None]
         return _bounded(facts, node.value, depth + 1)
-    if kind is ast.Call and node.args and (facts.tl_op(node.func) in ("multiple_of", "max_contiguous", "max_constancy")
-                                           or (isinstance(node.func, ast.Attribute) and node.func.attr == "to")):
-        return _bounded(facts, node.args[0] if facts.tl_op(node.func) else node.func.value, depth + 1)
+    if kind is ast.Call and node.args:
+        if facts.tl_op(node.func) in HINT_OPS:  # tl.multiple_of(offs, B)
+            return _bounded(facts, node.args[0], depth + 1)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "to":  # offs.to(tl.int64)
+            return _bounded(facts, node.func.value, depth + 1)
     return False
 
 
 def _mentions(node: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name for n in fast_walk(node))
-
-
-def constexprs(kernel) -> set[str]:
-    return {p.name for p in kernel.params if p.kind == "constexpr"}
 
 
 def _tile_moves(facts, node: ast.AST, blocks: set[str], depth: int = 0) -> bool:
