@@ -460,12 +460,15 @@ class _KernelSearch:
         children: list[_Node] = []
         applied = 0
         queue = list(enumerate(ranked))  # (the policy's rank, choice); the rank is what trajectories record
+        sweeping: Candidate | None = None  # a measured step whose variants are verified next (``sweeps_variants``)
         while queue:
             position, choice = queue.pop(0)
             # An enabling child does not fill the beam: a step that is faster on its own, if one comes, is preferred.
             faster = [c for c in children if not (c.steps[-1].enabling or c.steps[-1].detour)]
             paying = [c for c in children if not c.steps[-1].detour]
-            if len(faster) >= self.config.beam or applied >= self.config.tries_at(bool(paying)) or self.stop_now():
+            variant = sweeping is not None and _variants(sweeping, choice.candidate)
+            full = len(faster) >= self.config.beam and not variant
+            if full or applied >= self.config.tries_at(bool(paying)) + int(variant) or self.stop_now():
                 break
             self.tried.add((hash(node.text), choice.candidate.key()))
             attempt = _try(node, choice, position, depth, self.path, self.target, self.apply_one, self.verify,
@@ -491,7 +494,12 @@ class _KernelSearch:
             if attempt.kept:
                 self.seen.add(attempt.new_text)
                 children.append(_Node(attempt.new_text, node.steps + [attempt]))
-            else:
+            if _sweeps(choice.candidate) and (attempt.kept or attempt.correct):
+                # Its variants next, kept or slower: the tile decides whether it pays (``select`` keeps the fastest).
+                sweeping = choice.candidate
+                queue = [q for q in queue if _variants(sweeping, q[1].candidate)] + \
+                    [q for q in queue if not _variants(sweeping, q[1].candidate)]
+            elif not attempt.kept:
                 queue = _after_other_actions(queue, choice.candidate.action)
         return children
 
@@ -566,6 +574,22 @@ class _KernelSearch:
         if self.config.record is not None:
             self.config.record.end(result)
         return result
+
+
+def _sweeps(candidate: Candidate) -> str | None:
+    """The parameter ``candidate``'s action varies across variants of one step (``sweeps_variants``), or None."""
+    from .actions import ACTIONS
+
+    return getattr(ACTIONS.get(candidate.action), "sweeps_variants", None)
+
+
+def _variants(a: Candidate, b: Candidate) -> bool:
+    """Whether ``a`` and ``b`` are the same step of a sweeping action on the same kernel, differing in its variant."""
+    param = _sweeps(a)
+    if not param or (a.action, a.kernel) != (b.action, b.kernel) or a.key() == b.key():
+        return False
+    rest = {k: v for k, v in a.params.items() if k != param}
+    return rest == {k: v for k, v in b.params.items() if k != param}
 
 
 def _after_other_actions(queue: list[tuple[int, Ranked]], action: str) -> list[tuple[int, Ranked]]:

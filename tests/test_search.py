@@ -485,3 +485,41 @@ def test_a_verification_cancelled_at_the_deadline_is_not_called_a_compile_error(
     status, reason = Verdict.of(stopped).decide()
     assert status == "rejected" and "compile" not in reason and "cancelled" in reason
     assert "does not compile" in Verdict.of(report(correct=False, compiled=False)).decide()[1]
+
+
+
+def _flash_texts(text, kernel):
+    """Each flash variant's text, by its tile (None: the target's)."""
+    from mtmc_lsp.optimizer.actions import apply_candidate
+
+    flash = [c for c in candidates(analyze(text), kernel, H100) if c.action == "flash_attention"]
+    return {c.params.get("tile"): apply_candidate(text, c, H100).new_text for c in flash}
+
+
+@pytest.mark.parametrize("first_speedup", [0.28, 1.8])
+def test_a_flash_step_is_measured_at_each_of_its_tiles(first_speedup):
+    """The fused kernel's tile decides whether fusing pays: after the target's tile is measured, slower (held-out
+    three-kernel chain, H200: 0.28x) or kept (dev attn_vit_short_seq: 1.81x), its small-tile variants are verified
+    next and the fastest is kept, before any other action."""
+    from corpus.kernels import kernel_path
+
+    text = kernel_path("attention_two_kernels").read_text()
+    texts = _flash_texts(text, "probs_v_kernel")
+    assert list(texts) == [None, 64, 32]
+    speed = {texts[None]: first_speedup, texts[64]: 2.5, texts[32]: 1.5}
+    verify = ScriptedVerifier(lambda new, old: report(speedup=speed[new]) if new in speed else report(speedup=1.0, band=0.05))
+    result = run(text, "a.py", "probs_v_kernel", verify, steps=1, tries=3)
+    assert [a.candidate.params.get("tile") for a in result.attempts[:3]] == [None, 64, 32]  # nothing in between
+    (step,) = result.steps
+    assert step.candidate.params.get("tile") == 64 and step.speedup == 2.5
+
+
+def test_a_wrong_flash_step_sends_its_variants_behind_other_actions():
+    from corpus.kernels import kernel_path
+
+    text = kernel_path("attention_two_kernels").read_text()
+    wrong = set(_flash_texts(text, "probs_v_kernel").values())
+    verify = ScriptedVerifier(lambda new, old: report(correct=new not in wrong, speedup=1.0, band=0.05))
+    result = run(text, "a.py", "probs_v_kernel", verify, steps=1, tries=2)
+    assert result.attempts[0].candidate.action == "flash_attention"
+    assert result.attempts[1].candidate.action != "flash_attention"

@@ -70,6 +70,8 @@ class Action(Protocol):
     # (``actions.interface_conflict``). Optional ``why_not(analysis, kernel, target) -> str | None``: why
     # ``candidates`` is empty, for ``mtmc actions --why`` (``actions.refusals``). Optional ``pays_with``: actions
     # measured to pay together with this one where each alone does not (the search keeps a slower step for them).
+    # Optional ``sweeps_variants = "<param>"``: candidates that differ only in that parameter (a tile) are variants
+    # of one step, and whether it pays depends on which: the search verifies them side by side (``search.try_ranked``).
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         """The concrete parameterisations that apply to ``kernel`` on ``target`` (empty when none)."""
