@@ -271,6 +271,57 @@ def k(scale_ptr, M, stride_h, BLOCK_M: tl.constexpr):
     assert len(findings(unclamped, code="MTMC103")) == 1
 
 
+WHOLE_TILES = HEADER + '''@triton.jit
+def row_mean(x_ptr, out_ptr, N, TILE_N: tl.constexpr):
+    pid = tl.program_id(0)
+    acc = tl.zeros((TILE_N,), dtype=tl.float32)
+    num_steps = tl.cdiv(N, TILE_N)
+    for step in range(0, num_steps - 1):
+        start_n = step * TILE_N
+        offs = start_n + tl.arange(0, TILE_N)
+        ptrs = x_ptr + pid * N + offs
+        acc += tl.load(ptrs)
+    offs = (num_steps - 1) * TILE_N + tl.arange(0, TILE_N)
+    acc += tl.load(x_ptr + pid * N + offs, mask=offs < N, other=0.0)
+    tl.store(out_ptr + pid, tl.sum(acc) / N)
+'''
+
+
+@pytest.mark.parametrize("loop", [
+    "for step in range(0, num_steps - 1):",  # FlagGems' norms: whole tiles, then a masked last one
+    "for step in range(N // TILE_N):",  # mask_free_k's spelling
+    "for step in tl.range(0, tl.cdiv(N, TILE_N) - 1, num_stages=2):",
+])
+def test_unmasked_quiet_in_a_loop_over_whole_tiles(loop):
+    text = WHOLE_TILES.replace("for step in range(0, num_steps - 1):", loop)
+    assert findings(text, code="MTMC103") == [], loop
+
+
+@pytest.mark.parametrize("loop", [
+    "for step in range(0, num_steps):",  # the last, partial tile too
+    "for step in range(0, tl.cdiv(N, TILE_N)):",
+    "for step in range(0, N // TILE_N + 1):",
+    "for step in range(0, N):",  # steps by one, tiles overlap the end
+])
+def test_unmasked_warns_when_the_loop_reaches_past_the_last_whole_tile(loop):
+    text = WHOLE_TILES.replace("for step in range(0, num_steps - 1):", loop)
+    (finding,) = findings(text, code="MTMC103")
+    assert finding.span.start.line == text.splitlines().index("        acc += tl.load(ptrs)")
+
+
+def test_whole_tiles_by_a_stepped_offset_and_only_under_the_loop_bound():
+    stepped = WHOLE_TILES.replace("for step in range(0, num_steps - 1):\n        start_n = step * TILE_N",
+                                  "for start_n in range(0, N - TILE_N + 1, TILE_N):")
+    assert "start_n in range(0, N - TILE_N + 1" in stepped and findings(stepped, code="MTMC103") == []
+    carried = WHOLE_TILES.replace("        start_n = step * TILE_N\n", "").replace(
+        "offs = start_n +", "offs = start +").replace("    num_steps = tl.cdiv(N, TILE_N)\n",
+                                                        "    num_steps = tl.cdiv(N, TILE_N)\n    start = 0\n")
+    carried = carried.replace("        acc += tl.load(ptrs)\n", "        acc += tl.load(ptrs)\n        start += TILE_N\n")
+    assert len(findings(carried, code="MTMC103")) == 1  # a value carried across iterations is not read
+    moving = WHOLE_TILES.replace("ptrs = x_ptr + pid * N + offs", "ptrs = x_ptr + pid * TILE_N + offs")
+    assert len(findings(moving, code="MTMC103")) == 1  # the program id moves a tile: not a row pick
+
+
 # ---- MTMC104 ------------------------------------------------------------------------------------
 
 

@@ -39,6 +39,7 @@ class MemoryOp:
     has_mask: bool
     block_pointer: bool  # a block pointer or descriptor: bounds come from boundary_check, not a mask
     guarded_by_constexpr: bool  # inside ``if EVEN_K:``-style branches: the author proved it in-bounds
+    loop: ast.For | ast.While | None = None  # the innermost loop around it (whole_tiles reads its range)
 
 
 @dataclass
@@ -292,6 +293,7 @@ class _FactsWalker:
         self.compared: set[str] = set()
         self.loop_depth = 0
         self.loop_stages: list[ast.AST | None] = []
+        self.loops: list[ast.For | ast.While] = []
         self.guard = 0
 
     def _assign(self, target: ast.AST, value: ast.AST | None) -> None:
@@ -354,7 +356,9 @@ class _FactsWalker:
         """A loop's body and ``else``, one level deeper, with the loop's ``num_stages`` (None: not given)."""
         self.loop_depth += 1
         self.loop_stages.append(num_stages)
+        self.loops.append(node)
         self.body(node.body)
+        self.loops.pop()
         self.body(node.orelse)
         self.loop_stages.pop()
         self.loop_depth -= 1
@@ -383,7 +387,8 @@ class _FactsWalker:
             if isinstance(mask, ast.Constant) and mask.value is None:
                 has_mask = False
             block = _kwarg(node, "boundary_check") is not None
-            self.memory_ops.append(MemoryOp(op, node, pointer, has_mask, block, self.guard > 0))
+            loop = self.loops[-1] if self.loops else None
+            self.memory_ops.append(MemoryOp(op, node, pointer, has_mask, block, self.guard > 0, loop))
         elif op == "arange":
             self.aranges.append(node)
         elif op in ("zeros", "full") and node.args:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from .bindings import CheckContext
 from .finding import Finding, make_finding
 from .kernel_facts import HINT_OPS, fast_walk
+from .whole_tiles import in_whole_tiles
 
 CODE = "MTMC103"
 SEVERITY = "warning"
@@ -53,7 +54,10 @@ def check(ctx: CheckContext) -> Iterator[Finding]:
             chain = ", ".join(via) if via else "tl.program_id"
             bound_list = ", ".join(bounds)
             in_scope = f"{bound_list} {'is' if len(bounds) == 1 else 'are'} in scope"
-            if not direct and not _tile_moves(facts, op.pointer, set(kernel.constexpr_names)):
+            moves = direct or _tile_moves(facts, op.pointer, set(kernel.constexpr_names))
+            if not moves and in_whole_tiles(facts, op, {p.name: p.kind for p in kernel.params}, bounds):
+                continue  # a mask-free main loop over whole tiles of a row (FlagGems' norms, mask_free_k's K loop)
+            if not moves:
                 # The program ids only pick a row, head or batch (times a stride): no tile moves with them, so the
                 # risk is the block itself (a row or head-dim vector) being longer than what it indexes.
                 message = (f"tl.{op.op} in {kernel.name} has no mask on its block of offsets; the program ids ({chain}) "
