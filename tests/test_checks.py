@@ -322,6 +322,20 @@ def test_whole_tiles_by_a_stepped_offset_and_only_under_the_loop_bound():
     assert len(findings(moving, code="MTMC103")) == 1  # the program id moves a tile: not a row pick
 
 
+def test_unmasked_names_the_size_its_offsets_are_compared_with():
+    # FlagGems' instance norm: M rows, N columns; the last tile compares the offsets with N, so N is the fix.
+    text = HEADER + '''@triton.jit
+def k(x_ptr, y_ptr, M, N, TILE_N: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, TILE_N)
+    x = tl.load(x_ptr + pid * N + offs)
+    tl.store(y_ptr + pid * N + offs, x, mask=offs < N)
+'''
+    (finding,) = findings(text, code="MTMC103")
+    assert finding.message.endswith("add mask=... < N")
+    assert findings(text.replace("mask=offs < N", "mask=None"), code="MTMC103")[0].message.endswith("< M")
+
+
 # ---- MTMC104 ------------------------------------------------------------------------------------
 
 

@@ -57,18 +57,34 @@ def check(ctx: CheckContext) -> Iterator[Finding]:
             moves = direct or _tile_moves(facts, op.pointer, set(kernel.constexpr_names))
             if not moves and in_whole_tiles(facts, op, {p.name: p.kind for p in kernel.params}, bounds):
                 continue  # a mask-free main loop over whole tiles of a row (FlagGems' norms, mask_free_k's K loop)
+            bound = _compared_bound(facts, op.pointer, bounds)
             if not moves:
                 # The program ids only pick a row, head or batch (times a stride): no tile moves with them, so the
                 # risk is the block itself (a row or head-dim vector) being longer than what it indexes.
                 message = (f"tl.{op.op} in {kernel.name} has no mask on its block of offsets; the program ids ({chain}) "
                            f"only pick a row, head or batch and {in_scope}: it reads or writes past the end unless the "
-                           f"block is exactly as long as the dimension it indexes; add mask=... < {bounds[0]}")
+                           f"block is exactly as long as the dimension it indexes; add mask=... < {bound}")
             else:
                 message = (f"tl.{op.op} in {kernel.name} has no mask, but its offsets come from tl.program_id (via "
                            f"{chain}) and {in_scope}: the last program reads or writes past the end unless the size "
-                           f"is a multiple of the block; add mask=... < {bounds[0]}")
+                           f"is a multiple of the block; add mask=... < {bound}")
             yield make_finding(CODE, SEVERITY, ctx.node_span(kernel, facts, op.node), message,
                                kernel.name, op=op.op, bounds=bounds, via=via)
+
+
+def _compared_bound(facts, pointer: ast.AST, bounds: list[str]) -> str:
+    """The size the kernel compares this access's offsets with elsewhere (``mask = offs < N`` for the last tile),
+    else the first size parameter: the bound a mask here would name."""
+    names = {n.id for n in fast_walk(pointer) if isinstance(n, ast.Name)}
+    for name in list(names):  # one level down: ptrs = base + offs
+        names |= {n.id for value in facts.assignments.get(name, []) for n in fast_walk(value) if isinstance(n, ast.Name)}
+    for node in fast_walk(facts.fn):
+        if isinstance(node, ast.Compare) and len(node.comparators) == 1 and isinstance(node.ops[0], ast.Lt | ast.LtE):
+            left, right = node.left, node.comparators[0]
+            left = left.value if isinstance(left, ast.Subscript) else left  # offs[:, None] < M
+            if isinstance(left, ast.Name) and left.id in names and isinstance(right, ast.Name) and right.id in bounds:
+                return right.id
+    return bounds[0]
 
 
 def _is_block_pointer(facts, pointer: ast.AST) -> bool:
