@@ -154,6 +154,11 @@ def run_loop(text: str, path: Path, target, policy, steps: int, budget_s: float,
         "attempts": len(result.attempts), "verifications": len(verified), "attempt_statuses": statuses,
         "rejected": [{"action": a.candidate.action, "kernel": a.candidate.kernel, "reason": a.reason}
                      for a in result.attempts if a.status == "rejected"][:12],
+        # Every verified try in order, kept or not: which variants the loop measured and at what speed.
+        "tried": [{"depth": a.depth, "kernel": a.candidate.kernel, "action": a.candidate.action,
+                   "params": {k: v for k, v in a.candidate.params.items() if isinstance(v, int | float | str | bool)},
+                   "status": a.status, "speedup": a.speedup, "correct": a.correct}
+                  for a in verified],
         "stopped": result.stopped, "notes": list(result.notes), "policy": result.policy,
         "speed_measured": result.speed_measured, "wall_s": round(time.monotonic() - started, 2),
     }
