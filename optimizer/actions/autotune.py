@@ -49,6 +49,7 @@ def scale(x):
 
 from __future__ import annotations
 
+import ast
 import re
 
 import libcst as cst
@@ -243,8 +244,10 @@ class Autotune:
             statement = c.statement_holding(host, assign)
             if statement is not None and len(statement.body) == 1:
                 pairs.append((statement, cst.RemovalSentinel.REMOVE))
+        restore = rewritten_pointers(kernel)
         decorator_code = "@triton.autotune(\n    configs=[\n" + "".join(f"        {cfg},\n" for cfg in configs) + \
-            f"    ],\n    key=[{', '.join(repr(k).replace(chr(39), chr(34)) for k in keys)}],\n)\n"
+            f"    ],\n    key=[{', '.join(_quoted(keys))}],\n" + \
+            (f"    restore_value=[{', '.join(_quoted(restore))}],\n" if restore else "") + ")\n"
         if kernel.jit_call is not None:  # ``f = triton.jit(f)``: the autotuner wraps that call instead
             jit = _jitting_call(module, kernel.name)
             pairs.append((jit, c.expr(f"{decorator_code[1:].rstrip()}({c.code(jit)})")))
@@ -299,6 +302,53 @@ def _current_config(analysis: FileAnalysis, kernel: Kernel, plan: c.TilePlan, bl
         return f"triton.Config({_dict(values)}, num_warps={plan.num_warps}, num_stages={stages})"
     stages = f", num_stages={plan.num_stages}" if plan.num_stages else ""
     return f"triton.Config({_dict(values)}, num_warps={plan.num_warps}{stages})"
+
+
+def _quoted(names: list[str]) -> list[str]:
+    return [f'"{name}"' for name in names]
+
+
+def rewritten_pointers(kernel: Kernel) -> list[str]:
+    """Pointer parameters a run of the kernel changes in a way the next run reads: written by an atomic, or
+    loaded and stored (in place). The autotuner times every config on the real arguments, so without
+    ``restore_value`` each timed run adds into, or rewrites, what the real run then starts from (an
+    embedding backward's ``tl.atomic_add`` into a zeroed table came out 16x the reference)."""
+    if kernel.node is None:
+        return []
+    pointers = {p.name for p in kernel.params if p.kind == "pointer"}
+    values: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(kernel.node):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    values.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+            values.setdefault(node.target.id, []).append(node.value)
+
+    def bases(expr: ast.AST) -> set[str]:
+        """The pointer parameters ``expr`` addresses from, through the names it is built from; a loaded value
+        (an index read from another buffer) is data, not an address base."""
+        found, stack, seen = set(), [expr], set()
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load":
+                continue
+            if isinstance(node, ast.Name) and node.id not in seen:
+                seen.add(node.id)
+                found |= {node.id} & pointers
+                stack.extend(values.get(node.id, []))
+            stack.extend(ast.iter_child_nodes(node))
+        return found
+
+    by_op: dict[str, set[str]] = {"load": set(), "store": set(), "atomic": set()}
+    for node in ast.walk(kernel.node):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        op = "atomic" if node.func.attr.startswith("atomic_") else node.func.attr
+        pointer = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "pointer"), None)
+        if op in by_op and pointer is not None:
+            by_op[op] |= bases(pointer)
+    return sorted(by_op["atomic"] | (by_op["load"] & by_op["store"]))
 
 
 def _dict(values: dict[str, int]) -> str:

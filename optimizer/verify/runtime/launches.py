@@ -7,7 +7,9 @@ compile for the target needs instead of assuming ``*fp32``), and, when ``keep_ar
 arguments themselves so the launches can be replayed and timed without the rest of a test.
 
 In the interpreter the autotuner cannot benchmark (no driver); ``AUTOTUNE.index`` picks the config
-every autotuned kernel runs with instead, so the verifier can run each config in turn.
+every autotuned kernel runs with instead, so the verifier can run each config in turn. The first call per
+key still makes one run the way a timed run would (the autotuner's reset/restore hooks around it), as the
+GPU's timing runs do, before the real one.
 
 On a GPU, the first launch of an autotuned kernel compiles its configs in parallel on the host's
 cores (Triton's ``AsyncCompileMode`` around a ``warmup`` per config) before the autotuner benchmarks
@@ -180,6 +182,11 @@ def _wrap(cls: Any, attribute: str = "run") -> None:
     setattr(cls, attribute, run)
 
 
+def _key_part(value):
+    """What the autotuner's cache key reads of an argument: a scalar's value, a tensor's dtype."""
+    return value if isinstance(value, int | float | str | bool) or value is None else str(getattr(value, "dtype", type(value)))
+
+
 def _interpreted_autotune_run(self, *args, **kwargs):
     """``Autotuner.run`` for the interpreter: no benchmark (no driver); run the config ``AUTOTUNE.index`` picks."""
     self.nargs = dict(zip(self.arg_names, args))
@@ -190,6 +197,20 @@ def _interpreted_autotune_run(self, *args, **kwargs):
     AUTOTUNE.chosen[name] = str(config)
     self.best_config = config
     full_nargs = {**self.nargs, **kwargs, **config.all_kwargs()}
+    key = tuple(_key_part(full_nargs.get(k)) for k in getattr(self, "keys", []))
+    benched = self.__dict__.setdefault("_mtmc_benched", set())
+    if len(self.configs) > 1 and key not in benched:
+        # On a GPU the autotuner times the configs on the real arguments before the real run, once per key:
+        # one timed run here, with the autotuner's hooks, so a kernel its timed runs change the inputs of
+        # (atomics without reset_to_zero, in-place updates without restore_value) is as wrong here as there.
+        benched.add(key)
+        if config.pre_hook is not None:
+            config.pre_hook(full_nargs)
+        self.pre_hook(full_nargs)
+        try:
+            self.fn.run(*args, **kwargs, **config.all_kwargs())
+        finally:
+            self.post_hook(full_nargs, exception=None)
     self.pre_hook(full_nargs, reset_only=True)  # reset_to_zero / restore_value, as after a benchmark
     if config.pre_hook is not None:
         config.pre_hook(full_nargs)
