@@ -777,7 +777,7 @@ def launch_values(launch: LaunchNode, kernel: Kernel) -> dict[str, int | None]:
         how, node = binding_of(launch, kernel, p.name)
         if how == "literal":
             out[p.name] = int(node.value.evaluated_value)
-        elif how == "host":
+        elif how in ("host", "dict"):
             out[p.name] = int(node.value.evaluated_value)
         elif how == "param":
             out[p.name] = int(node.default.evaluated_value)
@@ -1043,10 +1043,17 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
     arg = kwarg(launch.call, param)
     if arg is None:
         p = kernel.param(param)
-        positional = [a for a in launch.call.args if a.keyword is None]
+        positional = [a for a in launch.call.args if a.keyword is None and a.star == ""]
+        starred = next((i for i, a in enumerate(launch.call.args) if a.star == "*"), None)
+        if p is not None and starred is not None and p.index >= starred:
+            return "other", launch.call.args[starred]  # past a ``*args`` positions say nothing
         if p is not None and p.index < len(positional):
             arg = positional[p.index]
     if arg is None:
+        for spread in (a for a in launch.call.args if a.star == "**"):
+            how, node = _dict_binding(launch, spread, param)
+            if how is not None:
+                return how, node
         return "default", None
     if isinstance(arg.value, cst.Integer):
         return "literal", arg
@@ -1061,6 +1068,43 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
         if callers is not None:
             return "callers", callers  # type: ignore[return-value]
     return "other", arg
+
+
+def _dict_binding(launch: LaunchNode, spread: cst.Arg, param: str) -> tuple[str | None, cst.CSTNode | None]:
+    """How ``**config`` sets ``param`` (vLLM's ``kernel[grid](..., **config)``): ("dict", its ``"param": 64`` element)
+    for a literal dict the host binds once, None when that dict does not name it, "other" when it is not known."""
+    if not isinstance(spread.value, cst.Name):
+        return "other", spread
+    name = spread.value.value
+    assign, _at_module = launch_assignment(launch, name)
+    if assign is None or not isinstance(assign.value, cst.Dict) or _mutated(launch.host or launch.module, name):
+        return "other", spread
+    for element in assign.value.elements:
+        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+            return "other", spread  # ``**other`` inside, or a computed key: it may name the parameter
+        if element.key.evaluated_value == param:
+            return ("dict" if isinstance(element.value, cst.Integer) else "other"), element
+    return None, None
+
+
+def _mutated(root: cst.CSTNode | None, name: str) -> bool:
+    """Whether ``root`` changes the dict ``name`` after binding it (``name["K"] = v``, ``name.update(...)``)."""
+    if root is None:
+        return False
+    found = []
+
+    class V(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if isinstance(node.target, cst.Subscript) and code(node.target.value) == name:
+                found.append(node)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and code(node.func.value) == name and \
+                    node.func.attr.value in ("update", "setdefault", "pop", "clear", "__setitem__"):
+                found.append(node)
+
+    root.visit(V())
+    return bool(found)
 
 
 def param_default(launch: LaunchNode, name: str) -> cst.Param | None:
@@ -1232,6 +1276,13 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
                     break
             elif how in ("literal", "default"):
                 via_grid = p.name in grid_names  # lambda META: ... META["BLOCK"]
+            elif how == "dict":
+                via_grid = p.name in grid_names  # lambda META: ... META["BLOCK"] (or the dict's own name)
+                problem = _shared_dict_problem(analysis, kernel, launch)
+                if problem:
+                    bp.reason = problem
+                    ok = False
+                    break
             else:
                 bp.reason = "the launch computes the block size; tiling keeps computed sizes"
                 ok = False
@@ -1312,6 +1363,23 @@ def _shared_constant_problem(analysis: FileAnalysis, module: cst.Module, kernel:
     return None
 
 
+def spread_launches(analysis: FileAnalysis, kernel: Kernel) -> str | None:
+    """The first ``**config`` a launch of ``kernel`` in this file passes (None when none does)."""
+    return next((a.source for site in analysis.launches if site.kernel == kernel.name and site.file is None
+                 for a in site.args if a.param is None and a.source.startswith("**")), None)
+
+
+def _shared_dict_problem(analysis: FileAnalysis, kernel: Kernel, launch: LaunchNode) -> str | None:
+    """Why editing the ``**config`` dict of ``launch`` would change another kernel's launch too (None if it does not)."""
+    spreads = {code(a.value) for a in launch.call.args if a.star == "**"}
+    host = launch.host.name.value if launch.host is not None else None
+    for site in analysis.launches:
+        if site.kernel != kernel.name and site.host_function == host and \
+                any(re.fullmatch(rf"\*\*\s*{re.escape(name)}", a.source.strip()) for a in site.args for name in spreads):
+            return f"the same config dict also launches {site.kernel}"
+    return None
+
+
 def _module_constant_problem(analysis: FileAnalysis, module: cst.Module, name: str) -> str | None:
     """Why a module-level block constant is not only launch arguments and grids (None when it is)."""
     # A function whose parameter has the same name (a kernel's ``BLOCK_SIZE: tl.constexpr``) reads its
@@ -1368,7 +1436,7 @@ def shared_bindings(launches: list[LaunchNode], kernel: Kernel, names: list[str]
         by_node: dict[int, set[str]] = {}
         for name in names:
             how, node = binding_of(launch, kernel, name)
-            if how == "host" and node is not None:  # the value node: an element of an unpacked tuple is its own
+            if how in ("host", "dict") and node is not None:  # the value node: an element of an unpacked tuple is its own
                 by_node.setdefault(id(node.value), set()).add(name)  # type: ignore[union-attr]
             elif how in ("param", "callers") and node is not None:  # a helper's parameter passed as both
                 by_node.setdefault(id(node), set()).add(name)
@@ -1389,7 +1457,7 @@ def set_constexpr(module: cst.Module, analysis: FileAnalysis, kernel: Kernel, va
             how, node = binding_of(launch, kernel, name)
             if how == "literal":
                 targets[id(node)] = (node, node.with_changes(value=cst.Integer(str(value))))
-            elif how == "host":  # the value node: an unpacked tuple's element is edited in place
+            elif how in ("host", "dict"):  # the value node: an unpacked tuple's or a dict's element, in place
                 targets[id(node.value)] = (node.value, cst.Integer(str(value)))
             elif how == "param":
                 targets[id(node)] = (node, node.with_changes(default=cst.Integer(str(value))))

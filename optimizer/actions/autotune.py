@@ -140,6 +140,9 @@ class Autotune:
         if not blocks or not all(b.tunable for b in blocks):
             reasons = "; ".join(f"{b.name}: {b.reason}" for b in blocks if not b.tunable)
             raise ActionError(f"block sizes are not all tunable ({reasons or 'none found'})")
+        spread = c.spread_launches(analysis, kernel)
+        if spread:  # the configs would set what the dict passes too (Triton: conflicting meta-parameters)
+            raise ActionError(f"a launch passes {spread}: the autotuner's configs cannot take over its values")
         flagged = sorted({f for b in blocks for f in b.even_flags})
         if flagged:  # the launch computes them from the host's block constant, which the configs would bypass
             raise ActionError(f"{', '.join(flagged)} at the launch read the host's block size, which configs would not set")

@@ -670,6 +670,8 @@ class _Analyzer:
         options: dict[str, Value] = {}
         for kw in call.keywords:
             if kw.arg is None:
+                args.append(LaunchArg(None, f"**{self.src(kw.value)}", None, self.span(kw), True))
+                args += self._spread_args(kw.value, env, nodes, param_names, fn)
                 continue
             v = const_eval(kw.value, env)
             v = v if _is_value(v) else None
@@ -690,6 +692,21 @@ class _Analyzer:
         )
         site.grid_value = self._grid_value(grid_node, env, nodes, site.constexpr_values(kernel))
         return site
+
+    def _spread_args(self, value: ast.AST, env, nodes, param_names: set[str], fn) -> list[LaunchArg]:
+        """``**config`` where the host binds ``config`` to a literal dict (vLLM's fused MoE) and never changes it: its
+        entries, as keyword arguments at the dict's own positions (actions edit them there: ``_common.binding_of``)."""
+        bound = nodes.get(value.id) if isinstance(value, ast.Name) else None
+        if not isinstance(bound, ast.Dict) or _dict_mutated(fn, value.id):
+            return []
+        out = []
+        for key, item in zip(bound.keys, bound.values):
+            if key is None or not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                return []  # ``**other`` inside, or a computed key: which parameters it sets is not known
+            v = const_eval(item, env)
+            if key.value in param_names:
+                out.append(LaunchArg(key.value, self.src(item), v if _is_value(v) else None, self.span(item), True))
+        return out
 
     def _grid_value(self, node: ast.AST, env, nodes, meta: dict) -> tuple[int, ...] | None:
         if isinstance(node, ast.Name) and node.id in nodes and node.id not in env:
@@ -1062,3 +1079,16 @@ def imported_launches(text: str, path: str | None, tree: ast.Module, kernels: di
     """The launches in another module's ``text`` (already parsed as ``tree``) of ``kernels`` (local name ->
     the kernel it imports)."""
     return _Analyzer(text, path).imported_launches(tree, kernels)
+
+
+def _dict_mutated(fn: ast.AST, name: str) -> bool:
+    """Whether ``fn`` changes the dict ``name`` in place (``name["K"] = v``, ``del name["K"]``, ``name.update(...)``)."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del) and \
+                isinstance(node.value, ast.Name) and node.value.id == name:
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                isinstance(node.func.value, ast.Name) and node.func.value.id == name and \
+                node.func.attr in ("update", "setdefault", "pop", "popitem", "clear", "__setitem__"):
+            return True
+    return False

@@ -50,6 +50,10 @@ def triton_version() -> str:
         return "none"
 
 
+class Expression(str):
+    """A constexpr's value as source the compile worker evaluates in the file's namespace (``tl.float16``)."""
+
+
 @dataclass
 class CompileJob:
     """One kernel config to compile."""
@@ -148,7 +152,9 @@ def _constexpr_values(kernel: Kernel, constexprs: dict) -> tuple[dict, dict, lis
     for param in kernel.params:
         if param.kind != "constexpr":
             continue
-        if param.name in constexprs and constexprs[param.name] is not None:
+        if isinstance(constexprs.get(param.name), Expression):
+            expressions[param.name] = str(constexprs[param.name])
+        elif param.name in constexprs and constexprs[param.name] is not None:
             values[param.name] = constexprs[param.name]
         elif param.default_value is not None:
             values[param.name] = param.default_value

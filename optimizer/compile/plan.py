@@ -10,7 +10,7 @@ from ..analysis import FileAnalysis, Kernel, Span
 from ..checks.bindings import CheckContext
 from ..hardware import GpuProfile
 from ..triton_rules import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS
-from .compiler import CompileJob
+from .compiler import CompileJob, Expression
 
 
 @dataclass
@@ -39,7 +39,9 @@ def plan_jobs(analysis: FileAnalysis, target: GpuProfile, kernels: list[str] | N
             values = {k: v for k, v in binding.values.items() if _is_constexpr(kernel, k)}
             values.update({name: 1 for name in unit})  # the runtime specializes ints equal to 1
             if binding.kind in ("launch", "config"):
-                values.update(_computed_flags(kernel, ctx.launches_by_kernel.get(kernel.name, []), binding, values))
+                site = _binding_site(ctx.launches_by_kernel.get(kernel.name, []), binding)
+                values.update(_computed_flags(kernel, site, values))
+                values.update(_dtype_constants(kernel, site, values))
             warps = binding.num_warps or DEFAULT_NUM_WARPS
             stages = binding.num_stages or DEFAULT_NUM_STAGES
             key = (tuple(sorted(values.items(), key=lambda kv: kv[0])), warps, stages)
@@ -69,13 +71,31 @@ def _helpers(analysis: FileAnalysis) -> set[str]:
     return used
 
 
-def _computed_flags(kernel: Kernel, launches: list, binding, values: dict) -> dict[str, bool]:
+def _binding_site(launches: list, binding):
+    """The launch a binding's values come from; for an autotune config, the (first) launch, which computes the
+    values the config does not tune."""
+    site = next((launch for launch in launches if launch.span == binding.fallback), None)
+    if site is None and binding.kind == "config" and launches:
+        site = launches[0]
+    return site
+
+
+# A Triton dtype passed as a constexpr (vLLM's ``compute_type=tl.bfloat16``): compiled as that dtype.
+_DTYPE = re.compile(r"^\s*(?:tl|triton\.language)\.(?:float(?:8\w*|16|32|64)|bfloat16|u?int(?:1|8|16|32|64))\s*$")
+
+
+def _dtype_constants(kernel: Kernel, site, values: dict) -> dict[str, Expression]:
+    """Constexprs the launch sets to a Triton dtype (``tl.float16``), as expressions the compile worker evaluates
+    in the file's namespace (where ``tl`` is its own import)."""
+    return {arg.param: Expression(arg.source.strip()) for arg in (site.args if site is not None else [])
+            if arg.param is not None and arg.param not in values and arg.value is None
+            and _is_constexpr(kernel, arg.param) and _DTYPE.match(arg.source)}
+
+
+def _computed_flags(kernel: Kernel, site, values: dict) -> dict[str, bool]:
     """Constexprs the launch computes as a comparison (mask_free_k's ``EVEN_K=K % BLOCK_K == 0``) or a conjunction of
     checks (tensor_descriptor's ``USE_TMA=_tma_ready(a, ...) and ...``), known only at run time: compiled as False,
     the branch the launch takes whenever a check fails."""
-    site = next((launch for launch in launches if launch.span == binding.fallback), None)
-    if site is None and binding.kind == "config" and launches:
-        site = launches[0]  # an autotune config: the flag the (first) launch computes besides the tuned values
     flags: dict[str, bool] = {}
     for arg in site.args if site is not None else []:
         if arg.param is None or arg.param in values or arg.value is not None or not _is_constexpr(kernel, arg.param):
