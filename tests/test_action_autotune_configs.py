@@ -244,3 +244,16 @@ def test_single_pass_on_built_configs_stays_equivalent(tmp_path):
     results = run_jobs([job(tmp_path, "built:reference", built, built, TOL_FP32, reference=True),
                         job(tmp_path, "built:single_pass", built, new, TOL_FP32)], tmp_path)
     assert all(r["ok"] for r in results), results
+
+
+def test_warps_only_where_the_launch_computes_its_block_from_the_row():
+    """Liger's rms_norm: ``BLOCK_SIZE, num_warps = calculate_settings(n_cols)``. The block stays the launch's; the
+    configs choose the warps per row length."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "wild" / "dev" / "norm_rmsnorm_liger.py"
+    text = path.read_text()
+    (candidate,) = [c for c in applicable(analyze(text), "_rms_norm_forward_kernel", H100) if c.action == "autotune"]
+    new = apply_candidate(text, candidate, H100).new_text
+    assert "        triton.Config({}, num_warps=2),\n" in new and "triton.Config({}, num_warps=32)" in new
+    assert '    key=["n_cols"],\n' in new and "calculate_settings(n_cols)" in new
+    (launch,) = [s for s in analyze(new).launches if s.kernel == "_rms_norm_forward_kernel"]
+    assert launch.num_warps is None and launch.arg("BLOCK_SIZE") is not None  # warps to the configs, block kept

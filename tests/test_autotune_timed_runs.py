@@ -88,3 +88,4 @@ def test_the_interpreter_catches_a_missing_restore():
     missing = new.replace('    restore_value=["table_ptr"],\n', "")
     report = verify_file(missing, SCATTER_ADD, "scatter.py", "h100", options)
     assert report.status == "incorrect", report.summary
+

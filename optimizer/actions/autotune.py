@@ -4,7 +4,9 @@ The configs cover the block sizes (plus ``num_warps``/``num_stages``), pruned by
 shared memory and registers, and the launch's own tile last (no size the file ran at gets slower); ``key`` names the size arguments the kernel masks or loops against.
 The autotuned arguments leave the launch sites, and a grid that read the block sizes becomes a
 ``lambda META:`` over them. Offered when every block size is tunable (see tiling) and set at the
-launches by keyword, a host constant or the default. A kernel jitted by a call (``f = triton.jit(f)``)
+launches by keyword, a host constant or the default; where every launch computes its blocks from the row
+(``calculate_settings(n)``, ``triton.next_power_of_2(n)``), the configs set only ``num_warps`` (2-32) and the
+launch keeps its blocks. A kernel jitted by a call (``f = triton.jit(f)``)
 gets the autotuner around that call: ``f = triton.autotune(configs=[...], key=[...])(triton.jit(f))``.
 
 Example: kernel=scale_kernel target=h100 params={"configs": 5}
@@ -138,6 +140,9 @@ class Autotune:
         plan = c.tile_plan(analysis, kernel)
         blocks = list(plan.params.values())
         if not blocks or not all(b.tunable for b in blocks):
+            warps_only = _warps_only_configs(analysis, kernel, plan)
+            if warps_only is not None:
+                return warps_only, _size_keys(kernel, analysis.text), plan
             reasons = "; ".join(f"{b.name}: {b.reason}" for b in blocks if not b.tunable)
             raise ActionError(f"block sizes are not all tunable ({reasons or 'none found'})")
         spread = c.spread_launches(analysis, kernel)
@@ -204,7 +209,7 @@ class Autotune:
         configs = configs[:wanted]
         module = c.parse(text)
         kdef, launches = c.locate(module, kernel.name)
-        block_names = set(plan.params)
+        block_names = set() if _tunes_warps_only(configs) else set(plan.params)
         pairs: list[tuple[cst.CSTNode, object]] = []
         dead_host: list[tuple[cst.FunctionDef, cst.Assign]] = []
         for launch in launches:
@@ -305,6 +310,36 @@ def _current_config(analysis: FileAnalysis, kernel: Kernel, plan: c.TilePlan, bl
         return f"triton.Config({_dict(values)}, num_warps={plan.num_warps}, num_stages={stages})"
     stages = f", num_stages={plan.num_stages}" if plan.num_stages else ""
     return f"triton.Config({_dict(values)}, num_warps={plan.num_warps}{stages})"
+
+
+# Warp counts tried when the launch computes its block from the row (Liger's and unsloth's calculate_settings,
+# ``triton.next_power_of_2(n)``): the block stays the launch's, the autotuner picks the warps per size.
+WARPS_ONLY = (2, 4, 8, 16, 32)
+
+
+def _warps_only_configs(analysis: FileAnalysis, kernel: Kernel, plan: c.TilePlan) -> list[str] | None:
+    """Configs that set only ``num_warps`` when every block is computed at run time at every launch (a size of
+    the row, not a constant the configs could choose) and the warps are a constant or computed too; None
+    otherwise. Keyed on the sizes, each row length gets its own warp count."""
+    module = c.parse(analysis.text)
+    _kdef, launches = c.locate(module, kernel.name)
+    if kernel.is_autotuned or not launches or not plan.params or plan.has_dot or c.spread_launches(analysis, kernel):
+        return None
+    for launch in launches:
+        for name in plan.params:
+            how, _node = c.binding_of(launch, kernel, name)
+            if how != "other":
+                return None
+        stages = c.kwarg(launch.call, "num_stages")
+        if stages is not None or any(c.kwarg(launch.call, o) is not None for o in ("num_ctas", "maxnreg")):
+            return None
+    if not _size_keys(kernel, analysis.text):
+        return None
+    return [f"triton.Config({{}}, num_warps={w})" for w in WARPS_ONLY]
+
+
+def _tunes_warps_only(configs: list[str]) -> bool:
+    return all(cfg.startswith("triton.Config({},") for cfg in configs)
 
 
 def _quoted(names: list[str]) -> list[str]:
