@@ -523,3 +523,20 @@ def test_a_wrong_flash_step_sends_its_variants_behind_other_actions():
     result = run(text, "a.py", "probs_v_kernel", verify, steps=1, tries=2)
     assert result.attempts[0].candidate.action == "flash_attention"
     assert result.attempts[1].candidate.action != "flash_attention"
+
+
+def test_an_edit_offered_from_two_kernels_is_verified_once():
+    """A fusion is offered from every kernel of its chain: the file's second kernel reuses what the same edit of
+    the same text measured in the first one's search, and that costs it no try."""
+    from corpus.kernels import kernel_path
+
+    text = kernel_path("attention_two_kernels").read_text()
+    flash = set(_flash_texts(text, "probs_v_kernel").values())
+    assert flash == set(_flash_texts(text, "softmax_scores_kernel").values())  # the same edits from either kernel
+    verify = ScriptedVerifier(lambda new, old: report(speedup=0.5 if new in flash else 1.0, band=0.05))
+    result = optimize(text, "a.py", None, H100, HeuristicPolicy(), verify, candidates=candidates, steps=1, tries=3)
+    calls = [new for new, _old in verify.calls if new in flash]
+    assert sorted(calls) == sorted(flash)  # each flash variant verified once
+    reused = [a for a in result.attempts if a.timings.get("reused_verification")]
+    assert {a.candidate.kernel for a in reused} == {"probs_v_kernel"} and len(reused) == len(flash)
+    assert all(a.speedup == 0.5 and a.status == "rejected" for a in reused)
