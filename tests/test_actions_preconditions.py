@@ -277,7 +277,10 @@ def test_tiling_changes_the_literal_every_caller_of_a_launch_helper_passes():
     for text in (HELPER.replace("_launch(out, out, 128)", "_launch(out, out, 256)"),
                  HELPER.replace("_launch(out, out, 128)", "_launch(out, out, x.numel())"),
                  HELPER + "\n\nLAUNCHERS = [_launch]\n"):
-        assert "tiling" not in actions(text, "add_kernel") and "autotune" not in actions(text, "add_kernel")
+        assert "tiling" not in actions(text, "add_kernel")
+        for tune in (c for c in applicable(analyze(text), "add_kernel", H100) if c.action == "autotune"):
+            new = apply_candidate(text, tune, H100).new_text  # only the warps: the callers keep their blocks
+            assert "triton.Config({}, num_warps=" in new and '"BLOCK"' not in new
 
 
 KEY_LOOP = '''import torch
