@@ -70,8 +70,9 @@ def _autotuned(text: str, kernel: str) -> str:
 
 
 def test_pointers_a_run_rewrites():
-    assert rewritten_pointers(analyze(SCATTER_ADD).kernel("scatter_add_kernel")) == ["table_ptr"]  # not index_ptr
-    assert rewritten_pointers(analyze(IN_PLACE).kernel("scale_in_place_kernel")) == ["x_ptr"]  # not out_ptr
+    scatter, in_place = analyze(SCATTER_ADD), analyze(IN_PLACE)
+    assert rewritten_pointers(scatter, scatter.kernel("scatter_add_kernel"), H100) == ["table_ptr"]  # not index_ptr
+    assert rewritten_pointers(in_place, in_place.kernel("scale_in_place_kernel"), H100) == ["x_ptr"]  # not out_ptr
 
 
 def test_autotune_restores_what_atomics_add_into():

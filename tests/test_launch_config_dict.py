@@ -55,6 +55,8 @@ def test_autotune_refuses_to_take_over_a_spread_dict():
 @pytest.mark.parametrize("change, why", [
     ('    config["BLOCK_SIZE_M"] = 64\n', "run time"),  # changed after it is bound
     ("    config.update(extra)\n", "run time"),
+    ('    del config["BLOCK_SIZE_K"]\n', "run time"),
+    ('    config["BLOCK_SIZE_N"] *= 2\n', "run time"),
 ])
 def test_a_dict_changed_after_its_binding_is_not_read(change, why):
     text = TEXT.replace(CONFIG, CONFIG + change)

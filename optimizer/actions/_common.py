@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..analysis import FileAnalysis, Kernel, LaunchSite
-from ..analysis.parse import WRAPPERS
+from ..analysis.parse import DICT_MUTATORS, WRAPPERS
 from ..edits import changed_line_count
 from ..triton_rules import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, TORCH_DTYPE_BYTES  # noqa: F401 - re-exported
 from ..triton_rules import dot_shared_bytes as rules_dot_shared_bytes
@@ -1088,19 +1088,31 @@ def _dict_binding(launch: LaunchNode, spread: cst.Arg, param: str) -> tuple[str 
 
 
 def _mutated(root: cst.CSTNode | None, name: str) -> bool:
-    """Whether ``root`` changes the dict ``name`` after binding it (``name["K"] = v``, ``name.update(...)``)."""
+    """Whether ``root`` changes the dict ``name`` after binding it (``name["K"] = v``, ``del name["K"]``,
+    ``name.update(...)``): the libcst twin of the analysis' ``parse._dict_mutated``, which must agree with it."""
     if root is None:
         return False
     found = []
 
+    def subscript_of_name(target: cst.BaseExpression) -> bool:
+        return isinstance(target, cst.Subscript) and code(target.value) == name
+
     class V(cst.CSTVisitor):
         def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            if isinstance(node.target, cst.Subscript) and code(node.target.value) == name:
+            if subscript_of_name(node.target):
+                found.append(node)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if subscript_of_name(node.target):
+                found.append(node)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            if subscript_of_name(node.target):
                 found.append(node)
 
         def visit_Call(self, node: cst.Call) -> None:
             if isinstance(node.func, cst.Attribute) and code(node.func.value) == name and \
-                    node.func.attr.value in ("update", "setdefault", "pop", "clear", "__setitem__"):
+                    node.func.attr.value in DICT_MUTATORS:
                 found.append(node)
 
     root.visit(V())
@@ -1274,11 +1286,9 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
                     bp.reason = problem
                     ok = False
                     break
-            elif how in ("literal", "default"):
+            elif how in ("literal", "default", "dict"):
                 via_grid = p.name in grid_names  # lambda META: ... META["BLOCK"]
-            elif how == "dict":
-                via_grid = p.name in grid_names  # lambda META: ... META["BLOCK"] (or the dict's own name)
-                problem = _shared_dict_problem(analysis, kernel, launch)
+                problem = _shared_dict_problem(analysis, kernel, launch) if how == "dict" else None
                 if problem:
                     bp.reason = problem
                     ok = False

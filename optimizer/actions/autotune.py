@@ -58,6 +58,7 @@ import libcst as cst
 
 from ..analysis import FileAnalysis, Kernel
 from ..analysis.model import Value
+from ..checks.bindings import CheckContext
 from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
@@ -252,7 +253,7 @@ class Autotune:
             statement = c.statement_holding(host, assign)
             if statement is not None and len(statement.body) == 1:
                 pairs.append((statement, cst.RemovalSentinel.REMOVE))
-        restore = rewritten_pointers(kernel)
+        restore = rewritten_pointers(analysis, kernel, target)
         decorator_code = "@triton.autotune(\n    configs=[\n" + "".join(f"        {cfg},\n" for cfg in configs) + \
             f"    ],\n    key=[{', '.join(_quoted(keys))}],\n" + \
             (f"    restore_value=[{', '.join(_quoted(restore))}],\n" if restore else "") + ")\n"
@@ -346,22 +347,15 @@ def _quoted(names: list[str]) -> list[str]:
     return [f'"{name}"' for name in names]
 
 
-def rewritten_pointers(kernel: Kernel) -> list[str]:
+def rewritten_pointers(analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[str]:
     """Pointer parameters a run of the kernel changes in a way the next run reads: written by an atomic, or
     loaded and stored (in place). The autotuner times every config on the real arguments, so without
     ``restore_value`` each timed run adds into, or rewrites, what the real run then starts from (an
     embedding backward's ``tl.atomic_add`` into a zeroed table came out 16x the reference)."""
-    if kernel.node is None:
+    facts = CheckContext(analysis, target).facts(kernel)  # the memory ops and assignments the mask check reads
+    if facts is None:
         return []
     pointers = {p.name for p in kernel.params if p.kind == "pointer"}
-    values: dict[str, list[ast.AST]] = {}
-    for node in ast.walk(kernel.node):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    values.setdefault(target.id, []).append(node.value)
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
-            values.setdefault(node.target.id, []).append(node.value)
 
     def bases(expr: ast.AST) -> set[str]:
         """The pointer parameters ``expr`` addresses from, through the names it is built from; a loaded value
@@ -369,23 +363,20 @@ def rewritten_pointers(kernel: Kernel) -> list[str]:
         found, stack, seen = set(), [expr], set()
         while stack:
             node = stack.pop()
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load":
+            if isinstance(node, ast.Call) and facts.tl_op(node.func) == "load":
                 continue
             if isinstance(node, ast.Name) and node.id not in seen:
                 seen.add(node.id)
                 found |= {node.id} & pointers
-                stack.extend(values.get(node.id, []))
+                stack.extend(facts.assignments.get(node.id, []))
             stack.extend(ast.iter_child_nodes(node))
         return found
 
     by_op: dict[str, set[str]] = {"load": set(), "store": set(), "atomic": set()}
-    for node in ast.walk(kernel.node):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        op = "atomic" if node.func.attr.startswith("atomic_") else node.func.attr
-        pointer = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "pointer"), None)
-        if op in by_op and pointer is not None:
-            by_op[op] |= bases(pointer)
+    for op in facts.memory_ops:
+        kind = "atomic" if op.op.startswith("atomic_") else op.op
+        if kind in by_op and op.pointer is not None:
+            by_op[kind] |= bases(op.pointer)
     return sorted(by_op["atomic"] | (by_op["load"] & by_op["store"]))
 
 

@@ -1081,6 +1081,11 @@ def imported_launches(text: str, path: str | None, tree: ast.Module, kernels: di
     return _Analyzer(text, path).imported_launches(tree, kernels)
 
 
+# Methods that change a dict in place: a ``**config`` dict that calls one is not read as its literal
+# (here, and in ``actions._common``'s twin over libcst trees).
+DICT_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"})
+
+
 def _dict_mutated(fn: ast.AST, name: str) -> bool:
     """Whether ``fn`` changes the dict ``name`` in place (``name["K"] = v``, ``del name["K"]``, ``name.update(...)``)."""
     for node in ast.walk(fn):
@@ -1089,6 +1094,6 @@ def _dict_mutated(fn: ast.AST, name: str) -> bool:
             return True
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 isinstance(node.func.value, ast.Name) and node.func.value.id == name and \
-                node.func.attr in ("update", "setdefault", "pop", "popitem", "clear", "__setitem__"):
+                node.func.attr in DICT_MUTATORS:
             return True
     return False

@@ -15,6 +15,7 @@ the expressions are walked node by node.
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 
 from .kernel_facts import HINT_OPS, MemoryOp
@@ -47,14 +48,12 @@ def in_whole_tiles(facts, op: MemoryOp, params: dict[str, str], sizes: list[str]
             return False  # the loop moves its own counter
         inline = _Inliner(facts, local, var, params)
         terms = _terms(facts, op.pointer, local)
+        if not any(_in_loop(t, var, local) for t in terms):
+            return False
         # Every term but the program's row pick is read: a block the loop does not move (a program-id tile)
         # fails to evaluate or to stay in range, a bare tl.arange stays in range only where the loop runs.
         block = [inline(t) for t in terms if not _row_pick(facts, t, var, local)]
-        if not any(_in_loop(t, var, local) for t in terms):
-            return False
-        offsets = block[0] if len(block) == 1 else ast.BinOp(block[0], ast.Add(), block[1])
-        for extra in block[2:]:
-            offsets = ast.BinOp(offsets, ast.Add(), extra)
+        offsets = functools.reduce(lambda left, right: ast.BinOp(left, ast.Add(), right), block)
         bounds = [inline(b) for b in bounds]
     except _Unknown:
         return False
@@ -80,17 +79,13 @@ def _holds(offsets: ast.AST, bounds: list[ast.AST], var: str, size: str, free: s
         for n in SIZES:
             for values in itertools.product(*choices):
                 env = {size: n, **dict(zip(others, values))}
-                start, stop, step = ([_value(b, env) for b in bounds] + [1])[:3] if len(bounds) > 1 else \
-                    (0, _value(bounds[0], env), 1)
-                if step == 0:
-                    return False
-                steps = range(start, stop, step)
+                steps = range(*(_value(b, env) for b in bounds))  # the loop's own range, at these sizes
                 for i in {0, len(steps) // 2, len(steps) - 1} if steps else ():
                     for end in (0, 1):
                         offset = _value(offsets, {**env, var: steps[i]}, end)
                         if not 0 <= offset < n:
                             return False
-    except (_Unknown, ZeroDivisionError):
+    except (_Unknown, ZeroDivisionError, ValueError):  # ValueError: a zero step
         return False
     return True
 
