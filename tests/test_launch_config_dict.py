@@ -36,7 +36,8 @@ def test_the_launch_model_reads_the_spread_dict():
     (site,) = analysis.launches
     kernel = analysis.kernel("matmul_kernel")
     assert site.constexpr_values(kernel) == {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32}
-    assert site.grid_value is None or site.grid_value  # the META grid reads the dict's values (sizes are run time)
+    assert [(a.param, a.source) for a in site.args if a.source.startswith("**")] == [(None, "**config")]
+    assert site.grid_value is None  # the META grid reads the dict's blocks, but M and N are run-time sizes
 
 
 def test_tiling_edits_the_dict_and_nothing_else():
