@@ -95,6 +95,64 @@ def reference(x, b):
 '''
 
 
+# A 2-D gather in FlagGems' manner (offsets named first: ``out_off = rows * N + cols``, the row stride the row
+# length of a fresh buffer), then a flat bias kernel over the gathered rows that reads the bias at ``offsets % N``.
+GATHER_BIAS = '''import torch
+import triton
+import triton.language as tl
+
+ENTRY = "gather_bias"
+
+
+@triton.jit
+def gather_kernel(inp, out, N, index, index_len, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_x = tl.program_id(axis=0)
+    pid_y = tl.program_id(axis=1)
+    rows = pid_x * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    cols = pid_y * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    out_mask = (rows < index_len) & (cols < N)
+    indices = tl.load(index + rows, mask=rows < index_len, other=0)
+    picked = tl.load(inp + indices * N + cols, mask=out_mask, other=0.0)
+    out_off = rows * N + cols
+    tl.store(out + out_off, picked, mask=out_mask)
+
+
+@triton.jit
+def bias_kernel(x_ptr, bias_ptr, out_ptr, n_elements, N, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(bias_ptr + offsets % N, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offsets, (x + b).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def gather_bias(inp, index, bias):
+    M, N = inp.shape
+    index_len = index.numel()
+    picked = torch.empty((index_len, N), device=inp.device, dtype=inp.dtype)
+    grid = lambda meta: (triton.cdiv(index_len, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))
+    gather_kernel[grid](inp, picked, N, index, index_len, BLOCK_M=4, BLOCK_N=32)
+    out = torch.empty_like(picked)
+    n_elements = picked.numel()
+    bias_grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)
+    bias_kernel[bias_grid](picked, bias, out, n_elements, picked.shape[-1], BLOCK_SIZE=256)
+    return out
+
+
+def get_inputs(device="cpu"):
+    inp = torch.randn(50, 40, device=device, dtype=torch.float16)
+    return [inp, torch.randint(0, 50, (30,), device=device), torch.randn(40, device=device, dtype=torch.float16)]
+
+
+def reference(inp, index, bias):
+    return (inp[index].float() + bias.float()).half()
+'''
+
+
+def gather_offered(text: str) -> list[Candidate]:
+    return [c for c in applicable(analyze(text), "gather_kernel", H100) if c.action == "matmul_epilogue"]
+
+
 def offered(text: str) -> list[Candidate]:
     return [c for c in applicable(analyze(text), "linear_kernel", H100) if c.action == "matmul_epilogue"]
 
@@ -137,6 +195,25 @@ def test_store_inside_a_row_loop_takes_the_consumer():
     # the activation runs at the store, inside the loop, on the value cast to the buffer's type
     assert ("        x_val = (x + bias).to(out_ptr.dtype.element_ty)\n"
             "        tl.store(out_ptr + row * n_cols + cols, tl.maximum(x_val, 0.0), mask=cmask)\n") in new
+
+
+def test_named_offsets_of_a_gather_take_the_bias_per_column():
+    (cand,) = gather_offered(GATHER_BIAS)
+    new = apply_candidate(GATHER_BIAS, cand, H100).new_text
+    assert "bias = tl.load(bias_ptr + cols, mask=out_mask, other=0.0)" in new
+    assert "bias_kernel" not in new and "n_elements" not in new and "bias_grid" not in new
+    assert "gather_kernel[grid](inp, picked, N, index, index_len, bias, BLOCK_M=4, BLOCK_N=32)" in new
+
+
+@pytest.mark.parametrize("change, why", [
+    (("    out_off = rows * N + cols\n", "    out_off = rows * index_len + cols\n"), "the row stride is not the row length"),
+    (("    out_off = rows * N + cols\n", "    out_off = rows * N + cols\n    cols = cols + 0\n"), "cols is assigned twice"),
+    (("    tl.store(out + out_off,", "    out_off += 1\n    tl.store(out + out_off,"), "out_off is assigned twice"),
+])
+def test_gather_refused_when_the_columns_are_not_plain(change, why):
+    text = GATHER_BIAS.replace(*change)
+    assert text != GATHER_BIAS, why
+    assert not gather_offered(text), why
 
 
 @pytest.mark.parametrize("change, why", [
@@ -200,6 +277,9 @@ def test_fused_epilogue_stays_equivalent(tmp_path):
             job(tmp_path, "linear_gelu:reference", LINEAR_GELU, LINEAR_GELU, TOL_FP16, reference=True),
             job(tmp_path, "linear_gelu:matmul_epilogue", LINEAR_GELU, new, TOL_FP16),
             job(tmp_path, "linear_gelu:matmul_epilogue+tiling", LINEAR_GELU, tiled, TOL_FP16),
+            job(tmp_path, "gather_bias:reference", GATHER_BIAS, GATHER_BIAS, TOL_FP16, reference=True),
+            job(tmp_path, "gather_bias:matmul_epilogue", GATHER_BIAS,
+                apply_candidate(GATHER_BIAS, gather_offered(GATHER_BIAS)[0], H100).new_text, TOL_FP16),
             job(tmp_path, "row_loop_relu:reference", ROW_LOOP_RELU, ROW_LOOP_RELU, TOL_FP16, reference=True),
             job(tmp_path, "row_loop_relu:matmul_epilogue", ROW_LOOP_RELU, apply_candidate(ROW_LOOP_RELU, next(
                 c for c in applicable(analyze(ROW_LOOP_RELU), "bias_add_kernel", H100) if c.action == "matmul_epilogue"),

@@ -207,8 +207,9 @@ class MatmulEpilogue(ConsumerFusion):
             raise ActionError(f"{consumer.name} does not cover all of {buffer} ({n_param} is not {buffer}.numel())")
         # A per-column input (``tl.load(b_ptr + offs % N, mask=mask)``, N the buffer's row length) is
         # the producer's column offsets in a contiguous buffer: loaded there with the store's mask.
-        col_term, store_mask = _column_term(producer, p_store, p_sources_all, buffer_name := c_sources.get(src, ""))
+        buffer_name = c_sources.get(src, "")
         row_length = _row_length_sources(host, buffer_name)
+        col_term, store_mask = _column_term(producer, pdef, p_store, p_sources_all, buffer_name, row_length)
         extra_loads = []
         for load in columns:
             e_target, e_ptr, e_offs, e_mask = _load_parts(load)
@@ -261,8 +262,15 @@ class MatmulEpilogue(ConsumerFusion):
                 sum(c.count_name(s, out) for s in body[ci + 1:]):
             raise ActionError(f"{out} is used before the second launch")
         # Shape arithmetic only the second launch read (``n = h.numel()``) goes with it.
-        dead = [s for s in between if s is not out_line and
-                c.count_name(host, _assign_of(s)[0]) == 1 + c.count_name(c_launch.call, _assign_of(s)[0])]
+        # (``n = h.numel()`` and a grid lambda that reads it are both dead once the launch goes.)
+        dead: list = []
+        while True:
+            more = [s for s in between if s is not out_line and s not in dead and
+                    c.count_name(host, _assign_of(s)[0]) == 1 + c.count_name(c_launch.call, _assign_of(s)[0])
+                    + sum(c.count_name(d, _assign_of(s)[0]) for d in dead)]
+            if not more:
+                break
+            dead += more
         if any(c.count_name(s, buffer) for s in body[ci + 1:]):
             raise ActionError(f"{buffer} is read after the second launch (it would hold the fused values)")
         # The consumer's names, made fresh where the producer already uses them.
@@ -339,35 +347,85 @@ def _written_names(statement: cst.CSTNode) -> set[str]:
     return set()
 
 
-def _column_term(producer: Kernel, store: cst.SimpleStatementLine, sources: dict[str, str], buffer: str) -> tuple[str | None, str]:
+def _column_term(producer: Kernel, kernel_def: cst.FunctionDef, store: cst.SimpleStatementLine, sources: dict[str, str],
+                 buffer: str, row_length: set[str]) -> tuple[str | None, str]:
     """(column offsets, store mask) of ``tl.store(y + ROWS[:, None] * stride + COLS[None, :], v, mask=M)``.
 
-    Only when ``stride`` is the buffer's ``.stride(0)`` as passed at the launch, so a flat index
-    ``i`` of the buffer is row ``i // N``, column ``COLS``; (None, "") otherwise.
+    The offsets may be named first (FlagGems' ``out_off = rows * N + cols``, ``cols = pid * B + arange(B)[None, :]``):
+    a name the kernel assigns once, at its top level, stands for its value. Only when ``stride`` is the buffer's
+    ``.stride(0)`` as passed at the launch, or its row length (``row_length``: the buffer is a fresh row-major
+    allocation, whose row stride that is), so a flat index ``i`` of the buffer is row ``i // N``, column ``COLS``;
+    (None, "") otherwise.
     """
     call = _call_of(store)
     mask = c.kwarg(call, "mask") or (call.args[2] if len(call.args) > 2 and call.args[2].keyword is None else None)
-    ptr = call.args[0].value
-    if mask is None or not (isinstance(ptr, cst.BinaryOperation) and isinstance(ptr.operator, cst.Add)):
+    if mask is None:
         return None, ""
-    terms = []
-    node = ptr
-    while isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
-        terms.append(node.right)
-        node = node.left
-    terms = terms[::-1]  # the base pointer (node) dropped: ROWS * stride and COLS remain
-    if len(terms) != 2:
+    defs = _defined_once(kernel_def)
+    terms = _summands(call.args[0].value)
+    base = [t for t in terms if isinstance(t, cst.Name) and producer.param(t.value) is not None
+            and producer.param(t.value).kind == "pointer"]
+    if len(base) != 1:
         return None, ""
+    if len(terms) == 2 and isinstance(offsets := terms[1 - terms.index(base[0])], cst.Name) and offsets.value in defs:
+        terms = [base[0], *_summands(defs[offsets.value])]  # ``out + out_off``: the offsets' own sum
+    if len(terms) != 3:
+        return None, ""
+    terms = [t for t in terms if t is not base[0]]  # ROWS * stride and COLS remain
     unit = (f"{buffer}.stride(1)", f"{buffer}.stride(-1)")
     terms = [_without_unit_stride(t, producer, sources, unit) for t in terms]  # ``cols[None, :] * stride_yn``
-    cols = [t for t in terms if "".join(c.code(t).split()).endswith("[None,:]")]
+
+    def row_vector(term: cst.BaseExpression) -> bool:
+        spelled = defs.get(term.value, term) if isinstance(term, cst.Name) else term
+        return c.flat(spelled).endswith("[None,:]")
+
+    cols = [t for t in terms if row_vector(t)]
     rows = [t for t in terms if t not in cols]
     if len(cols) != 1 or len(rows) != 1 or not isinstance(rows[0], cst.BinaryOperation) or not isinstance(rows[0].operator, cst.Multiply):
         return None, ""
     stride = [f for f in (rows[0].left, rows[0].right) if isinstance(f, cst.Name) and producer.param(f.value) is not None]
-    if len(stride) != 1 or sources.get(stride[0].value) not in (f"{buffer}.stride(0)", f"{buffer}.stride(-2)"):
+    strides = {f"{buffer}.stride(0)", f"{buffer}.stride(-2)", *row_length}
+    if len(stride) != 1 or sources.get(stride[0].value) not in strides:
         return None, ""
     return c.code(cols[0]), c.code(mask.value)
+
+
+def _summands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The terms of a sum, left to right, parentheses dropped: ``a + (b + c)`` -> a, b, c."""
+    node = c.unparen(node)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        return _summands(node.left) + _summands(node.right)
+    return [node]
+
+
+def _defined_once(kernel_def: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+    """Names the kernel assigns exactly once, in a plain top-level ``name = value``, with that value."""
+    values: dict[str, cst.BaseExpression] = {}
+    for statement in kernel_def.body.body:
+        single = _assign_of(statement)
+        if single is not None:
+            values[single[0]] = single[1]
+    bindings: dict[str, int] = {}
+
+    class Count(cst.CSTVisitor):
+        def _bind(self, target: cst.CSTNode) -> None:
+            for name in c.names_in(target):
+                bindings[name] = bindings.get(name, 0) + 1
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            self._bind(node.target)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            self._bind(node.target)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            self._bind(node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            self._bind(node.target)
+
+    kernel_def.body.visit(Count())
+    return {name: value for name, value in values.items() if bindings.get(name) == 1}
 
 
 def _without_unit_stride(term: cst.BaseExpression, producer: Kernel, sources: dict[str, str], unit: tuple[str, ...]):
