@@ -909,8 +909,10 @@ def loop_tiled(kernel: Kernel, param: str) -> bool:
     return False
 
 
-def block_derived_names(kernel: Kernel, text: str, seeds: set[str] | None = None) -> set[str]:
-    """Local names whose value depends on ``seeds`` (default: any block size or ``tl.arange``), transitively."""
+def block_derived_names(kernel: Kernel, text: str, seeds: set[str] | None = None,
+                        stops: frozenset[str] = frozenset()) -> set[str]:
+    """Local names whose value depends on ``seeds`` (default: any block size or ``tl.arange``), transitively; the
+    assignments of ``stops`` pass nothing on (a caller that knows their range decides whether to seed them)."""
     import ast
 
     tree = ast.parse(kernel.def_span.text(text))  # starts at ``def``: deeper body indentation is fine
@@ -926,6 +928,8 @@ def block_derived_names(kernel: Kernel, text: str, seeds: set[str] | None = None
             continue
         written = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
         read = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(value) if isinstance(n, ast.Attribute)}
+        if written and written <= stops:
+            continue
         assigns.append((written, read))
     tainted = set(seeds) if seeds is not None else \
         {p.name for p in kernel.params if p.kind == "constexpr" and is_block_name(p.name)} | {"arange"}
@@ -964,16 +968,25 @@ def block_is_tile_axis(kernel: Kernel | None, text: str, block: str) -> bool:
 
 
 def accesses_masked_for(kernel: Kernel, text: str, block: str, grid_counts_it: bool,
-                        guarded_lines: frozenset[int] = frozenset()) -> bool:
+                        guarded_lines: frozenset[int] = frozenset(), launch: LaunchNode | None = None) -> bool:
     """Every load/store whose address a new value of ``block`` could move is masked.
 
     An unmasked access that reads neither ``block`` nor anything derived from it (a head vector
     ``tl.arange(0, HEAD_SIZE)`` beside a ``BLOCK_T`` loop) stays where it is. When the grid counts
-    blocks, the program ids move too, so accesses derived from ``tl.program_id`` count as well.
+    blocks, the program ids move too, so accesses derived from ``tl.program_id`` count as well, except
+    the other factor of a flat program id split by ``launch``'s grid (``split_program_ids``).
     Accesses on ``guarded_lines`` (``even_guarded_lines``) count as masked.
     """
     seeds = {block} | ({"program_id"} if grid_counts_it else set())
-    tainted = block_derived_names(kernel, text, seeds)
+    stops: frozenset[str] = frozenset()
+    split = split_program_ids(kernel, text, block, launch) if grid_counts_it and launch is not None else None
+    if split is not None:
+        # ``pid_m = pid // num_pid_n``, ``pid_n = pid % num_pid_n`` over a grid of ``cdiv(M, BM) * cdiv(N, BN)``: a new
+        # BN moves pid_n's range only, a new BM pid_m's only (vLLM's fused_moe reads expert_ids[pid_m] unmasked).
+        quotient, remainder, by_block = split
+        seeds |= {remainder} if by_block else {quotient}
+        stops = frozenset({quotient, remainder})
+    tainted = block_derived_names(kernel, text, seeds, stops)
     for call in kernel.calls_of("load", "store"):
         if call.has_mask or "boundary_check" in call.kwargs or call.span.start.line in guarded_lines:
             continue
@@ -981,6 +994,94 @@ def accesses_masked_for(kernel: Kernel, text: str, block: str, grid_counts_it: b
         if any(re.search(rf"\b{re.escape(n)}\b", pointer) for n in tainted):
             return False
     return True
+
+
+def split_program_ids(kernel: Kernel, text: str, block: str, launch: LaunchNode) -> tuple[str, str, bool] | None:
+    """(quotient, remainder, whether ``block`` sets the divisor) of a flat program id split in two.
+
+    The kernel reads ``pid = tl.program_id(0)``, ``C = tl.cdiv(X, B)``, ``q = pid // C``, ``r = pid % C`` (each name
+    assigned once), and the launch's grid is one product ``cdiv(A, B2) * cdiv(Y, B)`` (either order; ``B`` by name
+    or ``META["B"]``) whose divisor factor counts the same blocks: ``Y`` is what the launch passes for ``X``. Then
+    ``r`` ranges over ``C`` and ``q`` over the other factor, whichever block changes. None for anything else
+    (a grouped ``GROUP_M`` order, three-way splits, a 2-D grid).
+    """
+    import ast
+
+    try:
+        tree = ast.parse(kernel.def_span.text(text))
+    except SyntaxError:
+        return None
+    values: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            values.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign | ast.For | ast.Assign):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        values.setdefault(name.id, []).extend([None, None])  # assigned otherwise: never once
+    once = {name: v[0] for name, v in values.items() if len(v) == 1}
+
+    def program_id(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "program_id"
+                and ([ast.unparse(a) for a in node.args] in (["0"], []) and
+                     [f"{k.arg}={ast.unparse(k.value)}" for k in node.keywords] in ([], ["axis=0"]))
+                and (node.args or node.keywords))
+
+    def cdiv_parts(node: ast.expr) -> tuple[str, str] | None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cdiv" \
+                and len(node.args) == 2 and not node.keywords:
+            return ast.unparse(node.args[0]), ast.unparse(node.args[1])
+        return None
+
+    splits = []
+    for q, value in once.items():
+        if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.FloorDiv)
+                and isinstance(value.left, ast.Name) and isinstance(value.right, ast.Name)):
+            continue
+        pid, divisor = value.left.id, value.right.id
+        if pid not in once or not program_id(once[pid]) or divisor not in once:
+            continue
+        remainders = [r for r, v in once.items() if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Mod)
+                      and ast.unparse(v) == f"{pid} % {divisor}"]
+        parts = cdiv_parts(once[divisor])
+        if len(remainders) == 1 and parts is not None and kernel.param(parts[0]) is not None \
+                and kernel.param(parts[1]) is not None and kernel.param(parts[1]).kind == "constexpr":
+            splits.append((q, remainders[0], parts))
+    if len(splits) != 1:
+        return None
+    quotient, remainder, (size, divisor_block) = splits[0]
+    grid = grid_expression(launch)
+    if isinstance(grid, cst.Lambda):
+        grid = grid.body
+    grid = unparen(grid)
+    if not isinstance(grid, cst.Tuple) or len(grid.elements) != 1:
+        return None
+    product = unparen(grid.elements[0].value)
+    if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply)):
+        return None
+    sources = launch_sources(launch, kernel)
+
+    def counts(factor: cst.BaseExpression, name: str) -> bool:
+        """``factor`` is ``cdiv(<launch's value for size>, <name's block>)``."""
+        factor = unparen(factor)
+        if not (isinstance(factor, cst.Call) and code(factor.func).endswith("cdiv") and len(factor.args) == 2):
+            return False
+        first, second = (flat(a.value) for a in factor.args)
+        value = sources.get(name, "")
+        return first == flat(sources.get(size, "\0")) and (
+            name in re.findall(r"\[['\"](\w+)['\"]\]", second) or (second == flat(value) and value != ""))
+
+    factors = [product.left, product.right]
+    by_divisor = [f for f in factors if counts(f, divisor_block)]
+    if len(by_divisor) != 1:
+        return None
+    other = factors[1 - factors.index(by_divisor[0])]
+    if block == divisor_block:
+        return quotient, remainder, True
+    if re.search(rf"\b{re.escape(block)}\b", code(other)) or block in code(other):
+        return quotient, remainder, False
+    return None
 
 
 def even_flags_for(launch: LaunchNode, kernel: Kernel, host_var: str) -> list[str]:
@@ -1310,10 +1411,10 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
                 bp.reason = "neither the grid nor a loop is derived from this block size"
                 ok = False
                 break
-            if not masked and not accesses_masked_for(kernel, analysis.text, p.name, via_grid):
+            if not masked and not accesses_masked_for(kernel, analysis.text, p.name, via_grid, launch=launch):
                 flags = even_flags_for(launch, kernel, host_var) if how == "host" else []
                 guarded = even_guarded_lines(kernel, analysis.text, flags)
-                if not guarded or not accesses_masked_for(kernel, analysis.text, p.name, via_grid, guarded):
+                if not guarded or not accesses_masked_for(kernel, analysis.text, p.name, via_grid, guarded, launch):
                     bp.reason = "a load or store has no mask, so a different block size could go out of bounds"
                     ok = False
                     break

@@ -166,12 +166,23 @@ class Tiling:
             flash = _query_and_key_blocks(plan, kernel)
             if flash is not None:
                 return self._mn_options(plan, flash, analysis, target)
+            fixed = [p for p in plan.params.values() if not p.tunable]
+            tiles = FMA_TILES if plan.exact_dot else MATMUL_TILES[arch_bucket(target)]
+            if len(fixed) == 1 and fixed[0].role in "mn" and fixed[0].value and \
+                    all(r in tunable for r in "mnk".replace(fixed[0].role, "")):
+                # One side the host fixes (vLLM's fused_moe pads each expert's rows to BLOCK_SIZE_M): the other
+                # side and K change, the fixed side kept.
+                tunable[fixed[0].role] = fixed[0]
+                side = "mn".index(fixed[0].role)
+                free = sorted({t[1 - side] for t in tiles} | {t[1 - side] // 2 for t in tiles}, reverse=True)
+                tiles = [(fixed[0].value, f, k) if side == 0 else (f, fixed[0].value, k)
+                         for f in free for k in sorted({t[2] for t in tiles}, reverse=True)]
             if not all(r in tunable for r in "mnk"):
                 return []
             names = (tunable["m"].name, tunable["n"].name, tunable["k"].name)
             current = tuple(tunable[r].value for r in "mnk")
             options: list[dict[str, Value]] = []
-            for tile in (FMA_TILES if plan.exact_dot else MATMUL_TILES[arch_bucket(target)]):
+            for tile in tiles:
                 if tile == current:
                     continue
                 # A tile too big for the current warps' registers comes with the warps it needs; one whose stages
@@ -186,7 +197,7 @@ class Tiling:
                 for extra in ({**w, **s} for s in stage_options for w in warp_options):
                     fitted = replace(plan, **extra)
                     if self._fits(tile, fitted, analysis, target) is None:
-                        options.append({**dict(zip(names, tile)), **extra})
+                        options.append({**{n: v for n, v in zip(names, tile) if plan.params[n].tunable}, **extra})
                         break
             return options
         tunable_params = [p for p in plan.params.values() if p.tunable]
