@@ -100,19 +100,24 @@ _CASTS = ("to",)  # the accumulator may be cast on its way to the store, nothing
 
 
 @dataclass
+class _Output:
+    store: cst.Call  # the final tl.store of an accumulator
+    allocation: cst.Call  # torch.empty(...) of the output in the launching function
+    name: str  # the host name of the output
+    cast_to: str | None = None  # the output's dtype when it may be narrower than fp32: summed in an fp32 workspace
+
+
+@dataclass
 class _Plan:
     kdef: cst.FunctionDef
     launch: c.LaunchNode
     loop: cst.For
     loop_range: cst.Call  # range(...) or tl.range(...)
     increments: list[cst.SimpleStatementLine]  # `ptr += step` lines inside the loop
-    store: cst.Call  # the final tl.store of the accumulator
+    outputs: list[_Output]
     grid: cst.BaseExpression  # the grid tuple (or lambda) as written in the launch or its `grid =`
     grid_axes: int
-    allocation: cst.Call  # torch.empty(...) of the output in the launching function
-    output: str = ""  # the host name of the output
-    cast_to: str | None = None  # the output's dtype when it may be narrower than fp32: summed in an fp32 workspace
-    launch_line: cst.SimpleStatementLine | None = None  # the host statement that launches the kernel
+    launch_line: cst.SimpleStatementLine | None = None  # the host statement that launches the kernel (when casting)
 
 
 def _is_tl(call: cst.BaseExpression, op: str) -> bool:
@@ -141,43 +146,60 @@ class SplitK:
     name = "split_k"
     kind = "Tiling"
     changes_numerics = False  # the order of a sum changes, within the dtype's tolerance
+    split_param = SPLIT_PARAM
+    pid_name = PID_NAME
+    splits = SPLITS
+
+    def _loops(self, body: list[cst.BaseStatement]) -> list[cst.For]:
+        """The top-level loops this split could divide."""
+        return [s for s in body if isinstance(s, cst.For) and "dot(" in c.code(s.body)]
+
+    def _accumulates(self, value: cst.BaseExpression, variant: set[str]) -> bool:
+        """``acc += value`` adds a per-iteration result (rather than stepping a pointer)."""
+        return "dot(" in c.code(value)
 
     def _plan(self, module: cst.Module, analysis: FileAnalysis, kernel: Kernel) -> _Plan:
-        if kernel.param(SPLIT_PARAM) is not None:
-            raise ActionError(f"{kernel.name} already has {SPLIT_PARAM}")
+        split, pid = self.split_param, self.pid_name
+        if kernel.param(split) is not None:
+            raise ActionError(f"{kernel.name} already has {split}")
         if kernel.calls_of("num_programs"):
             raise ActionError("the kernel reads tl.num_programs, which a new grid axis changes")
         kdef, launches = c.locate(module, kernel.name)
         if len(launches) != 1:
-            raise ActionError("split-K needs exactly one launch of the kernel in this file")
+            raise ActionError(f"{self.name} needs exactly one launch of the kernel in this file")
         launch = launches[0]
-        if PID_NAME in c.names_in(kdef):
-            raise ActionError(f"the kernel already uses the name {PID_NAME}")
+        if pid in c.names_in(kdef):
+            raise ActionError(f"the kernel already uses the name {pid}")
         body = list(kdef.body.body)
-        loops = [s for s in body if isinstance(s, cst.For) and "dot(" in c.code(s.body)]
+        loops = self._loops(body)
         if len(loops) != 1:
-            raise ActionError("split-K needs exactly one top-level loop feeding tl.dot")
+            raise ActionError(self._no_loop)
         loop = loops[0]
         if not isinstance(loop.target, cst.Name):
-            raise ActionError("the K loop's variable is not a plain name")
+            raise ActionError("the loop's variable is not a plain name")
         it = loop.iter
         if not (isinstance(it, cst.Call) and c.code(it.func) in ("range", "tl.range")
                 and 1 <= len([a for a in it.args if a.keyword is None]) <= 3):
-            raise ActionError("the K loop is not a range(...) loop")
+            raise ActionError("the loop is not a range(...) loop")
         accumulators, increments = self._loop_state(loop)
-        if len(accumulators) != 1:
-            raise ActionError("the K loop does not accumulate exactly one tl.dot result")
-        acc = accumulators[0]
+        self._check_accumulators(accumulators)
         stepped = {c.code(line.body[0].target) for line in increments}  # type: ignore[union-attr]
-        temporaries = c.bound_names(loop.body) - {loop.target.value, acc} - stepped
+        temporaries = c.bound_names(loop.body) - {loop.target.value, *accumulators} - stepped
         before = {p.name for p in kernel.params} | set().union(*(c.bound_names(s) for s in body[:body.index(loop)]))
         carried = sorted(temporaries & before)
         if carried:
-            raise ActionError(f"{', '.join(carried)} is carried across K iterations: split-K cannot divide it")
+            raise ActionError(f"{', '.join(carried)} is carried across {self._iterations}: {self.name} cannot divide it")
+        for acc in accumulators:  # every program starts its part of the sum from zero
+            start = [s for s in body[:body.index(loop)] if acc in c.bound_names(s)]
+            single = _single_assign(start[-1]) if len(start) == 1 else None
+            if single is None or not _zero(single):
+                raise ActionError(f"{acc} does not start at zero before the loop: each split would add its start value")
         after = set().union(*(c.names_in(s) for s in body[body.index(loop) + 1:]))
         if (temporaries | {loop.target.value}) & after:
-            raise ActionError("a value from the last K iteration is used after the loop")
-        store = self._final_store(body[body.index(loop) + 1:], acc)
+            raise ActionError(f"a value from the last of the {self._iterations} is used after the loop")
+        stores = self._final_stores(body[body.index(loop) + 1:], accumulators)
+        if len(kernel.calls_of("store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas")) != len(stores):
+            raise ActionError("the kernel stores something besides its accumulated results: each split would store it")
         grid = c.grid_expression(launch)
         parsed = _grid_tuple(grid)
         if parsed is None or not 1 <= len(parsed[0].elements) <= 2:
@@ -188,10 +210,18 @@ class SplitK:
         var = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
         if isinstance(var, cst.Name) and launch.host is not None and c.count_name(launch.host, var.value) != 2:
             raise ActionError(f"the grid variable {var.value} is used elsewhere too")
-        allocation = self._output_allocation(kernel, kdef, launch, store)
-        output = next(a.value.value for a in launch.call.args
-                      if c.arg_param(a, launch.call, kernel) == _stored_pointer(kernel, store))
-        cast_to, launch_line = self._workspace(allocation, output, launch)
+        outputs, launch_line = [], None
+        for store in stores:
+            allocation = self._output_allocation(kernel, kdef, launch, store)
+            output = next(a.value.value for a in launch.call.args
+                          if c.arg_param(a, launch.call, kernel) == _stored_pointer(kernel, store))
+            cast_to, line = self._workspace(allocation, output, launch)
+            outputs.append(_Output(store, allocation, output, cast_to))
+            launch_line = line or launch_line
+        if len({o.name for o in outputs}) != len(outputs) or len({id(o.allocation) for o in outputs}) != len(outputs):
+            raise ActionError("two accumulators are stored into the same output")
+        if kernel.is_autotuned and len(outputs) != 1:
+            raise ActionError("an autotuned kernel with several accumulated outputs")
         if kernel.is_autotuned:
             # Every config gets SPLIT_K, the grid reads it through META, and the autotuner zeroes the
             # output before each timed run and once after (reset_to_zero): atomics add into it.
@@ -210,7 +240,17 @@ class SplitK:
                 raise ActionError("an autotune config's parameters are not a literal dict")
             if c.kwarg(_autotune_call(kdef), "reset_to_zero") is not None:
                 raise ActionError("the autotuner already resets arguments (reset_to_zero)")
-        return _Plan(kdef, launch, loop, it, increments, store, grid, axes, allocation, output, cast_to, launch_line)
+        return _Plan(kdef, launch, loop, it, increments, outputs, grid, axes, launch_line)
+
+    _no_loop = "split-K needs exactly one top-level loop feeding tl.dot"
+    _iterations = "K iterations"
+
+    def _check_accumulators(self, accumulators: list[str]) -> None:
+        if len(accumulators) != 1:
+            raise ActionError("the K loop does not accumulate exactly one tl.dot result")
+
+    def _final_stores(self, after: list[cst.BaseStatement], accumulators: list[str]) -> list[cst.Call]:
+        return [self._final_store(after, accumulators[0])]
 
     @staticmethod
     def _workspace(allocation: cst.Call, output: str, launch: c.LaunchNode) -> tuple[str | None, cst.SimpleStatementLine | None]:
@@ -239,9 +279,8 @@ class SplitK:
             raise ActionError(f"{output} is used between its allocation and the launch: the fp32 workspace would change that")
         return cast_to, line
 
-    @staticmethod
-    def _loop_state(loop: cst.For) -> tuple[list[str], list[cst.SimpleStatementLine]]:
-        """(accumulators of tl.dot, `ptr += step` lines): refuses any other loop-carried state."""
+    def _loop_state(self, loop: cst.For) -> tuple[list[str], list[cst.SimpleStatementLine]]:
+        """(accumulators, `ptr += step` lines): refuses any other loop-carried state."""
         accumulators: list[str] = []
         increments: list[cst.SimpleStatementLine] = []
         assigned_inside = c.bound_names(loop.body)
@@ -249,18 +288,18 @@ class SplitK:
         for statement in loop.body.body:
             if not isinstance(statement, cst.SimpleStatementLine):
                 if c.bound_names(statement) - {loop_var}:
-                    raise ActionError("the K loop holds nested blocks that assign names")
+                    raise ActionError("the loop holds nested blocks that assign names")
                 continue
             for small in statement.body:
                 if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
                     value = small.value
-                    if isinstance(small.operator, cst.AddAssign) and "dot(" in c.code(value):
+                    if isinstance(small.operator, cst.AddAssign) and self._accumulates(value, assigned_inside | {loop_var}):
                         accumulators.append(small.target.value)
                     elif isinstance(small.operator, cst.AddAssign) and len(statement.body) == 1 \
                             and not (c.names_in(value) & (assigned_inside | {loop_var})):
                         increments.append(statement)
                     else:
-                        raise ActionError(f"{small.target.value} changes across K iterations in a way split-K cannot divide")
+                        raise ActionError(f"{small.target.value} changes across {self._iterations} in a way {self.name} cannot divide")
                 elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
                         and _is_tl(small.value, "dot") and small.targets[0].target.value in c.names_in(small.value):
                     accumulators.append(small.targets[0].target.value)  # acc = tl.dot(a, b, acc)
@@ -328,28 +367,30 @@ class SplitK:
                               "split-K adds into a zeroed output")
         return call
 
+    def _title(self, split: int, target: GpuProfile) -> str:
+        return f"Split the K loop over {self.split_param}={split} programs (atomic adds) for skinny shapes on {target.key.upper()}"
+
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         try:
             self._plan(c.parse(analysis.text), analysis, kernel)
         except ActionError:
             return []
-        return [Candidate(self.name, self.kind, kernel.name, {SPLIT_PARAM: s},
-                          f"Split the K loop over {SPLIT_PARAM}={s} programs (atomic adds) for skinny shapes on "
-                          f"{target.key.upper()}", c.kernel_line(kernel))
-                for s in SPLITS]
+        return [Candidate(self.name, self.kind, kernel.name, {self.split_param: s}, self._title(s, target), c.kernel_line(kernel))
+                for s in self.splits]
 
     def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
         """Why the action offers nothing for ``kernel`` (None when it offers something)."""
         try:
             self._plan(c.parse(analysis.text), analysis, kernel)
         except ActionError as exc:
-            return str(exc) or "not a split-K loop"
+            return str(exc) or f"not a {self.name} loop"
         return None
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
-        split = params.get(SPLIT_PARAM)
+        split_param, pid = self.split_param, self.pid_name
+        split = params.get(split_param)
         if not c.is_pow2(split) or not 2 <= split <= 64:
-            raise ActionError(f"{SPLIT_PARAM} must be a power of two from 2 to 64, not {split!r}")
+            raise ActionError(f"{split_param} must be a power of two from 2 to 64, not {split!r}")
         module = c.parse(text)
         plan = self._plan(module, analysis, kernel)
         positional = [a for a in plan.loop_range.args if a.keyword is None]
@@ -357,34 +398,37 @@ class SplitK:
             c.code(positional[0].value), c.code(positional[1].value),
             c.code(positional[2].value) if len(positional) == 3 else "1")
         unit_step = step.strip() == "1"
-        offset = PID_NAME if unit_step else f"{PID_NAME} * {step}"
+        offset = pid if unit_step else f"{pid} * {step}"
         first = offset if start.strip() == "0" else f"{start} + {offset}"
-        new_step = SPLIT_PARAM if unit_step else f"{SPLIT_PARAM} * {step}"
+        new_step = split_param if unit_step else f"{split_param} * {step}"
         new_args = [cst.Arg(c.expr(first)), cst.Arg(c.expr(stop)), cst.Arg(c.expr(new_step))]
         new_args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in new_args[:-1]] + [new_args[-1]]
         keywords = [a for a in plan.loop_range.args if a.keyword is not None]
         if keywords:
             new_args[-1] = new_args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         new_range = plan.loop_range.with_changes(args=new_args + keywords)
-        # Inside the loop each pointer step covers SPLIT_K blocks; before it, pid_k blocks.
+        # Inside the loop each pointer step covers SPLIT blocks; before it, pid blocks.
         # New code spells triton.language as the store does (``triton.language.store`` needs no ``tl``).
-        tl = c.code(plan.store.func.value)  # type: ignore[union-attr]
-        loop_pairs, before = [], [c.stmt(f"{PID_NAME} = {tl}.program_id({plan.grid_axes})")]
+        tl = c.code(plan.outputs[0].store.func.value)  # type: ignore[union-attr]
+        loop_pairs, before = [], [c.stmt(f"{pid} = {tl}.program_id({plan.grid_axes})")]
         for line in plan.increments:
             inc = line.body[0]
             step_code = c.code(inc.value)  # type: ignore[union-attr]
             target_code = c.code(inc.target)  # type: ignore[union-attr]
-            before.append(c.stmt(f"{target_code} += {PID_NAME} * ({step_code})"))
-            loop_pairs.append((inc, inc.with_changes(value=c.expr(f"{SPLIT_PARAM} * ({step_code})"))))
+            before.append(c.stmt(f"{target_code} += {pid} * ({step_code})"))
+            loop_pairs.append((inc, inc.with_changes(value=c.expr(f"{split_param} * ({step_code})"))))
         new_loop = c.replace_all(cst.Module(body=[plan.loop]), loop_pairs).body[0]
         new_loop = new_loop.with_changes(iter=new_range, leading_lines=[])
         before[0] = before[0].with_changes(leading_lines=plan.loop.leading_lines)  # the loop's blank lines move up
-        atomic = plan.store.with_changes(func=c.expr(f"{tl}.atomic_add"))
-        value = atomic.args[1].value if len(atomic.args) > 1 else None
-        if plan.cast_to is not None and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
-                and value.func.attr.value == "to" and isinstance(value.func.value, cst.Name):
-            # The fp32 workspace takes the fp32 partial tile itself: a cast here would round each partial.
-            atomic = atomic.with_changes(args=[atomic.args[0], atomic.args[1].with_changes(value=value.func.value), *atomic.args[2:]])
+        atomics = []
+        for out in plan.outputs:
+            atomic = out.store.with_changes(func=c.expr(f"{tl}.atomic_add"))
+            value = atomic.args[1].value if len(atomic.args) > 1 else None
+            if out.cast_to is not None and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                    and value.func.attr.value == "to" and isinstance(value.func.value, cst.Name):
+                # The fp32 workspace takes the fp32 partial result itself: a cast here would round each partial.
+                atomic = atomic.with_changes(args=[atomic.args[0], atomic.args[1].with_changes(value=value.func.value), *atomic.args[2:]])
+            atomics.append((out.store, atomic))
         new_body = []
         for statement in plan.kdef.body.body:
             if statement is plan.loop:
@@ -392,42 +436,70 @@ class SplitK:
             else:
                 new_body.append(statement)
         new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=new_body))
-        new_kdef = c.replace_all(cst.Module(body=[new_kdef]), [(plan.store, atomic)]).body[0]
+        new_kdef = c.replace_all(cst.Module(body=[new_kdef]), atomics).body[0]
         params_list = list(new_kdef.params.params)
         last = params_list[-1]
-        new_param = cst.Param(cst.Name(SPLIT_PARAM), annotation=cst.Annotation(c.expr(f"{tl}.constexpr"))).with_changes(comma=last.comma)
-        params_list[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new_param = cst.Param(cst.Name(split_param), annotation=cst.Annotation(c.expr(f"{tl}.constexpr"))).with_changes(comma=last.comma)
+        one_per_line = len(params_list) > 1 and isinstance(last.comma, cst.Comma) and isinstance(
+            last.comma.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(params_list[-2].comma, cst.Comma)
+        params_list[-1] = last.with_changes(comma=params_list[-2].comma if one_per_line else
+                                            cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         new_kdef = new_kdef.with_changes(params=new_kdef.params.with_changes(params=params_list + [new_param]))
-        # The host: a zeroed output, one more grid axis, the new constexpr at the launch.
+        # The host: zeroed outputs, one more grid axis, the new constexpr at the launch.
         tuple_node, is_lambda = _grid_tuple(plan.grid)  # type: ignore[misc]
         quote = '"' if '"' in c.code(plan.grid) else "'"
-        extra = c.expr(f"META[{quote}{SPLIT_PARAM}{quote}]") if is_lambda else cst.Integer(str(split))
+        meta = plan.grid.params.params[0].name.value if is_lambda and plan.grid.params.params else "META"  # type: ignore[union-attr]
+        extra = c.expr(f"{meta}[{quote}{split_param}{quote}]") if is_lambda else cst.Integer(str(split))
         elements = [e.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for e in tuple_node.elements]
         new_tuple = tuple_node.with_changes(elements=elements + [cst.Element(extra)])
-        zeroed = plan.allocation.with_changes(func=c.expr(_ZEROED[c.code(plan.allocation.func)]))
-        if plan.cast_to is not None:  # the partial tiles add up in fp32; one cast after the launch
-            zeroed = c.set_kwarg(zeroed, "dtype", c.expr("torch.float32"))
         tuned = kernel.is_autotuned
-        new_call = plan.launch.call if tuned else c.set_kwarg(plan.launch.call, SPLIT_PARAM, cst.Integer(str(split)))
+        new_call = plan.launch.call if tuned else c.set_kwarg(plan.launch.call, split_param, cst.Integer(str(split)))
         if tuned:
-            new_kdef = _split_configs(new_kdef, split, _stored_pointer(kernel, plan.store))
-        pairs = [(plan.kdef, new_kdef), (plan.allocation, zeroed)]
+            new_kdef = _split_configs(new_kdef, split, _stored_pointer(kernel, plan.outputs[0].store), split_param)
+        pairs = [(plan.kdef, new_kdef)]
+        for out in plan.outputs:
+            zeroed = out.allocation.with_changes(func=c.expr(_ZEROED[c.code(out.allocation.func)]))
+            if out.cast_to is not None:  # the partial results add up in fp32; one cast after the launch
+                zeroed = c.set_kwarg(zeroed, "dtype", c.expr("torch.float32"))
+            pairs.append((out.allocation, zeroed))
         if plan.grid is plan.launch.call.func.slice[0].slice.value or tuple_node is plan.launch.call.func.slice[0].slice.value:  # type: ignore[union-attr]
             new_call = c.replace_all(cst.Module(body=[cst.SimpleStatementLine([cst.Expr(new_call)])]),
                                      [(tuple_node, new_tuple)]).body[0].body[0].value
         else:
             pairs.append((tuple_node, new_tuple))
         notes = ["the output is accumulated with atomic adds: the summation order varies from run to run"]
-        if plan.cast_to is not None:
+        casts = [out for out in plan.outputs if out.cast_to is not None]
+        if casts:
             launch_line = c.replace_all(cst.Module(body=[plan.launch_line]), [(plan.launch.call, new_call)]).body[0]
-            cast = c.stmt(f"{plan.output} = {plan.output}.to({plan.cast_to})")
-            pairs.append((plan.launch_line, cst.FlattenSentinel([launch_line, cast])))
-            notes.append(f"the partial tiles are added in an fp32 workspace, cast to {plan.cast_to} once after the launch "
-                         "(atomic adds in half precision would round every partial sum)")
+            lines = [c.stmt(f"{out.name} = {out.name}.to({out.cast_to})") for out in casts]
+            pairs.append((plan.launch_line, cst.FlattenSentinel([launch_line, *lines])))
+            names = ", ".join(out.name for out in casts)
+            notes.append(f"the partial results are added in an fp32 workspace ({names}), cast to "
+                         f"{', '.join(sorted({out.cast_to for out in casts}))} once after the launch (atomic adds in half "
+                         "precision would round every partial sum)")
         else:
             pairs.append((plan.launch.call, new_call))
         module = c.replace_all(module, pairs)
-        return c.finish(text, module, f"split-K for {kernel.name} ({SPLIT_PARAM}={split})", notes)
+        return c.finish(text, module, f"{self.name} for {kernel.name} ({split_param}={split})", notes)
+
+
+def _single_assign(statement: cst.CSTNode) -> cst.BaseExpression | None:
+    """The value of ``name = value`` (or ``name: T = value``) as a whole line, else None."""
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        small = statement.body[0]
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+            return small.value
+        if isinstance(small, cst.AnnAssign) and small.value is not None:
+            return small.value
+    return None
+
+
+def _zero(value: cst.BaseExpression) -> bool:
+    """``tl.zeros(...)``, ``0`` or ``0.0``: an accumulator's start that adding partial sums keeps."""
+    value = c.unparen(value)
+    if isinstance(value, cst.Call) and c.code(value.func) in ("tl.zeros", "triton.language.zeros"):
+        return True
+    return isinstance(value, cst.Integer | cst.Float) and float(value.value) == 0.0
 
 
 def _autotune_call(kdef: cst.FunctionDef) -> cst.Call | None:
@@ -439,7 +511,7 @@ def _stored_pointer(kernel: Kernel, store: cst.Call) -> str:
     return next(iter(c.names_in(store.args[0].value) & {p.name for p in kernel.pointer_params}))
 
 
-def _split_configs(kdef: cst.FunctionDef, split: int, out_param: str) -> cst.FunctionDef:
+def _split_configs(kdef: cst.FunctionDef, split: int, out_param: str, split_param: str = SPLIT_PARAM) -> cst.FunctionDef:
     """Every autotune config with ``"SPLIT_K": split``, and ``reset_to_zero=[out_param]`` on the decorator."""
     _lst, configs = c.autotune_configs(kdef)  # type: ignore[misc]
     pairs = []
@@ -449,7 +521,7 @@ def _split_configs(kdef: cst.FunctionDef, split: int, out_param: str) -> cst.Fun
         last = elements[-1]
         quote = '"' if '"' in c.code(params) else "'"
         elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        elements.append(cst.DictElement(c.expr(f"{quote}{SPLIT_PARAM}{quote}"), cst.Integer(str(split)), comma=last.comma))
+        elements.append(cst.DictElement(c.expr(f"{quote}{split_param}{quote}"), cst.Integer(str(split)), comma=last.comma))
         pairs.append((params, params.with_changes(elements=elements)))
     kdef = c.replace_all(cst.Module(body=[kdef]), pairs).body[0]
     call = _autotune_call(kdef)

@@ -119,6 +119,11 @@ class HeuristicPolicy(Policy):
             # Pays only when the M x N tiles are fewer than the SMs (a skinny or decode-time GEMM),
             # which the file's text does not say: below tiling and pipelining, above launch knobs.
             return 0.5, "split the K loop when M x N tiles cannot fill the SMs"
+        if name == "split_reduction":
+            # A column reduction (bias or norm weight gradients) runs one program per column block and walks every
+            # row: on a tall matrix that is a few dozen programs. The text does not say the sizes: above launch knobs,
+            # below the rewrites that cut traffic.
+            return 0.8, "split the reduction loop when the grid has fewer programs than SMs"
         if name == "split_kv":
             # Offered only on an online-softmax loop with a vector accumulator per program: decode attention,
             # whose (sequence, head) grid is often fewer programs than SMs. Not measured on a GPU yet.
@@ -228,6 +233,8 @@ class HeuristicPolicy(Policy):
             return (1.0 if c.params.get("SPLIT_K") == 4 else 0.9), "4 splits"
         if c.action == "split_kv":
             return (1.0 if c.params.get("NUM_SPLITS") == 8 else 0.9), "8 splits"
+        if c.action == "split_reduction":
+            return (1.0 if c.params.get("SPLIT") == 8 else 0.9), "8 splits"
         if c.kind == "Reordering" and "GROUP_M" in params:
             distance = abs(math.log2(max(params["GROUP_M"], 1)) - 3)
             return 1.0 / (1.0 + 0.3 * distance), "group of 8"
