@@ -119,6 +119,10 @@ class HeuristicPolicy(Policy):
             # Pays only when the M x N tiles are fewer than the SMs (a skinny or decode-time GEMM),
             # which the file's text does not say: below tiling and pipelining, above launch knobs.
             return 0.5, "split the K loop when M x N tiles cannot fill the SMs"
+        if name == "batch_launches":
+            # A host loop of launches pays a launch and a drained grid per iteration; one grid over every slice is the
+            # same work with none of that. Not measured on a GPU yet.
+            return 0.97, "one launch for the whole host loop"
         if name == "split_reduction":
             # A column reduction (bias or norm weight gradients) runs one program per column block and walks every
             # row: on a tall matrix that is a few dozen programs. The text does not say the sizes: above launch knobs,
