@@ -82,6 +82,17 @@ def test_positions_after_a_starred_argument_bind_nothing():
     assert offered(text, "tiling") == []
 
 
+def test_a_spread_dict_after_a_starred_argument_still_sets_its_blocks():
+    """Liger's grpo_loss: ``kernel[(B, L)](..., *dloss.stride(), L, N, **kwargs)``: the dict names the blocks, so
+    the star cannot reach them (Python refuses two values for one parameter)."""
+    text = TEXT.replace("a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),\n"
+                        "                        **config, num_warps=4)",
+                        "*strides, c.stride(0), c.stride(1), **config, num_warps=4)").replace(
+        CONFIG, CONFIG + "    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1))\n")
+    candidate = next(c for c in offered(text, "tiling") if c.params.get("BLOCK_SIZE_N") == 256)
+    assert '{"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64}' in apply_candidate(text, candidate, H100).new_text
+
+
 def test_a_dtype_constexpr_is_compiled_as_that_dtype():
     text = TEXT.replace("BLOCK_SIZE_K: tl.constexpr):", "BLOCK_SIZE_K: tl.constexpr, OUT_DTYPE: tl.constexpr):")
     text = text.replace("c = acc.to(tl.float16)", "c = acc.to(OUT_DTYPE)").replace(

@@ -1147,7 +1147,13 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
         positional = [a for a in launch.call.args if a.keyword is None and a.star == ""]
         starred = next((i for i, a in enumerate(launch.call.args) if a.star == "*"), None)
         if p is not None and starred is not None and p.index >= starred:
-            return "other", launch.call.args[starred]  # past a ``*args`` positions say nothing
+            # Past a ``*args`` positions say nothing, but a ``**config`` that names the parameter sets it (the star
+            # cannot reach it then: Python refuses two values for one parameter).
+            for spread in (a for a in launch.call.args if a.star == "**"):
+                how, node = _dict_binding(launch, spread, param)
+                if how is not None:
+                    return how, node
+            return "other", launch.call.args[starred]
         if p is not None and p.index < len(positional):
             arg = positional[p.index]
     if arg is None:
