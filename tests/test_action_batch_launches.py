@@ -66,6 +66,13 @@ def why_refused(text: str, kernel: str = "scale_add_kernel") -> str:
     return str(caught.value)
 
 
+def test_names_for_the_slices_go_with_the_loop():
+    text = PER_HEAD.replace("            scale_add_kernel[grid](q[b, h], k[b, h, :, :], out[b, h],",
+                            "            qh = q[b, h]\n            oh = out[b, h]\n            scale_add_kernel[grid](qh, k[b, h, :, :], oh,")
+    new = apply_candidate(text, offered(text)[0], H100).new_text
+    assert "qh" not in new and "oh" not in new and "scale_add_kernel[grid](q[b], k[b], out[b], 0.5" in new
+
+
 def test_nested_loops_fold_one_at_a_time():
     (inner,) = offered(PER_HEAD)
     assert inner.params == {"loop": "h"}
@@ -88,7 +95,11 @@ def test_nested_loops_fold_one_at_a_time():
     (("q[b, h], k[b, h, :, :]", "q[b, h], q[0, h]"), None),  # read-only slices of one tensor: fine
     (("q[b, h], k[b, h, :, :]", "q[b, h], out[0, h]"), "writes another way"),
     (("q[b, h], k[b, h, :, :]", "q[b, h], out"), "writes another way"),
-    (("            scale_add_kernel[grid]", "            print(h)\n            scale_add_kernel[grid]"), "only statement"),
+    (("            scale_add_kernel[grid]", "            print(h)\n            scale_add_kernel[grid]"), "more than the launch"),
+    (("            scale_add_kernel[grid](q[b, h],", "            qh = q[b, h]\n            scale_add_kernel[grid](qh + 0,"),
+     "read other than once"),
+    (("            scale_add_kernel[grid](q[b, h],", "            qh = q[b, h]\n            scale_add_kernel[grid](qh,"),
+     None),  # a name for the slice, read once as an argument
     (("    offs = tl.program_id(0)", "    offs = tl.program_id(1) * 0 + tl.program_id(0)"), "already reads program id 1"),
     (("scale_add_kernel[grid]", "scale_add_kernel[(triton.cdiv(S * D, 64) + 0 * h,)]"), "reads the loop variable"),
 ])

@@ -4,8 +4,8 @@
 half idle while each small grid drains. The loop goes; the grid gains an axis of ``B`` programs
 (``tl.program_id(axis)``, the next free axis); each pointer the loop sliced (``x[b]``, ``q[b, h]`` with ``h``
 fixed, ``x[b, :, :]``) is passed whole and moved by ``pid * stride`` at the top of the kernel, the stride a new
-parameter passed by keyword (``x.stride(0)``). Offered when the loop's body is the launch alone, over
-``range(B)``; every argument that reads the loop variable is such a slice of a named tensor that the launch
+parameter passed by keyword (``x.stride(0)``). Offered when the loop's body is the launch, after at most names
+for its arguments (``xb = x[b]``, each read once, as an argument), over ``range(B)``; every argument that reads the loop variable is such a slice of a named tensor that the launch
 passes no other way, its parameter a pointer; the grid is a tuple of fewer than three axes that does not read
 the loop variable; the kernel is launched once in the file, reads no ``tl.num_programs`` and no program id of
 the new axis; and no pointer the iterations share (not sliced) is written by the kernel, so the iterations are
@@ -84,20 +84,40 @@ class _Plan:
     grid_tuple: cst.Tuple  # the grid's tuple (in the launch, its lambda or its ``grid =``)
     slices: list[_Slice]
     pid: str
+    call: cst.Call  # the launch with the loop body's names for its arguments written in place
 
 
 def _loop_of(host: cst.FunctionDef, statement: cst.SimpleStatementLine) -> cst.For | None:
-    """The ``for`` loop (at any depth of the host) whose body is exactly ``statement``."""
+    """The ``for`` loop (at any depth of the host) whose body ends with ``statement``, before it only ``name = value``
+    lines (``xb = x[b]``: ``_aliases`` checks them)."""
     found: list[cst.For] = []
 
     class V(cst.CSTVisitor):
         def visit_For(self, node: cst.For) -> None:
             body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
-            if len(body) == 1 and body[0] is statement:
+            if body and body[-1] is statement:
                 found.append(node)
 
     host.visit(V())
     return found[0] if len(found) == 1 else None
+
+
+def _aliases(loop: cst.For, call: cst.Call, host: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+    """``name -> value`` for the lines before the launch in the loop's body: each ``name = value`` once, the name read
+    only as a whole argument of the launch (nowhere else in the host), the value free of names the body binds."""
+    aliases: dict[str, cst.BaseExpression] = {}
+    for statement in loop.body.body[:-1]:
+        single = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+        if not (isinstance(single, cst.Assign) and len(single.targets) == 1 and isinstance(single.targets[0].target, cst.Name)):
+            raise ActionError("the loop's body holds more than the launch and names for its arguments")
+        name = single.targets[0].target.value
+        if name in aliases or c.names_in(single.value) & set(aliases):
+            raise ActionError(f"{name} is bound twice or from another name of the loop's body")
+        whole_args = [a for a in call.args if isinstance(a.value, cst.Name) and a.value.value == name]
+        if len(whole_args) != 1 or c.count_name(call, name) != 1 or c.count_name(host, name) != 2:
+            raise ActionError(f"{name} is read other than once, as a whole argument of the launch")
+        aliases[name] = single.value
+    return aliases
 
 
 def _launch_line(host: cst.FunctionDef, call: cst.Call) -> cst.SimpleStatementLine | None:
@@ -164,9 +184,14 @@ class BatchLaunches:
         line = _launch_line(launch.host, launch.call)
         loop = _loop_of(launch.host, line) if line is not None else None
         if loop is None:
-            raise ActionError("the launch is not the only statement of a host loop")
+            raise ActionError("the launch is not the last statement of a host loop")
         if not isinstance(loop.target, cst.Name) or loop.orelse is not None:
             raise ActionError("the loop's target is not one name")
+        aliases = _aliases(loop, launch.call, launch.host)
+        # The launch as if each alias were written in place (``xb = x[b]``; ``k[grid](xb)`` reads as ``k[grid](x[b])``).
+        call = c.replace_all(cst.Module(body=[cst.SimpleStatementLine([cst.Expr(launch.call)])]), [
+            (a.value, aliases[a.value.value]) for a in launch.call.args
+            if isinstance(a.value, cst.Name) and a.value.value in aliases]).body[0].body[0].value
         var = loop.target.value
         count = _range_count(loop)
         if count is None:
@@ -179,7 +204,7 @@ class BatchLaunches:
             raise ActionError("the grid is not a tuple of one or two axes")
         if var in c.names_in(grid) or (c.grid_name(launch) and c.grid_shared(launch, kernel.name)):
             raise ActionError("the grid reads the loop variable or is shared")
-        subscript = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
+        subscript = call.func.slice[0].slice.value  # type: ignore[union-attr]
         if isinstance(subscript, cst.Name):
             assign, _at_module = c.launch_assignment(launch, subscript.value)
             if assign is None or not _before(launch.host, assign, loop):
@@ -193,12 +218,12 @@ class BatchLaunches:
         if pid in taken:
             raise ActionError(f"the kernel already uses the name {pid}")
         slices: list[_Slice] = []
-        for arg in launch.call.args:
+        for arg in call.args:
             if arg.star:
                 raise ActionError("the launch spreads arguments (*args / **kwargs)")
             if var not in c.names_in(arg.value):
                 continue
-            param = c.arg_param(arg, launch.call, kernel)
+            param = c.arg_param(arg, call, kernel)
             found = _sliced(arg.value, var)
             if param is None or found is None:
                 raise ActionError(f"`{c.code(arg.value)}` reads the loop variable other than as a slice x[{var}] of a tensor")
@@ -214,7 +239,7 @@ class BatchLaunches:
         written = _written_params(kernel, analysis.text)
         # A tensor whose slice the kernel writes is passed no other way (another iteration could read what it writes).
         written_tensors = {s.arg.value.value.value for s in slices if s.param in written}  # type: ignore[union-attr]
-        for arg in launch.call.args:
+        for arg in call.args:
             if c.names_in(arg.value) & written_tensors and not _metadata(arg.value) and \
                     not any(arg is s.arg and s.param in written for s in slices):
                 raise ActionError(f"`{c.code(arg.value)}` passes a tensor whose slices the kernel writes another way")
@@ -222,7 +247,7 @@ class BatchLaunches:
         if shared_written:
             raise ActionError(f"the kernel writes {', '.join(sorted(shared_written))}, which every iteration shares: "
                               "they may depend on each other")
-        return _Plan(kdef, launch, loop, var, count, body, slices, pid)
+        return _Plan(kdef, launch, loop, var, count, body, slices, pid, call)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         try:
@@ -269,10 +294,12 @@ class BatchLaunches:
         elements = [e.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for e in plan.grid_tuple.elements]
         new_tuple = plan.grid_tuple.with_changes(elements=elements + [cst.Element(plan.count)])
         in_launch = plan.grid_tuple in _subnodes(plan.launch.call.func)
-        call_pairs = [(s.arg, s.arg.with_changes(value=s.whole)) for s in plan.slices]
-        call_pairs += [(plan.grid_tuple, new_tuple)] if in_launch else []
-        new_call = c.replace_all(cst.Module(body=[cst.SimpleStatementLine([cst.Expr(plan.launch.call)])]),
-                                 call_pairs).body[0].body[0].value
+        new_call = c.replace_all(cst.Module(body=[cst.SimpleStatementLine([cst.Expr(plan.call)])]),
+                                 [(s.arg, s.arg.with_changes(value=s.whole)) for s in plan.slices]).body[0].body[0].value
+        if in_launch:  # the grid written in the launch: ``kernel[(S,)]`` -> ``kernel[(S, B)]``
+            new_call = new_call.with_changes(func=c.replace_all(
+                cst.Module(body=[cst.SimpleStatementLine([cst.Expr(plan.launch.call.func)])]),
+                [(plan.grid_tuple, new_tuple)]).body[0].body[0].value)
         for s in plan.slices:
             new_call = c.set_kwarg(new_call, s.stride_param, c.expr(s.stride))
         pairs: list = [(plan.kdef, new_kdef)]
