@@ -322,6 +322,39 @@ def test_whole_tiles_by_a_stepped_offset_and_only_under_the_loop_bound():
     assert len(findings(moving, code="MTMC103")) == 1  # the program id moves a tile: not a row pick
 
 
+# FlagGems' instance norm sweeps its row backwards from the last whole tile, found by a one-line jit helper.
+PREV_MULTIPLE = HEADER + '''@triton.jit
+def prev_multiple_of(a, b):
+    # the largest x < a that is a multiple of b
+    return tl.cdiv(a, b) * b - b
+
+
+@triton.jit
+def k(x_ptr, y_ptr, N, TILE_N: tl.constexpr):
+    pid = tl.program_id(0)
+    prev_multiple = prev_multiple_of(N, TILE_N)
+    total = 0.0
+    for start_n in range(0, N, TILE_N):  # a first, masked sweep (FlagGems' statistics)
+        n_offsets = start_n + tl.arange(0, TILE_N)
+        total += tl.sum(tl.load(x_ptr + pid * N + n_offsets, mask=n_offsets < N, other=0.0))
+    tl.store(y_ptr + pid, total)
+    for start_n in range(TILE_N, N, TILE_N):
+        n_offsets = (prev_multiple - start_n) + tl.arange(0, TILE_N)
+        x = tl.load(x_ptr + pid * N + n_offsets)
+        tl.store(y_ptr + pid * N + n_offsets, x)
+'''
+
+
+def test_whole_tiles_read_through_a_one_line_jit_helper():
+    assert findings(PREV_MULTIPLE, code="MTMC103") == []
+    # one more step reaches the partial tile: the helper's value is read, not trusted
+    assert len(findings(PREV_MULTIPLE.replace("range(TILE_N, N, TILE_N)", "range(TILE_N - TILE_N, N, TILE_N)"),
+                        code="MTMC103")) == 2
+    # a helper of more than one return statement is not read: the warning stays
+    two_lines = PREV_MULTIPLE.replace("    return tl.cdiv(a, b) * b - b\n", "    c = tl.cdiv(a, b)\n    return c * b - b\n")
+    assert len(findings(two_lines, code="MTMC103")) == 2
+
+
 def test_unmasked_names_the_size_its_offsets_are_compared_with():
     # FlagGems' instance norm: M rows, N columns; the last tile compares the offsets with N, so N is the fix.
     text = HEADER + '''@triton.jit

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from .bindings import CheckContext
 from .finding import Finding, make_finding
 from .kernel_facts import HINT_OPS, fast_walk
-from .whole_tiles import in_whole_tiles
+from .whole_tiles import in_whole_tiles, one_line_helpers
 
 CODE = "MTMC103"
 SEVERITY = "warning"
@@ -27,6 +27,7 @@ def is_size_name(name: str) -> bool:
 
 
 def check(ctx: CheckContext) -> Iterator[Finding]:
+    helpers: dict | None = None  # the file's one-line @triton.jit helpers, read when a mask-free loop needs them
     for kernel in ctx.analysis.kernels:
         bounds = [p.name for p in kernel.params if p.kind == "scalar" and is_size_name(p.name)]
         if not bounds:
@@ -55,7 +56,9 @@ def check(ctx: CheckContext) -> Iterator[Finding]:
             bound_list = ", ".join(bounds)
             in_scope = f"{bound_list} {'is' if len(bounds) == 1 else 'are'} in scope"
             moves = direct or _tile_moves(facts, op.pointer, set(kernel.constexpr_names))
-            if not moves and in_whole_tiles(facts, op, {p.name: p.kind for p in kernel.params}, bounds):
+            if helpers is None:
+                helpers = one_line_helpers([f.fn for k in ctx.analysis.kernels if (f := ctx.facts(k)) is not None])
+            if not moves and in_whole_tiles(facts, op, {p.name: p.kind for p in kernel.params}, bounds, helpers):
                 continue  # a mask-free main loop over whole tiles of a row (FlagGems' norms, mask_free_k's K loop)
             bound = _compared_bound(facts, op.pointer, bounds)
             if not moves:

@@ -15,6 +15,7 @@ the expressions are walked node by node.
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import itertools
 
@@ -34,9 +35,27 @@ class _Unknown(Exception):
     """An expression this module does not evaluate."""
 
 
-def in_whole_tiles(facts, op: MemoryOp, params: dict[str, str], sizes: list[str]) -> bool:
+def one_line_helpers(functions: list[ast.FunctionDef]) -> dict[str, ast.FunctionDef]:
+    """The ``@triton.jit`` helpers among ``functions`` that are one ``return <expression>`` of their parameters
+    (FlagGems' ``prev_multiple_of(a, b): return tl.cdiv(a, b) * b - b``): calls to them can be read in place."""
+    out = {}
+    for fn in functions:
+        body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        args = fn.args
+        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None or args.vararg or \
+                args.kwarg or args.kwonlyargs or args.defaults or args.posonlyargs:
+            continue
+        params = {a.arg for a in args.args}
+        names = {n.id for n in ast.walk(body[0].value) if isinstance(n, ast.Name)}
+        if names - params <= {"tl", "triton"}:
+            out[fn.name] = fn
+    return out
+
+
+def in_whole_tiles(facts, op: MemoryOp, params: dict[str, str], sizes: list[str],
+                   helpers: dict[str, ast.FunctionDef] | None = None) -> bool:
     """Whether ``op``'s offsets stay in ``[0, S)`` for one of ``sizes`` that bounds its loop (``params``: name ->
-    "scalar" or "constexpr")."""
+    "scalar" or "constexpr"; ``helpers``: ``one_line_helpers`` of the file, read in place where called)."""
     loop = op.loop
     if not isinstance(loop, ast.For) or not isinstance(loop.target, ast.Name) or op.pointer is None:
         return False
@@ -46,7 +65,7 @@ def in_whole_tiles(facts, op: MemoryOp, params: dict[str, str], sizes: list[str]
         var = loop.target.id
         if var in local:
             return False  # the loop moves its own counter
-        inline = _Inliner(facts, local, var, params)
+        inline = _Inliner(facts, local, var, params, helpers or {})
         terms = _terms(facts, op.pointer, local)
         if not any(_in_loop(t, var, local) for t in terms):
             return False
@@ -119,8 +138,9 @@ class _Inliner:
     assignments; parameters and the loop counter stay. ``tl.cdiv``/``triton.cdiv`` and ``tl.arange`` become
     ``__cdiv``/``__arange``; hints and casts are dropped."""
 
-    def __init__(self, facts, local: dict[str, ast.AST | None], var: str, params: dict[str, str]):
-        self.facts, self.local, self.var, self.params = facts, local, var, params
+    def __init__(self, facts, local: dict[str, ast.AST | None], var: str, params: dict[str, str],
+                 helpers: dict[str, ast.FunctionDef]):
+        self.facts, self.local, self.var, self.params, self.helpers = facts, local, var, params, helpers
 
     def __call__(self, node: ast.AST, depth: int = 0) -> ast.AST:
         if depth > 12:
@@ -155,7 +175,23 @@ class _Inliner:
                 return ast.Call(ast.Name("__cdiv"), [self(a, depth + 1) for a in node.args], [])
             if op == "arange" and len(node.args) == 2:
                 return ast.Call(ast.Name("__arange"), [self(a, depth + 1) for a in node.args], [])
+            helper = self.helpers.get(node.func.id) if isinstance(node.func, ast.Name) else None
+            if helper is not None and len(node.args) == len(helper.args.args) and not node.keywords:
+                # The helper's expression with its parameters replaced by the call's arguments (kernel expressions,
+                # read here like any other): its other names are only tl / triton.
+                given = {a.arg: v for a, v in zip(helper.args.args, node.args)}
+                return self(_Substitute(given).visit(copy.deepcopy(helper.body[-1].value)), depth + 1)
         raise _Unknown(ast.dump(node)[:40])
+
+
+class _Substitute(ast.NodeTransformer):
+    """Parameter names -> the call's arguments."""
+
+    def __init__(self, given: dict[str, ast.AST]):
+        self.given = given
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return self.given.get(node.id, node)
 
 
 def _range_args(facts, node: ast.AST) -> list[ast.AST]:
