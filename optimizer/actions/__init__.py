@@ -16,7 +16,7 @@ from .base import KINDS, Action, ActionError, Candidate, Edit
 
 # Registry order is the order candidates are listed in (roughly: the usual order of an expert chain).
 _MODULES = (
-    "tiling", "name_block", "warps", "pipelining", "reordering", "persistent", "mask_free_k", "tensor_descriptor", "split_k", "split_reduction", "split_kv", "single_pass", "online_softmax", "column_block", "channel_tile", "rows_per_program", "row_grid", "batch_launches", "fusion", "fuse_calls", "prologue", "row_fusion", "epilogue", "matmul_epilogue", "flash_attention", "autotune", "use_dot", "hoist", "fast_exp",
+    "tiling", "vectorize", "name_block", "warps", "pipelining", "reordering", "persistent", "mask_free_k", "tensor_descriptor", "split_k", "split_reduction", "split_kv", "single_pass", "online_softmax", "column_block", "channel_tile", "rows_per_program", "row_grid", "batch_launches", "fusion", "fuse_calls", "prologue", "row_fusion", "epilogue", "matmul_epilogue", "flash_attention", "autotune", "use_dot", "hoist", "fast_exp",
     "contiguity", "precision",
 )
 

@@ -119,6 +119,10 @@ class HeuristicPolicy(Policy):
             # Pays only when the M x N tiles are fewer than the SMs (a skinny or decode-time GEMM),
             # which the file's text does not say: below tiling and pipelining, above launch knobs.
             return 0.5, "split the K loop when M x N tiles cannot fill the SMs"
+        if name == "vectorize":
+            # One element per program: the GPU schedules a program per value. A block per program is the first thing
+            # to do. Not measured on a GPU yet.
+            return 0.99, "a block of elements per program instead of one"
         if name == "batch_launches":
             # A host loop of launches pays a launch and a drained grid per iteration; one grid over every slice is the
             # same work with none of that. Not measured on a GPU yet.
