@@ -99,6 +99,14 @@ def test_refused_where_elements_mix_or_branch(change, why):
     assert not offered(text)
 
 
+def test_a_chain_consumer_is_left_to_the_fusions():
+    """The suite's cross entropy: the per-row nll kernel reads the row statistics its producer wrote; row_fusion folds
+    it into that producer once the sums are fused, which a vectorized nll kernel would stop."""
+    text = GATHER.replace("    lookup_kernel[grid](", "    scale_kernel[(1,)](scale)\n    lookup_kernel[grid](").replace(
+        "def lookup(ids,", "@triton.jit\ndef scale_kernel(s_ptr):\n    tl.store(s_ptr, tl.load(s_ptr) * 1.0)\n\n\ndef lookup(ids,")
+    assert "reads scale, which scale_kernel is launched with first" in why_refused(text)
+
+
 @pytest.mark.slow
 def test_vectorized_gather_stays_equivalent(tmp_path):
     jobs = [job(tmp_path, "gather:reference", GATHER, GATHER, TOL_FP32, reference=True)]

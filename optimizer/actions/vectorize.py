@@ -5,7 +5,9 @@ each moves one value, a few bytes, and the GPU spends its time scheduling progra
 of offsets, ``pid = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)``, every load and store whose address depends on
 it (a gather through a loaded index too) is masked with ``pid < n_programs``, and the grid launches
 ``cdiv(n, BLOCK)`` programs; ``n_programs`` (the old grid size) and ``BLOCK`` are new parameters passed by keyword.
-Each element computes exactly what its program did. Offered when the grid is a one-axis tuple, the program id is
+Each element computes exactly what its program did. Offered when the kernel is not a consumer in a chain (it
+reads no tensor an earlier launch of its host function is given: the fusions fold such a kernel into its producer,
+which a block per program would stop), the grid is a one-axis tuple, the program id is
 read once, as ``pid = tl.program_id(0)``, and no statement mixes elements or branches on them: no ``tl.arange``,
 reduction, scan, ``tl.dot``, atomic, ``tl.num_programs``, and no ``if``/``while``/``for`` whose test or bounds
 read a value derived from the program id.
@@ -90,6 +92,21 @@ class Vectorize:
         for name in (SIZE_PARAM, BLOCK_PARAM):
             if name in c.names_in(kdef) or kernel.param(name) is not None:
                 raise ActionError(f"the kernel already uses the name {name}")
+        sites = analysis.launches_of(kernel.name)
+        if len(sites) != 1:
+            raise ActionError("needs exactly one launch of the kernel in this file")
+        site = sites[0]
+        passed = {a.source for a in site.args if a.source.isidentifier()}
+        for other in analysis.launches:
+            # A kernel that reads what an earlier launch of the host wrote is a chain's consumer: the fusions fold it
+            # into its producer (row_fusion takes the suite cross entropy's per-row nll kernel), which a block per
+            # program would stop.
+            if other.kernel != kernel.name and other.host_function == site.host_function and \
+                    other.span.start_offset < site.span.start_offset:
+                shared = sorted(passed & {a.source for a in other.args})
+                if shared:
+                    raise ActionError(f"it reads {shared[0]}, which {other.kernel} is launched with first: "
+                                      "left to the fusions of the chain")
         mixing = sorted({call.op for call in kernel.calls if call.op in _MIXING})
         if mixing:
             raise ActionError(f"the kernel calls tl.{mixing[0]}: it already works on blocks, or combines elements")
