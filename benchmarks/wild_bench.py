@@ -34,6 +34,7 @@ import gc
 import inspect
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -678,6 +679,11 @@ def write_all(out: Path, results: dict, final: bool) -> None:
 # --------------------------------------------------------------------------------------------
 
 def engine_version() -> str:
+    """The engine's commit: ``MTMC_ENGINE`` when the caller sets it (the GPU machine's copy of the tree carries git
+    metadata that can be stale: name the local commit there), else git's HEAD and whether optimizer/ has edits."""
+    given = os.environ.get("MTMC_ENGINE", "").strip()
+    if given:
+        return f"{given} (named by the caller)"
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               timeout=10, check=False).stdout.strip()
