@@ -96,6 +96,7 @@ from .fusion import (
     _normal_form,
     _one_block_per_program,
     _store_parts,
+    bound_once,
 )
 
 
@@ -399,33 +400,10 @@ def _summands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _defined_once(kernel_def: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
-    """Names the kernel assigns exactly once, in a plain top-level ``name = value``, with that value."""
-    values: dict[str, cst.BaseExpression] = {}
-    for statement in kernel_def.body.body:
-        single = _assign_of(statement)
-        if single is not None:
-            values[single[0]] = single[1]
-    bindings: dict[str, int] = {}
-
-    class Count(cst.CSTVisitor):
-        def _bind(self, target: cst.CSTNode) -> None:
-            for name in c.names_in(target):
-                bindings[name] = bindings.get(name, 0) + 1
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            self._bind(node.target)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            self._bind(node.target)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            self._bind(node.target)
-
-        def visit_For(self, node: cst.For) -> None:
-            self._bind(node.target)
-
-    kernel_def.body.visit(Count())
-    return {name: value for name, value in values.items() if bindings.get(name) == 1}
+    """Names the kernel binds exactly once (``fusion.bound_once``), in a plain top-level ``name = value``, with that value."""
+    once = bound_once(kernel_def)
+    return {single[0]: single[1] for statement in kernel_def.body.body
+            if (single := _assign_of(statement)) is not None and single[0] in once}
 
 
 def _without_unit_stride(term: cst.BaseExpression, producer: Kernel, sources: dict[str, str], unit: tuple[str, ...]):
