@@ -1655,6 +1655,29 @@ def kernel_language(analysis: FileAnalysis, kernel: Kernel) -> str | None:
     return max(used, key=lambda root: (counts[root], "." not in root, -len(root)))
 
 
+def program_id_axes(kdef: cst.FunctionDef) -> set[int | None]:
+    """The axes of every ``tl.program_id`` call in the kernel (None for one not written as a literal)."""
+    axes: set[int | None] = set()
+    for call in calls_in(kdef):
+        if code(call.func) in ("tl.program_id", "triton.language.program_id"):
+            arg = call.args[0].value if call.args else None
+            axes.add(int(arg.value) if isinstance(arg, cst.Integer) else None)
+    return axes
+
+
+def with_params_appended(kdef: cst.FunctionDef, new: list[cst.Param]) -> cst.FunctionDef:
+    """``kdef`` with ``new`` parameters after its last one, in the signature's style: one per line when it is written so
+    (the trailing comma, if any, stays last)."""
+    params = list(kdef.params.params)
+    last = params[-1]
+    one_per_line = len(params) > 1 and isinstance(last.comma, cst.Comma) and isinstance(
+        last.comma.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(params[-2].comma, cst.Comma)
+    joiner = params[-2].comma if one_per_line else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    added = [param.with_changes(comma=joiner) for param in new]
+    added[-1] = added[-1].with_changes(comma=last.comma)
+    return kdef.with_changes(params=kdef.params.with_changes(params=params[:-1] + [last.with_changes(comma=joiner)] + added))
+
+
 def kernel_line(kernel: Kernel) -> int:
     return kernel.def_span.start.line
 

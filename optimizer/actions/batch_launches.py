@@ -210,7 +210,7 @@ class BatchLaunches:
             if assign is None or not _before(launch.host, assign, loop):
                 raise ActionError(f"the grid {subscript.value} is not assigned once before the loop")
         axis = len(body.elements)
-        axes_read = _program_id_axes(kdef)
+        axes_read = c.program_id_axes(kdef)
         if axis in axes_read or None in axes_read:
             raise ActionError(f"the kernel already reads program id {axis} (or one not written as a literal)")
         pid = f"pid_{var}"
@@ -280,16 +280,8 @@ class BatchLaunches:
         body = list(plan.kdef.body.body)
         at = 1 if body and c.is_docstring(body[0]) else 0
         new_body = body[:at] + prologue + body[at:]
-        params_list = list(plan.kdef.params.params)
-        last = params_list[-1]
-        one_per_line = len(params_list) > 1 and isinstance(last.comma, cst.Comma) and isinstance(
-            last.comma.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(params_list[-2].comma, cst.Comma)
-        joiner = params_list[-2].comma if one_per_line else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        added = [cst.Param(cst.Name(s.stride_param), comma=joiner) for s in plan.slices]
-        added[-1] = added[-1].with_changes(comma=last.comma)
-        params_list = params_list[:-1] + [last.with_changes(comma=joiner)] + added
-        new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=new_body),
-                                          params=plan.kdef.params.with_changes(params=params_list))
+        new_kdef = c.with_params_appended(plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=new_body)),
+                                          [cst.Param(cst.Name(s.stride_param)) for s in plan.slices])
         # The host: the loop replaced by its launch, which passes the whole tensors and their strides; one more axis.
         elements = [e.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for e in plan.grid_tuple.elements]
         new_tuple = plan.grid_tuple.with_changes(elements=elements + [cst.Element(plan.count)])
@@ -341,15 +333,6 @@ def _before(host: cst.FunctionDef, assign: cst.Assign, loop: cst.For) -> bool:
     statement = c.statement_holding(host, assign)
     nodes = _subnodes(host)
     return statement is not None and statement not in _subnodes(loop) and nodes.index(statement) < nodes.index(loop)
-
-
-def _program_id_axes(kdef: cst.FunctionDef) -> set[int | None]:
-    axes: set[int | None] = set()
-    for call in c.calls_in(kdef):
-        if c.code(call.func).endswith("program_id"):
-            arg = call.args[0].value if call.args else None
-            axes.add(int(arg.value) if isinstance(arg, cst.Integer) else None)
-    return axes
 
 
 def _written_params(kernel: Kernel, text: str) -> set[str]:

@@ -124,19 +124,6 @@ def _is_tl(call: cst.BaseExpression, op: str) -> bool:
     return isinstance(call, cst.Call) and c.code(call.func) in (f"tl.{op}", f"triton.language.{op}")
 
 
-def _program_id_axes(kdef: cst.FunctionDef) -> set[int | None]:
-    axes: set[int | None] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if _is_tl(node, "program_id"):
-                arg = node.args[0].value if node.args else None
-                axes.add(int(arg.value) if isinstance(arg, cst.Integer) else None)
-
-    kdef.visit(V())
-    return axes
-
-
 def _grid_tuple(grid: cst.BaseExpression) -> tuple[cst.Tuple, bool] | None:
     body = grid.body if isinstance(grid, cst.Lambda) else grid
     return (body, isinstance(grid, cst.Lambda)) if isinstance(body, cst.Tuple) else None
@@ -205,7 +192,7 @@ class SplitK:
         if parsed is None or not 1 <= len(parsed[0].elements) <= 2:
             raise ActionError("the grid is not a tuple of one or two axes")
         axes = len(parsed[0].elements)
-        if not _program_id_axes(kdef) <= set(range(axes)):
+        if not c.program_id_axes(kdef) <= set(range(axes)):
             raise ActionError("the kernel reads a program id that is not a literal axis of its grid")
         var = launch.call.func.slice[0].slice.value  # type: ignore[union-attr]
         if isinstance(var, cst.Name) and launch.host is not None and c.count_name(launch.host, var.value) != 2:
@@ -437,14 +424,8 @@ class SplitK:
                 new_body.append(statement)
         new_kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=new_body))
         new_kdef = c.replace_all(cst.Module(body=[new_kdef]), atomics).body[0]
-        params_list = list(new_kdef.params.params)
-        last = params_list[-1]
-        new_param = cst.Param(cst.Name(split_param), annotation=cst.Annotation(c.expr(f"{tl}.constexpr"))).with_changes(comma=last.comma)
-        one_per_line = len(params_list) > 1 and isinstance(last.comma, cst.Comma) and isinstance(
-            last.comma.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(params_list[-2].comma, cst.Comma)
-        params_list[-1] = last.with_changes(comma=params_list[-2].comma if one_per_line else
-                                            cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        new_kdef = new_kdef.with_changes(params=new_kdef.params.with_changes(params=params_list + [new_param]))
+        new_kdef = c.with_params_appended(new_kdef, [cst.Param(cst.Name(split_param),
+                                                              annotation=cst.Annotation(c.expr(f"{tl}.constexpr")))])
         # The host: zeroed outputs, one more grid axis, the new constexpr at the launch.
         tuple_node, is_lambda = _grid_tuple(plan.grid)  # type: ignore[misc]
         quote = '"' if '"' in c.code(plan.grid) else "'"

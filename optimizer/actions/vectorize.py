@@ -182,13 +182,8 @@ class Vectorize:
             else:
                 pairs.append((access, c.set_kwarg(access, "mask", mask)))
         kdef = c.replace_all(cst.Module(body=[plan.kdef]), pairs).body[0]
-        params_list = list(kdef.params.params)
-        last = params_list[-1]
-        joiner = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        params_list = params_list[:-1] + [last.with_changes(comma=joiner), cst.Param(cst.Name(SIZE_PARAM), comma=joiner),
-                                          cst.Param(cst.Name(BLOCK_PARAM), annotation=cst.Annotation(c.expr(f"{tl}.constexpr")),
-                                                    comma=last.comma)]
-        kdef = kdef.with_changes(params=kdef.params.with_changes(params=params_list))
+        kdef = c.with_params_appended(kdef, [cst.Param(cst.Name(SIZE_PARAM)), cst.Param(
+            cst.Name(BLOCK_PARAM), annotation=cst.Annotation(c.expr(f"{tl}.constexpr")))])
         count = c.code(plan.count)
         new_tuple = plan.grid_tuple.with_changes(elements=[plan.grid_tuple.elements[0].with_changes(
             value=c.expr(f"triton.cdiv({count}, {block})"))])
