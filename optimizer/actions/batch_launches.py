@@ -63,6 +63,7 @@ from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
+from .epilogue import _METADATA
 
 
 @dataclass
@@ -85,6 +86,7 @@ class _Plan:
     slices: list[_Slice]
     pid: str
     call: cst.Call  # the launch with the loop body's names for its arguments written in place
+    line: cst.SimpleStatementLine  # the launch's statement, the loop body's last
 
 
 def _loop_of(host: cst.FunctionDef, statement: cst.SimpleStatementLine) -> cst.For | None:
@@ -247,7 +249,7 @@ class BatchLaunches:
         if shared_written:
             raise ActionError(f"the kernel writes {', '.join(sorted(shared_written))}, which every iteration shares: "
                               "they may depend on each other")
-        return _Plan(kdef, launch, loop, var, count, body, slices, pid, call)
+        return _Plan(kdef, launch, loop, var, count, body, slices, pid, call, line)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
         try:
@@ -297,8 +299,7 @@ class BatchLaunches:
         pairs: list = [(plan.kdef, new_kdef)]
         if not in_launch:
             pairs.append((plan.grid_tuple, new_tuple))
-        line = _launch_line(plan.launch.host, plan.launch.call)
-        new_line = line.with_changes(body=[cst.Expr(new_call)], leading_lines=plan.loop.leading_lines)
+        new_line = plan.line.with_changes(body=[cst.Expr(new_call)], leading_lines=plan.loop.leading_lines)
         pairs.append((plan.loop, new_line))
         module = c.replace_all(module, pairs)
         notes = [f"the {c.code(plan.count)} launches of the loop run as one grid: {plan.pid} = program id {axis}"]
@@ -312,8 +313,7 @@ def _metadata(value: cst.BaseExpression) -> bool:
         value = value.value
     if isinstance(value, cst.Call):
         value = value.func
-    return isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and \
-        value.attr.value in ("stride", "shape", "size", "numel", "dtype", "ndim", "dim", "element_size")
+    return isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.attr.value in _METADATA
 
 
 def _subnodes(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -337,17 +337,18 @@ def _before(host: cst.FunctionDef, assign: cst.Assign, loop: cst.For) -> bool:
 
 def _written_params(kernel: Kernel, text: str) -> set[str]:
     """Pointer parameters the kernel stores through (directly or through names derived from them)."""
+    pointers = []  # the names each store's address reads; None where it cannot be read (every pointer may be written)
+    for call in kernel.calls_of("store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas",
+                                "atomic_and", "atomic_or", "atomic_xor"):
+        try:
+            pointers.append(c.names_in(c.expr(call.pointer)) if call.pointer else set())
+        except cst.ParserSyntaxError:
+            pointers.append(None)
     written = set()
     for p in kernel.pointer_params:
         derived = c.block_derived_names(kernel, text, {p.name}) - {"arange"}
-        for call in kernel.calls_of("store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas",
-                                    "atomic_and", "atomic_or", "atomic_xor"):
-            try:
-                read = c.names_in(c.expr(call.pointer)) if call.pointer else set()
-            except cst.ParserSyntaxError:
-                read = {p.name}  # unreadable: assume it writes
-            if read & derived:
-                written.add(p.name)
+        if any(read is None or read & derived for read in pointers):
+            written.add(p.name)
     return written
 
 
