@@ -1149,19 +1149,11 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
         if p is not None and starred is not None and p.index >= starred:
             # Past a ``*args`` positions say nothing, but a ``**config`` that names the parameter sets it (the star
             # cannot reach it then: Python refuses two values for one parameter).
-            for spread in (a for a in launch.call.args if a.star == "**"):
-                how, node = _dict_binding(launch, spread, param)
-                if how is not None:
-                    return how, node
-            return "other", launch.call.args[starred]
+            return _spread_binding(launch, param) or ("other", launch.call.args[starred])
         if p is not None and p.index < len(positional):
             arg = positional[p.index]
     if arg is None:
-        for spread in (a for a in launch.call.args if a.star == "**"):
-            how, node = _dict_binding(launch, spread, param)
-            if how is not None:
-                return how, node
-        return "default", None
+        return _spread_binding(launch, param) or ("default", None)
     if isinstance(arg.value, cst.Integer):
         return "literal", arg
     if isinstance(arg.value, cst.Name):
@@ -1175,6 +1167,15 @@ def binding_of(launch: LaunchNode, kernel: Kernel, param: str) -> tuple[str, cst
         if callers is not None:
             return "callers", callers  # type: ignore[return-value]
     return "other", arg
+
+
+def _spread_binding(launch: LaunchNode, param: str) -> tuple[str, cst.CSTNode | None] | None:
+    """How a ``**config`` of the launch sets ``param`` (``_dict_binding``), None when none names it."""
+    for spread in (a for a in launch.call.args if a.star == "**"):
+        how, node = _dict_binding(launch, spread, param)
+        if how is not None:
+            return how, node
+    return None
 
 
 def _dict_binding(launch: LaunchNode, spread: cst.Arg, param: str) -> tuple[str | None, cst.CSTNode | None]:
