@@ -195,6 +195,22 @@ def libcst_status(wheels: Path | None) -> dict:
     return {"available": False, "version": None, "source": None, "error": error}
 
 
+def engine_version() -> str:
+    """The engine's commit: ``MTMC_ENGINE`` when the caller sets it (the GPU machine's copy of the tree carries git
+    metadata that can be stale: name the local commit there), else git's HEAD and whether optimizer/ has edits."""
+    given = os.environ.get("MTMC_ENGINE", "").strip()
+    if given:
+        return f"{given} (named by the caller)"
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10, check=False).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "optimizer"], cwd=ROOT, capture_output=True,
+                               text=True, timeout=10, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+    return f"{head}{' + uncommitted optimizer/ edits' if dirty else ''}" if head else "unknown (no git)"
+
+
 def environment() -> dict:
     import torch
     import triton
@@ -206,6 +222,7 @@ def environment() -> dict:
         "triton": triton.__version__,
         "cuda": torch.version.cuda,
         "host": platform.node(),
+        "engine": engine_version(),
     }
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bootstrap  # noqa: E402,F401
 from public_survey import PUBLIC, SOURCES, sampled_files  # noqa: E402
-from wild_actions import engine_version  # noqa: E402
+from bench import engine_version  # noqa: E402
 
 from mtmc_lsp.optimizer.analysis import analyze  # noqa: E402
 from mtmc_lsp.optimizer.checks import run_checks  # noqa: E402

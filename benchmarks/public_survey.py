@@ -30,7 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bootstrap  # noqa: E402,F401
-from wild_actions import NOT_STRUCTURAL, engine_version, pct, refusal_table, survey_text  # noqa: E402
+from bench import engine_version  # noqa: E402
+from wild_actions import NOT_STRUCTURAL, pct, refusal_table, survey_text  # noqa: E402
 
 from mtmc_lsp.optimizer.actions import ACTIONS  # noqa: E402
 from mtmc_lsp.optimizer.hardware import get_profile  # noqa: E402

@@ -76,7 +76,7 @@ def markdown(results: dict, images: list[str]) -> str:
         "",
         f"Run {env.get('date', '?')}: {env.get('gpu', '?')} (driver {env.get('driver', '?')}), "
         f"torch {env.get('torch', '?')}, triton {env.get('triton', '?')}, CUDA {env.get('cuda', '?')}, "
-        f"Python {env.get('python', '?')}.",
+        f"Python {env.get('python', '?')}" + (f"; engine {env['engine']}." if env.get("engine") else "."),
         f"Ceilings measured in the same run: device-to-device copy **{c.get('copy_gbs', 0):,.0f} GB/s** "
         f"(read + write), {c.get('matmul_dtype', 'bf16')} matmul {c.get('matmul_shape')} "
         f"**{c.get('matmul_tflops', 0):,.0f} TFLOP/s**. Floor = max(bytes moved once / copy bandwidth, "

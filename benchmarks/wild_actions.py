@@ -30,6 +30,7 @@ from mtmc_lsp.optimizer.actions.refusals import refusals  # noqa: E402
 from mtmc_lsp.optimizer.analysis import analyze  # noqa: E402
 from mtmc_lsp.optimizer.analysis.workspace import with_foreign_launches  # noqa: E402
 from mtmc_lsp.optimizer.hardware import get_profile  # noqa: E402
+from bench import engine_version  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = {"dev": ROOT / "benchmarks" / "wild" / "dev", "heldout": ROOT / "benchmarks" / "wild" / "heldout"}
@@ -158,17 +159,6 @@ def offered_cell(candidates: list[dict]) -> str:
     counts = Counter(c["action"] for c in candidates)
     names = [a for a in ACTIONS if a in counts] + sorted(set(counts) - set(ACTIONS))
     return ", ".join(f"{a} x{counts[a]}" if counts[a] > 1 else a for a in names) or "-"
-
-
-def engine_version() -> str:
-    """The commit the survey ran on, and whether optimizer/ had uncommitted edits (other engineers' work in progress)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "optimizer"], cwd=ROOT, capture_output=True,
-                               text=True).stdout.strip()
-    except OSError:
-        return "unknown"
-    return f"{head}{' + uncommitted optimizer/ edits' if dirty else ''}" if head else "unknown"
 
 
 def markdown(rows: list[dict], summary: dict, target: str, allow_precision: bool, version: str) -> str:

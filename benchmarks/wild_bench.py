@@ -34,8 +34,6 @@ import gc
 import inspect
 import json
 import math
-import os
-import subprocess
 import sys
 import time
 import traceback
@@ -678,22 +676,6 @@ def write_all(out: Path, results: dict, final: bool) -> None:
 # Runs
 # --------------------------------------------------------------------------------------------
 
-def engine_version() -> str:
-    """The engine's commit: ``MTMC_ENGINE`` when the caller sets it (the GPU machine's copy of the tree carries git
-    metadata that can be stale: name the local commit there), else git's HEAD and whether optimizer/ has edits."""
-    given = os.environ.get("MTMC_ENGINE", "").strip()
-    if given:
-        return f"{given} (named by the caller)"
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "optimizer"], cwd=ROOT, capture_output=True,
-                               text=True, timeout=10, check=False).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown (no git)"
-    return f"{head}{' + uncommitted optimizer/ edits' if dirty else ''}" if head else "unknown (no git)"
-
-
 def environment(gpu: bool) -> dict:
     if gpu:
         return bench.environment()
@@ -740,7 +722,7 @@ def run(args) -> int:
     results = {
         "schema": 1, "bench": "wild", "part": args.part, "mode": "gpu" if gpu else "cpu-interpreter",
         "command": "python benchmarks/wild_bench.py " + " ".join(sys.argv[1:]),
-        "environment": environment(gpu), "engine": engine_version(), "target": target.key, "libcst": libcst,
+        "environment": environment(gpu), "engine": bench.engine_version(), "target": target.key, "libcst": libcst,
         "policy": policy.describe(),
         "structural_rule": {"kinds": list(STRUCTURAL_KINDS), "except_actions": list(HINT_ONLY_ACTIONS)},
         "settings": {"steps": args.steps, "budget_s": args.budget_s, "budget_per": "kernel", "deadline_s": args.deadline_s,

@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bootstrap  # noqa: E402,F401
-from wild_actions import NOT_STRUCTURAL, PARTS, engine_version  # noqa: E402
+from bench import engine_version  # noqa: E402
+from wild_actions import NOT_STRUCTURAL, PARTS  # noqa: E402
 
 from mtmc_lsp.optimizer.actions import ActionError, applicable, apply_candidate  # noqa: E402
 from mtmc_lsp.optimizer.analysis import analyze  # noqa: E402

@@ -267,6 +267,6 @@ def test_a_failed_final_check_keeps_the_longest_run_of_first_steps_that_passes(m
 def test_the_caller_names_the_engine_where_git_metadata_is_stale(monkeypatch):
     """The GPU machine's copy of the tree carries stale git metadata: its reports named an engine commit sessions old."""
     monkeypatch.setenv("MTMC_ENGINE", "c815560")
-    assert wb.engine_version() == "c815560 (named by the caller)"
+    assert wb.bench.engine_version() == "c815560 (named by the caller)"
     monkeypatch.delenv("MTMC_ENGINE")
-    assert "named by the caller" not in wb.engine_version()
+    assert "named by the caller" not in wb.bench.engine_version()
