@@ -6,7 +6,9 @@ producer now stores ``f`` of its value, cast first to ``h``'s element type (what
 reloading it did), into ``h``; the second launch and ``out``'s allocation go, and the host reads
 ``h`` where it read ``out``. ``f`` may also read a per-column input (a bias: ``tl.load(b_ptr + offs %
 N)`` with ``N`` the row length of a fresh row-major ``h``), loaded in the producer at its column
-offsets with its store's mask, through a parameter it already has for that tensor or a new one.
+offsets as one row that broadcasts over the tile (masked by the store mask's column conditions, e.g.
+``rn[None, :] < N``: a [1, BLOCK_N] read, not a [BLOCK_M, BLOCK_N] one), through a parameter it already has for
+that tensor or a new one.
 Offered when ``f`` reads nothing else (no index, no other input), the consumer covers exactly
 ``h.numel()`` elements at ``program_id(0) * B + arange``,
 ``out`` is allocated like ``h``, nothing reads ``h`` after the second launch, and the statements
@@ -297,7 +299,8 @@ class MatmulEpilogue(ConsumerFusion):
         extra, insert_at = Fusion._extra_params(pdef, cdef, p_launch, analysis.launches_of(consumer.name)[0], fresh, taken) \
             if fresh else ([], 0)
         pointer = {**twins, **{id(st): new for st, _ptr, new, _src in extra}}
-        column_loads = [c.stmt(f"{mapping[_load_parts(st)[0]]} = tl.load({pointer[id(st)]} + {col_term}, mask={store_mask}, other=0.0)\n")
+        column_mask = _column_mask(store_mask, col_term, producer, _defined_once(pdef)) if extra_loads else ""
+        column_loads = [c.stmt(f"{mapping[_load_parts(st)[0]]} = tl.load({pointer[id(st)]} + {col_term}, mask={column_mask}, other=0.0)\n")
                         for st in extra_loads]
         statements = column_loads + [c.substitute_names(s, mapping) for s in compute]
         return _Plan(consumer, p_store, value, dest, statements, c.substitute_names(c_value, mapping), buffer, out,
@@ -389,6 +392,34 @@ def _column_term(producer: Kernel, kernel_def: cst.FunctionDef, store: cst.Simpl
     if len(stride) != 1 or sources.get(stride[0].value) not in strides:
         return None, ""
     return c.code(cols[0]), c.code(mask.value)
+
+
+def _column_mask(store_mask: str, col_term: str, producer: Kernel, defs: dict[str, cst.BaseExpression]) -> str:
+    """The store mask's column conditions alone, so a per-column input is read as one row that broadcasts.
+
+    ``(rm[:, None] < M) & (rn[None, :] < N)`` gives ``rn[None, :] < N``: the bias is then one [1, BLOCK_N] load per
+    tile instead of a [BLOCK_M, BLOCK_N] one (rows the store masks off are never written, so what they would have
+    read does not matter). A mask with no condition on the columns alone stays whole.
+    """
+    node = c.unparen(cst.parse_expression(store_mask))
+    if isinstance(node, cst.Name) and node.value in defs:  # ``out_mask = (rows < M) & (cols < N)``
+        node = c.unparen(defs[node.value])
+    columns = c.names_in(cst.parse_expression(col_term))
+
+    def conjuncts(n: cst.BaseExpression) -> list[cst.BaseExpression]:
+        n = c.unparen(n)
+        if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.BitAnd):
+            return conjuncts(n.left) + conjuncts(n.right)
+        return [n]
+
+    def on_columns(term: cst.BaseExpression) -> bool:
+        local = {n for n in c.names_in(term) if producer.param(n) is None}
+        return bool(local) and local <= columns
+
+    kept = [c.code(t) for t in conjuncts(node) if on_columns(t)]
+    if not kept:
+        return store_mask
+    return kept[0] if len(kept) == 1 else " & ".join(f"({k})" for k in kept)
 
 
 def _summands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
