@@ -16,7 +16,7 @@ from .base import KINDS, Action, ActionError, Candidate, Edit
 
 # Registry order is the order candidates are listed in (roughly: the usual order of an expert chain).
 _MODULES = (
-    "tiling", "vectorize", "name_block", "warps", "pipelining", "reordering", "persistent", "mask_free_k", "tensor_descriptor", "split_k", "split_reduction", "split_kv", "single_pass", "online_softmax", "column_block", "channel_tile", "rows_per_program", "row_grid", "batch_launches", "fusion", "fuse_calls", "prologue", "row_fusion", "epilogue", "matmul_epilogue", "flash_attention", "autotune", "use_dot", "hoist", "fast_exp",
+    "tiling", "vectorize", "name_block", "warps", "pipelining", "reordering", "persistent", "mask_free_k", "tensor_descriptor", "split_k", "split_reduction", "row_partials", "split_kv", "single_pass", "online_softmax", "column_block", "channel_tile", "rows_per_program", "row_grid", "batch_launches", "fusion", "fuse_calls", "prologue", "row_fusion", "epilogue", "matmul_epilogue", "flash_attention", "autotune", "use_dot", "hoist", "fast_exp",
     "contiguity", "precision",
 )
 
@@ -33,7 +33,7 @@ ACTIONS: dict[str, Action] = _load()
 
 # Actions that edit a kernel's decorators or move or remove its definition: they need a decorated def
 # (autotune wraps a ``triton.jit(f)`` call too; tiling and pipelining find configs in the wrapping call).
-_DEFINITION_EDITS = frozenset({"split_k", "split_reduction", "split_kv", "fusion", "prologue", "row_fusion", "matmul_epilogue", "flash_attention", "fuse_calls"})
+_DEFINITION_EDITS = frozenset({"split_k", "split_reduction", "row_partials", "split_kv", "fusion", "prologue", "row_fusion", "matmul_epilogue", "flash_attention", "fuse_calls"})
 # ... and those that need it launched by its own name: an autotuner on a factory's kernel is built again,
 # and tunes again, on every call of the factory.
 _FACTORY_EDITS = _DEFINITION_EDITS | {"autotune"}

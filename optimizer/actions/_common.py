@@ -1672,11 +1672,27 @@ def with_params_appended(kdef: cst.FunctionDef, new: list[cst.Param]) -> cst.Fun
     params = list(kdef.params.params)
     last = params[-1]
     one_per_line = len(params) > 1 and isinstance(last.comma, cst.Comma) and isinstance(
-        last.comma.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(params[-2].comma, cst.Comma)
-    joiner = params[-2].comma if one_per_line else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        last.comma.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(params[-2].comma, cst.Comma) \
+        and isinstance(params[-2].comma.whitespace_after, cst.ParenthesizedWhitespace)
+    if not one_per_line:
+        joiner = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        added = [param.with_changes(comma=joiner) for param in new]
+        added[-1] = added[-1].with_changes(comma=last.comma)
+        return kdef.with_changes(params=kdef.params.with_changes(params=params[:-1] + [last.with_changes(comma=joiner)] + added))
+
+    def lined(comma: cst.Comma, indent: cst.SimpleWhitespace, keep_comment: bool) -> cst.Comma:
+        """``comma`` ending its line (its comment kept only where it was written), the next line indented by ``indent``."""
+        space = comma.whitespace_after
+        if not keep_comment:
+            space = space.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+        return comma.with_changes(whitespace_after=space.with_changes(last_line=indent))
+
+    param_indent = params[-2].comma.whitespace_after.last_line
+    joiner = lined(params[-2].comma, param_indent, keep_comment=False)  # a comment belongs to the line it is on
     added = [param.with_changes(comma=joiner) for param in new]
-    added[-1] = added[-1].with_changes(comma=last.comma)
-    return kdef.with_changes(params=kdef.params.with_changes(params=params[:-1] + [last.with_changes(comma=joiner)] + added))
+    added[-1] = added[-1].with_changes(comma=lined(last.comma, last.comma.whitespace_after.last_line, keep_comment=False))
+    last = last.with_changes(comma=lined(last.comma, param_indent, keep_comment=True))
+    return kdef.with_changes(params=kdef.params.with_changes(params=params[:-1] + [last] + added))
 
 
 def kernel_line(kernel: Kernel) -> int:

@@ -71,9 +71,16 @@ def _same_configs(before, after) -> bool:
     return bool(old) and [len(t.configs) for t in old] == [len(t.configs) for t in new]
 
 
+def tensors(out) -> list:
+    """A function's outputs as a list of tensors (a backward returns several: dx, dw, db)."""
+    return [t for item in out for t in tensors(item)] if isinstance(out, tuple | list) else [out]
+
+
 def close(expected, got, job: dict) -> bool:
-    return expected.shape == got.shape and expected.dtype == got.dtype and torch.allclose(
-        expected.double(), got.double(), atol=job["atol"], rtol=job["rtol"], equal_nan=True)
+    pairs = list(zip(tensors(expected), tensors(got)))
+    return len(tensors(expected)) == len(tensors(got)) and all(
+        e.shape == g.shape and e.dtype == g.dtype and torch.allclose(
+            e.double(), g.double(), atol=job["atol"], rtol=job["rtol"], equal_nan=True) for e, g in pairs)
 
 
 def compare(job: dict, index: int) -> dict:
@@ -101,12 +108,16 @@ def compare(job: dict, index: int) -> dict:
                     got = run(after, seed)
                     if not close(expected, got, job):
                         break
-            if expected.shape != got.shape or expected.dtype != got.dtype:
-                result["error"] = f"shape/dtype {tuple(got.shape)}/{got.dtype} != {tuple(expected.shape)}/{expected.dtype}"
+            if len(tensors(expected)) != len(tensors(got)):
+                result["error"] = f"{len(tensors(got))} outputs != {len(tensors(expected))}"
                 return result
-            diff = (expected.double() - got.double()).abs()
-            worst = max(worst, float(diff.nan_to_num(float("inf")).max()) if diff.numel() else 0.0)
-            if not torch.allclose(expected.double(), got.double(), atol=job["atol"], rtol=job["rtol"], equal_nan=True):
+            for want, have in zip(tensors(expected), tensors(got)):
+                if want.shape != have.shape or want.dtype != have.dtype:
+                    result["error"] = f"shape/dtype {tuple(have.shape)}/{have.dtype} != {tuple(want.shape)}/{want.dtype}"
+                    return result
+                diff = (want.double() - have.double()).abs()
+                worst = max(worst, float(diff.nan_to_num(float("inf")).max()) if diff.numel() else 0.0)
+            if not close(expected, got, job):
                 result["max_abs_diff"] = worst
                 return result
         result.update(ok=True, max_abs_diff=worst)
