@@ -14,6 +14,7 @@ from mtmc_lsp.optimizer.analysis import analyze
 from mtmc_lsp.optimizer.hardware import get_profile
 
 sys.path.insert(0, str(Path(__file__).parent))
+from corpus.kernels import kernel_path  # noqa: E402
 from test_actions_semantics import TOL_FP32, job, run_jobs  # noqa: E402
 
 H100 = get_profile("h100")
@@ -99,12 +100,29 @@ def test_refused_where_elements_mix_or_branch(change, why):
     assert not offered(text)
 
 
-def test_a_chain_consumer_is_left_to_the_fusions():
+def test_a_chain_consumer_after_a_reduction_is_left_to_the_row_fusions():
     """The suite's cross entropy: the per-row nll kernel reads the row statistics its producer wrote; row_fusion folds
     it into that producer once the sums are fused, which a vectorized nll kernel would stop."""
     text = GATHER.replace("    lookup_kernel[grid](", "    scale_kernel[(1,)](scale)\n    lookup_kernel[grid](").replace(
-        "def lookup(ids,", "@triton.jit\ndef scale_kernel(s_ptr):\n    tl.store(s_ptr, tl.load(s_ptr) * 1.0)\n\n\ndef lookup(ids,")
-    assert "reads scale, which scale_kernel is launched with first" in why_refused(text)
+        "def lookup(ids,", "@triton.jit\ndef scale_kernel(s_ptr):\n    tl.store(s_ptr, tl.sum(tl.load(s_ptr + tl.arange(0, 2)), axis=0))\n\n\n"
+        "def lookup(ids,")
+    assert "reads scale, which scale_kernel is launched with first and reduces" in why_refused(text)
+
+
+def _vectorized_then_fused() -> str:
+    """Two one-element-per-program kernels through a buffer: each becomes a block kernel, then the elementwise fusion
+    joins them (it needs blocks on both sides)."""
+    text = kernel_path("one_per_program_chain").read_text()
+    for kernel in ("scale_kernel", "relu_kernel"):
+        (cand, *_) = [c for c in applicable(analyze(text), kernel, H100) if c.action == "vectorize"]
+        text = apply_candidate(text, cand, H100).new_text
+    fused = [c for c in applicable(analyze(text), "scale_kernel", H100) if c.action == "fusion"]
+    assert fused and fused[0].params["consumer"] == "relu_kernel"
+    return apply_candidate(text, fused[0], H100).new_text
+
+
+def test_a_chain_of_elementwise_kernels_is_vectorized_link_by_link_then_fused():
+    assert "relu_kernel" not in _vectorized_then_fused()
 
 
 @pytest.mark.slow
@@ -113,5 +131,8 @@ def test_vectorized_gather_stays_equivalent(tmp_path):
     for cand in offered(GATHER):
         jobs.append(job(tmp_path, f"gather:vectorize{cand.params['BLOCK']}", GATHER,
                         apply_candidate(GATHER, cand, H100).new_text, TOL_FP32))
+    chain = kernel_path("one_per_program_chain").read_text()
+    jobs.append(job(tmp_path, "chain:vectorize+vectorize+fusion", chain,
+                    _vectorized_then_fused(), TOL_FP32))
     results = run_jobs(jobs, tmp_path)
-    assert len(results) == 3 and all(r["ok"] for r in results), [r for r in results if not r["ok"]]
+    assert len(results) == 4 and all(r["ok"] for r in results), [r for r in results if not r["ok"]]

@@ -5,9 +5,10 @@ each moves one value, a few bytes, and the GPU spends its time scheduling progra
 of offsets, ``pid = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)``, every load and store whose address depends on
 it (a gather through a loaded index too) is masked with ``pid < n_programs``, and the grid launches
 ``cdiv(n, BLOCK)`` programs; ``n_programs`` (the old grid size) and ``BLOCK`` are new parameters passed by keyword.
-Each element computes exactly what its program did. Offered when the kernel is not a consumer in a chain (it
-reads no tensor an earlier launch of its host function is given: the fusions fold such a kernel into its producer,
-which a block per program would stop), the grid is a one-axis tuple, the program id is
+Each element computes exactly what its program did. Offered when the kernel is not a consumer of a reducing kernel
+(it reads no tensor an earlier launch of its host function is given, when that kernel reduces: the row fusions fold
+such a kernel into its producer, which a block per program would stop; after an elementwise producer each link is
+vectorized and the elementwise fusion joins them), the grid is a one-axis tuple, the program id is
 read once, as ``pid = tl.program_id(0)``, and no statement mixes elements or branches on them: no ``tl.arange``,
 reduction, scan, ``tl.dot``, atomic, ``tl.num_programs``, and no ``if``/``while``/``for`` whose test or bounds
 read a value derived from the program id.
@@ -65,6 +66,9 @@ _MIXING = ("arange", "sum", "max", "min", "argmax", "argmin", "reduce", "cumsum"
            "view", "broadcast_to", "expand_dims", "permute", "trans", "split", "join", "cat", "zeros", "full",
            "static_assert", "device_assert", "device_print")
 
+# What makes an earlier kernel of a chain a row-statistics producer (the row fusions' case).
+_REDUCING = ("sum", "max", "min", "argmax", "argmin", "reduce", "cumsum", "cumprod", "associative_scan", "dot")
+
 
 @dataclass
 class _Plan:
@@ -98,15 +102,18 @@ class Vectorize:
         site = sites[0]
         passed = {a.source for a in site.args if a.source.isidentifier()}
         for other in analysis.launches:
-            # A kernel that reads what an earlier launch of the host wrote is a chain's consumer: the fusions fold it
-            # into its producer (row_fusion takes the suite cross entropy's per-row nll kernel), which a block per
-            # program would stop.
+            # A kernel that reads what an earlier launch of the host wrote is a chain's consumer. After a kernel that
+            # reduces (row statistics) the row fusions fold it into that producer (row_fusion takes the suite cross
+            # entropy's per-row nll kernel), which a block per program would stop. After an elementwise kernel it is
+            # vectorized like the producer, and the elementwise fusion joins the two blocks.
+            producer = analysis.kernel(other.kernel)
             if other.kernel != kernel.name and other.host_function == site.host_function and \
-                    other.span.start_offset < site.span.start_offset:
+                    other.span.start_offset < site.span.start_offset and \
+                    (producer is None or any(call.op in _REDUCING for call in producer.calls)):
                 shared = sorted(passed & {a.source for a in other.args})
                 if shared:
-                    raise ActionError(f"it reads {shared[0]}, which {other.kernel} is launched with first: "
-                                      "left to the fusions of the chain")
+                    raise ActionError(f"it reads {shared[0]}, which {other.kernel} is launched with first and "
+                                      "reduces: left to the row fusions of the chain")
         mixing = sorted({call.op for call in kernel.calls if call.op in _MIXING})
         if mixing:
             raise ActionError(f"the kernel calls tl.{mixing[0]}: it already works on blocks, or combines elements")
