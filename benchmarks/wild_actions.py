@@ -161,13 +161,15 @@ def offered_cell(candidates: list[dict]) -> str:
     return ", ".join(f"{a} x{counts[a]}" if counts[a] > 1 else a for a in names) or "-"
 
 
-def markdown(rows: list[dict], summary: dict, target: str, allow_precision: bool, version: str) -> str:
+def markdown(rows: list[dict], summary: dict, target: str, allow_precision: bool, version: str,
+             realworld: bool = False) -> str:
     lines = [
         "# Actions offered on the wild corpus",
         "",
         f"Engine: {version}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
-        f"`python benchmarks/wild_actions.py --target {target}{' --allow-precision' if allow_precision else ''}`: "
+        f"`python benchmarks/wild_actions.py --target {target}{' --allow-precision' if allow_precision else ''}"
+        f"{' --realworld' if realworld else ''}`: "
         "`optimizer.actions.applicable` (what `mtmc actions` lists) on every kernel, each candidate applied "
         "with `apply_candidate`. Structural = any action other than "
         f"{', '.join(sorted(NOT_STRUCTURAL))}. Held-out files are listed for coverage only, never tuned on.",
@@ -253,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     version = engine_version()
-    (out / "actions.md").write_text(markdown(rows, summary, args.target, args.allow_precision, version))
+    (out / "actions.md").write_text(markdown(rows, summary, args.target, args.allow_precision, version, args.realworld))
     (out / "actions.json").write_text(json.dumps({"engine": version, "target": args.target, "allow_precision": args.allow_precision,
                                                   "summary": summary, "kernels": rows}, indent=1) + "\n")
     s = summary["all"]
