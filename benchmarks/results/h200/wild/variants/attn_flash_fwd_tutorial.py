@@ -64,7 +64,7 @@ def attention(q, k, v, sm_scale):
         o.stride(0), o.stride(1), o.stride(2), o.stride(3),
         H, N_CTX,
         HEAD_DIM=HEAD_DIM, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-        num_warps=8, num_stages=4,
+        num_warps=8, num_stages=3,
     )
     return o
 

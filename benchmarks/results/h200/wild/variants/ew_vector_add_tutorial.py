@@ -25,7 +25,8 @@ def add_kernel(x_ptr,  # *Pointer* to first input vector.
 def add(x: torch.Tensor, y: torch.Tensor):
     output = torch.empty_like(x)
     n_elements = output.numel()
-    add_kernel[(triton.cdiv(n_elements, 4096),)](x, y, output, n_elements, BLOCK_SIZE=4096)
+    BLOCK_SIZE = 1024
+    add_kernel[(triton.cdiv(n_elements, BLOCK_SIZE),)](x, y, output, n_elements, BLOCK_SIZE=BLOCK_SIZE)
     return output
 
 

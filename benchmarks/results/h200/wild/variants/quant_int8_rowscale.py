@@ -52,8 +52,7 @@ def int8_scaled_mm(a, b, scale_a, scale_b):
     c = torch.empty((M, N), device=a.device, dtype=torch.float16)
     grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
     int8_scaled_mm_kernel[grid](a, b, c, scale_a, scale_b, M, N, K,
-                                a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                                GROUP_M=8)
+                                a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), GROUP_M=8)
     return c
 
 

@@ -5,6 +5,17 @@ import triton
 import triton.language as tl
 
 
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_SIZE": 1024}, num_warps=4),
+        triton.Config({"BLOCK_SIZE": 2048}, num_warps=4),
+        triton.Config({"BLOCK_SIZE": 2048}, num_warps=8),
+        triton.Config({"BLOCK_SIZE": 4096}, num_warps=8),
+        triton.Config({"BLOCK_SIZE": 4096}, num_warps=2),
+    ],
+    key=["n_elements"],
+    restore_value=["out_ptr"],
+)
 @triton.jit
 def sum_atomic_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     pid = tl.program_id(0)
@@ -16,7 +27,7 @@ def sum_atomic_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 def total_sum(x):
     out = torch.zeros(1, device=x.device, dtype=torch.float32)
     n = x.numel()
-    sum_atomic_kernel[(triton.cdiv(n, 4096),)](x, out, n, BLOCK_SIZE=4096, num_warps=8)
+    sum_atomic_kernel[lambda META: (triton.cdiv(n, META["BLOCK_SIZE"]),)](x, out, n)
     return out
 
 

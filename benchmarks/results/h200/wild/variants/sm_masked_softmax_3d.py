@@ -14,7 +14,6 @@ def _fwd_kernel_causal_softmax(Logics, Prob_Out,
                                BLOCK_SIZE: tl.constexpr,
                                BLOCK_M: tl.constexpr):
     cur_batch = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cur_batch = tl.max_contiguous(tl.multiple_of(cur_batch, BLOCK_M), BLOCK_M)
     row_mask = cur_batch < n_rows
     cur_head = tl.program_id(1)
     cur_q = tl.program_id(2)
