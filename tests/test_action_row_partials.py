@@ -152,7 +152,9 @@ def test_refused_where_the_partial_rows_would_change_a_result(change, why):
 @pytest.mark.slow
 def test_partial_rows_stay_equivalent(tmp_path):
     jobs = []
-    for label, text, kernel in (("torch_sum", TORCH_SUM, "rms_bwd_kernel"), ("kernel_sum", KERNEL_SUM, "dx_kernel")):
+    rebound = KERNEL_SUM.replace("    c1 = tl.sum(", "    w = tl.load(W + cols, mask=mask, other=0.0) * 2.0\n    c1 = tl.sum(")
+    for label, text, kernel in (("torch_sum", TORCH_SUM, "rms_bwd_kernel"), ("kernel_sum", KERNEL_SUM, "dx_kernel"),
+                                ("w_rebound", rebound, "dx_kernel")):
         jobs.append(job(tmp_path, f"{label}:reference", text, text, TOL_FP32, reference=True))
         for cand in offered(text, kernel):
             jobs.append(job(tmp_path, f"{label}:rows{cand.params['ROWS_PER_PROGRAM']}", text,
@@ -165,4 +167,19 @@ def test_partial_rows_stay_equivalent(tmp_path):
             jobs.append(job(tmp_path, f"{label}:split_reduction+rows", text, both, TOL_FP32))
         assert split != text
     results = run_jobs(jobs, tmp_path)
-    assert len(results) == 9 and all(r["ok"] for r in results), [r for r in results if not r["ok"]]
+    assert len(results) == 13 and all(r["ok"] for r in results), [r for r in results if not r["ok"]]
+
+
+def test_every_binding_of_a_name_bound_twice_stays_in_the_loop():
+    """``w`` rebound after a row's line reads it: with its first binding moved before the loop, the next row would
+    read the value the previous row's second binding left."""
+    text = KERNEL_SUM.replace("    c1 = tl.sum(", "    w = tl.load(W + cols, mask=mask, other=0.0) * 2.0\n    c1 = tl.sum(")
+    new = apply_candidate(text, offered(text, "dx_kernel")[0], H100).new_text
+    loop = new[new.index("    for row in range(row_start,"):new.index("    tl.store(PDW + cols")]
+    assert "        w = tl.load(W + cols, mask=mask, other=0.0) * 2.0\n" in loop
+    assert "        w = tl.load(W + cols, mask=mask, other=0.0)\n" in loop  # both bindings, in order, every row
+
+
+def test_refused_when_a_name_the_moved_store_reads_is_rebound():
+    text = KERNEL_SUM.replace("    tl.store(PDB + cols, dy, mask=mask)\n", "    mask = cols < N - 1\n    tl.store(PDB + cols, dy, mask=mask)\n")
+    assert "mask, which PDW's store reads, is assigned more than once" in why_refused(text, "dx_kernel")

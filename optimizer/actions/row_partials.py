@@ -252,6 +252,11 @@ class RowPartials:
             raise ActionError(f"{param}'s store is not a top-level tl.store(pointer, value, mask=...)")
         if mask is not None and c.names_in(mask.value) & tainted:
             raise ActionError(f"{param}'s store mask depends on the row")
+        # The store moves after the loop: what its address and mask read must still hold the same values there.
+        rebound = sorted(n for n in c.names_in(store) - {param}
+                         if sum(n in c.bound_names(s) for s in body) > 1)
+        if rebound:
+            raise ActionError(f"{rebound[0]}, which {param}'s store reads, is assigned more than once")
         row_terms = [t for t in _summands(store.args[0].value) if c.names_in(t) & tainted and not (
             isinstance(t, cst.Name) and t.value == param)]
         if bump is not None:
@@ -371,6 +376,10 @@ class RowPartials:
         workspace_lines = {id(w.statement): w for w in plan.workspaces}
         bumps = {id(w.bump) for w in plan.workspaces if w.bump is not None}
         accumulators: list[tuple[_Workspace, str]] = []
+        in_loop: set[str] = set()  # every name a line kept in the loop reads or binds
+        # A name bound more than once keeps every binding in the loop: hoisting the first would let a later row read
+        # what the previous row's second binding left.
+        multi = {n for n in c.bound_names(body) if sum(n in c.bound_names(s) for s in body) > 1}
         for s in body:
             if s is plan.pid_line or id(s) in bumps:
                 continue
@@ -381,6 +390,7 @@ class RowPartials:
                 accumulators.append((w, acc))
                 value = c.substitute_names(w.store.args[1].value, renames)
                 loop.append(c.stmt(f"{acc} += {c.code(value)}\n"))
+                in_loop |= c.names_in(loop[-1])
                 continue
             if any(s is line for line in plan.moved.values()) and c.names_in(s) & tainted:
                 # ``X += row * stride`` would move X again on every trip: the row's pointer gets its own name.
@@ -388,13 +398,18 @@ class RowPartials:
                 fresh = c.first_free(taken, f"{name}_row", f"{name}_r")
                 taken.add(fresh)
                 loop.append(c.stmt(f"{fresh} = {name} + {c.code(c.substitute_names(_small(s).value, renames))}\n"))
+                in_loop |= c.names_in(loop[-1])
                 renames[name] = fresh
                 tainted.add(fresh)
                 continue
             s = c.substitute_names(s, renames)
-            if c.names_in(s) & tainted or any(_is_tl_call(x, "store") for x in c.calls_in(s)):
+            # A row-independent line moves before the loop unless it binds a name bound twice, or one the loop
+            # already uses (moved first, the loop's earlier lines would read its new value).
+            if c.names_in(s) & tainted or any(_is_tl_call(x, "store") for x in c.calls_in(s)) \
+                    or c.bound_names(s) & (in_loop | multi):
                 tainted |= c.bound_names(s)
                 loop.append(s)
+                in_loop |= c.names_in(s)
             else:
                 before.append(s)
         ends = []
