@@ -183,3 +183,11 @@ def test_every_binding_of_a_name_bound_twice_stays_in_the_loop():
 def test_refused_when_a_name_the_moved_store_reads_is_rebound():
     text = KERNEL_SUM.replace("    tl.store(PDB + cols, dy, mask=mask)\n", "    mask = cols < N - 1\n    tl.store(PDB + cols, dy, mask=mask)\n")
     assert "mask, which PDW's store reads, is assigned more than once" in why_refused(text, "dx_kernel")
+
+
+def test_a_stored_value_may_read_a_name_bound_twice():
+    """The LayerNorm backward's ``xhat = ...; xhat = tl.where(mask, xhat, 0.0)``: the value is summed in the loop, where
+    both bindings stay; only the moved store's address and mask must not be rebound."""
+    text = KERNEL_SUM.replace("    wdy = tl.where(mask, w * dy, 0.0)\n",
+                              "    wdy = tl.where(mask, w * dy, 0.0)\n    xhat = tl.where(mask, xhat, 0.0)\n")
+    assert text != KERNEL_SUM and offered(text, "dx_kernel")

@@ -253,8 +253,8 @@ class RowPartials:
         if mask is not None and c.names_in(mask.value) & tainted:
             raise ActionError(f"{param}'s store mask depends on the row")
         # The store moves after the loop: what its address and mask read must still hold the same values there.
-        rebound = sorted(n for n in c.names_in(store) - {param}
-                         if sum(n in c.bound_names(s) for s in body) > 1)
+        moved_reads = c.names_in(store.args[0].value) | (c.names_in(mask.value) if mask is not None else set())
+        rebound = sorted(n for n in moved_reads - {param} if sum(n in c.bound_names(s) for s in body) > 1)
         if rebound:
             raise ActionError(f"{rebound[0]}, which {param}'s store reads, is assigned more than once")
         row_terms = [t for t in _summands(store.args[0].value) if c.names_in(t) & tainted and not (
