@@ -518,6 +518,14 @@ def unparen(node: cst.BaseExpression) -> cst.BaseExpression:
     return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node
 
 
+def summands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The terms of a sum, left to right, parentheses dropped: ``a + (b + c)`` -> a, b, c."""
+    node = unparen(node)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        return summands(node.left) + summands(node.right)
+    return [node]
+
+
 def conjuncts(mask: cst.BaseExpression | None) -> list[cst.BaseExpression]:
     """``(a) & (b) & c`` -> [a, b, c], each without its parentheses ([] for no mask)."""
     if mask is None:
@@ -1693,6 +1701,18 @@ def with_params_appended(kdef: cst.FunctionDef, new: list[cst.Param]) -> cst.Fun
     added[-1] = added[-1].with_changes(comma=lined(last.comma, last.comma.whitespace_after.last_line, keep_comment=False))
     last = last.with_changes(comma=lined(last.comma, param_indent, keep_comment=True))
     return kdef.with_changes(params=kdef.params.with_changes(params=params[:-1] + [last] + added))
+
+
+class ExplainsByPlan:
+    """For an action whose ``_plan(module, analysis, kernel)`` raises ActionError saying why it does not apply."""
+
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target) -> str | None:
+        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
+        try:
+            self._plan(parse(analysis.text), analysis, kernel)  # type: ignore[attr-defined]
+        except ActionError as exc:
+            return str(exc)
+        return None
 
 
 def kernel_line(kernel: Kernel) -> int:

@@ -171,7 +171,7 @@ def _sliced(value: cst.BaseExpression, var: str) -> tuple[cst.BaseExpression, in
     return value.with_changes(slice=kept), position
 
 
-class BatchLaunches:
+class BatchLaunches(c.ExplainsByPlan):
     name = "batch_launches"
     kind = "Fusion"
     changes_numerics = False
@@ -259,14 +259,6 @@ class BatchLaunches:
         return [Candidate(self.name, self.kind, kernel.name, {"loop": plan.var},
                           f"Launch {kernel.name} once for the whole `for {plan.var} in range({c.code(plan.count)})` loop "
                           f"(grid axis {len(plan.grid_tuple.elements)})", c.kernel_line(kernel))]
-
-    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
-        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
-        try:
-            self._plan(c.parse(analysis.text), analysis, kernel)
-        except ActionError as exc:
-            return str(exc)
-        return None
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         module = c.parse(text)

@@ -366,13 +366,13 @@ def _column_term(producer: Kernel, kernel_def: cst.FunctionDef, store: cst.Simpl
     if mask is None:
         return None, ""
     defs = _defined_once(kernel_def)
-    terms = _summands(call.args[0].value)
+    terms = c.summands(call.args[0].value)
     base = [t for t in terms if isinstance(t, cst.Name) and producer.param(t.value) is not None
             and producer.param(t.value).kind == "pointer"]
     if len(base) != 1:
         return None, ""
     if len(terms) == 2 and isinstance(offsets := terms[1 - terms.index(base[0])], cst.Name) and offsets.value in defs:
-        terms = [base[0], *_summands(defs[offsets.value])]  # ``out + out_off``: the offsets' own sum
+        terms = [base[0], *c.summands(defs[offsets.value])]  # ``out + out_off``: the offsets' own sum
     if len(terms) != 3:
         return None, ""
     terms = [t for t in terms if t is not base[0]]  # ROWS * stride and COLS remain
@@ -406,28 +406,14 @@ def _column_mask(store_mask: str, col_term: str, producer: Kernel, defs: dict[st
         node = c.unparen(defs[node.value])
     columns = c.names_in(cst.parse_expression(col_term))
 
-    def conjuncts(n: cst.BaseExpression) -> list[cst.BaseExpression]:
-        n = c.unparen(n)
-        if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.BitAnd):
-            return conjuncts(n.left) + conjuncts(n.right)
-        return [n]
-
     def on_columns(term: cst.BaseExpression) -> bool:
         local = {n for n in c.names_in(term) if producer.param(n) is None}
         return bool(local) and local <= columns
 
-    kept = [c.code(t) for t in conjuncts(node) if on_columns(t)]
+    kept = [c.code(t) for t in c.conjuncts(node) if on_columns(t)]
     if not kept:
         return store_mask
     return kept[0] if len(kept) == 1 else " & ".join(f"({k})" for k in kept)
-
-
-def _summands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The terms of a sum, left to right, parentheses dropped: ``a + (b + c)`` -> a, b, c."""
-    node = c.unparen(node)
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
-        return _summands(node.left) + _summands(node.right)
-    return [node]
 
 
 def _defined_once(kernel_def: cst.FunctionDef) -> dict[str, cst.BaseExpression]:

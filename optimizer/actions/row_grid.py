@@ -125,7 +125,7 @@ class _Splits(cst.CSTVisitor):
         return True
 
 
-class RowGrid:
+class RowGrid(c.ExplainsByPlan):
     name = "row_grid"
     kind = "Tiling"  # it changes how the work is cut into programs: a 2-D grid of rows and column blocks
     changes_numerics = False  # the same elements, each computed from the same values
@@ -271,14 +271,6 @@ class RowGrid:
         return [Candidate(self.name, self.kind, kernel.name, {},
                           f"Rows on a grid axis: {plan.offs} // {plan.width} becomes the program id, "
                           f"columns in blocks of {plan.block} (no division per element)", c.kernel_line(kernel))]
-
-    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
-        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
-        try:
-            self._plan(c.parse(analysis.text), analysis, kernel)
-        except ActionError as exc:
-            return str(exc)
-        return None
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         if params:

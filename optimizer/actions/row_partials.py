@@ -140,14 +140,7 @@ def _row_term(term: cst.BaseExpression, row: str, tainted: set[str]) -> bool:
     return False
 
 
-def _summands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
-    node = c.unparen(node)
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
-        return _summands(node.left) + _summands(node.right)
-    return [node]
-
-
-class RowPartials:
+class RowPartials(c.ExplainsByPlan):
     name = "row_partials"
     kind = "Tiling"
     changes_numerics = False
@@ -257,7 +250,7 @@ class RowPartials:
         rebound = sorted(n for n in moved_reads - {param} if sum(n in c.bound_names(s) for s in body) > 1)
         if rebound:
             raise ActionError(f"{rebound[0]}, which {param}'s store reads, is assigned more than once")
-        row_terms = [t for t in _summands(store.args[0].value) if c.names_in(t) & tainted and not (
+        row_terms = [t for t in c.summands(store.args[0].value) if c.names_in(t) & tainted and not (
             isinstance(t, cst.Name) and t.value == param)]
         if bump is not None:
             if row_terms or not _row_term(_small(bump).value, row, tainted):
@@ -350,14 +343,6 @@ class RowPartials:
                           f"Sum {rows} rows per program into {spaces} ({ROWS_PARAM}={rows}): a workspace {rows}x smaller",
                           c.kernel_line(kernel)) for rows in CHOICES]
 
-    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
-        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
-        try:
-            self._plan(c.parse(analysis.text), analysis, kernel)
-        except ActionError as exc:
-            return str(exc)
-        return None
-
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         rows = params.get(ROWS_PARAM)
         if not isinstance(rows, int) or isinstance(rows, bool) or not 2 <= rows <= 1024:
@@ -415,7 +400,7 @@ class RowPartials:
         ends = []
         for w, acc in accumulators:
             address = w.store.args[0].value
-            offsets = [t for t in _summands(address) if not (isinstance(t, cst.Name) and t.value == w.param)
+            offsets = [t for t in c.summands(address) if not (isinstance(t, cst.Name) and t.value == w.param)
                        and not c.names_in(t) & {plan.row}]
             shape = " + ".join(c.code(t) for t in offsets) or "0"
             before.append(c.stmt(f"{acc} = {tl}.zeros(({shape}).shape, dtype={tl}.float32)\n"))

@@ -162,7 +162,7 @@ def _single_assignments(statements: list[cst.BaseStatement]) -> dict[str, cst.Ba
     return out
 
 
-class SplitKV:
+class SplitKV(c.ExplainsByPlan):
     name = "split_kv"
     kind = "Tiling"
     changes_numerics = False  # the order of the sum changes, within the dtype's tolerance
@@ -267,14 +267,6 @@ class SplitKV:
                           f"Split the key loop over {SPLIT_PARAM}={s} programs, then merge (flash decoding) on "
                           f"{target.key.upper()}", c.kernel_line(kernel))
                 for s in SPLITS]
-
-    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
-        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
-        try:
-            self._plan(c.parse(analysis.text), analysis, kernel)
-        except ActionError as exc:
-            return str(exc)
-        return None
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         splits = params.get(SPLIT_PARAM)

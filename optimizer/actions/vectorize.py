@@ -81,7 +81,7 @@ class _Plan:
     accesses: list[cst.Call]  # loads and stores whose address derives from the program id
 
 
-class Vectorize:
+class Vectorize(c.ExplainsByPlan):
     name = "vectorize"
     kind = "Tiling"
     changes_numerics = False
@@ -158,14 +158,6 @@ class Vectorize:
         return [Candidate(self.name, self.kind, kernel.name, {BLOCK_PARAM: b},
                           f"Process {b} elements per program instead of one ({BLOCK_PARAM}={b})", c.kernel_line(kernel))
                 for b in BLOCKS]
-
-    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
-        """Why the action offers nothing for ``kernel`` (None when it offers something)."""
-        try:
-            self._plan(c.parse(analysis.text), analysis, kernel)
-        except ActionError as exc:
-            return str(exc)
-        return None
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
         block = params.get(BLOCK_PARAM)
