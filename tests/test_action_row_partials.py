@@ -153,8 +153,9 @@ def test_refused_where_the_partial_rows_would_change_a_result(change, why):
 def test_partial_rows_stay_equivalent(tmp_path):
     jobs = []
     rebound = KERNEL_SUM.replace("    c1 = tl.sum(", "    w = tl.load(W + cols, mask=mask, other=0.0) * 2.0\n    c1 = tl.sum(")
+    wide = KERNEL_SUM.replace("    row = tl.program_id(0)\n", "    row = tl.program_id(0).to(tl.int64)\n")
     for label, text, kernel in (("torch_sum", TORCH_SUM, "rms_bwd_kernel"), ("kernel_sum", KERNEL_SUM, "dx_kernel"),
-                                ("w_rebound", rebound, "dx_kernel")):
+                                ("w_rebound", rebound, "dx_kernel"), ("int64_row", wide, "dx_kernel")):
         jobs.append(job(tmp_path, f"{label}:reference", text, text, TOL_FP32, reference=True))
         for cand in offered(text, kernel):
             jobs.append(job(tmp_path, f"{label}:rows{cand.params['ROWS_PER_PROGRAM']}", text,
@@ -167,7 +168,7 @@ def test_partial_rows_stay_equivalent(tmp_path):
             jobs.append(job(tmp_path, f"{label}:split_reduction+rows", text, both, TOL_FP32))
         assert split != text
     results = run_jobs(jobs, tmp_path)
-    assert len(results) == 13 and all(r["ok"] for r in results), [r for r in results if not r["ok"]]
+    assert len(results) == 17 and all(r["ok"] for r in results), [r for r in results if not r["ok"]]
 
 
 def test_every_binding_of_a_name_bound_twice_stays_in_the_loop():
@@ -191,3 +192,10 @@ def test_a_stored_value_may_read_a_name_bound_twice():
     text = KERNEL_SUM.replace("    wdy = tl.where(mask, w * dy, 0.0)\n",
                               "    wdy = tl.where(mask, w * dy, 0.0)\n    xhat = tl.where(mask, xhat, 0.0)\n")
     assert text != KERNEL_SUM and offered(text, "dx_kernel")
+
+
+def test_an_int64_row_keeps_its_width():
+    """Liger and unsloth write ``tl.program_id(0).to(tl.int64)`` so row offsets of large inputs do not overflow."""
+    text = KERNEL_SUM.replace("    row = tl.program_id(0)\n", "    row = tl.program_id(0).to(tl.int64)\n")
+    new = apply_candidate(text, offered(text, "dx_kernel")[0], H100).new_text
+    assert "    row_start = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM\n" in new

@@ -11,7 +11,7 @@ Statements that do not depend on the row (column offsets, masks, loads of the we
 pointers moved per row (``X += row * stride``) become names of their own (``X_row = X + row * stride``).
 
 Offered when the kernel's body is straight-line code (no loops or branches), reads its row as
-``row = tl.program_id(0)`` once, is launched once with a one-axis grid ``(R,)``, stores nothing through a pointer it
+``row = tl.program_id(0)`` (or ``.to(tl.int64)`` of it, which the run's first row keeps) once, is launched once with a one-axis grid ``(R,)``, stores nothing through a pointer it
 also loads from, and has a workspace: a pointer parameter given a host tensor allocated as
 ``torch.empty((R, N), dtype=torch.float32, ...)`` (or ``zeros``) in the launching function, whose one
 ``tl.store`` has a row-independent mask and an address ``ptr + row * stride + <row-independent offsets>`` (the row
@@ -126,6 +126,14 @@ def _is_tl_call(node: cst.CSTNode, op: str) -> bool:
     return isinstance(node, cst.Call) and c.code(node.func).split(".")[-1] == op and "." in c.code(node.func)
 
 
+def _row_id(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The ``tl.program_id(0)`` call of ``tl.program_id(0)`` or ``tl.program_id(0).to(tl.int64)``."""
+    value = c.unparen(value)
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
+        return c.unparen(value.func.value)
+    return value
+
+
 def _row_term(term: cst.BaseExpression, row: str, tainted: set[str]) -> bool:
     """``row * s``, ``s * row`` or ``row.to(tl.int64) * s`` with ``s`` row-independent."""
     term = c.unparen(term)
@@ -164,10 +172,11 @@ class RowPartials(c.ExplainsByPlan):
                 raise ActionError(f"the kernel already uses the name {name}")
         program_ids = [call for call in c.calls_in(kdef) if c.code(call.func).endswith("program_id")]
         pid_lines = [s for s in body if isinstance(_small(s), cst.Assign) and len(_small(s).targets) == 1
-                     and isinstance(_small(s).targets[0].target, cst.Name) and _small(s).value in program_ids]
+                     and isinstance(_small(s).targets[0].target, cst.Name)
+                     and any(_row_id(_small(s).value) is p for p in program_ids)]
         if len(program_ids) != 1 or len(pid_lines) != 1:
-            raise ActionError("the row is not read once, as `row = tl.program_id(0)`")
-        call = _small(pid_lines[0]).value
+            raise ActionError("the row is not read once, as `row = tl.program_id(0)` (or its `.to(tl.int64)`)")
+        call = program_ids[0]
         axis = [a for a in call.args if a.keyword is None or a.keyword.value == "axis"]
         if len(axis) != 1 or c.flat(axis[0].value) != "0":
             raise ActionError("the program id is not of axis 0")
@@ -349,7 +358,7 @@ class RowPartials(c.ExplainsByPlan):
             raise ActionError(f"{ROWS_PARAM} must be an integer from 2 to 1024, not {rows!r}")
         module = c.parse(text)
         plan = self._plan(module, analysis, kernel)
-        tl = c.code(_small(plan.pid_line).value.func.value)
+        tl = c.code(_row_id(_small(plan.pid_line).value).func.value)  # the kernel's name for triton.language
         body = [s for s in plan.kdef.body.body if not c.is_docstring(s)]
         docstring = [s for s in plan.kdef.body.body if c.is_docstring(s)]
         taken = c.names_in(plan.kdef)
@@ -413,7 +422,8 @@ class RowPartials(c.ExplainsByPlan):
             ends.append(c.stmt(f"{tl}.store({c.code(here)}, {acc}{masked})\n"))
         header = c.stmt(f"for {plan.row} in range({start}, {tl}.minimum({start} + {ROWS_PARAM}, {COUNT_PARAM})):\n    pass\n")
         header = header.with_changes(body=header.body.with_changes(body=loop))
-        first = c.stmt(f"{start} = {tl}.program_id(0) * {ROWS_PARAM}\n")
+        # ``tl.program_id(0).to(tl.int64)`` stays so: the rows' offsets keep the width the kernel chose for them.
+        first = c.stmt(f"{start} = {c.code(_small(plan.pid_line).value)} * {ROWS_PARAM}\n")
         kdef = plan.kdef.with_changes(body=plan.kdef.body.with_changes(body=[*docstring, first, *before, header, *ends]))
         kdef = c.with_params_appended(kdef, [cst.Param(cst.Name(COUNT_PARAM)), cst.Param(
             cst.Name(ROWS_PARAM), annotation=cst.Annotation(c.expr(f"{tl}.constexpr")))])
