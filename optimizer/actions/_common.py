@@ -470,6 +470,32 @@ def bound_names(node: cst.CSTNode | list) -> set[str]:
     return found
 
 
+def assignment_counts(kdef: cst.FunctionDef) -> dict[str, int]:
+    """How many statements of the kernel bind each name (assignments, augmented ones, loop targets); parameters do
+    not count (``fusion.binding_counts`` counts them, and every other kind of binding)."""
+    counts: dict[str, int] = {}
+
+    class V(cst.CSTVisitor):
+        def _add(self, target: cst.CSTNode) -> None:
+            for name in names_in(target):
+                counts[name] = counts.get(name, 0) + 1
+
+        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
+            self._add(n.target)
+
+        def visit_AugAssign(self, n: cst.AugAssign) -> None:
+            self._add(n.target)
+
+        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+            self._add(n.target)
+
+        def visit_For(self, n: cst.For) -> None:
+            self._add(n.target)
+
+    kdef.body.visit(V())
+    return counts
+
+
 LOG2E = "1.4426950408889634"  # log2(e): exp(x) = exp2(x * LOG2E), the cheap (flush-to-zero) exponent
 
 

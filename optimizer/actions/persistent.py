@@ -173,31 +173,6 @@ def _merge_ifs(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     return out
 
 
-def _binding_counts(kdef: cst.FunctionDef) -> dict[str, int]:
-    """How many statements of the kernel bind each name (assignments, augmented ones, loop targets)."""
-    counts: dict[str, int] = {}
-
-    class V(cst.CSTVisitor):
-        def _add(self, target: cst.CSTNode) -> None:
-            for name in c.names_in(target):
-                counts[name] = counts.get(name, 0) + 1
-
-        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
-            self._add(n.target)
-
-        def visit_AugAssign(self, n: cst.AugAssign) -> None:
-            self._add(n.target)
-
-        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
-            self._add(n.target)
-
-        def visit_For(self, n: cst.For) -> None:
-            self._add(n.target)
-
-    kdef.body.visit(V())
-    return counts
-
-
 def _program_id(statement: cst.CSTNode, roots: frozenset[str]) -> tuple[str, int] | None:
     """``name = tl.program_id(axis)`` (also ``axis=axis``) -> (name, axis) for axis 0, 1 or 2."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
@@ -336,7 +311,7 @@ class Persistent:
             unpack = [c.stmt(f"{names[axis]} = {_tile_axis(loop_name, factors, axis)}") for axis in axes]
         rest = [s for i, s in enumerate(body) if i > index and i not in reads]
         # Which statements move before the loop: no tile dependence, no memory access, bound only there.
-        counts = _binding_counts(kdef)
+        counts = c.assignment_counts(kdef)
         tile_names = {loop_name, *names.values()}
         hoisted, looped = [], list(unpack)
         def movable(statement: cst.BaseStatement) -> bool:

@@ -100,6 +100,7 @@ class _Workspace:
     store: cst.Call  # its one tl.store in the kernel
     statement: cst.SimpleStatementLine  # the line holding the store
     bump: cst.SimpleStatementLine | None  # ``param += row * stride``, when the row term is written so
+    mask: cst.Arg | None  # the store's mask, which the store after the loop keeps
     allocation: cst.Call  # torch.empty((R, N), ...)
 
 
@@ -111,6 +112,7 @@ class _Plan:
     pid_line: cst.SimpleStatementLine
     grid_tuple: cst.Tuple
     count: str  # the grid's one axis R, as written
+    roots: frozenset[str]  # how the file spells triton.language (``tl``)
     workspaces: list[_Workspace]
     moved: dict[str, cst.SimpleStatementLine] = field(default_factory=dict)  # pointer -> its ``+=`` line
     consumers: list[tuple[cst.Call, cst.Arg]] = field(default_factory=list)  # launches and the arg passing R
@@ -120,10 +122,6 @@ def _small(statement: cst.BaseStatement) -> cst.BaseSmallStatement | None:
     if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
         return statement.body[0]
     return None
-
-
-def _is_tl_call(node: cst.CSTNode, op: str) -> bool:
-    return isinstance(node, cst.Call) and c.code(node.func).split(".")[-1] == op and "." in c.code(node.func)
 
 
 def _row_id(value: cst.BaseExpression) -> cst.BaseExpression:
@@ -181,7 +179,7 @@ class RowPartials(c.ExplainsByPlan):
         if len(axis) != 1 or c.flat(axis[0].value) != "0":
             raise ActionError("the program id is not of axis 0")
         row = _small(pid_lines[0]).targets[0].target.value
-        if sum(row in c.bound_names(s) for s in body) != 1:
+        if c.assignment_counts(kdef).get(row) != 1:
             raise ActionError(f"{row} is assigned more than once")
         if any(c.code(x.func).split(".")[-1].startswith("atomic") or c.code(x.func).endswith("num_programs")
                for x in c.calls_in(kdef)):
@@ -209,8 +207,9 @@ class RowPartials(c.ExplainsByPlan):
                 moved[name] = s
             if c.names_in(s) & tainted:
                 tainted |= bound
-        loaded = {n for x in c.calls_in(kdef) if _is_tl_call(x, "load") for n in c.names_in(x.args[0].value)}
-        stored = {n for x in c.calls_in(kdef) if _is_tl_call(x, "store") for n in c.names_in(x.args[0].value)}
+        roots = c.language_roots(analysis)
+        loaded = {n for x in c.calls_in(kdef) if c.is_call(x, "load", roots) for n in c.names_in(x.args[0].value)}
+        stored = {n for x in c.calls_in(kdef) if c.is_call(x, "store", roots) for n in c.names_in(x.args[0].value)}
         both = sorted((loaded & stored) & {p for p in params if params[p].kind == "pointer"})
         if both:
             raise ActionError(f"the kernel loads from and stores through {both[0]} (in place)")
@@ -218,17 +217,17 @@ class RowPartials(c.ExplainsByPlan):
         sources = c.launch_sources(launch, kernel)
         workspaces = [w for p in kernel.params if p.kind == "pointer"
                       for w in [self._workspace(kdef, body, launch, p.name, sources.get(p.name, ""), count, row,
-                                                tainted, moved)] if w is not None]
+                                                tainted, moved, roots)] if w is not None]
         if not workspaces:
             raise ActionError(f"no fp32 [{count}, N] workspace that the kernel stores one row of per program")
         for w in workspaces:
             moved.pop(w.param, None)
-        plan = _Plan(kdef, launch, row, pid_lines[0], grid, count, workspaces, moved)
+        plan = _Plan(kdef, launch, row, pid_lines[0], grid, count, roots, workspaces, moved)
         self._check_host(analysis, module, plan)
         return plan
 
     @staticmethod
-    def _workspace(kdef, body, launch, param, source, count, row, tainted, moved) -> _Workspace | None:
+    def _workspace(kdef, body, launch, param, source, count, row, tainted, moved, roots) -> _Workspace | None:
         """The workspace behind ``param``, or None when it is not one (an ActionError when it nearly is)."""
         if not source.isidentifier():
             return None
@@ -241,7 +240,7 @@ class RowPartials(c.ExplainsByPlan):
         dtype = c.kwarg(value, "dtype")
         if dtype is None or c.flat(dtype.value) not in ("torch.float32", "torch.float"):
             return None
-        stores = [x for x in c.calls_in(kdef) if _is_tl_call(x, "store") and param in c.names_in(x.args[0].value)]
+        stores = [x for x in c.calls_in(kdef) if c.is_call(x, "store", roots) and param in c.names_in(x.args[0].value)]
         uses = c.count_name(kdef, param) - 1  # its parameter
         bump = moved.get(param)
         if len(stores) != 1 or uses != (2 if bump is not None else 1):
@@ -256,7 +255,8 @@ class RowPartials(c.ExplainsByPlan):
             raise ActionError(f"{param}'s store mask depends on the row")
         # The store moves after the loop: what its address and mask read must still hold the same values there.
         moved_reads = c.names_in(store.args[0].value) | (c.names_in(mask.value) if mask is not None else set())
-        rebound = sorted(n for n in moved_reads - {param} if sum(n in c.bound_names(s) for s in body) > 1)
+        counts = c.assignment_counts(kdef)
+        rebound = sorted(n for n in moved_reads - {param} if counts.get(n, 0) > 1)
         if rebound:
             raise ActionError(f"{rebound[0]}, which {param}'s store reads, is assigned more than once")
         row_terms = [t for t in c.summands(store.args[0].value) if c.names_in(t) & tainted and not (
@@ -266,7 +266,7 @@ class RowPartials(c.ExplainsByPlan):
                 raise ActionError(f"{param} is not moved by `{param} += {row} * stride` alone")
         elif len(row_terms) != 1 or not _row_term(row_terms[0], row, tainted):
             raise ActionError(f"{param}'s store address is not `{param} + {row} * stride + <row-independent offsets>`")
-        return _Workspace(param, source, store, statement, bump, value)
+        return _Workspace(param, source, store, statement, bump, mask, value)
 
     def _check_host(self, analysis: FileAnalysis, module: cst.Module, plan: _Plan) -> None:
         """After the launch the workspaces are only summed over their rows; a kernel doing it gets the new count."""
@@ -325,13 +325,14 @@ class RowPartials(c.ExplainsByPlan):
             if node not in ("range", "compare", "cdiv"):
                 raise ActionError(f"{name} uses {rows} other than as a bound (`{node}`)")
         workspace_params = {p for p, (_a, src) in bound.items() if src in buffers}
+        roots = c.language_roots(analysis)
         for x in c.calls_in(kdef):
-            if _is_tl_call(x, "load"):
+            if c.is_call(x, "load", roots):
                 pointers = c.names_in(x.args[0].value) & {p.name for p in consumer.params if p.kind == "pointer"}
                 if not pointers <= workspace_params:
                     raise ActionError(f"{name} loads {sorted(pointers - workspace_params)[0]}, not only the workspaces")
         for line in _all_small(kdef):
-            loads = [x for x in c.calls_in(line) if _is_tl_call(x, "load")]
+            loads = [x for x in c.calls_in(line) if c.is_call(x, "load", roots)]
             if not loads:
                 continue
             value = c.unparen(line.value) if isinstance(line, cst.AugAssign) else None
@@ -373,7 +374,7 @@ class RowPartials(c.ExplainsByPlan):
         in_loop: set[str] = set()  # every name a line kept in the loop reads or binds
         # A name bound more than once keeps every binding in the loop: hoisting the first would let a later row read
         # what the previous row's second binding left.
-        multi = {n for n in c.bound_names(body) if sum(n in c.bound_names(s) for s in body) > 1}
+        multi = {n for n, count in c.assignment_counts(plan.kdef).items() if count > 1}
         for s in body:
             if s is plan.pid_line or id(s) in bumps:
                 continue
@@ -399,7 +400,7 @@ class RowPartials(c.ExplainsByPlan):
             s = c.substitute_names(s, renames)
             # A row-independent line moves before the loop unless it binds a name bound twice, or one the loop
             # already uses (moved first, the loop's earlier lines would read its new value).
-            if c.names_in(s) & tainted or any(_is_tl_call(x, "store") for x in c.calls_in(s)) \
+            if c.names_in(s) & tainted or any(c.is_call(x, "store", plan.roots) for x in c.calls_in(s)) \
                     or c.bound_names(s) & (in_loop | multi):
                 tainted |= c.bound_names(s)
                 loop.append(s)
@@ -417,8 +418,7 @@ class RowPartials(c.ExplainsByPlan):
             if w.bump is not None:
                 step = c.substitute_names(_small(w.bump).value, {plan.row: c.expr(f"{tl}.program_id(0)")})
                 here = c.expr(f"{c.code(here)} + {c.code(step)}")
-            mask = c.kwarg(w.store, "mask") or ([a for a in w.store.args if a.keyword is None] + [None, None])[2]
-            masked = f", mask={c.code(mask.value)}" if mask is not None else ""
+            masked = f", mask={c.code(w.mask.value)}" if w.mask is not None else ""
             ends.append(c.stmt(f"{tl}.store({c.code(here)}, {acc}{masked})\n"))
         header = c.stmt(f"for {plan.row} in range({start}, {tl}.minimum({start} + {ROWS_PARAM}, {COUNT_PARAM})):\n    pass\n")
         header = header.with_changes(body=header.body.with_changes(body=loop))
