@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..analysis import FileAnalysis, Kernel
-from ..analysis.model import Value
+from ..analysis.model import REDUCTION_OPS, Value
 from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
@@ -67,7 +67,7 @@ _MIXING = ("arange", "sum", "max", "min", "argmax", "argmin", "reduce", "cumsum"
            "static_assert", "device_assert", "device_print")
 
 # What makes an earlier kernel of a chain a row-statistics producer (the row fusions' case).
-_REDUCING = ("sum", "max", "min", "argmax", "argmin", "reduce", "cumsum", "cumprod", "associative_scan", "dot")
+_REDUCING = REDUCTION_OPS | {"dot"}
 
 
 @dataclass
