@@ -77,10 +77,10 @@ def tensors(out) -> list:
 
 
 def close(expected, got, job: dict) -> bool:
-    pairs = list(zip(tensors(expected), tensors(got)))
-    return len(tensors(expected)) == len(tensors(got)) and all(
+    want, have = tensors(expected), tensors(got)
+    return len(want) == len(have) and all(
         e.shape == g.shape and e.dtype == g.dtype and torch.allclose(
-            e.double(), g.double(), atol=job["atol"], rtol=job["rtol"], equal_nan=True) for e, g in pairs)
+            e.double(), g.double(), atol=job["atol"], rtol=job["rtol"], equal_nan=True) for e, g in zip(want, have))
 
 
 def compare(job: dict, index: int) -> dict:
