@@ -26,6 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Union
 
+from .containment import Containment, sweep
+
+try:
+    from ..safe_exec import safe_python_argv
+except ImportError:  # an older tree: the same flags, chosen here
+    def safe_python_argv(python: str | None = None) -> list[str]:
+        return [python or sys.executable, "-P" if sys.version_info >= (3, 11) else "-I"]
+
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 STARTUP_TIMEOUT_S = 180.0
 # How long a write waits for a worker to read its pipe (a job's text, a verdict): a live worker reads at
@@ -50,7 +58,7 @@ module = importlib.util.module_from_spec(spec)
 sys.modules["mtmc_verify_runtime"] = module
 spec.loader.exec_module(module)
 from mtmc_verify_runtime.worker import main
-sys.exit(main(int(sys.argv[2]), int(sys.argv[3])))
+sys.exit(main(*map(int, sys.argv[2:])))
 """
 
 Cancel = Union[Callable[[], bool], threading.Event, None]
@@ -84,15 +92,20 @@ class Worker:
     """One worker subprocess bound to one device (a GPU index, or None for the CPU interpreter).
 
     ``role`` "candidate" runs jobs (the new version's code); "checker" only judges an isolated job's
-    trials (``runtime/checker.py``): it never receives the new version, and signs what it answers.
+    trials (``runtime/checker.py``): it never receives the new version, and signs what it answers with a
+    key it reads once from a pipe. Both run in the sandbox of ``containment`` (``containment.py``).
     """
 
-    def __init__(self, gpu: str | None, role: str = "candidate"):
+    def __init__(self, gpu: str | None, role: str = "candidate", containment: Containment | None = None,
+                 partner: "Worker | None" = None):
         self.gpu = gpu  # a CUDA_VISIBLE_DEVICES value (index or UUID), None for the CPU interpreter
         self.role = role
         self.name = ("cpu" if gpu is None else f"cuda:{gpu}") + (" checker" if role == "checker" else "")
         self._key = b""  # the checker's signing key, new for every process
         self.checker: Worker | None = None  # a candidate worker's partner for isolated jobs
+        self.containment = containment or Containment("none")
+        self.partner = partner  # a checker's candidate: the checker reads the outputs it writes
+        self.contained = ""  # what the sandbox holds, as the worker reported it at start
         self.proc: subprocess.Popen | None = None
         self._job_w: int | None = None
         self._res_r: int | None = None
@@ -117,11 +130,9 @@ class Worker:
     def spawn(self) -> str | None:
         """Start the process (not waiting for it); an error message on failure."""
         env = dict(os.environ)
-        env.pop("MTMC_VERIFY_KEY", None)
+        env.pop("MTMC_VERIFY_KEY", None)  # a variable every process of the user could read: never the key
+        env.pop("MTMC_VERIFY_CONTAINMENT", None)
         env["MTMC_VERIFY_ROLE"] = self.role
-        if self.role == "checker":
-            self._key = os.urandom(32)
-            env["MTMC_VERIFY_KEY"] = self._key.hex()
         if self.gpu is None:
             env["TRITON_INTERPRET"] = "1"
             env["MTMC_VERIFY_MODE"] = "interpreter"
@@ -132,23 +143,34 @@ class Worker:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         job_r, job_w = os.pipe()
         res_r, res_w = os.pipe()
+        fds = [job_r, res_w]
+        if self.role == "checker":
+            # The signing key goes through a pipe the checker reads once and closes: never its environment or
+            # command line, which /proc shows to other processes.
+            self._key = os.urandom(32)
+            key_r, key_w = os.pipe()
+            os.write(key_w, self._key.hex().encode())
+            os.close(key_w)
+            fds.append(key_r)
         if not self.log_path.parent.is_dir():  # its temporary folder went away (a server's scratch space)
             self.log_path = Path(tempfile.mkstemp(prefix=f"mtmc-worker-{self._file_tag}-", suffix=".log")[1])
         log = open(self.log_path, "ab")  # O_APPEND: the pool may truncate it between jobs
         try:
+            argv = [*safe_python_argv(), "-c", _BOOT, str(RUNTIME_DIR), *map(str, fds)]
+            partner = self.partner._file_tag if self.partner is not None else None
+            argv = self.containment.prepare(self._file_tag, self.role, partner, env, argv, fds)
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, str(RUNTIME_DIR), str(job_r), str(res_w)],
-                pass_fds=(job_r, res_w), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                argv, pass_fds=fds, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env=env, start_new_session=True,  # own process group: kill reaches its children too
             )
         except OSError as exc:
-            for fd in (job_r, job_w, res_r, res_w):
+            for fd in (job_w, res_r, *fds):
                 os.close(fd)
             return f"could not start a worker: {exc}"
         finally:
             log.close()
-        os.close(job_r)
-        os.close(res_w)
+        for fd in fds:
+            os.close(fd)
         os.set_blocking(job_w, False)  # ``send`` waits for room with a deadline
         self._job_w, self._res_r, self._buffer = job_w, res_r, b""
         self.ready, self.spawned_once = False, True
@@ -161,6 +183,7 @@ class Worker:
             msg, status = self._next_message(deadline, cancelled)
             if msg is not None and msg.get("event") == "ready":
                 self.ready = True
+                self.contained = str(msg.get("containment") or "none: not reported")
                 return None
             if status is not None:
                 self.kill()
@@ -327,8 +350,16 @@ class Worker:
         except OSError:
             return ""
 
+    def sweep(self) -> int:
+        """Kill what the last job left running beside this worker (``containment.sweep``); how many."""
+        if not self.alive:
+            return 0
+        return sweep(self.proc.pid, contained=not self.contained.startswith("none"))
+
     def kill(self) -> None:
-        """Kill the worker's process group (user code may have started children) and close the pipes."""
+        """Kill the worker's process group (user code may have started children) and close the pipes.
+
+        In a sandbox the group holds the namespace's init: its end kills every process left inside."""
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -364,16 +395,24 @@ class _Relay:
     (``judged_result``): what the candidate says about its own trials is not believed.
     """
 
-    def __init__(self, checker: Worker, job: dict):
+    def __init__(self, checker: Worker, job: dict, transfer: list[Path] | None = None):
         self.checker = checker
         # The checker's copy of the job: never the new version's text.
         self.job = {k: v for k, v in job.items() if k != "new_text"}
+        self.transfer = [str(p) for p in transfer or []]  # in a sandbox: where the candidate's outputs must be
         self.opened = False
         self.verdicts: dict[str, dict] = {}  # judge id -> {"request", "trial"}
         self.self_judged: str | None = None
 
     def __call__(self, request: dict, deadline: float, cancelled: Callable[[], bool]) -> tuple[dict | None, tuple | None]:
         rid = uuid.uuid4().hex
+        outputs = os.path.normpath(str(request.get("outputs", "")))
+        if self.transfer and not any(outputs.startswith(folder + os.sep) for folder in self.transfer):
+            # The checker reads only files the candidate wrote for it, never one the candidate points elsewhere.
+            trial = {"ok": False, "checks": {}, "error": {"stage": "run", "type": "UnreadableOutputs", "line": None,
+                                                          "message": "outputs outside the candidate's transfer folder"}}
+            self.verdicts[rid] = {"request": request, "trial": trial}
+            return {"trial": trial, "findings": {}, "judge_id": rid}, None
         message = {"rid": rid, "request": request}
         if not self.opened:
             message["job"] = self.job
@@ -535,9 +574,10 @@ class WorkerPool:
         if mode == "gpu" and not gpus:
             raise RuntimeError("mode 'gpu' asked for, but no NVIDIA GPU is visible")
         self.mode = "gpu" if gpus else "interpreter"
-        self._workers = [Worker(str(g)) for g in gpus] if gpus else [Worker(None)]
+        self.containment = Containment()
+        self._workers = [Worker(g, containment=self.containment) for g in (map(str, gpus) if gpus else [None])]
         for worker in self._workers:  # an isolated job's expected outputs and comparisons run there
-            worker.checker = Worker(worker.gpu, role="checker")
+            worker.checker = Worker(worker.gpu, role="checker", containment=self.containment, partner=worker)
         self._idle: queue.Queue[Worker] = queue.Queue()
         for w in self._workers:
             self._idle.put(w)
@@ -610,9 +650,17 @@ class WorkerPool:
                 relay = None
                 if isolated:
                     job = {**job, "side": "candidate"}
-                    relay = _Relay(worker.checker, job)
+                    transfer = self.containment.transfer_folders(worker._file_tag) if worker.contained[:4] != "none" else []
+                    relay = _Relay(worker.checker, job, transfer)
                     worker.checker.truncate_log()
                 outcome = worker.run(job, compile_timeout_s, run_timeout_s, progress, cancelled, relay)
+                # Every process the job started ends with it: daemons too (in a sandbox, all of them).
+                killed = sum(w.sweep() for w in used)
+                if outcome.result is not None:
+                    runtime = outcome.result.setdefault("runtime", {})
+                    runtime["containment"] = {w.role: w.contained for w in used}
+                    if killed:
+                        runtime["processes_killed"] = killed
                 if outcome.failure == "cancelled":
                     outcome.failure = token.reason
                 if relay is None and outcome.result is not None:
@@ -656,6 +704,7 @@ class WorkerPool:
         self._closed = True
         for w in self._workers:
             w.close()
+        self.containment.close()
 
 
 _default_pool: WorkerPool | None = None

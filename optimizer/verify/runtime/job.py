@@ -66,6 +66,9 @@ _kept_folder: Path | None = None
 # A tmpfs on Linux: the outputs an isolated job's candidate sends to the checker never touch a disk.
 SHARED_MEMORY = Path("/dev/shm")
 TRANSFER_PREFIX = "mtmc-verify-out-"  # + the candidate worker's pid
+# In a sandbox (``containment.py``) the pool names the two folders the checker can read, "memory:disk":
+# the candidate's outputs go there, never to its own temporary folder.
+TRANSFER_ENV = "MTMC_VERIFY_TRANSFER"
 _stale_transfers_removed = False
 
 
@@ -109,6 +112,15 @@ def _remove_stale_transfers(folder: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
         except OSError:  # alive, someone else's
             pass
+
+
+def _outputs_folder(parent: Path, group_reads: bool) -> Path:
+    """A new folder for outputs under ``parent``; ``group_reads``: a sandbox's checker (another user, in the
+    candidate's group) may read it, nothing more."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{TRANSFER_PREFIX}{os.getpid()}-", dir=parent))
+    if group_reads:
+        folder.chmod(0o750)
+    return folder
 
 
 def save_outputs(value: Any, path: Path) -> None:
@@ -257,6 +269,7 @@ class Job:
         self.long_sum_atol: float | None = None  # set when the accepted version sums long TF32 products
         self.expected_key: str | None = None
         self.transfer: Path | None = None  # the folder of the outputs sent to the checker (``_transfer_folder``)
+        self.transfer_disk: Path | None = None  # where they go when shared memory is full
         self.pending: list[tuple[dict, Path, float]] = []  # trials at the checker: (trial, outputs file, save s)
         launches.install(self.mode == "interpreter" or os.environ.get("TRITON_INTERPRET") == "1")
         launches.PARALLEL_COMPILE.enabled = self.mode == "gpu" and bool(job.get("parallel_compile", True))
@@ -297,8 +310,8 @@ class Job:
                 if role not in self.kept:
                     version.unload()
             shutil.rmtree(self.folder, ignore_errors=True)
-            if self.transfer is not None:
-                shutil.rmtree(self.transfer, ignore_errors=True)
+            for folder in {self.transfer, self.transfer_disk} - {None, self.folder}:
+                shutil.rmtree(folder, ignore_errors=True)
         return self.result
 
     def _load_kept(self, role: str, text: str) -> Version:
@@ -617,9 +630,9 @@ class Job:
             save_outputs(payload, path)
         except (OSError, RuntimeError):  # shared memory full (a container's is often 64 MB): the disk
             path.unlink(missing_ok=True)
-            if path.parent == self.folder:
+            if path.parent == self.transfer_disk:
                 raise
-            path = self.folder / name
+            path = self.transfer_disk / name
             save_outputs(payload, path)
         del payload
         saved = time.perf_counter()
@@ -683,22 +696,25 @@ class Job:
     def _transfer_folder(self, size: int) -> Path:
         """Where this job's outputs (``size`` bytes of tensors) go to the checker: a private folder in shared
         memory when there is one with room to spare (a file there never touches a disk), else the job's
-        own temporary folder."""
+        own temporary folder (in a sandbox: the pool's folder on disk, which the checker can read)."""
         if self.transfer is None:
-            self.transfer = self.folder
-            if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK):
-                _remove_stale_transfers(SHARED_MEMORY)
+            given = os.environ.get(TRANSFER_ENV)
+            memory, disk = (Path(p) for p in given.split(os.pathsep)) if given else (SHARED_MEMORY, None)
+            self.transfer = self.transfer_disk = self.folder if disk is None else _outputs_folder(disk, True)
+            if memory.is_dir() and os.access(memory, os.W_OK):
+                if not given:
+                    _remove_stale_transfers(memory)
                 try:
-                    self.transfer = Path(tempfile.mkdtemp(prefix=f"{TRANSFER_PREFIX}{os.getpid()}-", dir=SHARED_MEMORY))
+                    self.transfer = _outputs_folder(memory, bool(given))
                 except OSError:
                     pass
-        if self.transfer != self.folder:
+        if self.transfer != self.transfer_disk:
             try:
                 if shutil.disk_usage(self.transfer).free >= 2 * size + (16 << 20):
                     return self.transfer
             except OSError:
                 pass
-        return self.folder
+        return self.transfer_disk
 
     def _note_judge_time(self, save_s: float, wait_s: float, reply: dict) -> None:
         """Where an isolated trial's time goes (``runtime["judge_s"]``): the candidate's save, its wait

@@ -1,7 +1,8 @@
 """The worker process: reads jobs (JSON lines) from one pipe, answers on another, until EOF.
 
 User code may print anything: stdout and stderr go to a log file that the pool reads after a
-crash; the protocol uses two dedicated pipe descriptors passed on the command line.
+crash; the protocol uses two dedicated pipe descriptors passed on the command line (a checker gets a
+third, its signing key, read once and closed).
 """
 
 from __future__ import annotations
@@ -28,13 +29,24 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="mtmc-parent-watch", daemon=True).start()
 
 
-def main(job_fd: int, result_fd: int) -> int:
+def _read_key(key_fd: int) -> bytes:
+    """The checker's signing key, from the pipe the pool wrote it to (closed after: nothing else can read it)."""
+    text = b""
+    while chunk := os.read(key_fd, 128):
+        text += chunk
+    os.close(key_fd)
+    return bytes.fromhex(text.decode())
+
+
+def main(job_fd: int, result_fd: int, key_fd: int = -1) -> int:
     # TRITON_INTERPRET (CPU) or CUDA_VISIBLE_DEVICES (GPU) were set by the pool before we started.
     # A segfault or abort in user code then leaves a Python traceback (with the user's line) in the log.
     faulthandler.enable()
     # The pool sends SIGUSR1 before killing a job that timed out: the dump shows where it hung.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     _exit_with_parent(os.getppid())
+    key = _read_key(key_fd) if key_fd >= 0 else b""  # before any other code runs in this process
+    containment = os.environ.pop("MTMC_VERIFY_CONTAINMENT", "none: started without the pool's sandbox")
     import torch  # imported once, before any job, so jobs measure only their own work
     import triton  # noqa: F401 - likewise (every job's environment() needs it; about 0.2 s on a CPU)
 
@@ -58,9 +70,8 @@ def main(job_fd: int, result_fd: int) -> int:
 
         gc.freeze()  # what start-up loaded lives as long as the process: collections need not walk it
         checker.forbid_inspection()
-        key = bytes.fromhex(os.environ.pop("MTMC_VERIFY_KEY"))
         emit = checker.signer(key, results)
-        emit({"event": "ready", "pid": os.getpid(), "mode": mode, "role": "checker"})
+        emit({"event": "ready", "pid": os.getpid(), "mode": mode, "role": "checker", "containment": containment})
         return checker.serve(jobs, emit)
 
     from . import tamper
@@ -98,7 +109,7 @@ def main(job_fd: int, result_fd: int) -> int:
 
     judge = Judge()
 
-    emit({"event": "ready", "pid": os.getpid(), "mode": mode})
+    emit({"event": "ready", "pid": os.getpid(), "mode": mode, "containment": containment})
     while True:
         line = jobs.readline()
         if not line:
