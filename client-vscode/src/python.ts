@@ -13,8 +13,14 @@ export interface PythonCommand {
 const PYTHON_EXTENSION_ID = "ms-python.python";
 const PYTHON_API_TIMEOUT_MS = 5000;
 
-/** The arguments after the interpreter that start the language server over stdio. */
-export const SERVE_ARGS = ["-m", "mtmc_lsp", "serve"];
+/**
+ * The arguments after the interpreter that start the language server over stdio. `-I` (isolated):
+ * the working directory is the workspace folder, and without it Python would put that folder first
+ * on `sys.path`, so a cloned repository carrying `mtmc_lsp/` or `json.py` would run its code before
+ * any trust. `-I` works on every Python we support (`-P` needs 3.11); it also ignores `PYTHON*`
+ * variables and the user's site-packages, so mtmc-lsp must be installed in the interpreter's environment.
+ */
+export const SERVE_ARGS = ["-I", "-m", "mtmc_lsp", "serve"];
 
 function withTimeout<T>(promise: PromiseLike<T>, ms: number): Promise<T | undefined> {
   return new Promise((resolve) => {

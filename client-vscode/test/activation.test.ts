@@ -15,11 +15,11 @@ describe("activation", () => {
     expect(mock.treeViews[0].message).toMatch(/Open a Triton file/);
   });
 
-  it("starts `python3 -m mtmc_lsp serve` over stdio once a Triton file is open", async () => {
+  it("starts `python3 -I -m mtmc_lsp serve` over stdio once a Triton file is open", async () => {
     const { api } = await activateExtension();
     const client = lastClient();
     expect(client.serverOptions.command).toBe("python3");
-    expect(client.serverOptions.args).toEqual(["-m", "mtmc_lsp", "serve"]);
+    expect(client.serverOptions.args).toEqual(["-I", "-m", "mtmc_lsp", "serve"]);
     expect(client.serverOptions.transport).toBe(0);
     expect(client.serverOptions.options.cwd).toBe("/ws");
     expect(client.clientOptions.documentSelector).toContainEqual({ scheme: "file", language: "python" });
@@ -66,7 +66,7 @@ describe("choosing the interpreter", () => {
     await activateExtension();
     const client = lastClient();
     expect(client.serverOptions.command).toBe("conda");
-    expect(client.serverOptions.args).toEqual(["run", "-n", "gpu", "python", "-m", "mtmc_lsp", "serve"]);
+    expect(client.serverOptions.args).toEqual(["run", "-n", "gpu", "python", "-I", "-m", "mtmc_lsp", "serve"]);
   });
 
   it("falls back to the environments API, activating the Python extension", async () => {

@@ -4,6 +4,7 @@ import { ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { createMessageConnection, MessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node";
+import { SERVE_ARGS } from "../src/python";
 
 export const REPO = resolve(__dirname, "..", "..");
 
@@ -90,7 +91,7 @@ export class LspSession {
   }
 
   static async start(python: string, workspace: string, settings: Record<string, unknown>): Promise<LspSession> {
-    const child = spawn(python, ["-m", "mtmc_lsp", "serve"], { cwd: workspace, stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(python, SERVE_ARGS, { cwd: workspace, stdio: ["pipe", "pipe", "pipe"] });
     const session = new LspSession(child, settings);
     const rootUri = `file://${workspace}`;
     const result: any = await session.connection.sendRequest("initialize", {

@@ -32,13 +32,17 @@ def _use_the_system_allocator() -> None:
     pymalloc keeps arenas pinned by a few surviving objects, so after a large file is closed the
     server stayed at 2-3x its idle RSS; with the C allocator it returns near idle
     (benchmarks/results/reliability/close.md) for a few percent more CPU per analysis. ``exec``
-    keeps the process id and the stdio pipes, so the client sees nothing.
+    keeps the process id and the stdio pipes, so the client sees nothing. The new process starts
+    with a safe path (``safe_exec``): the working directory is the workspace, whose files must not
+    shadow our package or its dependencies.
     """
     if os.name != "posix" or "PYTHONMALLOC" in os.environ or getattr(sys, "frozen", False):
         return
+    from mtmc_lsp.optimizer.safe_exec import safe_module_argv
+
     env = {**os.environ, "PYTHONMALLOC": "malloc"}
     try:
-        os.execve(sys.executable, [sys.executable, "-m", "mtmc_lsp", "serve", *sys.argv[2:]], env)
+        os.execve(sys.executable, safe_module_argv("mtmc_lsp", "serve", *sys.argv[2:]), env)
     except OSError:  # no exec here: keep going with the allocator we have
         return
 

@@ -20,13 +20,13 @@ import math
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ..safe_exec import safe_python_argv
 from .write import solution_part
 
 RUNNER = Path(__file__).with_name("runner.py")
@@ -316,7 +316,7 @@ def _run_queue(jobs: list[dict], cpu: bool, timeout_s: float, on_result: Callabl
             jobs_file.write_text(json.dumps([{**job, "deadline": deadline} for job in pending]), encoding="utf-8")
             results_file.write_text("", encoding="utf-8")
             log = open(Path(tmp) / "worker.log", "ab")
-            proc = subprocess.Popen([python or sys.executable, str(RUNNER), str(jobs_file), str(results_file)],
+            proc = subprocess.Popen([*safe_python_argv(python), str(RUNNER), str(jobs_file), str(results_file)],
                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             seen = 0
             last = time.monotonic()

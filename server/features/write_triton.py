@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
 
+from ...optimizer.safe_exec import safe_module_argv
 from ..app import MtmcLanguageServer
 from ..trust import refuse_untrusted
 from ..write_triton_offer import TITLE, WRITE_TRITON_COMMAND
@@ -33,7 +33,7 @@ def triton_uri(uri: str) -> str:
 async def generate_in_subprocess(text: str, name: str) -> dict:
     """The generated file (``text``, ``kernels``, ``fallbacks``) or ``error``, from a separate Python process."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mtmc_lsp.optimizer.kernelbench.write", name,
+        *safe_module_argv("mtmc_lsp.optimizer.kernelbench.write", name),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(proc.communicate(text.encode("utf-8")), GENERATE_TIMEOUT_S)
