@@ -105,8 +105,13 @@ class DocumentStore:
 
 
 def forget_closed(closed: DocumentState, store: DocumentStore) -> int:
-    """Drop what the checks' facts cache holds for a closed document (kernels no open document still has)."""
+    """Drop what the checks' facts cache and the neighbour-launch cache hold for a closed document
+    (kernels no open document still has)."""
+    from ..optimizer.analysis.workspace import forget_neighbours
     from ..optimizer.checks.kernel_facts import forget_facts
+
+    if closed.path and all(state.path != closed.path for state in store):
+        forget_neighbours(closed.path)
 
     still_open: set[int] = set()
     for state in store:
