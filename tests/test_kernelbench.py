@@ -695,3 +695,15 @@ def test_committed_rows_carry_no_directories():
     row = apply_result(ProblemResult(1, "x", "pending"), {
         "status": "crash", "error": 'worker crash; File "/home/u/.venv/lib/python3.12/site-packages/torch/nn/x.py", line 3'})
     assert row.error == 'worker crash; File "x.py", line 3' and not row.correct
+
+
+def test_the_split_is_fixed_by_problem_number_and_halves_every_level():
+    from mtmc_lsp.optimizer.kernelbench.split import EVAL, TRAIN, in_split, problem_number, split_of
+
+    assert (problem_number("23_Softmax.py"), split_of("23_Softmax.py"), split_of("level2/100_ConvTranspose3d.py")) == (
+        23, TRAIN, EVAL)
+    names = [Path(f"{n}_Op.py") for n in range(1, 101)]
+    assert len(in_split(names, TRAIN)) == len(in_split(names, EVAL)) == 50
+    assert not set(in_split(names, TRAIN)) & set(in_split(names, EVAL)) and in_split(names, "all") == names
+    with pytest.raises(ValueError):
+        split_of("Softmax.py")

@@ -16,7 +16,7 @@ from mtmc_lsp.optimizer.hardware import get_profile
 from mtmc_lsp.optimizer.policy.base import PolicyState, candidate_texts
 from mtmc_lsp.optimizer.policy.heuristic import HeuristicPolicy
 from mtmc_lsp.optimizer.training.collect import (CACHE_FILE, EPISODES_FILE, ExplorationPolicy, LocalBackend,
-                                                 RayBackend, CollectSettings, collect)
+                                                 ProcessBackend, RayBackend, CollectSettings, collect)
 from mtmc_lsp.optimizer.training.dataset import (DECISION_SCHEMA, HeldOutError, build_decisions, provenance,
                                                  read_decisions, read_episodes_file, user_message_of, write_decisions)
 from mtmc_lsp.optimizer.training.evaluate import SEARCH_BEST, evaluate
@@ -171,6 +171,26 @@ def test_the_ray_backend_collects_on_a_local_cluster(tmp_path):
     local = collect([str(DEV_FILE)], "h200", 120, ScriptedVerifier, out=tmp_path / "local", settings=SMALL,
                     backend=LocalBackend())
     assert summary.episodes == 1 and summary.verified == local.verified
+
+
+def test_the_process_backend_collects_what_the_local_one_does(tmp_path):
+    """Child processes (one verifier pool each) give the same episodes, and the driver writes the files."""
+    files = [str(DEV_FILE), str(ROOT / "benchmarks" / "wild" / "dev" / "ew_geglu_kernelbench.py")]
+    local = collect(files, "h200", 120, ScriptedVerifier, out=tmp_path / "local", settings=SMALL, backend=LocalBackend())
+    spread = collect(files, "h200", 120, ScriptedVerifier, out=tmp_path / "spread", settings=SMALL,
+                     backend=ProcessBackend(2))
+    assert not spread.errors and (spread.episodes, spread.verified) == (local.episodes, local.verified) and spread.episodes >= 2
+
+    def steps(folder):
+        records = [json.loads(line) for line in (folder / EPISODES_FILE).read_text().splitlines()]
+        return sorted((r["candidate"]["action"], r["status"]) for r in records if r["type"] == "step")
+
+    assert steps(tmp_path / "spread") == steps(tmp_path / "local")
+    cached = (tmp_path / "spread" / CACHE_FILE).read_text().splitlines()
+    assert len(cached) == spread.verified  # every child's verification reached the driver's cache
+    again = collect(files, "h200", 120, ScriptedVerifier, out=tmp_path / "spread", settings=SMALL,
+                    backend=ProcessBackend(2))
+    assert (again.skipped, again.episodes) == (spread.episodes, 0)
 
 
 # -- decisions -----------------------------------------------------------------------------------------

@@ -32,6 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "inputs of <= --cpu-max-elements")
     parser.add_argument("--cpu-max-elements", type=int, default=1 << 17,
                         help="with --cpu: shrink sizes until get_inputs() makes at most this many elements")
+    parser.add_argument("--split", choices=("all", "train", "eval"), default="all",
+                        help="the policy's training half (odd problem numbers) or the evaluation half (even), "
+                             "docs/kernelbench.md (default all)")
+    parser.add_argument("--write-only", action="store_true",
+                        help="write the lowered ModelNew files under OUT/solutions and score nothing (a training corpus)")
     parser.add_argument("--only", action="append", default=[], help="run problems whose file name contains this")
     parser.add_argument("--limit", type=int, default=0, help="at most this many problems per level")
     parser.add_argument("--sample", type=int, default=0,
@@ -56,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from mtmc_lsp.optimizer.kernelbench.evaluate import (
         ProblemResult, apply_result, discover_problems, load_results, run_jobs, sample_problems, static_check)
     from mtmc_lsp.optimizer.kernelbench.report import write_report
+    from mtmc_lsp.optimizer.kernelbench.split import in_split
     from mtmc_lsp.optimizer.kernelbench.trace import load_problem, shrink_for_interpreter
     from mtmc_lsp.optimizer.kernelbench.write import generate
 
@@ -74,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     rows: dict[str, ProblemResult] = {}
     jobs: list[dict] = []
     for level in args.level:
-        files = discover_problems(root, level)
+        files = in_split(discover_problems(root, level), args.split)
         if args.only:
             files = [f for f in files if any(o in f.name for o in args.only)]
         if args.sample:
@@ -107,8 +113,13 @@ def run(args: argparse.Namespace) -> int:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(solution, encoding="utf-8")
             rows[row.key] = row
+            if args.write_only:
+                continue
             jobs.append({"key": row.key, "problem_text": text, "solution_text": solution, "cpu": args.cpu,
                          "timing": not args.cpu, "compile_baseline": not args.no_compile_baseline})
+    if args.write_only:
+        print(f"mtmc kernelbench: wrote {len(rows)} ModelNew files under {out / 'solutions'} (split {args.split})")
+        return 0
     total = len(jobs)
     print(f"mtmc kernelbench: {total} problems to run ({len(done)} already in {results_path}); "
           f"{'CPU interpreter, correctness only' if args.cpu else 'GPU protocol'}")

@@ -32,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, help="episodes run at once (local backend)")
     p.add_argument("--verify-seeds", type=int, default=3, help="random seeds per correctness check")
     p.add_argument("--mode", default="auto", choices=("auto", "gpu", "interpreter"), help="verification mode")
-    p.add_argument("--backend", default="local", choices=("local", "ray"))
+    p.add_argument("--backend", default="local", choices=("local", "process", "ray"),
+                   help="local: threads, one verifier pool; process: --processes pools on one GPU, timing alone; ray")
+    p.add_argument("--processes", type=int, default=8, help="verifier pools side by side (process backend)")
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local one)")
     p.add_argument("--gpus", type=int, default=1, help="GPUs used (for the per-GPU rate; Ray: one task per GPU)")
 
@@ -111,13 +113,15 @@ def _files(given: list[str], default_folder: str) -> list[str]:
 def _collect(args) -> int:
     import functools
 
-    from mtmc_lsp.optimizer.training.collect import CollectSettings, LocalBackend, RayBackend, collect, default_verifier
+    from mtmc_lsp.optimizer.training.collect import (
+        CollectSettings, LocalBackend, ProcessBackend, RayBackend, collect, default_verifier)
 
     files = _files(args.files, DEV_CORPUS)
     settings = CollectSettings(steps=args.steps, beam=args.beam, tries=args.tries, kernel_budget_s=args.kernel_budget_s,
                                jitter=args.jitter, options=f"seeds={args.verify_seeds}")
-    backend = (RayBackend(args.ray_address, gpus_per_task=1.0) if args.backend == "ray"
-               else LocalBackend(args.workers))
+    backend = {"ray": lambda: RayBackend(args.ray_address, gpus_per_task=1.0),
+               "process": lambda: ProcessBackend(args.processes),
+               "local": lambda: LocalBackend(args.workers)}[args.backend]()
 
     def progress(result) -> None:
         note = f" ({result.error})" if result.error else ""

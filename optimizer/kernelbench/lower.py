@@ -25,7 +25,7 @@ import operator
 import re
 from dataclasses import dataclass, field
 
-from .ops import OpSpec, Ref, classify, node_dtype, node_shape
+from .ops import OpSpec, Ref, classify, module_expr, node_dtype, node_shape
 
 ANCHORS = ("reduce", "scan", "softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "pool", "matmul",
            "conv")
@@ -1247,7 +1247,7 @@ def _call(node) -> str:
 
     args = [py(a) for a in node.args] + [f"{k}={py(v)}" for k, v in node.kwargs.items()]
     if node.op == "call_module":
-        return f"self.{node.target}({', '.join(args)})"
+        return f"{module_expr(node.target)}({', '.join(args)})"
     if node.op == "call_method":
         return f"{py(node.args[0])}.{node.target}({', '.join(args[1:])})"
     target = node.target
@@ -1324,7 +1324,7 @@ def lower(graph_module, fp32_dot: str = "tf32x3") -> Lowering:
             # torch.tensor(3.0) in forward: fx keeps the value on the traced module, not on the model
             lines.append(f"{node.name} = {_constant_tensor(graph_module, node.target, forward_params)}")
         elif node.op == "get_attr":
-            lines.append(f"{node.name} = self.{node.target}")
+            lines.append(f"{node.name} = {module_expr(node.target)}")
         elif spec.kind == "torch":
             fallbacks.append((node.name, spec.reason))
             lines.append(f"# PyTorch: {spec.reason}")

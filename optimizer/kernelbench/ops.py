@@ -232,10 +232,16 @@ def _classify_getitem(node) -> OpSpec:
     return OpSpec(node, "layout", "getitem")
 
 
+def module_expr(qualified: str) -> str:
+    """Python for a submodule or parameter that torch.fx names by its path: ``features.2.weight`` ->
+    ``self.features[2].weight`` (an ``nn.Sequential`` or ``ModuleList`` member is indexed, not an attribute)."""
+    return "self" + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in qualified.split("."))
+
+
 def _classify_module(node, module) -> OpSpec:
     kind = type(module).__name__
     args = tuple(node.args)
-    target = f"self.{node.target}"
+    target = module_expr(node.target)
     if not is_float_tensor(node):
         return OpSpec(node, "torch", kind, reason=f"{kind} on {node_dtype(node)}")
     if kind in _MODULE_UNARY:

@@ -351,6 +351,44 @@ class RayBackend:
                 yield result
 
 
+class ProcessBackend:
+    """Units on ``processes`` child processes sharing one GPU (``verify/shared_gpu.py``); the driver writes.
+
+    Each child has its own verifier pool, so imports, compiles and correctness trials of several
+    candidates overlap on the machine's cores while timing rounds run alone on the GPU.
+    """
+
+    name = "process"
+
+    def __init__(self, processes: int = 4):
+        self.processes = max(1, processes)
+
+    def run(self, units: list[WorkUnit], settings: CollectSettings, verifier_for: VerifierFactory,
+            cache: ResultCache, budget_left: Callable[[], float], folder: str) -> Iterator[UnitResult]:
+        from ..verify.shared_gpu import map_on_one_gpu
+
+        def task(unit: WorkUnit) -> tuple:
+            # Each child gets the cached results of its own file only (the key holds the texts).
+            return unit, {k: v for k, v in cache.entries.items() if v.get("path") == unit.file}
+
+        run = functools.partial(_run_task, settings=settings, verifier_for=verifier_for, budget_left=budget_left,
+                                folder=folder)
+        for (unit, _), result in map_on_one_gpu(run, (task(u) for u in units), self.processes,
+                                                lambda: budget_left() > 0):
+            if isinstance(result, BaseException):
+                result = UnitResult(unit, [], {}, 0, 0, 0.0, f"{type(result).__name__}: {result}")
+            for key, report in result.new_cache.items():
+                if key not in cache.entries:
+                    cache.put(key, report)
+            yield result
+
+
+def _run_task(task: tuple, settings: CollectSettings, verifier_for: VerifierFactory,
+              budget_left: Callable[[], float], folder: str) -> UnitResult:
+    unit, entries = task
+    return run_unit(unit, settings, verifier_for, entries, budget_left(), folder)
+
+
 # -- the run -------------------------------------------------------------------------------------------
 @dataclass
 class CollectSummary:
@@ -376,7 +414,7 @@ class CollectSummary:
 
 def collect(files: Iterable[str | Path], target: str = "h200", budget_s: float = 3600.0,
             verifier: VerifierFactory | None = None, out: str | Path = "runs/collect", seeds: int = 1,
-            settings: CollectSettings | None = None, backend: LocalBackend | RayBackend | None = None,
+            settings: CollectSettings | None = None, backend: LocalBackend | ProcessBackend | RayBackend | None = None,
             gpus: int = 1, on_result: Callable[[UnitResult], None] | None = None) -> CollectSummary:
     """Explore every kernel of ``files`` (``seeds`` episodes each) within ``budget_s``; resumable in ``out``."""
     started = time.monotonic()

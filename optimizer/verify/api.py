@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 import uuid
@@ -91,6 +92,16 @@ def pool_for(mode: str) -> WorkerPool:
     if mode not in _pools:
         _pools[mode] = WorkerPool(mode)
     return _pools[mode]
+
+
+def close_pools() -> None:
+    """Stop this process's pools and their workers (a process that exits without atexit calls this)."""
+    while _pools:
+        _pools.popitem()[1].close()
+
+
+if hasattr(os, "register_at_fork"):  # a forked child has its parent's pools' pipes, not workers of its own
+    os.register_at_fork(after_in_child=_pools.clear)
 
 
 def build_job(harness: Harness, new_text: str, old_text: str | None, mode: str, options: VerifyOptions,

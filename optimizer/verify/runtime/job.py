@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from . import compare as cmp
-from . import launches, tamper
+from . import gpu_lock, launches, tamper
 from .flops import count_flops
 from .launches import AUTOTUNE, Recorder
 from .lru import ByteBoundedLRU
@@ -1131,6 +1131,7 @@ def alternate_shapes(kwargs: dict, gen: Callable) -> list[dict]:
 def run_job(job: dict, emit: Emit, judge: Judge | None = None) -> dict:
     """Run one job; exceptions of our own become ``{"internal_error": ...}`` in the result."""
     try:
-        return Job(job, emit, judge).run()
+        with gpu_lock.shared():  # beside other verifying processes on this GPU; timing takes it alone
+            return Job(job, emit, judge).run()
     except BaseException as exc:  # noqa: BLE001 - the worker must answer, whatever happened
         return {"internal_error": describe_exception(exc, None), "worker_healthy": False}

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import torch
 
+from . import gpu_lock
 from .stats import REFERENCE_SYNCHRONIZED, SYNCHRONIZED_NEW
 
 
@@ -159,12 +160,13 @@ def interleaved(
     """
     method = "cuda_graph" if graphs and torch.cuda.is_available() else "synchronized"
     record: dict = {} if sizing is None else sizing
-    while True:
-        results, restart = _rounds(impls, make_inputs, rounds, warmup_ms, rep_ms, sync_all_streams, clone, progress,
-                                   adaptive, record, method)
-        if results is not None:
-            return results
-        method = restart  # a refusal after round one: every round again, one way
+    with gpu_lock.alone():  # other verifying processes on this GPU wait: their kernels would be timed too
+        while True:
+            results, restart = _rounds(impls, make_inputs, rounds, warmup_ms, rep_ms, sync_all_streams, clone,
+                                       progress, adaptive, record, method)
+            if results is not None:
+                return results
+            method = restart  # a refusal after round one: every round again, one way
 
 
 # A reference (PyTorch eager) that cannot be captured, because it copies a host tensor to the GPU inside the
