@@ -1,9 +1,11 @@
 """Contiguity hints: tell the compiler that block offsets start at a multiple of the block and run contiguously.
 
-For ``offs = pid * BLOCK + tl.arange(0, BLOCK)`` (either order) both facts hold by construction, so
-``offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)`` is always true and lets the
-compiler emit the widest vector loads even when it cannot see through the arithmetic. Offered only
-for that exact shape, and only once per name.
+For offsets whose value is a whole multiple of ``BLOCK`` plus ``tl.arange(0, BLOCK)`` both facts hold by
+construction, so ``offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)`` is always true and lets the
+compiler emit the widest vector loads even when it cannot see through the arithmetic. The kernel model
+(analysis/kernel_model.py) decides it from the value, however it is spelled: ``pid * BLOCK + tl.arange(0, BLOCK)``,
+``start = pid * BLOCK`` then ``start + tl.arange(0, BLOCK)``, ``(pid + 1) * BLOCK - BLOCK + ...``. Offered for
+names bound once at the top of the body, when the kernel has no hints yet.
 
 Example: kernel=copy_kernel target=h100 params={"name": "offs"}
 
@@ -26,46 +28,49 @@ def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 from __future__ import annotations
 
 import libcst as cst
+import sympy as sp
 
 from ..analysis import FileAnalysis, Kernel
+from ..analysis.kernel_model import kernel_model
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
-from .single_pass import _single_assign
 
 
-def _arange_block(node: cst.BaseExpression, roots: frozenset[str]) -> tuple[str, str] | None:
-    """``tl.arange(0, B)`` -> (B, "tl"), however the file names triton.language (``tl2.arange``, ...)."""
-    if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "arange"
-            and c.code(node.func.value) in roots and len(node.args) == 2 and c.code(node.args[0].value) == "0"):
-        return c.code(node.args[1].value), c.code(node.func.value)
-    return None
+def _whole_blocks(expr: sp.Expr, block: sp.Expr) -> bool:
+    """``expr`` is an integer multiple of ``block`` for every value of its (integer) symbols."""
+    # floor, Mod, min and max of integers are integers: atoms of the polynomial test.
+    atoms = {f: sp.Dummy(integer=True) for f in expr.atoms(sp.floor, sp.ceiling, sp.Mod, sp.Min, sp.Max)}
+    quotient = sp.expand(sp.cancel(sp.expand(expr.xreplace(atoms)) / block))
+    return quotient == 0 or (quotient.is_polynomial(*quotient.free_symbols) and all(
+        term.as_coeff_Mul()[0].is_Integer for term in sp.Add.make_args(quotient)))
 
 
-def _block_offsets(value: cst.BaseExpression, blocks: set[str], roots: frozenset[str]) -> tuple[str, str] | None:
-    """``X * B + tl.arange(0, B)`` (or the sum reversed, or ``B * X``) -> (B, the language module's name)."""
-    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
-        return None
-    for product, arange in ((value.left, value.right), (value.right, value.left)):
-        found = _arange_block(arange, roots)
-        if found and found[0] in blocks and isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply):
-            if found[0] in (c.code(product.left), c.code(product.right)):
-                return found
-    return None
-
-
-def _sites(kdef: cst.FunctionDef, kernel: Kernel, roots: frozenset[str]) -> list[tuple[str, str, cst.BaseStatement, str]]:
-    """(name, block, its statement, the language module's name as written there) for each offsets line."""
-    blocks = set(kernel.constexpr_names)
-    hinted = "multiple_of" in c.code(kdef.body) or "max_contiguous" in c.code(kdef.body)
+def _sites(analysis: FileAnalysis, kernel: Kernel) -> list[tuple[str, str, int, str]]:
+    """(name, block, the line binding it, the spelling of triton.language there) for each hintable offsets name."""
+    if kernel.calls_of("multiple_of", "max_contiguous"):
+        return []
+    model = kernel_model(analysis, kernel)
     out = []
-    for statement in kdef.body.body:
-        single = _single_assign(statement)
-        if single and not hinted:
-            found = _block_offsets(single[1], blocks, roots)
-            if found:
-                out.append((single[0], found[0], statement, found[1]))
+    for name in model.bindings:
+        binding = model.single_binding(name)
+        if binding is None or not binding.top_level or binding.expr is None:
+            continue
+        axes = [s for s in binding.expr.free_symbols if s in model.aranges]
+        if len(axes) != 1:
+            continue
+        arange = model.aranges[axes[0]]
+        block = arange.size
+        if arange.start != 0 or not (block.is_Symbol and model.params.get(block.name) is block or block.is_Integer):
+            continue
+        rest = binding.expr - arange.symbol
+        if sp.diff(rest, arange.symbol) != 0 or not model.reads_program_id(rest) or not _whole_blocks(rest, block):
+            continue
+        spelled = next((call.qualname.rsplit(".", 1)[0] for call in kernel.calls_of("arange")
+                        if call.span.start.line == arange.line), None)
+        if spelled:
+            out.append((name, str(block), binding.line, spelled))
     return out
 
 
@@ -76,27 +81,26 @@ class Contiguity:
     keeps_interface = True  # launchers in other modules keep working (see actions.applicable)
 
     def candidates(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> list[Candidate]:
-        kdef, _ = c.locate(c.parse(analysis.text), kernel.name)
-        line = kernel.calls_of("arange")[0].span.start.line if kernel.calls_of("arange") else c.kernel_line(kernel)
         return [Candidate(self.name, self.kind, kernel.name, {"name": name},
                           f"Add contiguity hints to `{name}` (multiple of {block}, {block} contiguous)", line)
-                for name, block, _s, _tl in _sites(kdef, kernel, c.language_roots(analysis))]
+                for name, block, line, _tl in _sites(analysis, kernel)]
 
     def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
         """Why the action offers nothing for ``kernel`` (None when it offers something)."""
-        kdef, _ = c.locate(c.parse(analysis.text), kernel.name)
-        if "multiple_of" in c.code(kdef.body) or "max_contiguous" in c.code(kdef.body):
+        if kernel.calls_of("multiple_of", "max_contiguous"):
             return "the kernel already has contiguity hints"
-        return None if _sites(kdef, kernel, c.language_roots(analysis)) else \
-            "no top-level offsets line of the form pid * BLOCK + tl.arange(0, BLOCK)"
+        return None if _sites(analysis, kernel) else \
+            "no name bound once at the top to whole blocks plus tl.arange(0, BLOCK) (pid * BLOCK + tl.arange(0, BLOCK))"
 
     def apply(self, text: str, analysis: FileAnalysis, kernel: Kernel, params: dict[str, Value], target: GpuProfile) -> Edit:
+        hits = [s for s in _sites(analysis, kernel) if s[0] == params.get("name")]
+        if len(hits) != 1:
+            raise ActionError(f"`{params.get('name')}` is not whole blocks plus tl.arange(0, BLOCK) in {kernel.name}")
+        name, block, line, tl = hits[0]
         module = c.parse(text)
         kdef, _ = c.locate(module, kernel.name)
-        hits = [s for s in _sites(kdef, kernel, c.language_roots(analysis)) if s[0] == params.get("name")]
-        if len(hits) != 1:
-            raise ActionError(f"`{params.get('name')}` is not `pid * BLOCK + tl.arange(0, BLOCK)` in {kernel.name}")
-        name, block, statement, tl = hits[0]
+        position = cst.metadata.MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.PositionProvider)
+        statement = next(s for s in kdef.body.body if position[s].start.line - 1 == line)
         # The hint spells triton.language as the offsets line does (``tl2.max_contiguous``).
         hint = c.stmt(f"{name} = {tl}.max_contiguous({tl}.multiple_of({name}, {block}), {block})\n")
         module = c.replace_all(module, [(statement, cst.FlattenSentinel([statement, hint]))])

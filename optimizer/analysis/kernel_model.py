@@ -267,7 +267,12 @@ class _Builder:
             self.statement(statement)
 
     def statement(self, node: ast.stmt) -> None:
-        if isinstance(node, ast.Assign):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) \
+                and isinstance(node.value, ast.Tuple) and len(node.value.elts) == len(node.targets[0].elts):
+            values = [self.expr(v) for v in node.value.elts]  # ``i_t, i_v = tl.program_id(0), tl.program_id(1)``
+            for target, value in zip(node.targets[0].elts, values):
+                self.bind(target, value, node)
+        elif isinstance(node, ast.Assign):
             value = self.expr(node.value)
             for target in node.targets:
                 self.bind(target, value, node)
