@@ -45,7 +45,13 @@ def _sha(text: str) -> str:
 
 
 class TrajectoryRecorder:
-    """Writes one episode per ``begin``/``end`` pair; does nothing when ``enabled`` is False."""
+    """Writes one episode per ``begin``/``end`` pair; does nothing when ``enabled`` is False.
+
+    ``evaluation`` marks the episodes of a run on evaluation data (KernelBench's evaluation half, held-out
+    files): recorded like any other, never made into training decisions.
+    """
+
+    evaluation = False
 
     def __init__(self, workspace: str | Path, enabled: bool = True):
         from .history import state_dir
@@ -82,6 +88,7 @@ class TrajectoryRecorder:
             "targetSummary": target.summary() if hasattr(target, "summary") else str(target),
             "policy": policy, "steps": steps, "beam": beam, "budgetS": budget_s,
             "textSha": _sha(text), "text": text, "gpu": gpu_description(), "libraries": library_versions(),
+            **({"evaluation": True} if self.evaluation else {}),
         })
 
     def step(self, state, attempt) -> None:

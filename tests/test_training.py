@@ -193,6 +193,21 @@ def test_the_process_backend_collects_what_the_local_one_does(tmp_path):
     assert (again.skipped, again.episodes) == (spread.episodes, 0)
 
 
+def test_episodes_on_evaluation_data_are_kept_out_of_training(run_folder):
+    from mtmc_lsp.optimizer.training.dataset import decisions_from_episode
+
+    episode = read_episodes_file(run_folder / EPISODES_FILE)[0]
+    assert build_decisions([episode])
+
+    def marked(**begin):
+        return [{**r, **begin} if r["type"] == "begin" else r for r in episode]
+
+    for other in (marked(evaluation=True), marked(file="benchmarks/wild/heldout/x.py")):
+        assert build_decisions([other]) == [] and build_decisions([other, episode])
+        with pytest.raises(HeldOutError):
+            decisions_from_episode(other)
+
+
 # -- decisions -----------------------------------------------------------------------------------------
 def test_decisions_use_the_policys_own_prompt_texts_and_tokens(decisions, renderer):
     assert decisions and any(d.chain and d.chosen for d in decisions)

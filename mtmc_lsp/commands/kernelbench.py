@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "docs/kernelbench.md (default all)")
     parser.add_argument("--write-only", action="store_true",
                         help="write the lowered ModelNew files under OUT/solutions and score nothing (a training corpus)")
+    parser.add_argument("--max-elements", type=int, default=0,
+                        help="GPU: shrink the problem's sizes until its inputs hold at most this many elements "
+                             "(the training corpus; 0: KernelBench's sizes)")
     parser.add_argument("--only", action="append", default=[], help="run problems whose file name contains this")
     parser.add_argument("--limit", type=int, default=0, help="at most this many problems per level")
     parser.add_argument("--sample", type=int, default=0,
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         ProblemResult, apply_result, discover_problems, load_results, run_jobs, sample_problems, static_check)
     from mtmc_lsp.optimizer.kernelbench.report import write_report
     from mtmc_lsp.optimizer.kernelbench.split import in_split
-    from mtmc_lsp.optimizer.kernelbench.trace import load_problem, shrink_for_interpreter
+    from mtmc_lsp.optimizer.kernelbench.trace import load_problem, shrink_for_interpreter, shrink_inputs
     from mtmc_lsp.optimizer.kernelbench.write import generate
 
     started = time.monotonic()
@@ -97,7 +100,10 @@ def run(args: argparse.Namespace) -> int:
             text = path.read_text(encoding="utf-8")
             solution = None
             try:
-                text = shrink_for_interpreter(text, args.cpu_max_elements) if args.cpu else text
+                if args.cpu:
+                    text = shrink_for_interpreter(text, args.cpu_max_elements)
+                elif args.max_elements:
+                    text = shrink_inputs(text, args.max_elements)
                 solution = _generate(row, text, path.stem, lambda problem: generate(problem, args.fp32_dot), load_problem)
             except Exception as exc:  # get_inputs itself failed: a row, not the end of the run
                 row.status, row.error = "generation_error", f"sizes: {type(exc).__name__}: {exc}"[:500]

@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--processes", type=int, default=8, help="verifier pools side by side (process backend)")
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local one)")
     p.add_argument("--gpus", type=int, default=1, help="GPUs used (for the per-GPU rate; Ray: one task per GPU)")
+    p.add_argument("--order", type=int, default=0, help="0: units in file order; else shuffled under this seed")
 
     p = sub.add_parser("variants", help="synthetic variants of development files: other input shapes and half dtypes")
     p.add_argument("files", nargs="*", help=f"Triton files (default: every file in {DEV_CORPUS})")
@@ -131,7 +132,7 @@ def _collect(args) -> int:
     summary = collect(files, args.target, args.budget_s,
                       functools.partial(default_verifier, seeds=args.verify_seeds, mode=args.mode),
                       out=args.out, seeds=args.seeds, settings=settings, backend=backend, gpus=args.gpus,
-                      on_result=progress)
+                      on_result=progress, order=args.order)
     print(json.dumps(summary.to_json(), indent=1))
     return 0
 

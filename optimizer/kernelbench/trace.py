@@ -158,8 +158,17 @@ def input_elements(text: str) -> int:
 def shrink_for_interpreter(text: str, max_elements: int = 1 << 17) -> str:
     """Sizes small enough for the Triton interpreter: constants halved to <= 64, then lower while the inputs
     still hold more than ``max_elements`` (a 4-D input at 64 per dim would be 16M elements)."""
-    limit = 64
-    small = shrink_sizes(text, limit)
+    return shrink_inputs(text, max_elements, start=64)
+
+
+def shrink_inputs(text: str, max_elements: int, start: int = 8192) -> str:
+    """Constants halved to <= ``start``, then lower (down to 8) while the inputs hold more than ``max_elements``.
+
+    ``start`` 8192 keeps a GPU problem GPU-sized: the training corpus measures KernelBench's kernels at
+    a few million elements instead of its billions, so one verification takes a second, not a minute.
+    """
+    limit = start
+    small = shrink_sizes(text, limit) if input_elements(text) > max_elements else text
     while limit > 8 and input_elements(small) > max_elements:
         limit //= 2
         small = shrink_sizes(text, limit)

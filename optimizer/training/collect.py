@@ -415,8 +415,12 @@ class CollectSummary:
 def collect(files: Iterable[str | Path], target: str = "h200", budget_s: float = 3600.0,
             verifier: VerifierFactory | None = None, out: str | Path = "runs/collect", seeds: int = 1,
             settings: CollectSettings | None = None, backend: LocalBackend | ProcessBackend | RayBackend | None = None,
-            gpus: int = 1, on_result: Callable[[UnitResult], None] | None = None) -> CollectSummary:
-    """Explore every kernel of ``files`` (``seeds`` episodes each) within ``budget_s``; resumable in ``out``."""
+            gpus: int = 1, on_result: Callable[[UnitResult], None] | None = None, order: int = 0) -> CollectSummary:
+    """Explore every kernel of ``files`` (``seeds`` episodes each) within ``budget_s``; resumable in ``out``.
+
+    ``order`` 0 takes the units in file order; another value shuffles them under that seed, so that a window
+    shorter than the corpus samples every kind of kernel instead of the first files.
+    """
     started = time.monotonic()
     settings = dataclasses.replace(settings or CollectSettings(), target=target)
     folder = Path(out)
@@ -434,6 +438,8 @@ def collect(files: Iterable[str | Path], target: str = "h200", budget_s: float =
     units = work_units(files, seeds)
     done = done_units(folder)
     todo = [u for u in units if u.key() not in done]
+    if order:
+        random.Random(order).shuffle(todo)
     cache = ResultCache(folder / CACHE_FILE)
     backend = backend or LocalBackend()
     verifier_for = verifier or functools.partial(default_verifier)

@@ -215,6 +215,8 @@ def decisions_from_episode(records: list[dict[str, Any]], renderer: PromptRender
     if begin is None:
         return []
     refuse_heldout(begin.get("file"))
+    if begin.get("evaluation"):
+        raise HeldOutError(f"{begin.get('file')}: an episode recorded on evaluation data is never training data")
     chain = _chain(end)
     states: dict[tuple[int, str], list[dict]] = {}
     for step in records:
@@ -267,6 +269,17 @@ def _unique(candidates: list[dict]) -> list[dict]:
     return out
 
 
+def is_evaluation(begin: dict[str, Any]) -> bool:
+    """An episode on evaluation data: marked so by its recorder, or on a file of a held-out folder."""
+    if begin.get("evaluation"):
+        return True
+    try:
+        refuse_heldout(begin.get("file"))
+    except HeldOutError:
+        return True
+    return False
+
+
 def read_episodes_file(path: str | Path) -> list[list[dict[str, Any]]]:
     """Episodes from a JSONL file (gzip or plain) of trajectory records, grouped by ``episode``."""
     episodes: dict[str, list[dict]] = {}
@@ -286,6 +299,8 @@ def build_decisions(episodes: Iterable[list[dict[str, Any]]], renderer: PromptRe
     for records in episodes:
         begin = next((r for r in records if r.get("type") == "begin"), None)
         if begin is None or not any(r.get("type") == "end" for r in records):
+            continue
+        if is_evaluation(begin):  # kept in the run's records, left out of training (merged runs mix both)
             continue
         unit = ((begin.get("file"), begin.get("kernel"), begin["collectSeed"]) if "collectSeed" in begin
                 else begin.get("episode"))
