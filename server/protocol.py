@@ -9,7 +9,8 @@ serves requests before ``initialize``, drops requests after ``shutdown`` without
 the document text with ``str.splitlines`` (which knows more line breaks than LSP) and a per-character
 Python loop for positions (seconds per edit on a 5 MB line).
 
-This module replaces the reading loop (``FrameReader`` + ``serve``) and subclasses the protocol
+This module replaces the reading loop (``serve``, splitting frames with ``framing.FrameReader``, which
+resynchronises after a wrong ``Content-Length``) and subclasses the protocol
 (``MtmcProtocol``) and the workspace documents (``FastTextDocument``); ``MtmcLanguageServer`` uses
 them through ``HardenedServerMixin``. Nothing here changes what a well-formed session sees.
 """
@@ -17,13 +18,10 @@ them through ``HardenedServerMixin``. Nothing here changes what a well-formed se
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
 
@@ -31,181 +29,17 @@ from lsprotocol import types
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.workspace import TextDocument, Workspace
 
+from .framing import INVALID_REQUEST, STALL_S, Frame, FrameReader
 from .positions import TextIndex
 from .scratch import ScratchSpace
 
 logger = logging.getLogger(__name__)
 
-# A 5 MB source file is about 5-10 MB of JSON; larger frames are refused without reading them.
-MAX_CONTENT_LENGTH = 64 << 20
-# Header blocks are a line or two; more than this without a blank line is not a header.
-MAX_HEADER_BYTES = 8 << 10
-# A body that stops arriving this long while the bytes already there form a whole JSON object had
-# a Content-Length that was too large: it is handled instead of waiting forever.
-STALL_S = 0.5
 READ_CHUNK = 1 << 16
 
 # JSON-RPC 2.0 and LSP error codes.
-PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32602, -32603
+INVALID_PARAMS, INTERNAL_ERROR = -32602, -32603
 SERVER_NOT_INITIALIZED = -32002
-
-_HEADER_START = re.compile(rb"content-length[ \t]*:", re.IGNORECASE)
-
-
-@dataclass
-class Frame:
-    """One thing read from the stream: a decoded message, or a framing/parse problem."""
-
-    message: Any = None
-    # Set for problems: the JSON-RPC error code the client is told (None: only logged).
-    error_code: int | None = None
-    problem: str = ""
-    # The message was recovered from a frame whose Content-Length was wrong, or held invalid UTF-8.
-    note: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return not self.problem
-
-
-class FrameReader:
-    """Splits a byte stream into JSON-RPC messages and recovers from broken framing.
-
-    Feed bytes with ``feed``; ``frames()`` yields every complete message or problem. A length
-    too large for the limit is refused without reading its body; garbage before a header is
-    skipped; a body that does not parse but holds the next header (a length a few bytes too large)
-    is split there; a body cut short (a length too small) is a parse error and the reader finds
-    the next header. ``stalled()`` handles a body that stopped short but is already whole JSON.
-    """
-
-    def __init__(self, max_content_length: int = MAX_CONTENT_LENGTH, max_header_bytes: int = MAX_HEADER_BYTES):
-        self.max_content_length = max_content_length
-        self.max_header_bytes = max_header_bytes
-        self._buffer = bytearray()
-        self._pending: int | None = None  # the body length being waited for
-
-    @property
-    def waiting_for_body(self) -> bool:
-        return self._pending is not None
-
-    def feed(self, data: bytes) -> None:
-        self._buffer += data
-
-    def frames(self):
-        while True:
-            frame = self._next()
-            if frame is None:
-                return
-            yield frame
-
-    def stalled(self) -> Frame | None:
-        """No bytes came for a while in the middle of a body: use what is there if it is a whole message."""
-        if self._pending is None or not self._buffer.strip():
-            return None
-        message, note = _decode(bytes(self._buffer))
-        if message is _INVALID:
-            return None  # really incomplete: keep waiting (a large message on a slow pipe)
-        note = "; ".join(filter(None, [f"Content-Length said {self._pending} bytes, the message had "
-                                       f"{len(self._buffer)}", note]))
-        self._buffer.clear()
-        self._pending = None
-        return Frame(message, note=note)
-
-    def _next(self) -> Frame | None:
-        buffer = self._buffer
-        if self._pending is None:
-            match = _HEADER_START.search(buffer)
-            if match is None:
-                if len(buffer) > self.max_header_bytes:
-                    dropped = len(buffer) - 32
-                    del buffer[:dropped]  # keep a tail: it may be the start of a header
-                    return Frame(problem=f"skipped {dropped} bytes that were not a message")
-                return None
-            if match.start() > 0:
-                garbage = bytes(buffer[: match.start()])
-                del buffer[: match.start()]
-                if garbage.strip():
-                    return Frame(problem=f"skipped {len(garbage)} bytes before a header: {garbage[:40]!r}")
-            end = buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buffer) > self.max_header_bytes:
-                    del buffer[: match.end()]
-                    return Frame(error_code=INVALID_REQUEST, problem=f"a header longer than {self.max_header_bytes} bytes")
-                return None
-            header = bytes(buffer[:end])
-            del buffer[: end + 4]
-            length, problem = self._content_length(header)
-            if problem:
-                return Frame(error_code=INVALID_REQUEST, problem=problem)
-            self._pending = length
-            return self._next()
-        if len(buffer) < self._pending:
-            return None
-        body = bytes(buffer[: self._pending])
-        del buffer[: self._pending]
-        declared, self._pending = self._pending, None
-        message, note = _decode(body)
-        if message is not _INVALID:
-            return Frame(message, note=note)
-        # Too large a length swallows the start of the next message: keep the whole JSON value at
-        # the front and put the rest back, where the header search finds the next message.
-        end = _json_prefix(body)
-        if end is not None:
-            buffer[:0] = body[end:]
-            message, note = _decode(body[:end])
-            return Frame(message, note="; ".join(filter(None, [
-                f"Content-Length said {declared} bytes, the message had {end}", note])))
-        header = _HEADER_START.search(body, 1)
-        if header is not None:  # not JSON, but the next message starts inside: keep that one
-            buffer[:0] = body[header.start():]
-        return Frame(error_code=PARSE_ERROR, problem=f"the message is not valid JSON ({len(body)} bytes: {body[:60]!r})")
-
-    def _content_length(self, header: bytes) -> tuple[int | None, str]:
-        length = None
-        for line in header.split(b"\r\n"):
-            name, sep, value = line.partition(b":")
-            if not sep:
-                return None, f"a malformed header line {line[:60]!r}"
-            if name.strip().lower() == b"content-length":
-                value = value.strip()
-                if not value.isdigit() or len(value) > 18:
-                    return None, f"an invalid Content-Length {value[:30]!r}"
-                length = int(value)
-        if length is None:
-            return None, "a header without Content-Length"
-        if length > self.max_content_length:
-            return None, f"Content-Length {length} is over the limit of {self.max_content_length} bytes"
-        return length, ""
-
-
-_INVALID = object()
-
-
-def _decode(body: bytes) -> tuple[Any, str]:
-    """The JSON value of ``body`` (invalid UTF-8 replaced by U+FFFD, with a note), or ``_INVALID``."""
-    note = ""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        text = body.decode("utf-8", errors="replace")
-        note = "the message held invalid UTF-8 (replaced by U+FFFD)"
-    try:
-        return json.loads(text), note
-    except (ValueError, RecursionError):
-        return _INVALID, note
-
-
-def _json_prefix(body: bytes) -> int | None:
-    """The length in bytes of a whole JSON object at the start of ``body`` followed by more bytes, or None."""
-    text = body.decode("utf-8", errors="surrogateescape")  # one character per invalid byte: offsets map back
-    start = len(text) - len(text.lstrip())
-    if not text[start:].startswith("{"):
-        return None
-    try:
-        _, end = json.JSONDecoder().raw_decode(text, start)
-    except (ValueError, RecursionError):
-        return None
-    return len(text[:end].encode("utf-8", errors="surrogateescape"))
 
 
 class FastTextDocument(TextDocument):

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from lsprotocol import types
 
 from mtmc_lsp.server.positions import TextIndex
-from mtmc_lsp.server.protocol import FrameReader
+from mtmc_lsp.server.framing import FrameReader
 
 from lsp.raw_client import REPO, RawClient, frame, offset_of, replace_range
 
@@ -61,17 +61,24 @@ def test_frames_split_anywhere_come_out_whole(batch, cuts):
 garbage = st.binary(max_size=60).filter(lambda b: b"content-length" not in b.lower())
 
 
+# Text that looks like a header inside a JSON string (escaped line breaks: the JSON cannot hold a raw one).
+header_like = st.sampled_from(["", "Content-Length: 12", "content-length:7\r\n\r\n", "Content-Type: x\r\n"])
+wrong_by = st.one_of(st.integers(-60, 60), st.sampled_from([200, 1_000, 100_000]))
+
+
 @FUZZ
-@given(st.lists(st.tuples(messages, st.integers(-6, 6), garbage), min_size=1, max_size=6),
+@given(st.lists(st.tuples(messages, wrong_by, garbage, header_like), min_size=1, max_size=6),
        st.lists(st.integers(0, 10_000), max_size=8))
 def test_wrong_lengths_and_garbage_lose_only_the_broken_frames(batch, cuts):
-    """A length too large still yields its message (the next header is found inside the body), one
-    too small is one parse error, garbage between frames is skipped, and nothing else is lost."""
-    reader = FrameReader(max_content_length=1 << 16)
+    """A length too large (by a few bytes or by 100,000) still yields its message as soon as the next
+    header arrives, without waiting; one too small is one parse error, even when the body holds the
+    text "Content-Length:"; garbage between frames is skipped; nothing else is lost."""
+    reader = FrameReader(max_content_length=1 << 20)
     data = b""
-    for message, off, junk in batch:
-        body = json.dumps(message).encode()
+    for message, off, junk, text in batch:
+        body = json.dumps({**message, "text": text} if text else message).encode()
         data += junk + b"Content-Length: %d\r\n\r\n" % max(len(body) + off, 0) + body
+    batch = [({**m, "text": text} if text else m, off, junk) for m, off, junk, text in batch]
     sentinel = {"jsonrpc": "2.0", "method": "sentinel"}
     data += frame(sentinel)
     out = []
@@ -140,7 +147,8 @@ operation = st.one_of(
               st.lists(st.one_of(st.text(max_size=8), st.integers(), st.none()), max_size=3)),
     st.tuples(st.just("cancel"), st.integers(0, 50)),
     st.tuples(st.just("bad_params"), st.sampled_from(["position", "no_range", "not_object"])),
-    st.tuples(st.just("bad_frame"), st.sampled_from(["json", "short", "garbage", "utf8", "huge", "batch"])),
+    st.tuples(st.just("bad_frame"), st.sampled_from(["json", "short", "garbage", "utf8", "huge", "batch", "long200",
+                                                     "long100000", "short40_text", "no_length"])),
     st.tuples(st.just("ghost_change"), texts),
 )
 
@@ -152,7 +160,7 @@ def test_random_sessions_keep_server_and_client_in_step(server, ops):
     client.sent += 1
     uris = [(client.root / f"s{client.sent}_{i}.py").as_uri() for i in range(3)]
     pending: list[int] = []  # ids that must be answered
-    parse_errors_expected = 0
+    parse_errors_expected = invalid_requests_expected = 0
     offered: dict[int, dict] = {}  # code action request id -> the version asked about
     actions: dict[str, list] = {u: [] for u in uris}
     rng = random.Random(len(ops))
@@ -238,6 +246,19 @@ def test_random_sessions_keep_server_and_client_in_step(server, ops):
                 client.send_raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
             elif op[1] == "huge":
                 client.send_raw(b"Content-Length: 99999999999999\r\n\r\n")
+            elif op[1] in ("long200", "long100000", "short40_text", "no_length"):
+                msg_id = next(client._ids)
+                body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "workspace/executeCommand", "params": {
+                    "command": "mtmc.listTargets", "arguments": ["see Content-Length: 12 here", "pad" * 6]}}).encode()
+                if op[1].startswith("long"):  # the next header ends the body: it is read and answered
+                    client.send_raw(b"Content-Length: %d\r\n\r\n" % (len(body) + int(op[1][4:])) + body)
+                    pending.append(msg_id)
+                elif op[1] == "short40_text":
+                    client.send_raw(b"Content-Length: %d\r\n\r\n" % (len(body) - 40) + body)
+                    parse_errors_expected += 1
+                else:
+                    client.send_raw(b"Content-Type: application/vscode-jsonrpc\r\n\r\n" + body)
+                    invalid_requests_expected += 1
             else:
                 client.send_raw(frame([{"jsonrpc": "2.0", "method": "x"}]))
         elif kind == "ghost_change":
@@ -246,12 +267,13 @@ def test_random_sessions_keep_server_and_client_in_step(server, ops):
                                                      "contentChanges": [{"text": op[1]}]})
 
     # Everything asked got an answer (a result or a JSON-RPC error), and the server still answers.
-    for msg_id in pending:
-        reply = client.wait(msg_id, timeout=20)
+    replies = [client.wait(msg_id, timeout=20) for msg_id in pending]
+    for reply in replies:
         assert "result" in reply or reply["error"]["code"] in (-32602, -32603, -32800, -32601)
     assert client.alive() and client.thread.is_alive()
     new_errors = client.null_id_errors[errors_before:]
     assert sum(e["error"]["code"] == -32700 for e in new_errors) >= parse_errors_expected
+    assert sum(e["error"]["code"] == -32600 for e in new_errors) >= invalid_requests_expected
     # The server's view of every open document is the client's.
     for uri, (text, version) in client.buffers.items():
         if uri in uris:

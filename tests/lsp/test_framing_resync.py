@@ -1,0 +1,73 @@
+"""Broken framing costs only the broken frame, over the real stdio server (issue 33, framing).
+
+The attacks as the issue describes them: a Content-Length too large by 200 or 100,000 bytes with
+requests after it, a body 40 bytes short holding the text "Content-Length:", a header block with no
+Content-Length.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from .raw_client import RawClient, frame
+
+LIST_TARGETS = {"command": "mtmc.listTargets", "arguments": []}
+
+
+@pytest.fixture
+def server(tmp_path):
+    client = RawClient.subprocess(cwd=tmp_path)
+    client.initialize(tmp_path)
+    yield client
+    client.close()
+
+
+def _request(msg_id: int, params: dict | None = None) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "workspace/executeCommand",
+                       "params": params or LIST_TARGETS}).encode()
+
+
+@pytest.mark.parametrize("too_large_by", [200, 100_000])
+def test_a_length_too_large_never_stalls_the_requests_after_it(server, too_large_by):
+    first = _request(100)
+    server.send_raw(b"Content-Length: %d\r\n\r\n" % (len(first) + too_large_by) + first)
+    started = time.monotonic()
+    later = list(range(101, 151))
+    for msg_id in later:  # 50 requests, then the editor waits for their answers
+        server.send_raw(frame({"jsonrpc": "2.0", "id": msg_id, "method": "workspace/executeCommand",
+                               "params": LIST_TARGETS}))
+    answers = [server.wait(msg_id, timeout=15) for msg_id in later]
+    assert all("result" in answer for answer in answers)
+    assert time.monotonic() - started < 10
+    # The broken frame's own request is recovered too: the next header ended its body.
+    assert "result" in server.wait(100, timeout=5)
+
+
+def test_one_request_after_a_length_too_large_by_200_is_answered_without_more_input(server):
+    first, second = _request(200), _request(201)
+    server.send_raw(b"Content-Length: %d\r\n\r\n" % (len(first) + 200) + first)
+    server.send_raw(b"Content-Length: %d\r\n\r\n" % len(second) + second)
+    assert "result" in server.wait(201, timeout=5) and "result" in server.wait(200, timeout=5)
+
+
+@pytest.mark.parametrize("short_by", [40, 25, 3])
+def test_a_short_body_holding_the_text_content_length_loses_only_itself(server, short_by):
+    body = _request(300, {"command": "mtmc.listTargets", "arguments": ["see Content-Length: 12 below", "x" * 8]})
+    server.send_raw(b"Content-Length: %d\r\n\r\n" % (len(body) - short_by) + body)
+    server.send_raw(frame({"jsonrpc": "2.0", "id": 301, "method": "workspace/executeCommand", "params": LIST_TARGETS}))
+    assert "result" in server.wait(301, timeout=10)
+    assert [e["error"]["code"] for e in server.null_id_errors] == [-32700]
+    assert 300 not in server.responses
+
+
+def test_a_header_without_content_length_gets_an_error_and_the_next_request_works(server):
+    server.send_raw(b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" + _request(400))
+    server.send_raw(frame({"jsonrpc": "2.0", "id": 401, "method": "workspace/executeCommand", "params": LIST_TARGETS}))
+    assert "result" in server.wait(401, timeout=10)
+    assert server.wait_for(lambda: server.null_id_errors, 5)
+    (error,) = server.null_id_errors
+    assert error["error"]["code"] == -32600 and "without Content-Length" in error["error"]["message"]
+    assert 400 not in server.responses  # its body was skipped with it, not run as a request
