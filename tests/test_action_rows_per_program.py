@@ -424,8 +424,9 @@ def test_refused_when_a_precondition_breaks(old, new, reason):
     ("return 2 * tl.sigmoid(2 * x) - 1", "return _tanh(x)", "calls device functions too deeply"),  # recursion
     ("    return 0.5 * x * (1 + _tanh(inner)) * scale", "    if scale > 0:\n        x = -x\n    return x",
      "branches on a per-row value"),
-    # The program id stepping by the block itself: flat, not rows.
-    ("tl.program_id(0).to(tl.int64) * stride_a\n    b_ptr", "tl.program_id(0).to(tl.int64) * BLOCK\n    b_ptr", "flat elementwise"),
+    # The program id stepping the stores by the block itself: flat, not rows (the kernel model reads the store's
+    # index; an input whose rows happen to be BLOCK apart, like a rotary cos table, does not make it flat).
+    ("tl.program_id(0).to(tl.int64) * stride_c\n", "tl.program_id(0).to(tl.int64) * BLOCK\n", "flat elementwise"),
 ])
 def test_device_functions_and_elementwise_rows_are_checked(old, new, reason):
     assert old in GEGLU_ROWS

@@ -113,6 +113,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..analysis import FileAnalysis, Kernel
+from ..analysis.kernel_model import KernelModel, kernel_model, linear_coefficient
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
@@ -247,7 +248,6 @@ class _Infer:
         self.row_reductions = 0
         self.row_scans = 0
         self.shared_loads = 0  # loads whose address is the same for every row: one load serves a row block
-        self.row_steps: set[str] = set()  # constexprs a per-row value is multiplied by (``pid * BLOCK``)
         self.inits: dict[str, cst.BaseExpression] = {}  # name -> the value of its last plain assignment
         # Program-id decompositions (``b = pid // C``, ``c = pid % C``) and, for the proof that rows
         # still store at their own addresses, each name's current binding: (its assigned value, or
@@ -293,9 +293,6 @@ class _Infer:
                 self.splits[id(node)] = tuple(("".join(c.code(side).split()),
                                                tuple(sorted((n, self.serial.get(n, 0)) for n in c.names_in(side))))
                                               for side in (node.left, node.right))
-            if isinstance(node.operator, cst.Multiply) and R in (left, right):
-                other = node.right if left == R else node.left
-                self.row_steps |= c.names_in(other) & self.constexprs
             return left | right
         if isinstance(node, cst.UnaryOperation):
             kind = self.expr(node.expression, env)
@@ -934,15 +931,17 @@ class RowsPerProgram:
             if tuned:
                 raise ActionError("a grid-stride kernel autotuned over block sizes: its row block would need each config's "
                                   "column block, and the host picks it for the grid-stride form")
-            return self._plan_grid_stride(module, kernel, kdef, launch, stride, tl, triton, prefix, device_fns)
+            return self._plan_grid_stride(module, analysis, kernel, kdef, launch, stride, tl, triton, prefix, device_fns)
         # Each grid axis may be the row axis; the others stay as they are. Of the axes that pass, the
         # one with a reduction over its rows, then the one whose rows share the most loads (rotary
         # cos/sin tables shared by a token's heads), then the first.
+        model = kernel_model(analysis, kernel)
         tried: list[tuple[int, str]] = []
         found: list[tuple[tuple[bool, int, int], int, _Infer, dict[int, tuple[int, str]]]] = []
         for grid_axis in range(len(grid_axes) if grid_axes else 1):
             try:
-                infer, widen = self._infer(kdef, kernel, prefix, grid_axis, device_fns)
+                infer, widen = self._infer(kdef, kernel, prefix, grid_axis, device_fns,
+                                           _block_steps(model, {model.program_ids[grid_axis]} if grid_axis in model.program_ids else set()))
             except ActionError as exc:
                 tried.append((grid_axis, str(exc)))
                 continue
@@ -1016,11 +1015,13 @@ class RowsPerProgram:
                      grid_axis, n_rows_node, other_counts, infer.row_reductions > 0, len(grid_axes), infer.row_scans > 0,
                      tuned_col=tuned_col)
 
-    def _plan_grid_stride(self, module: cst.Module, kernel: Kernel, kdef: cst.FunctionDef, launch: c.LaunchNode,
+    def _plan_grid_stride(self, module: cst.Module, analysis: FileAnalysis, kernel: Kernel, kdef: cst.FunctionDef, launch: c.LaunchNode,
                           stride: _grid_stride.GridStride, tl: str, triton: str, prefix: dict[str, str],
                           device_fns: dict[str, tuple[cst.FunctionDef, Kernel]]) -> _Plan:
         """The plan for a persistent kernel: its loop body inferred as a one-row-per-program body, the grid left alone."""
-        infer, widen = self._infer(_grid_stride.as_row_kernel(kdef, stride, tl), kernel, prefix, stride.axis, device_fns)
+        model = kernel_model(analysis, kernel)
+        infer, widen = self._infer(_grid_stride.as_row_kernel(kdef, stride, tl), kernel, prefix, stride.axis, device_fns,
+                                   _block_steps(model, {loop.var for loop in model.loops if loop.var is not None and loop.var.name == stride.row}))
         col_block = next(iter(infer.blocks))
         if launch.host is None:
             raise ActionError("the launch is at module level")
@@ -1056,8 +1057,9 @@ class RowsPerProgram:
 
     @staticmethod
     def _infer(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, str], grid_axis: int,
-               device_fns: dict[str, tuple[cst.FunctionDef, Kernel]]) -> tuple[_Infer, dict[int, tuple[int, str]]]:
-        """The kinds with ``tl.program_id(grid_axis)`` as the row index, or why that axis is not one."""
+               device_fns: dict[str, tuple[cst.FunctionDef, Kernel]], block_steps: set[str]) -> tuple[_Infer, dict[int, tuple[int, str]]]:
+        """The kinds with ``tl.program_id(grid_axis)`` as the row index, or why that axis is not one (``block_steps``:
+        the blocks the kernel model says the row index steps every store by)."""
         widen: dict[int, tuple[int, str]] = {}
         for _ in range(4):  # again after each widened accumulator: what reads it before the loop widens too
             infer = _Infer(kernel, prefix, widen, grid_axis, device_fns)
@@ -1084,7 +1086,7 @@ class RowsPerProgram:
         shared = _written_and_read(kdef, kernel, prefix)
         if shared:
             raise ActionError(f"stores through {', '.join(sorted(shared))}, which it also loads: rows could read other rows' results")
-        steps = infer.row_steps & infer.blocks
+        steps = block_steps & infer.blocks
         if not infer.row_reductions and steps:
             # An elementwise kernel whose program id steps by its own block (``pid * BLOCK + tl.arange(0, BLOCK)``)
             # is flat, not a row kernel: a bigger block (tiling) says the same. Elementwise row kernels
@@ -1389,6 +1391,26 @@ def _with_row_heuristic(decorators, plan: _Plan, tile: int, target: GpuProfile) 
               if c.code(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator).split(".")[-1] == "jit")
     out.insert(jit, heuristic)
     return out
+
+
+def _block_steps(model: KernelModel, rows: set) -> set[str]:
+    """The column blocks by which the row index steps a store: ``pid * BLOCK + tl.arange(0, BLOCK)`` (and
+    ``start = pid * BLOCK`` then ``start + offs``), read from the kernel model. Such a kernel is flat, however its
+    cos table or row stride is indexed: only the stores' addresses say how the programs share the output."""
+    steps = set()
+    for store in model.stores():
+        if store.offset is None:
+            continue
+        try:
+            terms = model.program_terms(store.offset) if rows <= model.program_id_symbols() else {
+                s: linear_coefficient(store.offset, s) for s in rows}
+        except ValueError:
+            continue
+        sizes = {model.aranges[a].size for dim in store.dims for a in dim if a in model.aranges}
+        for piece, coefficient in terms.items():
+            if piece.free_symbols & rows and coefficient in sizes and coefficient.is_Symbol:
+                steps.add(coefficient.name)
+    return steps
 
 
 def _tuned_problem(kdef: cst.FunctionDef, kernel: Kernel) -> str | None:
