@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -116,7 +117,14 @@ class MtmcProtocol(LanguageServerProtocol):
     # ---- messages -----------------------------------------------------------------------------
     def reply_error(self, msg_id, code: int, message: str) -> None:
         """A JSON-RPC error response (``msg_id`` None for a message whose id is unknown)."""
-        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": without_traceback(message)}})
+
+    def _send_response(self, msg_id, result=None, error: types.ResponseError | None = None):
+        """pygls answers a handler's unexpected exception with -32603 whose ``data`` holds the Python
+        traceback (``JsonRpcInternalError.of``): it goes to the server's log, the client gets one line."""
+        if error is not None:
+            error = client_safe_error(error, msg_id)
+        super()._send_response(msg_id, result, error)
 
     def dispatch(self, frame: Frame) -> None:
         """Check one decoded message (envelope, lifecycle, params) and hand it to pygls."""
@@ -194,6 +202,55 @@ class MtmcProtocol(LanguageServerProtocol):
                             types.LogMessageParams(type=types.MessageType.Warning, message=f"MTMC: {message}"))
             except Exception:  # noqa: BLE001 - the pipe may be gone
                 logger.debug("could not send a warning", exc_info=True)
+
+
+# A Python traceback's header, or one of its frame lines (also what a SyntaxError's text starts with).
+_TRACEBACK_LINE = re.compile(r'^\s*(Traceback \(most recent call last\)|File "[^"]*", line \d+)')
+
+
+def without_traceback(message: str) -> str:
+    """``message`` without Python traceback lines (and the code and caret lines under them), on one line."""
+    if "\n" not in message and not _TRACEBACK_LINE.match(message):
+        return message
+    kept, in_traceback = [], False
+    for line in message.splitlines():
+        if _TRACEBACK_LINE.match(line):
+            in_traceback = True
+        elif in_traceback and (line.startswith((" ", "\t")) or not line.strip()):
+            continue  # the source line or the caret under a frame line
+        else:
+            in_traceback = False
+            if line.strip():
+                kept.append(line.strip())
+    return " ".join(kept) or "internal error (details in the server's log)"
+
+
+def client_safe_error(error: types.ResponseError, msg_id=None) -> types.ResponseError:
+    """``error`` as the client may see it: no traceback in its message or data (logged instead)."""
+    message, data = without_traceback(error.message), error.data
+    data_has_traceback = data is not None and any(
+        text.lower() == "traceback" or any(_TRACEBACK_LINE.match(line) for line in text.splitlines())
+        for text in _strings(data))
+    if message == error.message and not data_has_traceback:
+        return error
+    logger.warning("JSON-RPC: error %s for request %s sent without its traceback: %s %s",
+                   error.code, msg_id, error.message, data)
+    return types.ResponseError(code=error.code, message=message, data=None if data_has_traceback else data)
+
+
+def _strings(value, depth: int = 0):
+    """Every string inside a JSON-like value (the keys too)."""
+    if depth > 20:
+        return
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item, depth + 1)
 
 
 def _short(exc: BaseException) -> str:

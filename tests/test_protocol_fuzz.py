@@ -15,6 +15,7 @@ import gc
 import os
 import json
 import random
+import re
 import resource
 import time
 
@@ -33,6 +34,20 @@ MATMUL = (REPO / "mtmc_lsp" / "examples" / "matmul.py").read_text()
 # also breaks at (\x0c, \u2028), astral characters (two UTF-16 units), multi-byte UTF-8.
 ALPHABET = list("ab (){}:=.#\t\n\r") + ["\r\n", "😀", "é", "\u2028", "\x0c", "\ufffd", "𝔘"]
 texts = st.lists(st.sampled_from(ALPHABET), max_size=30).map("".join)
+TRACEBACK = re.compile(r'Traceback \(most recent call last\)|File "[^"]*", line \d+')
+
+
+def carries_traceback(value) -> bool:
+    """Whether any string in a JSON value (keys included) is or holds a Python traceback."""
+    if isinstance(value, str):
+        return bool(TRACEBACK.search(value)) or value.lower() == "traceback"
+    if isinstance(value, dict):
+        return any(carries_traceback(k) or carries_traceback(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(carries_traceback(v) for v in value)
+    return False
+
+
 FUZZ = settings(max_examples=int(os.environ.get("MTMC_FUZZ_EXAMPLES", "300")), deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
@@ -96,6 +111,26 @@ def test_a_huge_length_is_refused_without_waiting_for_the_body():
     problem, message = list(reader.frames())
     assert problem.error_code == -32600 and "over the limit" in problem.problem
     assert message.message == {"jsonrpc": "2.0", "method": "x"}
+
+
+def test_internal_errors_reach_the_client_without_their_traceback():
+    """pygls puts the traceback of a handler's exception into the -32603 reply's data; a SyntaxError's
+    text carries File/line lines and the source: the client gets one line, the log the rest."""
+    import sys
+
+    from pygls.exceptions import JsonRpcInternalError
+
+    from mtmc_lsp.server.protocol import client_safe_error
+
+    for failing in (lambda: {}["missing"], lambda: compile("x = (", "k.py", "exec")):
+        try:
+            failing()
+        except Exception:  # noqa: BLE001 - any handler exception
+            error = JsonRpcInternalError.of(sys.exc_info()).to_response_error()
+        assert carries_traceback([error.message, error.data])
+        safe = client_safe_error(error)
+        assert safe.code == -32603 and safe.data is None and "\n" not in safe.message
+        assert not carries_traceback(safe.message) and safe.message.split(":")[0] in ("KeyError", "SyntaxError")
 
 
 # ---- positions ----------------------------------------------------------------------------------
@@ -269,11 +304,14 @@ def test_random_sessions_keep_server_and_client_in_step(server, ops):
     # Everything asked got an answer (a result or a JSON-RPC error), and the server still answers.
     replies = [client.wait(msg_id, timeout=20) for msg_id in pending]
     for reply in replies:
-        assert "result" in reply or reply["error"]["code"] in (-32602, -32603, -32800, -32601)
+        assert "result" in reply or reply["error"]["code"] in (-32602, -32603, -32800, -32601, -32803)
     assert client.alive() and client.thread.is_alive()
     new_errors = client.null_id_errors[errors_before:]
     assert sum(e["error"]["code"] == -32700 for e in new_errors) >= parse_errors_expected
     assert sum(e["error"]["code"] == -32600 for e in new_errors) >= invalid_requests_expected
+    # No error the client receives carries a Python traceback (the server's log has them).
+    for error in [r["error"] for r in replies if "error" in r] + [e["error"] for e in new_errors]:
+        assert not carries_traceback(error), error
     # The server's view of every open document is the client's.
     for uri, (text, version) in client.buffers.items():
         if uri in uris:

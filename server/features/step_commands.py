@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+from lsprotocol import types
+
 from ...optimizer.edits import three_way_revert
 from ..app import MtmcLanguageServer
 from ..arguments import command_args
@@ -15,6 +19,19 @@ from ..step_edits import (
 )
 from ..steps import step_label
 from ..trust import refuse_untrusted
+
+
+@contextmanager
+def history_errors_refused():
+    """A HistoryError (no such step, already rejected) answers the request with RequestFailed (-32803)."""
+    from pygls.exceptions import JsonRpcException
+
+    from ...optimizer.history import HistoryError
+
+    try:
+        yield
+    except HistoryError as exc:
+        raise JsonRpcException(str(exc), code=types.LSPErrorCodes.RequestFailed.value) from None
 
 
 def register(server) -> None:
@@ -56,7 +73,8 @@ def register(server) -> None:
     def accept_step(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, stepId]: keep the step; later verifications compare against its text."""
         uri, step_id = command_args(args, "uri", "stepId")
-        step = ls.steps.history(uri).accept(step_id)  # HistoryError (unknown, rejected) -> error reply
+        with history_errors_refused():  # an unknown or rejected step: RequestFailed, not an internal error
+            step = ls.steps.history(uri).accept(step_id)
         ls.notify_steps_changed(uri)
         return step.to_json()
 
@@ -70,7 +88,8 @@ def register(server) -> None:
             reason = refuse_untrusted(ls, "Reject Step")
             return {"rejected": False, "reason": reason}
         history = ls.steps.history(uri)
-        step = history.get(step_id)
+        with history_errors_refused():
+            step = history.get(step_id)
         if step.status == "rejected":
             return {"rejected": True, "reason": "already rejected", "step": step.to_json()}
         current = ls.workspace.get_text_document(uri).source

@@ -2,7 +2,7 @@
 
 The attacks as the issue describes them: a Content-Length too large by 200 or 100,000 bytes with
 requests after it, a body 40 bytes short holding the text "Content-Length:", a header block with no
-Content-Length.
+Content-Length; and no error the client receives carries a Python traceback.
 """
 
 from __future__ import annotations
@@ -71,3 +71,20 @@ def test_a_header_without_content_length_gets_an_error_and_the_next_request_work
     (error,) = server.null_id_errors
     assert error["error"]["code"] == -32600 and "without Content-Length" in error["error"]["message"]
     assert 400 not in server.responses  # its body was skipped with it, not run as a request
+
+
+def test_errors_from_failing_handlers_carry_no_traceback(server, tmp_path):
+    uri = (tmp_path / "k.py").as_uri()
+    server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                            "text": "x = 1\n"}})
+    replies = [server.call("workspace/executeCommand", {"command": command, "arguments": arguments})
+               for command, arguments in [("mtmc.acceptStep", [uri, "no-such-step"]),
+                                          ("mtmc.rejectStep", [uri, "no-such-step"]),
+                                          ("mtmc.verifyKernel", [uri + "-not-open"])]]
+    errors = [reply["error"] for reply in replies]
+    assert len(errors) == 3
+    for error in errors:
+        text = json.dumps(error)
+        assert "Traceback" not in text and 'File \\"' not in text and "traceback" not in text.lower(), error
+        assert error["message"]  # still says what went wrong, on one line
+        assert "\n" not in error["message"]
