@@ -198,7 +198,13 @@ def _run_init(config: dict, argv: list[str], root: bool, status_w: int, inherite
     """PID 1 of the namespace: a /proc of its own, the worker forked, orphans reaped, its status passed up."""
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        try:
+            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        except SandboxError as exc:
+            # A container that masks parts of its /proc refuses a new one to a user namespace: then no /proc at
+            # all (the host's would show the server's and the checker's processes).
+            _mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=555")
+            os.environ["MTMC_VERIFY_CONTAINMENT"] += f"; no /proc (a new one was refused: {exc.strerror})"
     except SandboxError as exc:
         print(f"mtmc sandbox: {exc}", file=sys.stderr, flush=True)
         os._exit(125)

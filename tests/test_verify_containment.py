@@ -1,0 +1,278 @@
+"""A candidate can neither forge its verdict nor outlive or escape its check (issue 33, attacks 3 and 4).
+
+Each planted attack (tests/corpus/containment_attacks.py) computes 3x + y against an accepted 2x + y and
+first tries a way out, the way the issue describes it: the checker's key read from /proc (environ,
+cmdline, fd, mem) and signed "correct" verdicts written into the checker's pipes; the checker stopped or
+killed; the server stopped with SIGSTOP; a setsid daemon; files written outside the scratch folder. Each
+must fail, and the kernel must be reported incorrect. On Linux as root (this machine, the GPU machines)
+the candidate runs in its own PID, mount and IPC namespaces as an unprivileged user; as another user, in
+a user namespace. Where the platform gives neither, the tests that need them skip and say why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from corpus.containment_attacks import ATTACKS, attack_text, reports
+
+from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
+from mtmc_lsp.optimizer.verify.containment import Containment, sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = (ROOT / "tests" / "corpus" / "faults" / "base.py").read_text()
+LINUX = sys.platform == "linux"
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = WorkerPool("interpreter")
+    report = verify(p, BASE)  # both workers started, expected outputs kept: the attacks meet a warm checker
+    assert report.status == "verified", report.summary
+    containment = report.raw["runtime"]["containment"]
+    if any(value.startswith("none") for value in containment.values()):
+        p.close()
+        pytest.skip(f"this platform cannot contain a worker: {containment}")
+    yield p
+    p.close()
+
+
+def verify(pool, text: str):
+    options = VerifyOptions(pool=pool, compile_for_target=False, compile_timeout_s=60, run_timeout_s=60)
+    return verify_file(text, BASE, "attack.py", "h100", options)
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state letter) of a host process, None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), fields[0].decode()
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, host ids."""
+    table = {int(p.name): _stat(int(p.name)) for p in Path("/proc").iterdir() if p.name.isdigit()}
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(child for child, st in table.items() if st and st[0] == current)
+    return found
+
+
+def _named(marker: str) -> list[int]:
+    """Host processes whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+class StopWatch:
+    """A small process that watches ours and the checker's: one stopped (SIGSTOP) is noted and resumed, so
+    a successful attack fails the test instead of hanging it."""
+
+    CODE = ("import os, sys, time\n"
+            "pids, out = [int(p) for p in sys.argv[2:]], sys.argv[1]\n"
+            "while True:\n"
+            "    for pid in pids:\n"
+            "        try: state = open(f'/proc/{pid}/stat', 'rb').read().rsplit(b')', 1)[1].split()[0]\n"
+            "        except OSError: continue\n"
+            "        if state == b'T':\n"
+            "            open(out, 'a').write(f'{pid}\\n'); os.kill(pid, 18)\n"
+            "    time.sleep(0.02)\n")
+
+    def __init__(self, pids: list[int], out: Path):
+        self.out = out
+        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", self.CODE, str(out), *map(str, pids)])
+
+    def stopped(self) -> list[int]:
+        return [int(line) for line in self.out.read_text().split()] if self.out.exists() else []
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def _targets(pool, tmp_path: Path, marker: str) -> dict:
+    (worker,) = pool._workers
+    home = Path(os.path.expanduser("~"))
+    paths = [str(tmp_path / f"escape-{marker}"), str(ROOT / f"escape-{marker}"), str(home / f".escape-{marker}"),
+             f"/tmp/escape-{marker}", f"/var/tmp/escape-{marker}", f"/dev/shm/escape-{marker}",
+             str(Path(os.environ.get("TMPDIR", "/tmp")) / f"escape-{marker}")]
+    return {"server_pid": os.getpid(), "checker_pids": _tree(worker.checker.proc.pid), "paths": paths,
+            "marker": marker}
+
+
+def _attack(pool, tmp_path: Path, name: str) -> tuple[object, dict, dict]:
+    """Run attack ``name``; (its report, what it said it managed, its targets)."""
+    marker = f"mtmc-daemon-{uuid.uuid4().hex[:12]}"
+    targets = _targets(pool, tmp_path, marker)
+    (worker,) = pool._workers
+    watch = StopWatch([os.getpid(), *targets["checker_pids"]], tmp_path / "stopped")
+    try:
+        report = verify(pool, attack_text(name, targets))
+        log = worker.log_tail()
+    finally:
+        time.sleep(0.1)
+        watch.close()
+    said = reports(log)
+    assert said and said[-1]["attack"] == name, log  # the attack ran (and told us what it managed)
+    targets["stopped"] = watch.stopped()
+    return report, said[-1], targets
+
+
+def _assert_incorrect(report) -> None:
+    assert report.status == "incorrect", report.summary
+    assert "from the reference" in report.summary, report.summary  # judged by the checker: 3x + y is wrong
+    assert report.raw["runtime"]["isolation"] == "checker process"
+
+
+@pytest.mark.skipif(not LINUX, reason="containment needs Linux namespaces")
+def test_the_checkers_key_is_nowhere_in_proc_and_forged_verdicts_are_not_believed(pool, tmp_path):
+    report, said, targets = _attack(pool, tmp_path, "forge_verdict_from_proc")
+    _assert_incorrect(report)
+    assert said["keys_found"] == [] and "forged" not in said
+    seen = {pid for pids in said["proc_readable"].values() for pid in pids}
+    assert not seen & set(targets["checker_pids"]), said  # none of the checker's processes is even visible
+    assert targets["stopped"] == []
+    # And from the host: the key is in no environment and no command line of the checker's processes.
+    for pid in targets["checker_pids"]:
+        for what in ("environ", "cmdline"):
+            assert b"MTMC_VERIFY_KEY" not in Path(f"/proc/{pid}/{what}").read_bytes()
+
+
+@pytest.mark.skipif(not LINUX, reason="containment needs Linux namespaces")
+def test_the_checker_can_be_neither_stopped_nor_killed(pool, tmp_path):
+    report, said, targets = _attack(pool, tmp_path, "stop_checker")
+    _assert_incorrect(report)
+    assert targets["stopped"] == []
+    assert all(_stat(pid) is not None and _stat(pid)[1] != "T" for pid in targets["checker_pids"])
+    # What it could signal is only its own sandbox: its init (which ignores it) and nothing of the host's.
+    assert not {pid for pid, _ in said["signalled"]} & set(targets["checker_pids"]), said
+
+
+@pytest.mark.skipif(not LINUX, reason="containment needs Linux namespaces")
+def test_the_server_cannot_be_stopped(pool, tmp_path):
+    report, said, targets = _attack(pool, tmp_path, "stop_server")
+    _assert_incorrect(report)
+    assert os.getpid() not in targets["stopped"], "the candidate stopped the server (SIGSTOP)"
+    assert os.getpid() not in said["signalled"], said
+    assert said["parent"] != os.getpid()  # its parent is its sandbox's init, not the server
+
+
+@pytest.mark.skipif(not LINUX, reason="containment needs Linux namespaces")
+def test_a_setsid_daemon_dies_with_the_job(pool, tmp_path):
+    report, said, targets = _attack(pool, tmp_path, "setsid_daemon")
+    _assert_incorrect(report)
+    assert said["daemon"] > 0  # it did start one
+    assert report.raw["runtime"].get("processes_killed", 0) >= 1
+    assert _named(targets["marker"]) == []
+    assert verify(pool, BASE).status == "verified"  # the same worker goes on
+
+
+@pytest.mark.skipif(not LINUX, reason="containment needs Linux namespaces")
+def test_nothing_is_written_outside_the_scratch_folder(pool, tmp_path):
+    report, said, targets = _attack(pool, tmp_path, "write_outside")
+    _assert_incorrect(report)
+    assert said["scratch"]  # its own temporary folder is writable
+    escaped = [path for path in targets["paths"] if os.path.exists(path)]
+    for path in escaped:
+        os.unlink(path)
+    assert escaped == [], f"the candidate wrote {escaped} (from its side: {said['written']})"
+
+
+@pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="dropping to other users needs root")
+def test_as_root_candidate_and_checker_are_two_unprivileged_users(pool, tmp_path):
+    report, said, _ = _attack(pool, tmp_path, "write_outside")
+    containment = report.raw["runtime"]["containment"]
+    assert said["uid"] != 0
+    assert f"user {said['uid']}:" in containment["candidate"]
+    assert "user" in containment["checker"] and f"user {said['uid']}:" not in containment["checker"]
+
+
+def test_every_attack_has_a_test():
+    tested = {"forge_verdict_from_proc", "stop_checker", "stop_server", "setsid_daemon", "write_outside"}
+    assert set(ATTACKS) == tested
+
+
+def test_the_key_reaches_the_checker_through_a_pipe_even_without_a_sandbox(monkeypatch):
+    """No sandbox at all (MTMC_VERIFY_SANDBOX=none, or a platform without namespaces): still no key in /proc."""
+    if not Path("/proc/self/environ").exists():
+        pytest.skip("no /proc on this platform")
+    monkeypatch.setenv("MTMC_VERIFY_SANDBOX", "none")
+    own = WorkerPool("interpreter")
+    try:
+        report = verify(own, BASE)
+        assert report.status == "verified", report.summary
+        assert report.raw["runtime"]["containment"]["checker"].startswith("none")
+        checker = own._workers[0].checker
+        key = checker._key.hex().encode()
+        assert key
+        for pid in _tree(checker.proc.pid):
+            for what in ("environ", "cmdline"):
+                assert key not in Path(f"/proc/{pid}/{what}").read_bytes()
+                assert b"MTMC_VERIFY_KEY" not in Path(f"/proc/{pid}/{what}").read_bytes()
+    finally:
+        own.close()
+
+
+@pytest.mark.skipif(not LINUX, reason="/proc and process trees")
+def test_the_sweep_kills_a_detached_process_in_a_sandbox_and_keeps_the_worker(tmp_path):
+    """``containment.sweep`` on a bare sandbox (no torch): a setsid grandchild goes, the worker stays."""
+    containment = Containment("auto")
+    env = dict(os.environ)
+    tag = uuid.uuid4().hex[:12]
+    marker = f"mtmc-sweep-{tag}"  # built in the script: the launcher's own command line must not hold it
+    script = ("import os, time\n"
+              "if os.fork() == 0:\n"
+              "    os.setsid()\n"
+              "    if os.fork() == 0:\n"
+              f"        os.execv('/bin/sleep', ['mtmc-sweep-' + {tag!r}, '600'])\n"
+              "    os._exit(0)\n"
+              "os.wait()\n"
+              "print(os.environ.get('MTMC_VERIFY_CONTAINMENT'), flush=True)\n"
+              "time.sleep(600)\n")
+    argv = containment.prepare("sweep-test", "candidate", None, env, [sys.executable, "-I", "-S", "-c", script], [])
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        described = proc.stdout.readline().strip()
+        if described.startswith("none"):
+            pytest.skip(f"no sandbox here: {described}")
+        deadline = time.monotonic() + 10
+        while not _named(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _named(marker), "the daemon never started"
+        assert sweep(proc.pid, contained=True) >= 1
+        assert _named(marker) == []
+        assert proc.poll() is None  # the worker itself is left running
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        containment.close()
+    time.sleep(0.2)
+    assert _named(marker) == []
+
+
+def test_a_checkers_outputs_must_come_from_the_candidates_transfer_folder():
+    from mtmc_lsp.optimizer.verify.pool import _Relay
+
+    relay = _Relay(object(), {"harness": {}, "new_text": "x"}, [Path("/dev/shm/sandbox/cpu")])
+    reply, failure = relay({"seed": 0, "kind": "fresh", "outputs": "/dev/shm/sandbox/cpu/../../etc/shadow"},
+                           float("inf"), lambda: False)
+    assert failure is None and reply["trial"]["ok"] is False
+    assert "outside the candidate's transfer folder" in json.dumps(reply)
