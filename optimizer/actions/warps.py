@@ -1,7 +1,9 @@
 """Warps: set ``num_warps`` at the launch sites, sized to the tile each program works on.
 
 Offered for values that give every thread work (32 x num_warps <= elements of the largest tile) and,
-for ``tl.dot`` kernels, keep the fp32 accumulator between 16 and 128 values per thread. A launch
+for ``tl.dot`` kernels, keep the fp32 accumulator between 16 and 128 values per thread. A kernel without a block
+named as one (``BLOCK``, ``TILE``) is sized by the kernel model: the largest tile a load or store indexes with
+``tl.arange`` (``tl.arange(0, HALF)`` with ``HALF=64`` at the launch: 64 elements). A launch
 that computes ``num_warps`` is left alone (the action does not offer itself).
 
 Example: kernel=scale_kernel target=h100 params={"num_warps": 8}
@@ -37,12 +39,34 @@ from __future__ import annotations
 
 
 from ..analysis import FileAnalysis, Kernel
+from ..analysis.kernel_model import kernel_model
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
 from .base import ActionError, Candidate, Edit
 
 WARPS = (2, 4, 8, 16)
+
+
+def _model_tile(analysis: FileAnalysis, kernel: Kernel) -> int | None:
+    """Elements of the largest tile an access of ``kernel`` works on, its arange extents taken at the launches
+    (the largest over launches); None when an extent is computed at a launch, 0 when no access has a tile."""
+    model = kernel_model(analysis, kernel)
+    tiled = [a for a in model.accesses if any(a.dims)]
+    if not tiled:
+        return 0
+    largest = 0
+    for launch in analysis.launches_of(kernel.name):
+        known = {model.params[n]: v for n, v in launch.constexpr_values(kernel).items() if isinstance(v, int)}
+        for access in tiled:
+            elements = 1
+            for dim in access.dims:
+                extents = [model.aranges[a].size.xreplace(known) for a in dim if a in model.aranges]
+                if any(not e.is_Integer for e in extents):
+                    return None
+                elements *= max((int(e) for e in extents), default=1)
+            largest = max(largest, elements)
+    return largest or None
 
 
 class Warps:
@@ -76,8 +100,11 @@ class Warps:
             legal = [w for w in WARPS if 16 <= tile // (32 * w) <= c.MAX_ACC_REGS_PER_THREAD]
             best = max(4, min(16, tile // (32 * 64)))  # ~64 accumulator values per thread
         else:
-            if not plan.params:
-                return [], current, "the kernel has no block size"
+            if not plan.params:  # no block by name: the tiles the kernel model sees (``tl.arange(0, HALF)``)
+                tile = _model_tile(analysis, kernel)
+                if tile == 0:
+                    return [], current, "the kernel has no tile (no access indexed by tl.arange)"
+                sizes = [tile] if tile else []
             if not sizes:  # computed at the launch (next_power_of_2 of a row): a row-sized block
                 legal, best = [4, 8, 16], 8
             else:
