@@ -81,6 +81,9 @@ class MtmcLanguageServer(HardenedServerMixin, LanguageServer):
         # True once the client's settings are known: answered by workspace/configuration, or given at
         # initialize to a client that has no workspace/configuration. A timed-out wait does not count.
         self.client_settings_known = False
+        # The settings given in initializationOptions (raw): what workspace/configuration leaves out
+        # or answers null keeps these values (server/settings_sync.py).
+        self.initialization_settings: dict = {}
         # Settings, target and trust as one immutable snapshot, replaced on every change (ServerConfig).
         self.config = ServerConfig.build(Settings(), None, False)
         self.documents = DocumentStore()

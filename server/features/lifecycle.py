@@ -14,23 +14,16 @@ from ..app import MtmcLanguageServer
 from ..trust import invalid_trust_values, trust_from_options
 
 
-def settings_from_options(options) -> Settings | None:
-    """``initializationOptions`` may hold the settings directly or under ``mtmc``."""
-    if not isinstance(options, dict):
-        return None
-    raw = options.get("mtmc", options)
-    return Settings.from_client(raw) if isinstance(raw, dict) else None
-
-
 def register(server) -> None:
     @server.feature(types.INITIALIZE)
     def initialize(ls: MtmcLanguageServer, params: types.InitializeParams) -> None:
         ls.reconfigure(initial_trust=trust_from_options(params.initialization_options))
         for value in invalid_trust_values(params.initialization_options):
             ls.log(f"ignored trusted={value} in initializationOptions: only true or false count", types.MessageType.Warning)
-        settings = settings_from_options(params.initialization_options)
-        if settings is not None:
-            ls.apply_settings(settings)
+        raw = settings_sync.initialization_section(params.initialization_options)
+        if raw is not None:
+            ls.initialization_settings = raw  # later answers of workspace/configuration are laid over these
+            ls.apply_settings(Settings.from_client(raw))
         if not ls.client_supports("workspace.configuration"):
             ls.reconfigure(settings_known=True)  # initializationOptions are all this client will say
 
