@@ -341,6 +341,13 @@ def make_policy(name: str):
     return factory(Settings(policy=name))
 
 
+def run_recorder(out: Path, gpu: bool):
+    """Every attempt a GPU measured, kept as training data under ``OUT/.mtmc/trajectories`` (none on a CPU)."""
+    from mtmc_lsp.optimizer.trajectories import TrajectoryRecorder
+
+    return TrajectoryRecorder(Path(out)) if gpu else None
+
+
 def run_search(text: str, path: Path, args, target, device: str, budget_s: float) -> dict:
     """The MTMC loop (``optimizer.search.optimize``) over every kernel of the file, verified in its workers."""
     from mtmc_lsp.optimizer import search
@@ -354,7 +361,8 @@ def run_search(text: str, path: Path, args, target, device: str, budget_s: float
     # The loop keeps to budget_s itself; the alarm is only a backstop against a verification that hangs.
     with time_limit(budget_s + 60):
         result = search.optimize(text, str(path), kernel=None, target=target, policy=make_policy(args.policy),
-                                 verify=verify, steps=args.steps, beam=args.beam, budget_s=budget_s)
+                                 verify=verify, steps=args.steps, beam=args.beam, budget_s=budget_s,
+                                 record=run_recorder(args.out, device.startswith("cuda")))
     attempts = []
     for attempt in result.attempts:
         entry = attempt.to_json()

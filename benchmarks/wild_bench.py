@@ -133,7 +133,8 @@ def step_record(attempt) -> dict:
     return record
 
 
-def run_loop(text: str, path: Path, target, policy, steps: int, budget_s: float, gpu: bool) -> dict:
+def run_loop(text: str, path: Path, target, policy, steps: int, budget_s: float, gpu: bool,
+             out: Path | None = None) -> dict:
     """``search.optimize`` over every kernel of the file; the kept steps and what the loop spent."""
     from mtmc_lsp.optimizer import search
 
@@ -141,8 +142,10 @@ def run_loop(text: str, path: Path, target, policy, steps: int, budget_s: float,
     started = time.monotonic()
     # The loop keeps to budget_s (it cancels the running verification); the alarm is a backstop only.
     with bench.time_limit(budget_s + 90):
+        # On a GPU every attempt is kept as training data (held-out files' episodes are never trained on).
         result = search.optimize(text, str(path), kernel=None, target=target, policy=policy, verify=verify,
-                                 steps=steps, beam=1, budget_s=budget_s)
+                                 steps=steps, beam=1, budget_s=budget_s,
+                                 record=bench.run_recorder(out, gpu) if out is not None else None)
     verified = [a for a in result.attempts if "verify_s" in a.timings]
     statuses: dict[str, int] = {}
     for attempt in result.attempts:
@@ -421,7 +424,7 @@ def bench_file(path: Path, args, target, policy, loop_budget_s: float, gpu: bool
     started = time.monotonic()
     record: dict = {"file": path.name, "path": rel(path), "part": path.parent.name}
     try:
-        loop = run_loop(original, path, target, policy, args.steps, loop_budget_s, gpu)
+        loop = run_loop(original, path, target, policy, args.steps, loop_budget_s, gpu, args.out)
     except Exception as exc:  # noqa: BLE001 - the file still gets its naive/eager/compile figures below
         loop = {"final_text": original, "kept": [], "error": f"{type(exc).__name__}: {exc}"[:800],
                 "traceback": traceback.format_exc()[-1500:]}

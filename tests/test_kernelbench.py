@@ -707,3 +707,22 @@ def test_the_split_is_fixed_by_problem_number_and_halves_every_level():
     assert not set(in_split(names, TRAIN)) & set(in_split(names, EVAL)) and in_split(names, "all") == names
     with pytest.raises(ValueError):
         split_of("Softmax.py")
+
+
+@pytest.mark.slow
+def test_the_loop_runs_on_lowered_problems_side_by_side_and_records_each_split(tmp_path):
+    """--optimize-steps with two processes: each problem optimized, scored, its attempts recorded by split."""
+    from mtmc_lsp.cli import main
+
+    problems = Path(__file__).parent / "kernelbench_problems"
+    code = main(["kernelbench", "--problems", str(problems), "--level", "1", "--cpu", "--only", "2_ReLU",
+                 "--only", "5_Sum", "--optimize-steps", "1", "--optimize-processes", "2", "--optimize-budget-s", "60",
+                 "--out", str(tmp_path)])
+    assert code == 0
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert {r["name"] for r in rows} == {"2_ReLU", "5_Sum_reduction_over_a_dimension"}
+    assert all(r["correct"] for r in rows)
+    assert all((tmp_path / "solutions" / "level1" / f"{r['name']}_lowered.py").is_file() for r in rows)
+    begins = [json.loads(path.read_text().splitlines()[0]) for path in (tmp_path / ".mtmc" / "trajectories").glob("*.jsonl")]
+    marked = {Path(b["file"]).name: bool(b.get("evaluation")) for b in begins}
+    assert marked == {"2_ReLU_triton.py": True, "5_Sum_reduction_over_a_dimension_triton.py": False}

@@ -208,6 +208,26 @@ def test_episodes_on_evaluation_data_are_kept_out_of_training(run_folder):
             decisions_from_episode(other)
 
 
+def test_the_dataset_merges_many_runs_each_episode_once(run_folder, tmp_path):
+    """A resumed window's copy of another's episodes, a trajectories folder and a plain file: one episode each."""
+    from mtmc_lsp.optimizer.training.dataset import gather_episodes
+
+    episodes = read_episodes_file(run_folder / EPISODES_FILE)
+    resumed = tmp_path / "window2"
+    resumed.mkdir()
+    (resumed / EPISODES_FILE).write_text((run_folder / EPISODES_FILE).read_text())  # what --previous copies
+    trajectories = tmp_path / ".mtmc" / "trajectories"
+    trajectories.mkdir(parents=True)
+    evaluation = [{**r, "episode": "eval-1", **({"evaluation": True} if r["type"] == "begin" else {})}
+                  for r in episodes[0]]
+    (trajectories / "eval-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evaluation))
+    merged, runs = gather_episodes([run_folder, resumed, trajectories])
+    assert len(merged) == len(episodes) + 1
+    assert [r["episodes"] for r in runs] == [len(episodes), 0, 1] and runs[2]["evaluationEpisodes"] == 1
+    assert runs[0]["settings"]["beam"] == 2  # the collect run's run.json travels with its episodes
+    assert len(build_decisions(merged)) == len(build_decisions(episodes))  # the evaluation episode trains nothing
+
+
 # -- decisions -----------------------------------------------------------------------------------------
 def test_decisions_use_the_policys_own_prompt_texts_and_tokens(decisions, renderer):
     assert decisions and any(d.chain and d.chosen for d in decisions)
@@ -404,6 +424,29 @@ def test_eval_compares_greedy_policies_with_the_search_best():
     best = {c.kernel: c.log_speedup for c in report.chains if c.policy == SEARCH_BEST}
     assert all(c.attempts <= 2 for c in report.chains if c.policy != SEARCH_BEST)  # greedy: one try per state
     assert all(math.isfinite(c.log_speedup) for c in report.chains) and best
+
+
+def test_eval_reads_every_verification_budget_off_one_greedy_run():
+    """With a cap of 8 the loop falls back down the ranking; budget B is the first B verifications of that run."""
+    capped = evaluate([str(DEV_FILE)], {"heuristic": HeuristicPolicy(), "random": ExplorationPolicy(None, seed=3)},
+                      "h200", steps=3, verifier=ScriptedVerifier, search_beam=2, search_tries=3, max_verifications=8)
+    assert all(c.verifications <= 8 for c in capped.chains if c.policy != SEARCH_BEST)
+    rows = {row["policy"]: row for row in capped.budget_table()}
+    assert set(rows) == {"heuristic", "random"}
+    for row in rows.values():  # more verifications never leave a chain slower
+        at = [row[f"geomean_at_{b}"] for b in (1, 2, 4, 8)]
+        assert at == sorted(at) and all(a >= 1.0 for a in at)
+    for chain in capped.chains:
+        if chain.policy == SEARCH_BEST:
+            continue
+        assert chain.log_speedup_within(8) == pytest.approx(chain.log_speedup)
+        spent = [t[0] for t in chain.trace]
+        assert spent == sorted(spent) and (not spent or spent[-1] <= chain.verifications)
+    # A run capped at 1 is the first verification of the run capped at 8: the cap only stops the loop.
+    single = evaluate([str(DEV_FILE)], {"heuristic": HeuristicPolicy()}, "h200", steps=3,
+                      verifier=ScriptedVerifier, search_best=False, max_verifications=1)
+    first = {c.kernel: c.log_speedup for c in single.chains}
+    assert first == {c.kernel: c.log_speedup_within(1) for c in capped.chains if c.policy == "heuristic"}
 
 
 def test_offline_eval_scores_policies_against_the_measured_cache_and_counts_misses(tmp_path):

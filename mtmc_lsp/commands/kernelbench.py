@@ -26,6 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true", help="keep OUT/results.jsonl and skip the problems in it")
     parser.add_argument("--optimize-steps", type=int, default=0,
                         help="kept MTMC steps per kernel before evaluation (default 0: the generated kernels as is)")
+    parser.add_argument("--optimize-processes", type=int, default=1,
+                        help="problems optimized side by side on the GPU, each with its own verifier pool; timing "
+                             "rounds run alone (default 1)")
+    parser.add_argument("--optimize-budget-s", type=float, default=120.0,
+                        help="seconds of MTMC loop per problem (default 120)")
     parser.add_argument("--policy", default="heuristic", help="policy of the optimize loop (default heuristic)")
     parser.add_argument("--cpu", action="store_true",
                         help="no GPU: correctness only, in the Triton interpreter, at sizes halved to <= 64 and to "
@@ -82,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
     rows: dict[str, ProblemResult] = {}
     jobs: list[dict] = []
+    generated: list[tuple] = []  # (row, solution path, problem text, solution text)
     for level in args.level:
         files = in_split(discover_problems(root, level), args.split)
         if args.only:
@@ -107,22 +113,23 @@ def run(args: argparse.Namespace) -> int:
                 solution = _generate(row, text, path.stem, lambda problem: generate(problem, args.fp32_dot), load_problem)
             except Exception as exc:  # get_inputs itself failed: a row, not the end of the run
                 row.status, row.error = "generation_error", f"sizes: {type(exc).__name__}: {exc}"[:500]
-            if solution is not None and args.optimize_steps > 0 and budget_left() > 0:
-                solution = _optimize(row, solution, out / "solutions" / f"level{level}" / f"{path.stem}_triton.py", args)
             if solution is None:
                 _record(results_path, row)
                 print(f"  {row.key}: generation failed: {row.error}")
                 continue
-            report = static_check(solution)
-            row.static_errors, row.torch_ops = report.errors, report.torch_ops
-            target = out / "solutions" / f"level{level}" / f"{path.stem}_triton.py"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(solution, encoding="utf-8")
-            rows[row.key] = row
-            if args.write_only:
-                continue
-            jobs.append({"key": row.key, "problem_text": text, "solution_text": solution, "cpu": args.cpu,
-                         "timing": not args.cpu, "compile_baseline": not args.no_compile_baseline})
+            generated.append((row, out / "solutions" / f"level{level}" / f"{path.stem}_triton.py", text, solution))
+    if args.optimize_steps > 0 and not args.write_only:
+        generated = _optimize_all(generated, args, budget_left)
+    for row, target, text, solution in generated:
+        report = static_check(solution)
+        row.static_errors, row.torch_ops = report.errors, report.torch_ops
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(solution, encoding="utf-8")
+        rows[row.key] = row
+        if args.write_only:
+            continue
+        jobs.append({"key": row.key, "problem_text": text, "solution_text": solution, "cpu": args.cpu,
+                     "timing": not args.cpu, "compile_baseline": not args.no_compile_baseline})
     if args.write_only:
         print(f"mtmc kernelbench: wrote {len(rows)} ModelNew files under {out / 'solutions'} (split {args.split})")
         return 0
@@ -185,11 +192,59 @@ def _generate(row, text: str, name: str, generate, load_problem) -> str | None:
     return generated.text
 
 
+def _optimize_all(generated: list[tuple], args, budget_left) -> list[tuple]:
+    """The MTMC loop over every generated file, ``--optimize-processes`` at a time on the GPU; new solution texts.
+
+    The loop may spend half of ``--budget-s``; the rest scores. A problem the loop did not reach is left out
+    of this run (not scored as lowered), so that ``--resume`` optimizes and scores it in the next window.
+    """
+    def may_start() -> bool:
+        return budget_left() > (args.budget_s / 2 if args.budget_s else 0)
+
+    if args.optimize_processes <= 1:
+        done = []
+        for row, path, text, solution in generated:
+            if not may_start():
+                break
+            done.append((row, path, text, _optimize(row, solution, path, args)))
+        _left_for_later(len(generated) - len(done))
+        return done
+    from mtmc_lsp.optimizer.verify.shared_gpu import map_on_one_gpu
+
+    def optimize_one(index: int) -> tuple[str, int]:
+        row, path, _, solution = generated[index]
+        final = _optimize(row, solution, path, args)
+        return final, row.optimize_steps
+
+    finals: dict[int, str] = {}
+    for index, result in map_on_one_gpu(optimize_one, range(len(generated)), args.optimize_processes, may_start):
+        row, _, _, solution = generated[index]
+        if isinstance(result, BaseException):  # the generated file is scored as it was
+            print(f"  {row.key}: the MTMC loop failed: {type(result).__name__}: {result}", flush=True)
+            finals[index] = solution
+            continue
+        finals[index], row.optimize_steps = result
+    _left_for_later(len(generated) - len(finals))
+    return [(row, path, text, finals[i]) for i, (row, path, text, _) in enumerate(generated) if i in finals]
+
+
+def _left_for_later(count: int) -> None:
+    if count:
+        print(f"mtmc kernelbench: the loop's half of the budget is spent: {count} problems left for --resume", flush=True)
+
+
 def _optimize(row, text: str, path: Path, args) -> str:
-    """The MTMC loop over every kernel of the generated file; the final text (unchanged if nothing helped)."""
+    """The MTMC loop over every kernel of the generated file; the final text (unchanged if nothing helped).
+
+    Every attempt is recorded (``OUT/.mtmc/trajectories``): the training half's episodes are training data,
+    the evaluation half's are marked and never trained on. The generated file is kept beside the final one
+    (``*_lowered.py``), so each kept step reads as a diff.
+    """
     from mtmc_lsp.optimizer.hardware import resolve_target
+    from mtmc_lsp.optimizer.kernelbench.split import EVAL, split_of
     from mtmc_lsp.optimizer.policy import make_policy
     from mtmc_lsp.optimizer.search import make_verifier, optimize
+    from mtmc_lsp.optimizer.trajectories import TrajectoryRecorder
     from mtmc_lsp.optimizer.verify import VerifyOptions
     from mtmc_lsp.settings import Settings
 
@@ -199,14 +254,17 @@ def _optimize(row, text: str, path: Path, args) -> str:
     policy = make_policy(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+    path.with_name(path.name.replace("_triton.py", "_lowered.py")).write_text(text, encoding="utf-8")
     verify = make_verifier(str(path), target, VerifyOptions(seeds=3))
+    recorder = TrajectoryRecorder(Path(args.out))
+    recorder.evaluation = split_of(row.name) == EVAL
     try:
         result = optimize(text, str(path), None, target, policy, verify, steps=args.optimize_steps,
-                          budget_s=min(args.timeout_s, 300.0))
+                          budget_s=args.optimize_budget_s, record=recorder)
     finally:
         policy.close()
     row.optimize_steps = len(result.steps)
-    print(f"  {row.key}: MTMC kept {len(result.steps)} steps ({result.stopped}, {result.elapsed_s:.0f} s)")
+    print(f"  {row.key}: MTMC kept {len(result.steps)} steps ({result.stopped}, {result.elapsed_s:.0f} s)", flush=True)
     return result.final_text
 
 

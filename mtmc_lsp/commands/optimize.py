@@ -24,7 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint-model", default="", help="model name sent to the endpoint")
     parser.add_argument("--allow-precision", action="store_true", help="also propose numerics-changing actions")
     parser.add_argument("--seeds", type=int, default=3, help="random seeds for each correctness check (default 3)")
-    parser.add_argument("--record", action="store_true", help="record the episode as JSONL under .mtmc/trajectories/")
+    parser.add_argument("--record", action=argparse.BooleanOptionalAction, default=None,
+                        help="record the episode as JSONL under .mtmc/trajectories/ (training data; default: when "
+                             "a local GPU verifies, since nothing measured on one should be thrown away)")
     parser.add_argument("--workspace", default=".", help="where .mtmc/ lives for --record (default: .)")
     parser.add_argument("--write", action="store_true", help="write the final text back to FILE")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (progress goes to stderr)")
@@ -46,8 +48,17 @@ def settings_from_args(args: argparse.Namespace):
     settings.policy_endpoint = args.endpoint
     settings.policy_endpoint_model = args.endpoint_model
     settings.allow_precision_changes = args.allow_precision
-    settings.record_trajectories = args.record
+    settings.record_trajectories = bool(args.record)
     return settings
+
+
+def _records(args: argparse.Namespace) -> bool:
+    """--record / --no-record as given; unset: record when a local GPU measures the steps."""
+    if args.record is not None:
+        return args.record
+    from mtmc_lsp.optimizer.hardware import local_gpu_name
+
+    return local_gpu_name() is not None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"target: {target.summary()}", file=out)
     print(f"policy: {policy.describe()}", file=out)
     verify = make_verifier(str(path), target, VerifyOptions(seeds=args.seeds, kernel=args.kernel))
-    recorder = TrajectoryRecorder(args.workspace) if args.record else None
+    recorder = TrajectoryRecorder(args.workspace) if _records(args) else None
     reporter = ProgressPrinter(out)
     result = optimize(
         text, str(path), args.kernel, target, policy, verify, steps=args.steps, beam=args.beam,

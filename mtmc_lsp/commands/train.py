@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-dtype-swap", action="store_true", help="no fp16 <-> bf16 input variants")
 
     p = sub.add_parser("dataset", help="turn collected episodes into decision records (gzip JSONL)")
-    p.add_argument("runs", nargs="+", help="run folders or episode JSONL files")
+    p.add_argument("runs", nargs="+", help="collect run folders, trajectory folders (.mtmc/trajectories) or episode "
+                                          "JSONL files; merged, each episode once")
     p.add_argument("--out", default="data/policy/decisions.jsonl.gz")
     p.add_argument("--model", default="", help="the policy GGUF whose chat template and tokens to use (default: embedded)")
 
@@ -96,6 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--offline", action="store_true",
                    help="verify nothing: steps missing from --cache count as not kept (and are counted)")
     p.add_argument("--no-search-best", action="store_true", help="skip the exploring search's reference chain")
+    p.add_argument("--max-verifications", type=int, default=8,
+                   help="verifications per kernel of each policy's greedy loop, falling back down its ranking; the "
+                        "table reads budgets 1, 2, 4, 8 off the one run (0: one verification per state)")
     p.add_argument("--json", action="store_true")
 
 
@@ -147,17 +151,10 @@ def _variants(args) -> int:
 
 
 def _dataset(args) -> int:
-    from mtmc_lsp.optimizer.training.collect import EPISODES_FILE, RUN_FILE
-    from mtmc_lsp.optimizer.training.dataset import (DatasetSummary, PromptRenderer, build_decisions, provenance,
-                                                     read_episodes_file, write_decisions)
+    from mtmc_lsp.optimizer.training.dataset import (DatasetSummary, PromptRenderer, build_decisions,
+                                                     gather_episodes, provenance, write_decisions)
 
-    episodes, runs = [], []
-    for given in args.runs:
-        path = Path(given)
-        file = path / EPISODES_FILE if path.is_dir() else path
-        episodes += read_episodes_file(file)
-        run_json = file.parent / RUN_FILE
-        runs.append(json.loads(run_json.read_text()) if run_json.is_file() else {"episodes": str(file)})
+    episodes, runs = gather_episodes(args.runs)
     renderer = PromptRenderer(args.model or None)
     try:
         decisions = build_decisions(episodes, renderer)
@@ -237,7 +234,7 @@ def _eval(args) -> int:
     from mtmc_lsp.optimizer.policy.heuristic import HeuristicPolicy
     from mtmc_lsp.optimizer.policy.llama import LlamaCppPolicy
     from mtmc_lsp.optimizer.training.collect import ExplorationPolicy, ResultCache, default_verifier
-    from mtmc_lsp.optimizer.training.evaluate import evaluate, unmeasured_verifier
+    from mtmc_lsp.optimizer.training.evaluate import BUDGETS, evaluate, unmeasured_verifier
 
     makers = {
         "heuristic": lambda: HeuristicPolicy(),
@@ -258,6 +255,7 @@ def _eval(args) -> int:
     report = evaluate(_files(args.files, "benchmarks/wild/heldout"), {n: makers[n]() for n in names}, args.target,
                       args.steps, verifier, kernel_budget_s=args.kernel_budget_s,
                       cache=ResultCache(args.cache) if args.cache else None, search_best=not args.no_search_best,
+                      max_verifications=args.max_verifications or None,
                       on_chain=lambda c: print(f"{c.policy:12} {c.file}:{c.kernel}: {c.kept} kept, "
                                                f"log-speedup {c.log_speedup:+.3f}", file=sys.stderr, flush=True))
     if args.json:
@@ -268,4 +266,9 @@ def _eval(args) -> int:
             print(f"{row['policy']:12} kernels {row['kernels']:3}  geomean {row['geomean_speedup']:.3f}x  "
                   f"kept {row['mean_kept_steps']:.2f}  share of search-best {share}  "
                   f"unmeasured {row['unmeasured_attempts']}")
+        for row in report.budget_table():
+            at = "  ".join(f"@{b} {row[f'geomean_at_{b}']:.3f}x" for b in BUDGETS)
+            needed = row["mean_verifications_to_90pct"]
+            print(f"{row['policy']:12} {at}  90% of search-best: {row['reached_90pct']}/{row['kernels_with_speedup']} "
+                  f"kernels, {'-' if needed is None else f'{needed:.1f}'} verifications")
     return 0

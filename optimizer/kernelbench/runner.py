@@ -247,6 +247,21 @@ def prewarm(problem, solution, device: str, compile_baseline: bool) -> None:
         torch.cuda.synchronize()
 
 
+def _interpreted_autotune() -> None:
+    """Autotuned kernels in the interpreter (no driver to benchmark configs): the verifier's own patch, loaded
+    by path like its workers load it, runs the first config (an MTMC step may have added ``@triton.autotune``)."""
+    import importlib.util
+
+    folder = Path(__file__).resolve().parents[1] / "verify" / "runtime"
+    if "mtmc_verify_runtime" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("mtmc_verify_runtime", folder / "__init__.py",
+                                                      submodule_search_locations=[str(folder)])
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["mtmc_verify_runtime"] = package
+        spec.loader.exec_module(package)
+    importlib.import_module("mtmc_verify_runtime.launches").install(interpreter=True)
+
+
 def run_job(job: dict) -> dict:
     import torch
 
@@ -254,6 +269,8 @@ def run_job(job: dict) -> dict:
     start = time.perf_counter()
     out: dict = {"key": job["key"], "device": device,
                  "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu (Triton interpreter)"}
+    if device == "cpu":
+        _interpreted_autotune()
     try:
         problem = load_module(job["problem_text"], f"_kb_problem_{os.getpid()}")
         solution = load_module(job["solution_text"], f"_kb_solution_{os.getpid()}")

@@ -280,6 +280,45 @@ def is_evaluation(begin: dict[str, Any]) -> bool:
     return False
 
 
+def gather_episodes(sources: Iterable[str | Path]) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Episodes of many runs, each once, and each run's provenance.
+
+    A source is a collect run folder (``episodes.jsonl`` or ``.gz``, with ``run.json``), a folder of trajectory
+    files (``.mtmc/trajectories`` of ``mtmc optimize``, ``mtmc bench``, ``wild_bench``, ``mtmc kernelbench``), or
+    one JSONL file. An episode seen in several sources (a window resumed from a copy of another's files) counts
+    once, by its id.
+    """
+    seen: set[str] = set()
+    episodes: list[list[dict[str, Any]]] = []
+    runs: list[dict[str, Any]] = []
+    for source in sources:
+        path = Path(source)
+        files = _episode_files(path)
+        fresh: list[list[dict[str, Any]]] = []
+        for file in files:
+            for episode in read_episodes_file(file):
+                key = str(episode[0].get("episode"))
+                if key not in seen:
+                    seen.add(key)
+                    fresh.append(episode)
+        episodes += fresh
+        run_json = (path if path.is_dir() else path.parent) / "run.json"
+        run = json.loads(run_json.read_text()) if run_json.is_file() else {}
+        begins = [next((r for r in e if r.get("type") == "begin"), {}) for e in fresh]
+        runs.append({**run, "source": str(path), "files": len(files), "episodes": len(fresh),
+                     "evaluationEpisodes": sum(1 for b in begins if is_evaluation(b))})
+    return episodes, runs
+
+
+def _episode_files(path: Path) -> list[Path]:
+    if not path.is_dir():
+        return [path]
+    for name in ("episodes.jsonl", "episodes.jsonl.gz"):
+        if (path / name).is_file():
+            return [path / name]
+    return sorted(p for p in path.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")) and p.name != "verify_cache.jsonl")
+
+
 def read_episodes_file(path: str | Path) -> list[list[dict[str, Any]]]:
     """Episodes from a JSONL file (gzip or plain) of trajectory records, grouped by ``episode``."""
     episodes: dict[str, list[dict]] = {}
