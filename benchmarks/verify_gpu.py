@@ -20,10 +20,16 @@ Scenarios:
 - test-style files (the wild dev corpus's ``test_*`` files): unchanged (1.0x within noise) and with
   the policy's top candidates applied, timed by replaying the launches recorded in each test;
 - autograd (a test calling .backward()) and autotune (every config) on the GPU;
-- the wild dev corpus verified against itself: every file must verify.
+- the wild dev corpus verified against itself: every file must verify;
+- containment (issue 33): the planted attacks of tests/corpus/containment_attacks.py, built with this
+  run's process ids and paths (the checker's key read from /proc and signed verdicts forged into its pipes,
+  the checker stopped and killed, the server stopped, a setsid daemon, files written outside the scratch
+  folder): each must be reported incorrect with nothing escaped, as the host sees it.
 
 One command, under 10 minutes on an H200: ``python benchmarks/verify_gpu.py --out $OUT/verify``;
-``--budget-s`` skips what would not fit (said in the JSON), results are written after every section.
+``--budget-s`` skips what would not fit (said in the JSON), results are written after every section, and
+``verify_gpu.md`` summarises them. The security run alone (every planted fault and attack, old and new):
+``python3 benchmarks/verify_gpu.py --out $OUT/attacks --only faults --only containment``.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ FAULTS = ROOT / "tests" / "corpus" / "faults"
 EXAMPLES = ROOT / "mtmc_lsp" / "examples"
 KERNELS = ROOT / "tests" / "corpus" / "kernels"
 sys.path.insert(0, str(ROOT / "tests"))
+from corpus.containment_attacks import ATTACKS, StopWatch, aim, attack_text, escapes, reports  # noqa: E402
 from corpus.kernels import kernel_files  # noqa: E402  (each corpus kernel, wherever it lives)
 
 WILD_DEV = ROOT / "benchmarks" / "wild" / "dev"
@@ -186,7 +193,7 @@ def main() -> int:
     results: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "python": platform.python_version(),
                      "pool_devices": pool.devices, "faults": [], "unchanged": [], "improvements": [], "recheck": [],
                      "steps": [], "step_time": {}, "test_style": [], "autograd_autotune": [], "wild": [],
-                     "skipped_sections": []}
+                     "containment": [], "skipped_sections": [], "command": " ".join(sys.argv)}
 
     def section(name: str) -> bool:
         """Whether a section still fits the budget (and was asked for); results so far are written out."""
@@ -214,6 +221,9 @@ def main() -> int:
             row["recovery_wall_s"] = again["wall_s"]
         results["faults"].append(row)
         print(f"fault {fault}: {row['status']} caught={row['caught']} ({row['wall_s']} s)", flush=True)
+
+    if section("containment"):
+        run_containment(results, pool, VerifyOptions(**fault_opts))
 
     timing_opts = dict(pool=pool, timing_rounds=args.rounds, compile_timeout_s=120, run_timeout_s=300)
     tmp = Path(tempfile.mkdtemp(prefix="mtmc-verify-gpu-"))
@@ -258,18 +268,80 @@ def main() -> int:
     if section("wild"):  # last: it stops file by file when the budget is spent
         run_wild(results, pool, args, started)
     pool.close()
-    for row in (results["faults"] + results["unchanged"] + results["improvements"] + results["recheck"]
-                + results["test_style"] + results["autograd_autotune"] + results["wild"]):
+    for row in (results["faults"] + results["containment"] + results["unchanged"] + results["improvements"]
+                + results["recheck"] + results["test_style"] + results["autograd_autotune"] + results["wild"]):
         if row["report"].get("environment"):
             results.setdefault("environment", row["report"]["environment"])
     results["total_s"] = round(time.monotonic() - started, 1)
     (out / "verify_gpu.json").write_text(json.dumps(results, indent=2, default=str))
+    (out / "verify_gpu.md").write_text(markdown_summary(results))
     print_table(results)
-    ok = all(r["caught"] and r.get("recovered", True) for r in results["faults"]) and all(
+    ok = all(r["caught"] and r.get("recovered", True) for r in results["faults"] + results["containment"]) and all(
         r["status"] == "verified" and (r.get("within_noise") or args.cpu_dry_run) for r in results["unchanged"])
     wild_ok = all(r["status"] == "verified" for r in results["wild"])
     print(f"\nall faults caught and unchanged kernels within noise: {ok}; wild dev corpus all verified: {wild_ok}")
     return 0 if ok else 1
+
+
+def run_containment(results: dict, pool: WorkerPool, options: VerifyOptions) -> None:
+    """Each planted attack on the containment (issue 33): 3x + y against base.py's 2x + y after a way out of the
+    check; caught when it is reported incorrect and the host sees nothing of it (``escapes``)."""
+    base = (FAULTS / "base.py").read_text()
+    scratch = Path(tempfile.mkdtemp(prefix="mtmc-verify-gpu-attacks-"))
+    write_dirs = [scratch, ROOT, Path(os.path.expanduser("~")), Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")]
+    for name in ATTACKS:
+        if any(not w.checker.alive for w in pool._workers):  # a checker to aim at, as a real attacker finds it
+            run_one(pool, "base", base, base, options, keep_report=False)
+        targets = aim(pool._workers[0].checker.proc.pid, write_dirs)
+        for worker in pool._workers[1:]:
+            targets["checker_pids"] += aim(worker.checker.proc.pid, [])["checker_pids"]
+        watch = StopWatch([os.getpid(), *targets["checker_pids"]], scratch / f"stopped-{name}")
+        try:
+            row = run_one(pool, f"attack {name}", attack_text(name, targets), base, options)
+        finally:
+            time.sleep(0.2)
+            watch.close()
+        said = [r for w in pool._workers for r in reports(w.log_tail()) if r.get("marker") == targets["marker"]]
+        row.update(attack=name, expected="incorrect", said=said[-1] if said else None,
+                   escaped=escapes(name, said[-1] if said else None, targets, watch.stopped()),
+                   containment=(row["report"].get("raw") or {}).get("runtime", {}).get("containment"))
+        row["caught"] = row["status"] == "incorrect" and not row["escaped"]
+        results["containment"].append(row)
+        results["sandbox"] = {w.name: w.contained for v in pool._workers for w in (v, v.checker) if w.contained}
+        print(f"attack {name}: {row['status']} escaped={row['escaped']} ({row['wall_s']} s)", flush=True)
+
+
+def markdown_summary(results: dict) -> str:
+    """verify_gpu.md: the machine, the containment, and a table per section that ran."""
+    env = results.get("environment") or {}
+    lines = [f"# The verifier's planted faults and attacks ({results['date']})", "",
+             f"{env.get('device_name')}, torch {env.get('torch')}, triton {env.get('triton')}, CUDA {env.get('cuda')}, "
+             f"Python {env.get('python')}; workers {', '.join(results['pool_devices'])}.", "",
+             f"Command: `{results.get('command')}`; {results.get('total_s')} s.", ""]
+    if results.get("sandbox"):
+        lines += ["Containment: " + "; ".join(f"{name}: {text}" for name, text in results["sandbox"].items()), ""]
+    for title, rows in (("Planted faults (tests/corpus/faults against base.py)", results["faults"]),
+                        ("Containment attacks (tests/corpus/containment_attacks.py)", results["containment"])):
+        if not rows:
+            continue
+        caught = sum(1 for r in rows if r["caught"] and r.get("recovered", True))
+        lines += [f"## {title}: {caught} of {len(rows)} caught", "",
+                  "| fault | expected | verdict | caught | recovered | escaped (host's view) | wall s |",
+                  "|---|---|---|---|---|---|---:|"]
+        for r in rows:
+            recovered = "" if "recovered" not in r else ("yes" if r["recovered"] else "NO")
+            escaped = "; ".join(r.get("escaped", [])) if "escaped" in r else ""
+            lines.append(f"| {r.get('attack', r['name'])} | {r['expected']} | {r['status']} | "
+                         f"{'yes' if r['caught'] else 'NO'} | {recovered} | {escaped or ('nothing' if 'escaped' in r else '')} "
+                         f"| {r['wall_s']} |")
+        lines.append("")
+    others = {name: len(results[name]) for name in ("unchanged", "improvements", "recheck", "test_style",
+                                                    "autograd_autotune", "wild", "steps") if results.get(name)}
+    if others:
+        lines += ["Other sections (rows in verify_gpu.json): " + ", ".join(f"{k} {v}" for k, v in others.items()), ""]
+    if results.get("skipped_sections"):
+        lines += ["Skipped (budget): " + ", ".join(results["skipped_sections"]), ""]
+    return "\n".join(lines)
 
 
 def run_steps(results: dict, args, tmp: Path) -> None:
@@ -378,6 +450,9 @@ def print_table(results: dict) -> None:
         line = "" if r["error_line"] is None else str(r["error_line"] + 1)
         print(f"{r['name']:16s} {r['expected']:14s} {r['status']:14s} {'yes' if r['caught'] else 'NO':6s} "
               f"{rec:9s} {r['wall_s']:6.1f}  {line}")
+    for r in results.get("containment", []):
+        print(f"{r['attack']:24s} {r['expected']:10s} {r['status']:12s} {'yes' if r['caught'] else 'NO':4s} "
+              f"escaped: {'; '.join(r['escaped']) or 'nothing'}")
     if results.get("test_style"):
         print(f"\n{'test-style file and step':52s} {'status':13s} {'speedup':>8s} {'band':>7s}  timed")
         for r in results["test_style"]:

@@ -21,7 +21,17 @@ import uuid
 from pathlib import Path
 
 import pytest
-from corpus.containment_attacks import ATTACKS, attack_text, reports
+from corpus.containment_attacks import (
+    ATTACKS,
+    StopWatch,
+    aim,
+    attack_text,
+    escapes,
+    process_state,
+    process_tree,
+    processes_named,
+    reports,
+)
 
 from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
 from mtmc_lsp.optimizer.verify.containment import Containment, sweep
@@ -49,80 +59,16 @@ def verify(pool, text: str):
     return verify_file(text, BASE, "attack.py", "h100", options)
 
 
-def _stat(pid: int) -> tuple[int, str] | None:
-    """(parent pid, state letter) of a host process, None once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return int(fields[1]), fields[0].decode()
+def _write_dirs(tmp_path: Path) -> list[Path]:
+    """Places outside the scratch folder: the test's, the repository, home, the temporary folders."""
+    return [tmp_path, ROOT, Path(os.path.expanduser("~")), Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"),
+            Path(os.environ.get("TMPDIR", "/tmp"))]
 
 
-def _tree(pid: int) -> list[int]:
-    """``pid`` and its descendants, host ids."""
-    table = {int(p.name): _stat(int(p.name)) for p in Path("/proc").iterdir() if p.name.isdigit()}
-    found, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        found.append(current)
-        stack.extend(child for child, st in table.items() if st and st[0] == current)
-    return found
-
-
-def _named(marker: str) -> list[int]:
-    """Host processes whose command line holds ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
-
-
-class StopWatch:
-    """A small process that watches ours and the checker's: one stopped (SIGSTOP) is noted and resumed, so
-    a successful attack fails the test instead of hanging it."""
-
-    CODE = ("import os, sys, time\n"
-            "pids, out = [int(p) for p in sys.argv[2:]], sys.argv[1]\n"
-            "while True:\n"
-            "    for pid in pids:\n"
-            "        try: state = open(f'/proc/{pid}/stat', 'rb').read().rsplit(b')', 1)[1].split()[0]\n"
-            "        except OSError: continue\n"
-            "        if state == b'T':\n"
-            "            open(out, 'a').write(f'{pid}\\n'); os.kill(pid, 18)\n"
-            "    time.sleep(0.02)\n")
-
-    def __init__(self, pids: list[int], out: Path):
-        self.out = out
-        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", self.CODE, str(out), *map(str, pids)])
-
-    def stopped(self) -> list[int]:
-        return [int(line) for line in self.out.read_text().split()] if self.out.exists() else []
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
-def _targets(pool, tmp_path: Path, marker: str) -> dict:
+def _attack(pool, tmp_path: Path, name: str) -> tuple[object, dict, dict, list[str]]:
+    """Run attack ``name``; (its report, what it said it managed, its targets, what got out as the host sees it)."""
     (worker,) = pool._workers
-    home = Path(os.path.expanduser("~"))
-    paths = [str(tmp_path / f"escape-{marker}"), str(ROOT / f"escape-{marker}"), str(home / f".escape-{marker}"),
-             f"/tmp/escape-{marker}", f"/var/tmp/escape-{marker}", f"/dev/shm/escape-{marker}",
-             str(Path(os.environ.get("TMPDIR", "/tmp")) / f"escape-{marker}")]
-    return {"server_pid": os.getpid(), "checker_pids": _tree(worker.checker.proc.pid), "paths": paths,
-            "marker": marker}
-
-
-def _attack(pool, tmp_path: Path, name: str) -> tuple[object, dict, dict]:
-    """Run attack ``name``; (its report, what it said it managed, its targets)."""
-    marker = f"mtmc-daemon-{uuid.uuid4().hex[:12]}"
-    targets = _targets(pool, tmp_path, marker)
-    (worker,) = pool._workers
+    targets = aim(worker.checker.proc.pid, _write_dirs(tmp_path))
     watch = StopWatch([os.getpid(), *targets["checker_pids"]], tmp_path / "stopped")
     try:
         report = verify(pool, attack_text(name, targets))
@@ -132,8 +78,7 @@ def _attack(pool, tmp_path: Path, name: str) -> tuple[object, dict, dict]:
         watch.close()
     said = reports(log)
     assert said and said[-1]["attack"] == name, log  # the attack ran (and told us what it managed)
-    targets["stopped"] = watch.stopped()
-    return report, said[-1], targets
+    return report, said[-1], targets, escapes(name, said[-1], targets, watch.stopped())
 
 
 def _assert_incorrect(report) -> None:
@@ -144,13 +89,11 @@ def _assert_incorrect(report) -> None:
 
 @pytest.mark.skipif(not LINUX, reason="containment needs Linux namespaces")
 def test_the_checkers_key_is_nowhere_in_proc_and_forged_verdicts_are_not_believed(pool, tmp_path):
-    report, said, targets = _attack(pool, tmp_path, "forge_verdict_from_proc")
+    report, said, targets, escaped = _attack(pool, tmp_path, "forge_verdict_from_proc")
     _assert_incorrect(report)
+    assert escaped == []
     assert said["keys_found"] == [] and "forged" not in said
-    seen = {pid for pids in said["proc_readable"].values() for pid in pids}
-    assert not seen & set(targets["checker_pids"]), said  # none of the checker's processes is even visible
-    assert targets["stopped"] == []
-    # And from the host: the key is in no environment and no command line of the checker's processes.
+    # From the host: the key is in no environment and no command line of the checker's processes either.
     for pid in targets["checker_pids"]:
         for what in ("environ", "cmdline"):
             assert b"MTMC_VERIFY_KEY" not in Path(f"/proc/{pid}/{what}").read_bytes()
@@ -158,47 +101,42 @@ def test_the_checkers_key_is_nowhere_in_proc_and_forged_verdicts_are_not_believe
 
 @pytest.mark.skipif(not LINUX, reason="containment needs Linux namespaces")
 def test_the_checker_can_be_neither_stopped_nor_killed(pool, tmp_path):
-    report, said, targets = _attack(pool, tmp_path, "stop_checker")
+    report, said, targets, escaped = _attack(pool, tmp_path, "stop_checker")
     _assert_incorrect(report)
-    assert targets["stopped"] == []
-    assert all(_stat(pid) is not None and _stat(pid)[1] != "T" for pid in targets["checker_pids"])
-    # What it could signal is only its own sandbox: its init (which ignores it) and nothing of the host's.
-    assert not {pid for pid, _ in said["signalled"]} & set(targets["checker_pids"]), said
+    assert escaped == []
+    assert said["refused"]  # it tried every one of them
+    assert all(process_state(pid)[1] != "T" for pid in targets["checker_pids"])
 
 
 @pytest.mark.skipif(not LINUX, reason="containment needs Linux namespaces")
 def test_the_server_cannot_be_stopped(pool, tmp_path):
-    report, said, targets = _attack(pool, tmp_path, "stop_server")
+    report, said, _, escaped = _attack(pool, tmp_path, "stop_server")
     _assert_incorrect(report)
-    assert os.getpid() not in targets["stopped"], "the candidate stopped the server (SIGSTOP)"
-    assert os.getpid() not in said["signalled"], said
+    assert escaped == []
     assert said["parent"] != os.getpid()  # its parent is its sandbox's init, not the server
 
 
 @pytest.mark.skipif(not LINUX, reason="containment needs Linux namespaces")
 def test_a_setsid_daemon_dies_with_the_job(pool, tmp_path):
-    report, said, targets = _attack(pool, tmp_path, "setsid_daemon")
+    report, said, _, escaped = _attack(pool, tmp_path, "setsid_daemon")
     _assert_incorrect(report)
     assert said["daemon"] > 0  # it did start one
+    assert escaped == []
     assert report.raw["runtime"].get("processes_killed", 0) >= 1
-    assert _named(targets["marker"]) == []
     assert verify(pool, BASE).status == "verified"  # the same worker goes on
 
 
 @pytest.mark.skipif(not LINUX, reason="containment needs Linux namespaces")
 def test_nothing_is_written_outside_the_scratch_folder(pool, tmp_path):
-    report, said, targets = _attack(pool, tmp_path, "write_outside")
+    report, said, _, escaped = _attack(pool, tmp_path, "write_outside")
     _assert_incorrect(report)
     assert said["scratch"]  # its own temporary folder is writable
-    escaped = [path for path in targets["paths"] if os.path.exists(path)]
-    for path in escaped:
-        os.unlink(path)
-    assert escaped == [], f"the candidate wrote {escaped} (from its side: {said['written']})"
+    assert escaped == [], f"from its side it wrote {said['written']}"
 
 
 @pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="dropping to other users needs root")
 def test_as_root_candidate_and_checker_are_two_unprivileged_users(pool, tmp_path):
-    report, said, _ = _attack(pool, tmp_path, "write_outside")
+    report, said, _, _ = _attack(pool, tmp_path, "write_outside")
     containment = report.raw["runtime"]["containment"]
     assert said["uid"] != 0
     assert f"user {said['uid']}:" in containment["candidate"]
@@ -223,7 +161,7 @@ def test_the_key_reaches_the_checker_through_a_pipe_even_without_a_sandbox(monke
         checker = own._workers[0].checker
         key = checker._key.hex().encode()
         assert key
-        for pid in _tree(checker.proc.pid):
+        for pid in process_tree(checker.proc.pid):
             for what in ("environ", "cmdline"):
                 assert key not in Path(f"/proc/{pid}/{what}").read_bytes()
                 assert b"MTMC_VERIFY_KEY" not in Path(f"/proc/{pid}/{what}").read_bytes()
@@ -254,18 +192,18 @@ def test_the_sweep_kills_a_detached_process_in_a_sandbox_and_keeps_the_worker(tm
         if described.startswith("none"):
             pytest.skip(f"no sandbox here: {described}")
         deadline = time.monotonic() + 10
-        while not _named(marker) and time.monotonic() < deadline:
+        while not processes_named(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _named(marker), "the daemon never started"
+        assert processes_named(marker), "the daemon never started"
         assert sweep(proc.pid, contained=True) >= 1
-        assert _named(marker) == []
+        assert processes_named(marker) == []
         assert proc.poll() is None  # the worker itself is left running
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         containment.close()
     time.sleep(0.2)
-    assert _named(marker) == []
+    assert processes_named(marker) == []
 
 
 def test_a_checkers_outputs_must_come_from_the_candidates_transfer_folder():

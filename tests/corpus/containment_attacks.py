@@ -11,6 +11,11 @@ Used by tests/test_verify_containment.py and benchmarks/verify_gpu.py.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 BASE = Path(__file__).resolve().parent / "faults" / "base.py"
@@ -20,7 +25,8 @@ _PRELUDE = r'''
 import json as _json, os as _os, signal as _signal, sys as _sys, threading as _threading, hmac as _hmac, hashlib as _hashlib
 
 _T = _json.loads(r"""__TARGETS__""")
-_R = {"attack": "__NAME__", "uid": _os.getuid(), "pid": _os.getpid(), "parent": _os.getppid()}
+_R = {"attack": "__NAME__", "marker": _T["marker"], "uid": _os.getuid(), "pid": _os.getpid(),
+      "parent": _os.getppid()}
 
 
 def _visible_pids():
@@ -191,3 +197,120 @@ def attack_text(name: str, targets: dict) -> str:
 def reports(log: str) -> list[dict]:
     """The ``MTMC-ATTACK`` lines a worker's log holds."""
     return [json.loads(line.split(" ", 1)[1]) for line in log.splitlines() if line.startswith("MTMC-ATTACK ")]
+
+
+# -- the host's side: what to aim at, and what got out ------------------------------------------------------
+
+def process_state(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state letter) of a process, None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), fields[0].decode()
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    table = {int(name): process_state(int(name)) for name in os.listdir("/proc") if name.isdigit()}
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(child for child, st in table.items() if st and st[0] == current)
+    return found
+
+
+def processes_named(marker: str) -> list[int]:
+    """Processes whose command line holds ``marker``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+def aim(checker_launcher_pid: int, write_dirs: list[Path]) -> dict:
+    """The targets a candidate would find on a machine without the sandbox: this process (the server), the
+    checker's processes, paths outside its scratch folder (``escape-<marker>`` in each of ``write_dirs``)."""
+    marker = f"mtmc-daemon-{uuid.uuid4().hex[:12]}"
+    return {"server_pid": os.getpid(), "checker_pids": process_tree(checker_launcher_pid),
+            "paths": [str(Path(d) / f"escape-{marker}") for d in write_dirs], "marker": marker}
+
+
+class StopWatch:
+    """A small process that watches the server's and the checker's processes: one stopped (SIGSTOP) is noted
+    and resumed, so a successful attack is seen instead of hanging the run."""
+
+    CODE = ("import os, sys, time\n"
+            "pids, out = [int(p) for p in sys.argv[2:]], sys.argv[1]\n"
+            "while True:\n"
+            "    for pid in pids:\n"
+            "        try: state = open(f'/proc/{pid}/stat', 'rb').read().rsplit(b')', 1)[1].split()[0]\n"
+            "        except OSError: continue\n"
+            "        if state == b'T':\n"
+            "            open(out, 'a').write(f'{pid}\\n'); os.kill(pid, 18)\n"
+            "    time.sleep(0.02)\n")
+
+    def __init__(self, pids: list[int], out: Path):
+        self.out = Path(out)
+        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", self.CODE, str(out), *map(str, pids)])
+
+    def stopped(self) -> list[int]:
+        return sorted({int(line) for line in self.out.read_text().split()}) if self.out.exists() else []
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def escapes(name: str, said: dict | None, targets: dict, stopped: list[int]) -> list[str]:
+    """What attack ``name`` got out of its check, seen from the host ([] when it was contained). Cleans up
+    after it: a daemon it left is killed, a file it wrote removed, a process it stopped resumed."""
+    out = []
+    if said is None:
+        out.append("the attack never reported (did it run?)")
+        said = {}
+    checkers = set(targets["checker_pids"])
+    if stopped:
+        out.append(f"stopped (SIGSTOP) the process(es) {stopped}")
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass
+    if name == "forge_verdict_from_proc":
+        if said.get("keys_found"):
+            out.append(f"read the checker's key in /proc of {said['keys_found']}")
+        if said.get("forged"):
+            out.append(f"wrote {said['forged']} signed verdict(s) into the checker's pipes")
+        seen = {pid for pids in (said.get("proc_readable") or {}).values() for pid in pids} & checkers
+        if seen:
+            out.append(f"saw the checker's processes {sorted(seen)} in /proc")
+    if name == "stop_checker":
+        hit = {pid for pid, _ in said.get("signalled", [])} & checkers
+        gone = [pid for pid in checkers if process_state(pid) is None]
+        if hit:
+            out.append(f"signalled the checker's processes {sorted(hit)}")
+        if gone:
+            out.append(f"the checker's processes {gone} are gone")
+    if name == "stop_server" and targets["server_pid"] in said.get("signalled", []):
+        out.append("signalled the server")
+    if name == "setsid_daemon":
+        alive = processes_named(targets["marker"])
+        if alive:
+            out.append(f"its daemon outlived the verification: {alive}")
+        for pid in alive:
+            os.kill(pid, signal.SIGKILL)
+    if name == "write_outside":
+        for path in targets["paths"]:
+            if os.path.exists(path):
+                out.append(f"wrote {path}")
+                os.unlink(path)
+    return out
