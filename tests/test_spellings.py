@@ -1,0 +1,44 @@
+"""The spellings corpus (dev part): each file gets its obvious step, and the step keeps its outputs in the interpreter.
+
+The held-out part (tests/corpus/spellings/heldout) is evaluated in the report, never here: tests steer the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from mtmc_lsp.optimizer.actions import applicable, apply_candidate
+from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.hardware import get_profile
+
+DEV = Path(__file__).parent / "corpus" / "spellings" / "dev"
+RUNNER = Path(__file__).parent / "corpus" / "kernels" / "_equivalence.py"
+TARGET = get_profile("h100")
+# file -> (kernel, the step an engineer would take first)
+OBVIOUS = {
+    "rope_heads_split": ("rope_kernel", "rows_per_program"),  # one (token, head) per program, split as pid // H, pid % H
+    "attn_three_kernels_heads": ("qk_kernel", "flash_attention"),
+    "ew_autotuned_scale_add": ("scale_add_kernel", "tiling"),
+    "mm_transposed_a_strides": ("at_b_kernel", "tiling"),
+}
+
+
+def test_every_dev_file_has_its_obvious_step_and_it_keeps_the_outputs(tmp_path):
+    jobs = []
+    for stem, (kernel, action) in OBVIOUS.items():
+        text = (DEV / f"{stem}.py").read_text()
+        offered = [c for c in applicable(analyze(text), kernel, TARGET) if c.action == action]
+        assert offered, f"{stem}: {action} is not offered for {kernel}"
+        after = tmp_path / f"{stem}_after.py"
+        after.write_text(apply_candidate(text, offered[0], TARGET).new_text)
+        jobs.append({"name": stem, "before": str(DEV / f"{stem}.py"), "after": str(after), "atol": 1e-4, "rtol": 1e-4})
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    proc = subprocess.run([sys.executable, str(RUNNER), str(tmp_path / "jobs.json"), str(tmp_path / "results.json")],
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    wrong = [(r["name"], r["max_abs_diff"], r["error"]) for r in json.loads((tmp_path / "results.json").read_text()) if not r["ok"]]
+    assert not wrong
