@@ -260,7 +260,7 @@ def compile_jobs(text: str, jobs: list[CompileJob], target: GpuProfile, timeout_
         try:
             built = build_module(text, job.kernel)
             for name, source in {**expressions, **heuristics}.items():
-                check_source_expression(source, f"the value of {name}")
+                check_source_expression(source, f"the value of {name}", built.names)
         except UnsafeCode as exc:
             reports[index] = CompileReport(**base, status="skipped", error=f"{exc}; {NEVER_RUN}")
             continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .static_safety import NEVER_RUN, UnsafeCode, check_expression, check_statement
+from .static_safety import NEVER_RUN, FileNames, UnsafeCode, check_expression, check_statement
 
 WRAPPING_DECORATORS = frozenset({"autotune", "heuristics", "staticmethod"})  # the caller picks configs; classes are left behind
 
@@ -33,6 +33,7 @@ class BuiltModule:
     kernel: str
     def_line: int  # 1-based line of ``def kernel``
     included: list[str]  # names of the module-level statements kept
+    names: FileNames  # what the file binds: the rule for values the worker evaluates (check_source_expression)
 
 
 def _decorator_short_name(node: ast.AST) -> str:
@@ -153,9 +154,11 @@ def build_module(text: str, kernel_name: str) -> BuiltModule:
     def is_jit(fn: ast.FunctionDef) -> bool:
         return _is_jit(fn) or fn is kernel
 
-    for stmt in [*kept, kernel]:
+    names = FileNames.of(tree)
+    imports_first = sorted(kept, key=lambda stmt: not isinstance(stmt, ast.Import | ast.ImportFrom))
+    for stmt in [*imports_first, kernel]:  # an import of os says more than the value that reads os.environ
         try:
-            check_statement(stmt, is_jit, _is_wrapping)
+            check_statement(stmt, is_jit, _is_wrapping, names)
             if jitting is not None and stmt is kernel:
                 check_expression(jit.func, f"the jit call of {kernel_name}")
         except UnsafeCode as exc:
@@ -190,4 +193,4 @@ def build_module(text: str, kernel_name: str) -> BuiltModule:
         if out[line]:
             raise CompileSetupError(f"the statement that jits {kernel_name} shares its line with kept code")
         out[line] = f"{kernel_name} = {ast.unparse(jit)}"
-    return BuiltModule("\n".join(out) + "\n", kernel_name, kernel.lineno, sorted(seen & set(definitions)))
+    return BuiltModule("\n".join(out) + "\n", kernel_name, kernel.lineno, sorted(seen & set(definitions)), names)

@@ -174,6 +174,55 @@ def unsafe_module_reach(module) -> str | None:
     return None
 
 
+def _data_problem(value) -> str | None:
+    """Why ``value`` is not data (literals, tuples of them, Triton dtypes, a tl.constexpr of those); None if it is."""
+    import triton.language as tl
+
+    while isinstance(value, tl.constexpr):
+        value = value.value
+    if value is None or isinstance(value, (bool, int, float, str, tl.dtype)):
+        return None
+    if isinstance(value, (tuple, list)):
+        return next((problem for problem in map(_data_problem, value) if problem), None)
+    shown = getattr(value, "__qualname__", None) or type(value).__name__
+    return f"{'a callable' if callable(value) else 'an object'} ({shown})"
+
+
+def unsafe_global_value(module) -> str | None:
+    """Why a jit body may not be compiled: a global it reads is neither data nor Triton's own.
+
+    Triton's code generator calls whatever a global ``tl.constexpr`` holds, so a constexpr wrapping a
+    builtin (``E = tl.constexpr(...exec...)``, then ``E(...)`` in the body) would run at compile time;
+    the static rule (``static_safety.check_value``) refuses such values, this refuses them again
+    after the import, by what they are.
+    """
+    import ast
+    import types as pytypes
+
+    from triton.runtime.jit import JITFunction
+
+    namespace = vars(module)
+    for fn in [v for v in namespace.values() if isinstance(v, JITFunction)]:
+        try:
+            tree = ast.parse(fn.src if hasattr(fn, "src") else fn._src)
+        except (SyntaxError, AttributeError, TypeError):
+            return f"the source of {getattr(fn, '__name__', 'a jit function')} cannot be read"
+        for name in sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}):
+            if name not in namespace:
+                continue
+            value = namespace[name]
+            if isinstance(value, (pytypes.ModuleType, JITFunction)):
+                continue  # modules: unsafe_module_reach
+            in_triton_language = (getattr(value, "__module__", None) or "").startswith("triton.language")
+            if isinstance(value, (type, pytypes.FunctionType)) and in_triton_language:
+                continue  # triton.language's own functions and classes (not instances: a tl.constexpr is one)
+            problem = _data_problem(value)
+            if problem is not None:
+                return (f"the global {name} that {fn.__name__} reads is {problem}: compile diagnostics take "
+                        "module-level values as data only (literals, tuples, Triton dtypes)")
+    return None
+
+
 class _UnknownArgument(Exception):
     """A heuristics lambda asked for an argument whose value is only known at launch time."""
 
@@ -204,13 +253,18 @@ def _compile(module, job: dict) -> dict:
         fn = fn.fn
     constexprs = dict(job["constexprs"])
     for name, expression in job.get("constexpr_exprs", {}).items():
-        constexprs[name] = eval(expression, vars(module))  # noqa: S307 - the user's own default, in the worker
+        constexprs[name] = eval(expression, vars(module))  # noqa: S307 - data by static_safety, checked below
     for name, source in job.get("heuristics", {}).items():
         try:
             constexprs[name] = eval(source, vars(module))(_KnownArgs(constexprs))  # noqa: S307
         except _UnknownArgument as missing:
             return {"status": "skipped", "error": f"{name} is set by @triton.heuristics from the runtime value of "
                     f"{missing.args[0]}; pass {name} in the constexprs to compile this config"}
+    for name, value in constexprs.items():  # Triton calls a callable constexpr that the body calls
+        problem = _data_problem(value)
+        if problem is not None:
+            return {"status": "skipped", "error": f"the constexpr {name} is {problem}: compile diagnostics take "
+                    "constexpr values as data only"}
     # What the runtime specializes for every torch tensor: 16-byte aligned pointers ("tt.divisibility").
     names = list(job["signature"])
     attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in job.get("aligned", []) if name in names}
@@ -252,8 +306,11 @@ def _load(path: str, index: int, loaded: dict) -> tuple[object | None, dict | No
         else:
             reach = unsafe_module_reach(module)
             if reach is not None:
-                loaded[path] = (None, {"status": "skipped", "error": f"{reach}, which a kernel compiled by "
-                                       "compile diagnostics may not reach (only triton.language and math)"})
+                reach = (f"{reach}, which a kernel compiled by compile diagnostics may not reach "
+                         "(only triton.language and math)")
+            refusal = reach or unsafe_global_value(module)
+            if refusal is not None:
+                loaded[path] = (None, {"status": "skipped", "error": refusal})
                 return loaded[path]
             try:
                 from triton.runtime.jit import JITFunction
@@ -269,6 +326,7 @@ def main() -> int:
     request = json.loads(sys.stdin.read())
     modules = request["modules"]
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    os.environ["TRITON_ALLOW_NON_CONSTEXPR_GLOBALS"] = "0"  # a kernel reads only what unsafe_global_value allows
     loaded: dict = {}
     for job in request["jobs"]:
         path = modules[job["module"]]
