@@ -36,7 +36,7 @@ def _has_safe_path_flag(python: str) -> bool:
 
 
 def safe_python_argv(python: str | None = None) -> list[str]:
-    """The interpreter and its flag for running ``-c CODE`` or a script path without the working directory on ``sys.path``."""
+    """The interpreter and its flag for ``-c CODE`` or a script, without the working directory on ``sys.path``."""
     python = python or sys.executable
     return [python, "-P" if _has_safe_path_flag(python) else "-I"]
 
