@@ -521,6 +521,7 @@ def _speed(result: dict, recheck: dict, has_old: bool, profile: GpuProfile, mode
         believed=believed, recheck=note,
         reference_ms=ref_stats["baseline_ms"] if ref_stats else None,
         speedup_vs_reference=ref_stats["speedup"] if ref_stats else None,
+        reference_timed=runtime.get("reference_timed", "reference"), reference_upcast=runtime.get("reference_upcast"),
         bytes_moved=moved or None, raw_rounds=rounds, flops=runtime.get("flops"), flop_dtype=flop_dtype,
         **roofline,
     )

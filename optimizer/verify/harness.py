@@ -5,6 +5,9 @@ Three styles, tried in this order:
   the candidate is ``ModelNew`` (else ``Model``), the reference ``Model``.
 - function: ``get_inputs()`` plus the host function that launches the kernels, optionally
   ``reference(*inputs)``.
+Either style may add ``eager(*inputs)`` (in a KernelBench file a function or a class built like ``Model``): the
+call a PyTorch user would write in the inputs' own precision, timed as the baseline in place of a reference
+that computes wider than its inputs (``reference_casts_to``); the reference stays the correctness check.
 - test: module-level ``test_*`` functions whose returned tensors are compared between versions; failing
   those, the file's ``if __name__ == "__main__":`` block run as one test (``MAIN_TEST``): the tensors it
   binds are compared, and its own asserts count.
@@ -26,7 +29,11 @@ from .runtime.names import MAIN_TEST, main_block
 INPUTS = "get_inputs"
 INIT_INPUTS = "get_init_inputs"
 REFERENCE = "reference"
-NOT_ENTRIES = {INPUTS, INIT_INPUTS, REFERENCE}
+EAGER = "eager"
+NOT_ENTRIES = {INPUTS, INIT_INPUTS, REFERENCE, EAGER}
+# What ``.float()`` / ``.double()`` and the torch dtype names convert to, for ``reference_casts_to``.
+_CAST_METHODS = {"float": "float32", "double": "float64"}
+_CAST_DTYPES = {"float32": "float32", "float": "float32", "float64": "float64", "double": "float64"}
 
 
 @dataclass
@@ -45,6 +52,8 @@ class Harness:
     line: int = 0  # 0-based line of the entry (or first test), for messages
     input_count: int | None = None  # items get_inputs returns, when visible statically
     notes: list[str] = field(default_factory=list)
+    eager: str | None = None  # the native-precision baseline timed in the reference's place
+    reference_casts_to: str | None = None  # widest float dtype the reference converts to ("float32"/"float64")
 
     def describe(self) -> str:
         if self.style == "kernelbench":
@@ -108,8 +117,10 @@ def discover_harness(text: str, path: str | None = None, analysis: FileAnalysis 
             input_count = _returned_items(problem_functions[INPUTS])
             notes.append("inputs and the reference come from the problem file")
         init = INIT_INPUTS if INIT_INPUTS in functions or INIT_INPUTS in problem_functions else None
+        eager = EAGER if EAGER in functions or EAGER in classes else None
+        casts = widest_cast(problem_text if "Model" in problem_classes else text, reference) if reference else None
         return Harness("kernelbench", name, reference, INPUTS, init, line=classes[name].lineno - 1,
-                       input_count=input_count, notes=notes)
+                       input_count=input_count, notes=notes, eager=eager, reference_casts_to=casts)
     if "ModelNew" in classes:
         return HarnessMissing(
             f"ModelNew found but no {INPUTS}(): give the KernelBench problem file (mtmc verify --problem FILE) "
@@ -128,7 +139,8 @@ def discover_harness(text: str, path: str | None = None, analysis: FileAnalysis 
         reference = REFERENCE if REFERENCE in functions else None
         notes = [] if reference else ["no reference(): checked against the previous version only"]
         return Harness("function", chosen, reference, INPUTS, line=functions[chosen].lineno - 1,
-                       input_count=input_count, notes=notes)
+                       input_count=input_count, notes=notes, eager=EAGER if EAGER in functions else None,
+                       reference_casts_to=widest_cast(text, reference) if reference else None)
     if tests:
         return Harness("test", None, None, None, tests=tests, line=functions[tests[0]].lineno - 1,
                        self_checking=[t for t in tests if t in _self_checking(functions)],
@@ -157,6 +169,29 @@ def discover_harness(text: str, path: str | None = None, analysis: FileAnalysis 
         f"no {INPUTS}(): verification cannot build inputs for {host.name}({signature}); add {INPUTS}() "
         f"returning its arguments (the quick fix scaffolds one), optionally reference(*inputs)",
         host.span.start.line, host.name, scaffold_get_inputs(text, host.name))
+
+
+def widest_cast(text: str, name: str) -> str | None:
+    """The widest float dtype that ``name`` (a function or class of the file, with the file's functions it
+    calls) converts to: ``.float()``, ``.double()``, ``torch.float32`` / ``torch.float64`` in its body."""
+    tree = ast.parse(text)
+    top = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    seen, todo, found = set(), [name], set()
+    while todo:
+        node = top.get(todo.pop())
+        if node is None or node.name in seen:
+            continue
+        seen.add(node.name)
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and not sub.args \
+                    and sub.func.attr in _CAST_METHODS:
+                found.add(_CAST_METHODS[sub.func.attr])
+            elif (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "torch"
+                  and sub.attr in _CAST_DTYPES):
+                found.add(_CAST_DTYPES[sub.attr])
+            elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+                todo.append(sub.func.id)
+    return "float64" if "float64" in found else ("float32" if found else None)
 
 
 def test_names(tests: list[str]) -> str:

@@ -90,8 +90,10 @@ class Speed:
     ratios: list[float]
     believed: bool  # False when a >10x speedup was not confirmed by the recheck
     recheck: str = ""  # what the recheck did, when one ran
-    reference_ms: float | None = None
+    reference_ms: float | None = None  # the baseline's time: the file's eager() when it has one, else the reference
     speedup_vs_reference: float | None = None
+    reference_timed: str = "reference"  # "eager" when reference_ms timed the file's native-precision eager()
+    reference_upcast: str | None = None  # "float16 -> float32": the reference was timed and computes wider than its inputs
     bytes_moved: int | None = None  # inputs + outputs, for the memory roofline
     achieved_gbs: float | None = None
     roofline_pct: float | None = None  # the memory roofline: achieved_gbs / target's datasheet bandwidth

@@ -96,6 +96,18 @@ def lowest_precision(dtypes) -> torch.dtype | None:
     return max(floats, key=tolerance_for, default=None)
 
 
+def upcast(casts_to: str | None, inputs: Any) -> str | None:
+    """"float16 -> float32" when a function converting to ``casts_to`` (harness.widest_cast) computes wider than
+    its inputs' precision, the dtype of the largest float input (as the compute roofline takes it): then it is
+    no baseline a user would call. None without float inputs."""
+    floats = [t for _, t in flatten(inputs) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    own = max(floats, key=lambda t: t.numel()).dtype if floats else None
+    wide = getattr(torch, casts_to) if casts_to else None
+    if own is None or wide is None or torch.finfo(wide).bits <= torch.finfo(own).bits:
+        return None
+    return f"{str(own).replace('torch.', '')} -> {casts_to}"
+
+
 def effective_precision(value: Any) -> torch.dtype | None:
     """The precision a result was really computed in: an fp32 reference whose every value is exactly
     a bf16 (or fp16) value was computed in bf16 and converted with ``.float()``.

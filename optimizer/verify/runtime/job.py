@@ -244,6 +244,7 @@ class Job:
         self.side = job.get("side", "whole")
         self.judge = judge if self.side == "candidate" else None
         self.impls: dict[str, Impl | None] = {}
+        self.eager: Impl | None = None  # the file's eager(): timed in the reference's place, never a judge
         self.recordings: dict[str, tuple[Recorder | None, Recorder | None]] = {}  # test style: launches per test
         self.mode = job["mode"]
         self.device = "cuda" if self.mode == "gpu" else "cpu"
@@ -480,6 +481,11 @@ class Job:
             if ref_cls is not None:
                 impls["reference"] = Impl("reference", self._model(ref_cls, init, self.versions[ref_from]),
                                           self.versions[ref_from])
+            eager, eager_from = self._pick(h.get("eager"), new, old)
+            if eager is not None:
+                fn = self._model(eager, init, self.versions[eager_from]) if isinstance(eager, type) else (
+                    lambda args, f=eager: f(*args))
+                self.eager = Impl("eager", fn, self.versions[eager_from])
             if new is not None:
                 new_cls = new.attr(h["entry"])
                 if not callable(new_cls):
@@ -501,6 +507,9 @@ class Job:
         ref, ref_from = self._pick(h.get("reference"), new, old)
         if ref is not None:
             impls["reference"] = Impl("reference", lambda args, f=ref: f(*args), self.versions[ref_from])
+        eager, eager_from = self._pick(h.get("eager"), new, old)
+        if eager is not None:
+            self.eager = Impl("eager", lambda args, f=eager: f(*args), self.versions[eager_from])
         if old is not None:
             old_entry = old.attr(h.get("old_entry") or h["entry"])
             if callable(old_entry):
@@ -872,6 +881,7 @@ class Job:
             # Each version's first call here on its own: in an isolated job the previous version has not run in
             # this process yet (its kernels compile, or autotune, now), which is not the timing's own cost.
             warm_args = make_inputs(10_000, kwargs)
+            self._time_eager_as_reference(timed, warm_args)
             for call in timed.values():
                 call(clone_inputs(warm_args))
             self._sync()
@@ -891,6 +901,25 @@ class Job:
         if stats is None or limit is None or stats["speedup"] <= limit:
             return
         self._recheck(impls, make_inputs, kwargs, gen, timed, timing)
+
+    def _time_eager_as_reference(self, timed: dict, args: Any) -> None:
+        """The file's ``eager()`` (the call a user writes, in the inputs' precision) is timed as the reference; without
+        one, a reference computing wider than its inputs is timed but marked (``reference_upcast``): no user's baseline."""
+        if "reference" not in timed:
+            return
+        runtime = self.result["runtime"]
+        if self.eager is not None:
+            call = self._timed_call(self.eager)
+            try:
+                call(clone_inputs(args))
+                timed["reference"] = call
+                runtime["reference_timed"] = "eager"
+                return
+            except Exception as exc:  # noqa: BLE001 - a broken baseline loses its figure, not the verification
+                runtime["eager_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        upcast = cmp.upcast(self.harness.get("reference_casts_to"), args)
+        if upcast:
+            runtime["reference_upcast"] = upcast
 
     def _count_reference_flops(self, reference: Impl | None, make_inputs, kwargs: dict) -> None:
         """The reference's FLOPs on the first timing round's inputs, for the compute roofline (best effort)."""
