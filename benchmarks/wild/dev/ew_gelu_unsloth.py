@@ -33,3 +33,8 @@ def get_inputs(device: str = "cuda", batch: int = 4, seq_len: int = 2048, hd: in
 
 def reference(gate):
     return torch.nn.functional.gelu(gate.float()).to(gate.dtype)
+
+
+def eager(gate):
+    """GELU in the input's fp16."""
+    return torch.nn.functional.gelu(gate)

@@ -31,3 +31,8 @@ def get_inputs(device: str = "cuda", tokens: int = 16384, hidden: int = 4096):
 
 def reference(x, y, alpha):
     return (x.float() + alpha * y.float()).to(torch.bfloat16)
+
+
+def eager(x, y, alpha):
+    """x + alpha * y in the inputs' bf16."""
+    return torch.add(x, y, alpha=alpha)

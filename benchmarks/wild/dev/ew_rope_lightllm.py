@@ -72,3 +72,11 @@ def reference(q, cos, sin):
     q0, q1 = q[..., :half].float(), q[..., half:].float()
     c, s = cos[:, None, :], sin[:, None, :]
     return torch.cat([q0 * c - q1 * s, q0 * s + q1 * c], dim=-1).to(q.dtype)
+
+
+def eager(q, cos, sin):
+    """The rotation in q's fp16 (cos and sin converted once)."""
+    half = q.shape[-1] // 2
+    q0, q1 = q[..., :half], q[..., half:]
+    c, s = cos[:, None, :].to(q.dtype), sin[:, None, :].to(q.dtype)
+    return torch.cat([q0 * c - q1 * s, q0 * s + q1 * c], dim=-1)

@@ -62,3 +62,8 @@ def get_inputs(device: str = "cuda", batch: int = 2, seq_len: int = 4096, interm
 
 def reference(a, b):
     return torch.nn.functional.silu(a.float()).to(b.dtype) * b
+
+
+def eager(a, b):
+    """SiLU(a) * b in the inputs' fp16."""
+    return torch.nn.functional.silu(a) * b

@@ -75,3 +75,8 @@ def get_inputs(device: str = "cuda", num_rows: int = 32000, dim: int = 3000, num
 
 def reference(inp, index, bias):
     return (torch.index_select(inp, 0, index).float() + bias.float()).to(torch.bfloat16)
+
+
+def eager(inp, index, bias):
+    """index_select plus the bias in the inputs' bf16."""
+    return torch.index_select(inp, 0, index) + bias

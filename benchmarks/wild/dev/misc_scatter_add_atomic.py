@@ -57,3 +57,10 @@ def reference(grad_output, ids, num_embeddings):
     table = torch.zeros(num_embeddings, dim, device=grad_output.device, dtype=torch.float64)
     table.index_add_(0, ids.reshape(-1), grad_output.reshape(-1, dim).double())
     return table.float()
+
+
+def eager(grad_output, ids, num_embeddings):
+    """The row index_add in the inputs' fp32."""
+    dim = grad_output.shape[-1]
+    table = torch.zeros(num_embeddings, dim, device=grad_output.device, dtype=grad_output.dtype)
+    return table.index_add_(0, ids.reshape(-1), grad_output.reshape(-1, dim))

@@ -168,3 +168,14 @@ def reference(hidden_states, w, topk_weights, topk_ids):
         tok, slot = torch.nonzero(topk_ids == e, as_tuple=True)
         out[tok, slot] = hidden_states[tok].float() @ w[e].float().t()
     return (out * topk_weights[..., None]).half()
+
+
+def eager(hidden_states, w, topk_weights, topk_ids):
+    """The expert loop in the inputs' fp16 (routing weights converted once)."""
+    M, _ = hidden_states.shape
+    E, N, _ = w.shape
+    out = torch.zeros(M, topk_ids.shape[1], N, device=hidden_states.device, dtype=hidden_states.dtype)
+    for e in range(E):
+        tok, slot = torch.nonzero(topk_ids == e, as_tuple=True)
+        out[tok, slot] = hidden_states[tok] @ w[e].t()
+    return out * topk_weights[..., None].to(out.dtype)

@@ -81,3 +81,8 @@ def reference(X, W, eps):
     xf = X.float()
     normed = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(W.dtype)
     return normed * W
+
+
+def eager(X, W, eps):
+    """RMSNorm in the inputs' fp16."""
+    return torch.nn.functional.rms_norm(X, (X.shape[-1],), W, eps)
