@@ -34,7 +34,8 @@ from corpus.containment_attacks import (
 )
 
 from mtmc_lsp.optimizer.verify import VerifyOptions, WorkerPool, verify_file
-from mtmc_lsp.optimizer.verify.containment import Containment, sweep
+from mtmc_lsp.optimizer.verify import containment as containment_module
+from mtmc_lsp.optimizer.verify.containment import Containment
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = (ROOT / "tests" / "corpus" / "faults" / "base.py").read_text()
@@ -169,10 +170,22 @@ def test_the_key_reaches_the_checker_through_a_pipe_even_without_a_sandbox(monke
         own.close()
 
 
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
 @pytest.mark.skipif(not LINUX, reason="/proc and process trees")
-def test_the_sweep_kills_a_detached_process_in_a_sandbox_and_keeps_the_worker(tmp_path):
-    """``containment.sweep`` on a bare sandbox (no torch): a setsid grandchild goes, the worker stays."""
-    containment = Containment("auto")
+@pytest.mark.parametrize("mode", ["auto", "user"])
+def test_the_sweep_kills_a_detached_process_and_keeps_the_worker(tmp_path, monkeypatch, mode):
+    """The sweep after a job on a bare sandbox (no torch): a setsid grandchild goes, the worker stays. ``auto``:
+    the PID namespace holds it; ``user`` (root without namespaces, a container without CAP_SYS_ADMIN): the
+    sandbox's own user does."""
+    python = sys.executable
+    if mode == "user":
+        if os.geteuid() != 0 or not SYSTEM_PYTHON.exists():
+            pytest.skip("the user-only sandbox needs root (and a system Python any user can run)")
+        python = str(SYSTEM_PYTHON)  # without a mount namespace the venv's interpreter may be out of the user's reach
+        monkeypatch.setattr(containment_module, "_interpreter_paths", lambda: [])
+    containment = Containment(mode)
     env = dict(os.environ)
     tag = uuid.uuid4().hex[:12]
     marker = f"mtmc-sweep-{tag}"  # built in the script: the launcher's own command line must not hold it
@@ -183,24 +196,29 @@ def test_the_sweep_kills_a_detached_process_in_a_sandbox_and_keeps_the_worker(tm
               f"        os.execv('/bin/sleep', ['mtmc-sweep-' + {tag!r}, '600'])\n"
               "    os._exit(0)\n"
               "os.wait()\n"
-              "print(os.environ.get('MTMC_VERIFY_CONTAINMENT'), flush=True)\n"
+              "print(os.getuid(), os.environ.get('MTMC_VERIFY_CONTAINMENT'), flush=True)\n"
               "time.sleep(600)\n")
-    argv = containment.prepare("sweep-test", "candidate", None, env, [sys.executable, "-I", "-S", "-c", script], [])
+    argv = containment.prepare("sweep-test", "candidate", None, env, [python, "-I", "-S", "-c", script], [])
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    described = ""
     try:
-        described = proc.stdout.readline().strip()
+        uid, described = proc.stdout.readline().strip().split(" ", 1)
         if described.startswith("none"):
             pytest.skip(f"no sandbox here: {described}")
+        if os.geteuid() == 0:
+            assert int(uid) != 0, described
         deadline = time.monotonic() + 10
         while not processes_named(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert processes_named(marker), "the daemon never started"
-        assert sweep(proc.pid, contained=True) >= 1
+        assert containment.sweep("sweep-test", proc.pid, described) >= 1
         assert processes_named(marker) == []
         assert proc.poll() is None  # the worker itself is left running
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        if described.startswith("root without namespaces"):  # no namespace ends with it: its user's processes
+            containment.sweep("sweep-test", -1, described)
         containment.close()
     time.sleep(0.2)
     assert processes_named(marker) == []

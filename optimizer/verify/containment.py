@@ -7,12 +7,14 @@ namespaces (otherwise) that see neither each other nor the server. Each has one 
 own (temporary files, home, compile caches); the candidate also writes its outputs into two transfer
 folders, which the checker may only read. ``MTMC_VERIFY_SANDBOX``: ``auto`` (default: the strongest the
 platform allows, else none, said in each report), ``required`` (a worker that cannot be contained does
-not start) or ``none``. See docs/verification.md, "Containment".
+not start), ``user`` (root: only the two users, no namespaces) or ``none``. See docs/verification.md,
+"Containment".
 """
 
 from __future__ import annotations
 
 import grp
+import itertools
 import os
 import pwd
 import shutil
@@ -25,8 +27,11 @@ from pathlib import Path
 
 SANDBOX_SCRIPT = Path(__file__).resolve().parent / "runtime" / "sandbox.py"
 MODE_ENV = "MTMC_VERIFY_SANDBOX"
-MODES = ("auto", "required", "none")
-FIRST_ID = 61000  # the sandbox users (root only): the first two ids from here that name no user or group
+MODES = ("auto", "required", "user", "none")
+# The sandbox users (root only): two ids per pool, unique among live pools (by the pool's pid and a count),
+# that name no user or group. Without namespaces the pool kills every process of its candidate's user.
+FIRST_ID = 200_000
+_pool_numbers = itertools.count()
 SHARED_MEMORY = Path("/dev/shm")
 GPU_LOCK_ENV = "MTMC_GPU_LOCK"  # runtime/gpu_lock.py: a lock file the pools of one GPU share
 WORKER_NS_PID = 2  # the worker's pid inside its namespace (init's first child)
@@ -40,8 +45,8 @@ def sandbox_mode() -> str:
 
 
 def _free_ids(count: int) -> list[int]:
-    """``count`` ids from FIRST_ID on that are neither a user's nor a group's on this machine."""
-    found, candidate = [], FIRST_ID
+    """``count`` ids of this pool's own that are neither a user's nor a group's on this machine."""
+    found, candidate = [], FIRST_ID + 64 * (os.getpid() % 4_000_000) + 2 * (next(_pool_numbers) % 32)
     while len(found) < count:
         try:
             pwd.getpwuid(candidate)
@@ -93,6 +98,19 @@ class Containment:
                 self._memory_base.chmod(0o711)
         return self._base, self._memory_base
 
+    @staticmethod
+    def _device_groups() -> list[int]:
+        """The groups that open the GPU's device nodes where others may not (a node of mode 0660, group video)."""
+        groups = set()
+        for node in Path("/dev").glob("nvidia*"):
+            try:
+                mode = node.stat()
+            except OSError:
+                continue
+            if mode.st_mode & 0o006 != 0o006 and mode.st_mode & 0o060 == 0o060 and mode.st_gid != 0:
+                groups.add(mode.st_gid)
+        return sorted(groups)
+
     def _identity(self, role: str) -> tuple[int, int]:
         if not self.root:
             return os.getuid(), os.getgid()
@@ -114,11 +132,11 @@ class Containment:
             return self._placements[tag]
         base, memory = self._folders()
         uid, gid = self._identity(role)
-        groups: list[int] = []
+        groups: list[int] = self._device_groups() if self.root else []
         readable: list[Path] = []
         if role == "checker" and partner is not None:
             candidate = self.placement(partner, "candidate")
-            groups = [candidate.gid] if self.root else []
+            groups += [candidate.gid] if self.root else []
             readable = list(candidate.transfer)
         home = self._own_folder(base / tag, uid, gid, 0o700)
         for sub in ("tmp", "home", "cache"):
@@ -162,11 +180,17 @@ class Containment:
                 writable.append(path)
         import json
 
-        config = {"mode": "required" if self.mode == "required" else "auto", "required": self.mode == "required",
+        config = {"mode": self.mode, "required": self.mode == "required",
                   "uid": placed.uid, "gid": placed.gid, "groups": placed.groups, "umask": 0o027,
                   "writable": writable, "readable": [str(p) for p in placed.readable], "cwd": str(scratch),
                   "fds": fds, "runtime": str(SANDBOX_SCRIPT.parent / "__init__.py"), "reach": _interpreter_paths()}
         return [sys.executable, "-I", "-S", str(SANDBOX_SCRIPT), json.dumps(config), "--", *argv]
+
+    def sweep(self, tag: str, launcher_pid: int, contained: str) -> int:
+        """Kill what a finished job left beside the worker ``tag`` (``contained``: what its sandbox reported)."""
+        if contained.startswith("root without namespaces") and tag in self._placements:
+            return sweep_user(self._placements[tag].uid, keep=launcher_pid)
+        return sweep(launcher_pid, contained=not contained.startswith("none"))
 
     def transfer_folders(self, tag: str) -> list[Path]:
         placed = self._placements.get(tag)
@@ -230,24 +254,11 @@ def _descendants(root: int, table: dict[int, tuple[int, str]]) -> list[int]:
     return found
 
 
-def sweep(launcher_pid: int, contained: bool) -> int:
-    """Kill every process a finished job left beside its worker; how many were killed.
-
-    In a sandbox every process of the job descends from the namespace's init (orphans, ``setsid``
-    daemons included, are re-parented to it): all of them but the worker go. Without one, only the
-    worker's own descendants can be found (a daemon that detached is out of reach)."""
-    if not Path("/proc/self/stat").exists():
-        return 0
+def _kill_until_gone(victims_now) -> int:
+    """SIGKILL ``victims_now()`` until a pass finds none (a process may fork while we kill); how many."""
     killed: set[int] = set()
-    for _ in range(50):  # a process may fork while we kill: until a pass finds none
-        table = _processes()
-        victims = []
-        for pid in _descendants(launcher_pid, table):
-            if table[pid][1] == "Z":
-                continue
-            if contained and (table.get(pid, (0,))[0] == launcher_pid or _namespace_pid(pid) == WORKER_NS_PID):
-                continue  # init (the launcher's child) and the worker itself
-            victims.append(pid)
+    for _ in range(50):
+        victims = victims_now()
         if not victims:
             break
         for pid in victims:
@@ -258,3 +269,45 @@ def sweep(launcher_pid: int, contained: bool) -> int:
                 pass
         time.sleep(0.005)
     return len(killed)
+
+
+def _real_uid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def sweep_user(uid: int, keep: int) -> int:
+    """Without namespaces: kill every live process of the sandbox user ``uid`` but the worker ``keep``."""
+    if not Path("/proc/self/stat").exists():
+        return 0
+    return _kill_until_gone(lambda: [pid for pid, (_, state) in _processes().items()
+                                     if pid != keep and state != "Z" and _real_uid(pid) == uid])
+
+
+def sweep(launcher_pid: int, contained: bool) -> int:
+    """Kill every process a finished job left beside its worker; how many were killed.
+
+    In a sandbox every process of the job descends from the namespace's init (orphans, ``setsid``
+    daemons included, are re-parented to it): all of them but the worker go. Without one, only the
+    worker's own descendants can be found (a daemon that detached is out of reach)."""
+    if not Path("/proc/self/stat").exists():
+        return 0
+
+    def victims() -> list[int]:
+        table = _processes()
+        found = []
+        for pid in _descendants(launcher_pid, table):
+            if table[pid][1] == "Z":
+                continue
+            if contained and (table[pid][0] == launcher_pid or _namespace_pid(pid) == WORKER_NS_PID):
+                continue  # init (the launcher's child) and the worker itself
+            found.append(pid)
+        return found
+
+    return _kill_until_gone(victims)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Union
 
-from .containment import Containment, sweep
+from .containment import Containment
 
 try:
     from ..safe_exec import safe_python_argv
@@ -354,7 +354,7 @@ class Worker:
         """Kill what the last job left running beside this worker (``containment.sweep``); how many."""
         if not self.alive:
             return 0
-        return sweep(self.proc.pid, contained=not self.contained.startswith("none"))
+        return self.containment.sweep(self._file_tag, self.proc.pid, self.contained)
 
     def kill(self) -> None:
         """Kill the worker's process group (user code may have started children) and close the pipes.
@@ -369,6 +369,8 @@ class Worker:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+            if self.contained.startswith("root without namespaces"):  # no namespace to end: its user's processes
+                self.containment.sweep(self._file_tag, -1, self.contained)
         for fd in (self._job_w, self._res_r):
             if fd is not None:
                 try:

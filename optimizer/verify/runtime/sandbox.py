@@ -14,8 +14,10 @@ config. On Linux this process:
 
 When the worker exits or is killed, init exits, and the kernel kills every process left in the
 namespace (``setsid`` daemons included); killing this process's group kills init too. Nothing here
-runs code of the candidate's. If a namespace cannot be made (no user namespaces, not Linux), the
-worker runs without one and ``MTMC_VERIFY_CONTAINMENT`` says so (the worker reports it).
+runs code of the candidate's. If a namespace cannot be made, root still drops the worker to its own
+user (a container without CAP_SYS_ADMIN: the pool then kills that user's processes after each job);
+otherwise (no user namespaces, not Linux) the worker runs as it is. ``MTMC_VERIFY_CONTAINMENT`` says
+which (the worker reports it).
 """
 
 from __future__ import annotations
@@ -171,10 +173,11 @@ def _drop_capabilities() -> None:
     _check(_libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()), "capset")
 
 
-def _become_worker(config: dict, argv: list[str], root: bool) -> None:
+def _become_worker(config: dict, argv: list[str], root: bool, namespaced: bool = True) -> None:
     """In the forked worker: take the unprivileged identity and exec the worker (never returns)."""
     try:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if namespaced:  # its parent is init (one thread); a pool's thread may end before the worker does
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if root:
             os.setgroups([int(g) for g in config.get("groups", [])])
             os.setresgid(config["gid"], config["gid"], config["gid"])
@@ -247,13 +250,21 @@ def main(config: dict, argv: list[str]) -> None:
         os.environ["MTMC_VERIFY_CONTAINMENT"] = "none: MTMC_VERIFY_SANDBOX=none"
         os.execv(argv[0], argv)
     try:
+        if config.get("mode") == "user":
+            raise SandboxError(errno.EPERM, "no namespaces asked for (MTMC_VERIFY_SANDBOX=user)")
         description = _enter_namespaces(config)
         notes = confine_filesystem(config.get("writable", []), config.get("readable", []), config.get("reach", []))
     except (SandboxError, OSError) as exc:
         if config.get("required"):
             print(f"mtmc sandbox: {exc}", file=sys.stderr, flush=True)
             os._exit(125)
-        os.environ["MTMC_VERIFY_CONTAINMENT"] = f"none: {exc}"
+        closed = [p for p in config.get("reach", []) if os.path.exists(p) and _closed_ancestor(p)]
+        if os.geteuid() == 0 and sys.platform == "linux" and not closed:
+            os.environ["MTMC_VERIFY_CONTAINMENT"] = (f"root without namespaces ({exc}): "
+                                                     f"user {config['uid']}:{config['gid']}")
+            _become_worker(config, argv, root=True, namespaced=False)
+        why = f"{exc}" + (f"; the sandbox's user cannot reach {closed[0]}" if os.geteuid() == 0 and closed else "")
+        os.environ["MTMC_VERIFY_CONTAINMENT"] = f"none: {why}"
         os.execv(argv[0], argv)
     root = description.startswith("root")
     os.environ["MTMC_VERIFY_CONTAINMENT"] = description + "".join(f"; {n}" for n in notes)
