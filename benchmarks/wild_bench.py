@@ -14,12 +14,16 @@ Per file of ``benchmarks/wild/<part>``:
    policy and ``search.make_verifier``, each step verified in a worker with one seed and short timing
    (as ``benchmarks/bench.py`` does), within ``--budget-s`` seconds of loop per kernel of the file (at most 3).
 2. One final ``verify_file`` of the final text against the original with two seeds and more timing
-   rounds: naive ms (``baseline_ms``), optimized ms (``candidate_ms``) and eager ms (the harness's
-   reference: ``reference()`` or KernelBench's ``Model``; ``reference_ms``), each with its noise band.
-3. ``torch.compile`` of that same reference, loaded in this process from the original file with the
+   rounds: naive ms (``baseline_ms``), optimized ms (``candidate_ms``) and eager ms (``reference_ms``: the
+   file's ``eager()``, the call a user writes in the inputs' precision, else the harness's reference:
+   ``reference()`` or KernelBench's ``Model``), each with its noise band.
+3. ``torch.compile`` of that same eager baseline, loaded in this process from the original file with the
    verifier's harness discovery (inputs from ``get_inputs`` under the verifier's timing seed), timed
-   with ``triton.testing.do_bench`` interleaved with the eager reference. Test-style files have no
+   with ``triton.testing.do_bench`` interleaved with it uncompiled. Test-style files have no
    separate reference: no eager and no torch.compile figure there (the report says so).
+
+A reference that computes wider than its inputs (``.float()`` on fp16 inputs) with no ``eager()`` is timed but
+marked: its x eager and x torch.compile are shown, not counted in the geomeans (issue 35).
 
 ``results.json`` is rewritten after every file, so a run cut short still leaves numbers; ``--resume``
 skips files already finished in ``--out``. ``report.md`` and ``speedup.png`` (when matplotlib imports)
@@ -204,6 +208,7 @@ def final_check(final_text: str, original: str, path: Path, target, gpu: bool, s
     naive_ms, naive_band = role_times(speed.raw_rounds, "old")
     _, opt_band = role_times(speed.raw_rounds, "new")
     _, eager_band = role_times(speed.raw_rounds, "reference")
+    out.update(eager_timed=speed.reference_timed, eager_upcast=speed.reference_upcast)
     out.update(
         naive_ms=speed.baseline_ms, naive_band_rel=naive_band, optimized_ms=speed.candidate_ms, optimized_band_rel=opt_band,
         eager_ms=speed.reference_ms, eager_band_rel=eager_band if speed.reference_ms is not None else None,
@@ -265,15 +270,17 @@ def _agree(a, b) -> tuple[bool, float | None]:
 
 
 def reference_callable(module, harness, device: str = "cuda") -> tuple[object | None, str | None]:
-    """The harness's PyTorch reference as a ``fn(*inputs)`` (built the way the verifier's worker builds it)."""
+    """The eager baseline as a ``fn(*inputs)``: the file's ``eager()``, else the harness's reference (built the way
+    the verifier's worker builds it)."""
     import torch
 
     if harness.style == "test":
         return None, TEST_STYLE_SKIP
     if not harness.reference or not callable(getattr(module, harness.reference, None)):
         return None, "no reference in the harness"
-    ref = getattr(module, harness.reference)
-    if harness.style != "kernelbench":
+    name = harness.eager if harness.eager and callable(getattr(module, harness.eager, None)) else harness.reference
+    ref = getattr(module, name)
+    if harness.style != "kernelbench" or not isinstance(ref, type):
         return ref, None
     init_fn = getattr(module, harness.init_inputs, None) if harness.init_inputs else None
     torch.manual_seed(0)
@@ -318,11 +325,12 @@ def _time_eager_and_compiled(fn, compiled, module, harness, rounds: int, device:
 
 def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int, device: str = "cuda",
                        backend: str = "inductor", knobs: dict | None = None) -> dict:
-    """torch.compile(reference) vs the reference eager, both timed here with do_bench, interleaved.
+    """torch.compile(eager baseline) vs the baseline uncompiled, both timed here with do_bench, interleaved.
 
     ``device``, ``backend`` and ``knobs`` (get_inputs sizes) exist for the CPU test of this path."""
     import torch
     from mtmc_lsp.optimizer.verify.harness import Harness, discover_harness
+    from mtmc_lsp.optimizer.verify.runtime.compare import upcast
 
     harness = discover_harness(text, str(path))
     if not isinstance(harness, Harness):
@@ -338,9 +346,11 @@ def time_torch_compile(path: Path, text: str, timeout_s: float, rounds: int, dev
         torch._dynamo.reset()  # a fresh cache per file: no recompile limits carried over from the last one
         compiled = torch.compile(fn, backend=backend)
         grad = harness.style != "kernelbench"  # the worker runs KernelBench models under no_grad, functions with grad
-        out: dict = {"harness": harness.style, "reference": harness.reference}
+        out: dict = {"harness": harness.style, "reference": harness.reference, "compiled": harness.eager or harness.reference}
         with torch.set_grad_enabled(grad):
             inputs = make_inputs(module, harness, TIMING_SEED, device, **(knobs or {}))
+            if not harness.eager:
+                out["upcast"] = upcast(harness.reference_casts_to, inputs)
             expected = fn(*inputs)
             t0 = time.perf_counter()
             try:
@@ -470,6 +480,7 @@ def bench_file(path: Path, args, target, policy, loop_budget_s: float, gpu: bool
     optimized_ms = optimized_ms_timed_like(final, comp.get("sizing") or {})
     if optimized_ms and comp.get("compile_ms") and comp.get("matches_eager", True):
         record["x_compile"] = comp["compile_ms"] / optimized_ms
+    record["upcast_baseline"] = final.get("eager_upcast") or comp.get("upcast")
     if args.keep_texts and record["changed"]:
         variants = args.out / "variants"
         variants.mkdir(parents=True, exist_ok=True)
@@ -487,8 +498,10 @@ def summarize(files: list[dict]) -> dict:
     done = [f for f in files if f.get("status") == "done"]
     kernels = [k for f in done for k in f.get("kernels", [])]
     timed = [f for f in done if f["final"].get("x_naive")]
-    with_eager = [f for f in timed if f["final"].get("x_eager")]
-    with_compile = [f for f in timed if f.get("x_compile")]
+    # Against a reference computing wider than its inputs (no eager()), x eager / x compile flatter: not counted.
+    native = [f for f in timed if not f.get("upcast_baseline")]
+    with_eager = [f for f in native if f["final"].get("x_eager")]
+    with_compile = [f for f in native if f.get("x_compile")]
     summary = {
         "files": len(files), "files_done": len(done), "files_timed": len(timed),
         "kernels": len(kernels), "kernels_structural": sum(k["structural"] for k in kernels),
@@ -499,6 +512,7 @@ def summarize(files: list[dict]) -> dict:
         "not_timed": [f["file"] for f in done if not f["final"].get("x_naive")],
         "not_done": [f["file"] for f in files if f.get("status") != "done"],
         "fallbacks": [f["file"] for f in done if f.get("fallback")],
+        "upcast_baselines": [f["file"] for f in timed if f.get("upcast_baseline")],
     }
     share = summary["kernels_structural"] / summary["kernels"] if summary["kernels"] else None
     summary["structural_share"] = share
@@ -547,9 +561,11 @@ def report_markdown(results: dict) -> str:
         (f"Command: `{results.get('command', '-')}`. Per file: the MTMC loop (heuristic policy, {results['settings'].get('steps')} "
         f"kept steps per kernel, beam 1, {results['settings'].get('budget_s')} s of loop per {'kernel of a file (up to 3)' if results['settings'].get('budget_per') == 'kernel' else 'file'}, each step verified "
         "with 1 seed and 3 short timing rounds), then one final verification of the final text against the original "
-        "(2 seeds, 5+ interleaved do_bench rounds, L2 flushed) giving the naive, optimized and eager (the harness's "
-        "reference) times; torch.compile (default mode) of the same reference is timed in the bench process by the "
-        "verifier's timing code, interleaved with the reference eager. Both time CUDA-graph replays of each call "
+        "(2 seeds, 5+ interleaved do_bench rounds, L2 flushed) giving the naive, optimized and eager times; eager is "
+        "the file's `eager()`, the PyTorch call a user writes in the inputs' precision, else the harness's reference "
+        "where that keeps the inputs' precision (the reference stays the correctness check). torch.compile (default "
+        "mode) of the same eager call is timed in the bench process by the "
+        "verifier's timing code, interleaved with it uncompiled. Both time CUDA-graph replays of each call "
         "where every implementation captures and reproduces itself on new inputs (else the call and a device "
         "synchronize; the notes say which). ± is the largest deviation of a round from the median."),
         "",
@@ -572,6 +588,9 @@ def report_markdown(results: dict) -> str:
         lines += [f"Not run (time): {', '.join(s['not_done'])}.", ""]
     if s["not_timed"]:
         lines += [f"Not timed (final check did not measure speed): {', '.join(s['not_timed'])}.", ""]
+    if s.get("upcast_baselines"):
+        lines += [f"Eager baseline upcasts (a reference computing wider than its inputs, no `eager()`): x eager and "
+                  f"x torch.compile shown, not counted: {', '.join(s['upcast_baselines'])}.", ""]
     if s["fallbacks"]:
         lines += [f"Final check rejected the optimized text (the first kept steps that pass it count, else the naive code): {', '.join(s['fallbacks'])}.", ""]
     lines += [
@@ -587,6 +606,8 @@ def report_markdown(results: dict) -> str:
         comp_ms = _ms(comp.get("compile_ms"), comp.get("compile_band_rel")) if comp.get("compile_ms") else "-"
         if comp.get("compile_ms") and not comp.get("matches_eager", True):
             comp_ms += " (differs from eager: not counted)"
+        if f.get("upcast_baseline"):
+            comp_ms += f" (upcast baseline, {f['upcast_baseline']}: not counted)"
         lines.append(
             f"| {f['file']} | {fin.get('harness') or '-'} | {_ms(fin.get('naive_ms'), fin.get('naive_band_rel'))} | "
             f"{_ms(fin.get('optimized_ms'), fin.get('optimized_band_rel'))} | {_ms(fin.get('eager_ms'), fin.get('eager_band_rel'))} | "

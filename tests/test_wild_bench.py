@@ -71,7 +71,8 @@ def _harness(path: Path):
 @pytest.mark.parametrize("name, knobs", [("red_row_sum_literal.py", {"M": 8, "N": 33}),
                                          ("red_mean_kernelbench.py", {"batch": 2, "d1": 8, "d2": 5})])
 def test_reference_as_torch_compile_gets_it(name, knobs):
-    """The reference and inputs built in the bench process give what the file's reference computes."""
+    """The baseline and inputs built in the bench process give what the file computes: its eager() in the inputs'
+    precision where the reference upcasts (red_row_sum_literal sums fp16 rows), else the reference."""
     import bench
     import torch
 
@@ -84,8 +85,10 @@ def test_reference_as_torch_compile_gets_it(name, knobs):
     again = wb.make_inputs(module, harness, wb.TIMING_SEED, device="cpu", **knobs)
     assert all(torch.equal(a, b) for a, b in zip(inputs, again))  # seeded like the verifier's timing round
     out = fn(*inputs)
+    assert out.dtype == inputs[0].dtype
     expected = inputs[0].float().sum(dim=1) if harness.style == "function" else inputs[0].mean(dim=1)
-    assert torch.allclose(out.float(), expected, atol=1e-4, rtol=1e-4)
+    tol = 1e-2 if out.dtype == torch.float16 else 1e-4
+    assert torch.allclose(out.float(), expected, atol=tol, rtol=tol)
     assert wb._agree(out, expected) == (True, pytest.approx(0.0, abs=1e-3))
     assert wb._agree(out, expected + 1.0)[0] is False
 
@@ -132,6 +135,12 @@ def test_summary_report_and_merge(tmp_path):
     assert math.isclose(s["geomean_x_compile"], math.sqrt(2)) and s["files_with_compile"] == 2
     assert math.isclose(s["geomean_x_eager"], math.sqrt(2)) and s["files_with_eager"] == 2
     assert s["goals"] == {"structural_share>=0.8": False, "geomean_x_naive>=3": True, "geomean_x_compile>=1": True}
+    upcast = {**_record("u.py", 2.0, 1.0, 20.0, 20.0, ["Tiling"]), "upcast_baseline": "float16 -> float32"}
+    with_upcast = wb.summarize([a, b, c, upcast])  # 20x over an fp32 reference of fp16 inputs: shown, not counted
+    assert with_upcast["upcast_baselines"] == ["u.py"] and with_upcast["files_with_compile"] == 2
+    assert math.isclose(with_upcast["geomean_x_compile"], math.sqrt(2))
+    assert "upcast baseline, float16 -> float32: not counted" in wb.report_markdown(_results([a, upcast]) | {
+        "summary": wb.summarize([a, upcast])})
 
     first, second = tmp_path / "one", tmp_path / "two"
     wb.write_all(first, _results([a, pending]), final=True)
