@@ -172,3 +172,14 @@ def test_worker_times_eager_in_the_references_place():
     assert timed["reference"](args).dtype == torch.float32  # the reference stays timed
     assert job.result["runtime"]["reference_upcast"] == "float16 -> float32"
     assert "no kernel" in job.result["runtime"]["eager_error"]
+
+
+def test_speed_messages_name_the_baseline_timed():
+    from mtmc_lsp.optimizer.verify.report import Speed
+
+    speed = Speed("reference", 2.0, 1.0, 2.0, 0.01, 3, [2.0] * 3, True)
+    assert speed.reference_label == "the reference"
+    speed.reference_timed = "eager"
+    assert speed.describe(speed.reference_label).startswith("2.00x faster than eager()")
+    speed.reference_timed, speed.reference_upcast = "reference", "float16 -> float32"
+    assert speed.reference_label == "the reference (computing float16 -> float32)"

@@ -445,7 +445,7 @@ def build_report(outcome: JobOutcome, harness: Harness, profile: GpuProfile, opt
 
     speed, speed_reason = _speed(result, recheck, has_old, profile, mode, correct, options)
     if speed is not None:
-        label = options.previous_label if speed.baseline == "previous" else "the reference"
+        label = options.previous_label if speed.baseline == "previous" else speed.reference_label
         timed_how = f"; timed: {speed.method}" if speed.method else ""
         checks.append(Check("speed", "passed" if speed.believed else "failed", speed.describe(label) + timed_how,
                             None, {"raw_rounds": speed.raw_rounds, "method": speed.method, "sizing": speed.sizing}))
@@ -567,7 +567,7 @@ def _summary(status: str, device: str, mode: str, seeds: int, against: list[str]
         correctness = next((c for c in checks if c.name == "correctness"), None)
         head = f"{who}failed on {where}: {correctness.message if correctness else status}"
     if speed is not None:
-        label = options.previous_label if speed.baseline == "previous" else "the reference"
+        label = options.previous_label if speed.baseline == "previous" else speed.reference_label
         return f"{head}; {speed.describe(label)}"
     if status == "verified":
         return f"{head}; speed: {speed_reason}" if mode == "gpu" else f"{head}; speed: unavailable (no GPU)"

@@ -117,6 +117,13 @@ class Speed:
         return f"{self.roofline_pct:.0f}% of the memory roofline{rate}"
 
     @property
+    def reference_label(self) -> str:
+        """The reference baseline as messages name it: the file's eager(), else the reference (and its upcast)."""
+        if self.reference_timed == "eager":
+            return "eager()"
+        return f"the reference (computing {self.reference_upcast})" if self.reference_upcast else "the reference"
+
+    @property
     def within_noise(self) -> bool:
         """Whether 1.0x lies inside the speedup's own noise band."""
         return abs(self.speedup - 1.0) <= self.band
