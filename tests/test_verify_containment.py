@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -222,6 +224,60 @@ def test_the_sweep_kills_a_detached_process_and_keeps_the_worker(tmp_path, monke
         containment.close()
     time.sleep(0.2)
     assert processes_named(marker) == []
+
+
+USERNS_PROBE = """
+import json, os
+report = {"pid": os.getpid(), "visible": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+          "containment": os.environ.get("MTMC_VERIFY_CONTAINMENT"), "written": []}
+for path in os.environ["PROBE_PATHS"].split(":"):
+    try:
+        open(path, "w").close()
+        report["written"].append(path)
+    except OSError:
+        pass
+print(json.dumps(report), flush=True)
+"""
+
+
+@pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="run as root, to try the sandbox of another user")
+def test_a_user_who_is_not_root_gets_user_pid_and_mount_namespaces():
+    """What a user's machine gets (no root): the sandbox in a user namespace, tried here as ``nobody``."""
+    setpriv = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.path.exists(p)), None)
+    if setpriv is None or not SYSTEM_PYTHON.exists():
+        pytest.skip("needs setpriv and a system Python to act as another user")
+    nobody = 65534
+    folder = Path(tempfile.mkdtemp(prefix="mtmc-userns-test-"))  # pytest's own is closed to other users
+    try:
+        _probe_as_nobody(setpriv, nobody, folder)
+    finally:
+        shutil.rmtree(folder)
+
+
+def _probe_as_nobody(setpriv: str, nobody: int, folder: Path) -> None:
+    folder.chmod(0o755)
+    scratch = folder / "scratch"
+    scratch.mkdir()
+    os.chown(scratch, nobody, nobody)
+    outside = folder / "outside"
+    outside.mkdir()
+    os.chown(outside, nobody, nobody)  # its own folder on the host, but outside the sandbox's writable ones
+    config = {"writable": [str(scratch)], "cwd": str(scratch)}
+    sandbox = ROOT / "optimizer" / "verify" / "runtime" / "sandbox.py"
+    env = {"PATH": "/usr/bin:/bin", "PROBE_PATHS": f"{scratch}/ok:{outside}/escaped:/tmp/escape-{uuid.uuid4().hex}"}
+    out = subprocess.run([setpriv, f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups", str(SYSTEM_PYTHON),
+                          "-I", "-S", str(sandbox), json.dumps(config), "--", str(SYSTEM_PYTHON), "-I", "-S", "-c",
+                          USERNS_PROBE], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    if report["containment"].startswith("none"):
+        pytest.skip(f"no user namespaces here: {report['containment']}")
+    assert report["containment"].startswith("user namespace")
+    assert report["pid"] == 2 and report["visible"] == [1, 2]  # its init and itself: nothing of the host's
+    assert report["written"][0] == f"{scratch}/ok"
+    assert not (outside / "escaped").exists()  # a folder it owns on the host is read-only in its sandbox
+    assert len(report["written"]) <= 2  # /tmp is a private tmpfs: what it wrote there is not on the host
+    assert not any(Path(p).exists() for p in report["written"][1:])
 
 
 def test_a_checkers_outputs_must_come_from_the_candidates_transfer_folder():
