@@ -40,6 +40,19 @@ class ConsumerFusion:
                                  self._title(plan, kernel, consumer), kernel.calls_of("store")[0].span.start.line))
         return out
 
+    def why_not(self, analysis: FileAnalysis, kernel: Kernel, target: GpuProfile) -> str | None:
+        """Why no consumer folds into ``kernel`` (None when one does): each consumer tried, with its reason."""
+        module = c.parse(analysis.text)
+        reasons = []
+        for consumer in self._pairs(analysis, kernel):
+            try:
+                self._plan(module, analysis, kernel, consumer)
+            except ActionError as exc:
+                reasons.append(f"{kernel.name} -> {consumer}: {exc}")
+            else:
+                return None
+        return "; ".join(reasons) or "no other kernel is launched after it in the same host function"
+
 
 def consumer_param(action: str, params: dict[str, Value]) -> str:
     """The consumer kernel a fusing action's params name."""

@@ -9,8 +9,11 @@ N)`` with ``N`` the row length of a fresh row-major ``h``), loaded in the produc
 offsets as one row that broadcasts over the tile (masked by the store mask's column conditions, e.g.
 ``rn[None, :] < N``: a [1, BLOCK_N] read, not a [BLOCK_M, BLOCK_N] one), through a parameter it already has for
 that tensor or a new one.
-Offered when ``f`` reads nothing else (no index, no other input), the consumer covers exactly
-``h.numel()`` elements at ``program_id(0) * B + arange``,
+Offered when ``f`` reads nothing else (no index, no other input) and the consumer covers every element of
+``h`` once, which the kernel model (analysis/kernel_model.py) reads from its indices and masks, however spelled:
+one flat block per program (``program_id(0) * B + arange`` masked by ``< h.numel()``, the bias at ``offs % N``), or a
+row per program on one grid axis and ``cdiv(N, B)`` column blocks on the other (``row * N + cols`` masked by
+``cols < N``, the bias at ``cols``),
 ``out`` is allocated like ``h``, nothing reads ``h`` after the second launch, and the statements
 between the launches only look at ``h``'s shape. The consumer's definition goes once nothing in
 the file names it.
@@ -74,11 +77,15 @@ def linear_gelu(x, w):
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 
 import libcst as cst
+import sympy as sp
 
 from ..analysis import FileAnalysis, Kernel
+from ..analysis.kernel_model import Access, KernelModel, kernel_model
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
@@ -91,12 +98,10 @@ from .fusion import (
     _ALWAYS_FREE,
     _assign_of,
     _call_of,
-    _Canon,
     _drop_consumer,
     _impure_calls,
     _load_parts,
     _normal_form,
-    _one_block_per_program,
     _store_parts,
     bound_once,
 )
@@ -159,8 +164,9 @@ class MatmulEpilogue(ConsumerFusion):
         if len(producer.calls_of("store")) != 1 or producer.calls_of("make_block_ptr", "make_tensor_descriptor", *(
                 "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg")):
             raise ActionError(f"{producer.name} does not write through one plain store")
-        if consumer.is_autotuned or consumer.loops or len(consumer.calls_of("program_id")) != 1 or consumer.calls_of("dot"):
-            raise ActionError(f"{consumer.name} is not a 1-D elementwise kernel")
+        shape = kernel_model(analysis, consumer)
+        if consumer.is_autotuned or shape.loops or shape.reductions or len(shape.program_ids) > 2:
+            raise ActionError(f"{consumer.name} is not an elementwise kernel (a loop, a reduction or a third grid axis)")
         pdef, (p_launch,) = c.locate(module, producer.name)
         cdef, (c_launch,) = c.locate(module, consumer.name)
         host = p_launch.host
@@ -188,44 +194,36 @@ class MatmulEpilogue(ConsumerFusion):
             raise ActionError(f"{consumer.name} does not read {producer.name}'s output exactly once")
         target, src, offs, mask = _load_parts(from_buffer[0])
         columns = [l for l in loads if l is not from_buffer[0]]  # per-column inputs (a bias), checked below
-        defs = {a[0]: a[1] for s in index if (a := _assign_of(s))}
-        canon = _Canon()
-        identity = {p.name: p.name for p in consumer.params}
-        o = canon.of(offs, defs, identity)
-        blocks = [p.name for p in consumer.params if p.kind == "constexpr"]
-        if not _one_block_per_program(canon, o, blocks, identity):
-            raise ActionError(f"{consumer.name} does not index one block per program")
-        if not (canon.of(c_offs, defs, identity) == o and canon.of(mask, defs, identity) == canon.of(c_mask, defs, identity)):
+        # Which elements the consumer reads and writes is a question to the kernel model, whatever the spelling:
+        # one flat block per program, or a row per program along one grid axis and column blocks along the other.
+        model = kernel_model(analysis, consumer)
+        read, written_at = _only_access(model.loads(), src), _only_access(model.stores(), c_dest)
+        if read is None or written_at is None or read.offset is None:
+            raise ActionError(f"{consumer.name} does not read {src} and write {c_dest} once each at an index it computes")
+        if written_at.offset != read.offset or written_at.bounds != read.bounds:
             raise ActionError(f"{consumer.name} stores elsewhere than it loads")
         buffer = c_sources.get(src, "")
         out = c_sources.get(c_dest, "")
-        n_param = next((p.name for p in consumer.params if canon.of(mask, defs, identity) == canon.of(f"{o} < {p.name}", {}, identity)), None)
-        if n_param is None or not buffer.isidentifier() or not out.isidentifier():
-            raise ActionError(f"{consumer.name} does not mask with `offsets < n` over named tensors")
-        n_source = c_sources.get(n_param, "")
-        if n_source.isidentifier():
-            assign = c.any_assignment(host, n_source)
-            n_source = "".join(c.code(assign.value).split()) if assign is not None else ""
-        if n_source not in _element_counts(host, buffer):
-            raise ActionError(f"{consumer.name} does not cover all of {buffer} ({n_param} is not {buffer}.numel())")
-        # A per-column input (``tl.load(b_ptr + offs % N, mask=mask)``, N the buffer's row length) is
-        # the producer's column offsets in a contiguous buffer: loaded there with the store's mask.
-        buffer_name = c_sources.get(src, "")
-        row_length = _row_length_sources(host, buffer_name)
-        col_term, store_mask = _column_term(producer, pdef, p_store, p_sources_all, buffer_name, row_length)
+        if not buffer.isidentifier() or not out.isidentifier():
+            raise ActionError(f"{consumer.name} reads and writes host expressions, not named tensors")
+        # A per-column input (a bias, N the buffer's row length) is the producer's column offsets in a contiguous
+        # buffer: loaded there with the store's mask.
+        row_length = _row_length_sources(host, buffer)
+        is_column = _buffer_columns(model, read, c_sources, host, buffer, row_length,
+                                    analysis.launches_of(consumer.name)[0], consumer.name)
+        col_term, store_mask = _column_term(producer, pdef, p_store, p_sources_all, buffer, row_length)
         extra_loads = []
         for load in columns:
-            e_target, e_ptr, e_offs, e_mask = _load_parts(load)
-            n_param = next((p.name for p in consumer.params
-                            if canon.of(e_offs, defs, identity) == canon.of(f"({o}) % {p.name}", {}, identity)), None)
-            if n_param is None or c_sources.get(n_param) not in row_length or col_term is None \
-                    or canon.of(e_mask, defs, identity) != canon.of(mask, defs, identity):
+            e_ptr = _load_parts(load)[1]
+            access = _only_access(model.loads(), e_ptr)
+            if access is None or access.offset is None or not is_column(access.offset) or col_term is None \
+                    or access.bounds != read.bounds:
                 raise ActionError(f"{consumer.name} reads {e_ptr} other than once per column of the buffer")
             if not c_sources.get(e_ptr, "").isidentifier():
                 raise ActionError(f"{consumer.name}'s input {e_ptr} is not a plain host tensor")
-            alloc_value = getattr(c.host_assignment(host, buffer_name), "value", None)
+            alloc_value = getattr(c.host_assignment(host, buffer), "value", None)
             if not (isinstance(alloc_value, cst.Call) and c.code(alloc_value.func) in ("torch.empty", "torch.zeros")):
-                raise ActionError(f"{buffer_name} is not a fresh row-major torch.empty/zeros((rows, cols)) buffer")
+                raise ActionError(f"{buffer} is not a fresh row-major torch.empty/zeros((rows, cols)) buffer")
             extra_loads.append(load)
         free = set().union(*[c.names_in(_assign_of(s)[1]) for s in compute]) | c.names_in(c_value) if compute else c.names_in(c_value)
         local = {target} | {_assign_of(s)[0] for s in compute} | {_load_parts(l)[0] for l in extra_loads}
@@ -340,6 +338,86 @@ class MatmulEpilogue(ConsumerFusion):
         module, dropped = _drop_consumer(module, consumer)
         notes = [f"{consumer} is no longer launched here; the host reads {plan.buffer} where it read {plan.out}", dropped]
         return c.finish(text, module, f"fused {consumer} into {kernel.name}'s epilogue", notes)
+
+
+def _only_access(accesses: list[Access], pointer: str) -> Access | None:
+    """The one access through kernel parameter ``pointer`` (None when there are none or several)."""
+    found = [a for a in accesses if a.tensor == pointer]
+    return found[0] if len(found) == 1 else None
+
+
+def _buffer_columns(model: KernelModel, read: Access, sources: dict[str, str], host: cst.FunctionDef, buffer: str,
+                    row_length: set[str], launch, consumer: str):
+    """Check that the consumer's launch covers every element of the row-major ``buffer`` exactly once, and return
+    a test for an index that is the column of the element it reads: ``offs % N`` for one flat block per program
+    (``pid * B + tl.arange(0, B)`` masked by ``< numel``), the column block itself for a row per program on one grid
+    axis and ``cdiv(N, B)`` column blocks on the other (masked by ``cols < N``)."""
+    index = read.offset
+    terms = model.program_terms(index) if not read.indirect else {}
+    params = {sym: name for name, sym in model.params.items()}
+
+    def host_of(sym: sp.Expr) -> set[str]:
+        """How the host spells what it passes for kernel parameter ``sym``: as written, and a name's value."""
+        source = "".join(sources.get(params.get(sym, ""), "").split())
+        assign = c.any_assignment(host, source) if source.isidentifier() else None  # ``n = h.numel()`` passed as ``n``
+        return {source} | ({"".join(c.code(assign.value).split())} if assign is not None else set())
+
+    def one_block(rest: sp.Expr, block: sp.Expr, pid: sp.Expr) -> bool:
+        """``rest`` is ``block * pid + tl.arange(0, block)``."""
+        lanes = rest - block * pid
+        return lanes in model.aranges and model.aranges[lanes].start == 0 and model.aranges[lanes].size == block
+
+    if len(terms) == 1 and len(model.program_ids) == 1:
+        (pid, block), = terms.items()
+        counts = _element_counts(host, buffer)
+        if one_block(index, block, pid) and len(read.bounds or ()) == 1 and read.bounds[0][0] == index \
+                and host_of(read.bounds[0][1]) & counts:
+            lengths = [sym for sym in params if host_of(sym) & row_length]
+            return lambda offset: any(offset == sp.Mod(index, n) for n in lengths)
+        raise ActionError(f"{consumer} does not cover all of {buffer} with one masked block per program")
+    if len(terms) == 2:
+        grid = _grid_axes(launch)
+        for (row, length), (col, block) in (tuple(terms.items()), tuple(terms.items())[::-1]):
+            columns = index - length * row
+            if not host_of(length) & row_length or not one_block(columns, block, col) or read.bounds != ((columns, length),):
+                continue
+            axes = {sym: axis for axis, sym in model.program_ids.items()}
+            if grid is None or len(grid) != 2 or row not in axes or col not in axes:
+                break
+            rows_ok = grid[axes[row]] in _row_count_sources(host, buffer)
+            block_sources = {params.get(block, ""), "".join(sources.get(params.get(block, ""), "").split())}
+            cols_ok = any(grid[axes[col]] in (f"triton.cdiv({n},{b})", f"({n}+{b}-1)//{b}")
+                          for n in row_length for b in block_sources if b)
+            if rows_ok and cols_ok:
+                return lambda offset: offset == columns
+            break
+    raise ActionError(f"{consumer} does not cover all of {buffer}: neither one flat block per program nor a row per "
+                      "program with column blocks over the row")
+
+
+def _grid_axes(launch) -> list[str] | None:
+    """A launch's grid tuple, each axis whitespace-free (``META["BLOCK"]`` read as ``BLOCK``); None when not a tuple."""
+    try:
+        node = ast.parse(launch.grid_source, mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(node, ast.Lambda):
+        node = node.body
+    if not isinstance(node, ast.Tuple):
+        return None
+    flat = ["".join(ast.unparse(e).split()) for e in node.elts]
+    return [re.sub(r"\w+\[['\"](\w+)['\"]\]", r"\1", axis) for axis in flat]
+
+
+def _row_count_sources(host: cst.FunctionDef, buffer: str) -> set[str]:
+    """Host expressions (whitespace-free) that count the rows of a fresh 2-D ``buffer``."""
+    out = {f"{buffer}.shape[0]", f"{buffer}.size(0)"}
+    alloc = c.host_assignment(host, buffer)
+    if alloc is not None and isinstance(alloc.value, cst.Call) and alloc.value.args:
+        shape = alloc.value.args[0].value
+        if isinstance(shape, cst.Tuple | cst.List) and len(shape.elements) == 2:
+            out.add("".join(c.code(shape.elements[0].value).split()))
+    return out
 
 
 def _written_names(statement: cst.CSTNode) -> set[str]:

@@ -68,6 +68,7 @@ class Access:
     line: int
     loop_depth: int
     indirect: bool  # the index reads a value loaded from memory (a gather or scatter)
+    bounds: tuple[tuple[sp.Expr, sp.Expr], ...] | None = ()  # the mask as ``a < b`` conjuncts; () unmasked, None unread
     block_pointer: bool = False  # through ``tl.make_block_ptr`` / a tensor descriptor (offset not modelled)
 
     def stride(self, symbol: sp.Symbol) -> sp.Expr | None:
@@ -221,6 +222,7 @@ class _Val:
 
     expr: sp.Expr | None
     dims: tuple[frozenset, ...] = ()
+    bounds: tuple[tuple[sp.Expr, sp.Expr], ...] | None = None  # a mask: ``a < b`` conjuncts (None: not one)
 
 
 def _broadcast(*dims: tuple[frozenset, ...]) -> tuple[frozenset, ...]:
@@ -424,7 +426,14 @@ class _Builder:
             return self.call(node)
         if isinstance(node, ast.Compare | ast.BoolOp):
             parts = [self.expr(n) for n in ([node.left, *node.comparators] if isinstance(node, ast.Compare) else node.values)]
-            return _Val(None, _broadcast(*(p.dims for p in parts)))
+            dims = _broadcast(*(p.dims for p in parts))
+            if isinstance(node, ast.Compare) and len(node.ops) == 1 and all(p.expr is not None for p in parts):
+                (a, b), op = (p.expr for p in parts), node.ops[0]
+                bound = {ast.Lt: (a, b), ast.Gt: (b, a), ast.LtE: (a, b + 1), ast.GtE: (b, a + 1)}.get(type(op))
+                return _Val(None, dims, (bound,) if bound else None)
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) and all(p.bounds is not None for p in parts):
+                return _Val(None, dims, tuple(b for p in parts for b in p.bounds))
+            return _Val(None, dims)
         if isinstance(node, ast.IfExp):
             self.expr(node.test)
             a, b = self.expr(node.body), self.expr(node.orelse)
@@ -440,6 +449,8 @@ class _Builder:
 
     def binary(self, op: ast.operator, a: _Val, b: _Val) -> _Val:
         dims = _broadcast(a.dims, b.dims)
+        if isinstance(op, ast.BitAnd) and a.bounds is not None and b.bounds is not None:
+            return _Val(None, dims, a.bounds + b.bounds)  # ``(rm[:, None] < M) & (rn[None, :] < N)``
         if a.expr is None or b.expr is None:
             return self.data(dims) if (a.expr is not None or b.expr is not None) else _Val(None, dims)
         x, y = a.expr, b.expr
@@ -465,7 +476,7 @@ class _Builder:
         if all(isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and i.value is None) for i in index):
             source = iter(base.dims)
             dims = tuple(next(source, frozenset()) if isinstance(i, ast.Slice) else frozenset() for i in index)
-            return _Val(base.expr, dims)
+            return _Val(base.expr, dims, base.bounds)
         return self.data()
 
     def call(self, node: ast.Call) -> _Val:
@@ -566,14 +577,16 @@ class _Builder:
         if mask_node is None:
             mask_index = 1 if op == "load" else 2
             mask_node = args[mask_index] if len(args) > mask_index else None
+        mask = self.expr(mask_node) if mask_node is not None else _Val(None, (), ())
         for extra in list(args[1:]) + list(kwargs.values()):
-            self.expr(extra)
+            if extra is not mask_node:
+                self.expr(extra)
         block = pointer.expr in self.block_pointer_tensors
         tensor, offset, indirect = (self.block_pointer_tensors[pointer.expr], None, False) if block \
             else self.pointer_parts(pointer)
         self.accesses.append(Access(
             op, tensor, offset, pointer.dims, ast.unparse(mask_node) if mask_node is not None else None,
-            node.lineno - 1, self.depth, indirect, block_pointer=block))
+            node.lineno - 1, self.depth, indirect, mask.bounds, block_pointer=block))
         return self.data(pointer.dims) if op != "store" else _Val(None)
 
     def block_pointer(self, node: ast.Call, op: str, args: list[ast.expr], kwargs: dict[str, ast.expr]) -> _Val:
