@@ -33,6 +33,7 @@ from pygls.workspace import TextDocument, Workspace
 from .framing import INVALID_REQUEST, STALL_S, Frame, FrameReader
 from .positions import TextIndex
 from .scratch import ScratchSpace
+from .seen_texts import SeenTexts
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ class MtmcProtocol(LanguageServerProtocol):
         self.initialize_received = False
         # Framing problems and recovered messages seen so far (the soak and fuzz reports count them).
         self.problems = 0
+        # Every text the editor sent for a document in this session: a verification's baseline from
+        # the workspace's step history must be one of them (server/seen_texts.py).
+        self.seen_texts = SeenTexts()
 
     # ---- bookkeeping --------------------------------------------------------------------------
     def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):
@@ -104,6 +108,12 @@ class MtmcProtocol(LanguageServerProtocol):
         if self._workspace is not None and type(self._workspace) is Workspace:
             self._workspace.__class__ = FastWorkspace
 
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
+        self.seen_texts.saw(params.text_document.uri, params.text_document.text)
+        result = yield from super().lsp_text_document__did_open(params)
+        return result
+
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
         uri = params.text_document.uri
@@ -112,6 +122,7 @@ class MtmcProtocol(LanguageServerProtocol):
             logger.warning("didChange for %s, which is not open: ignored", uri)
             return None
         result = yield from super().lsp_text_document__did_change(params)
+        self.seen_texts.changed(uri, self.workspace.get_text_document(uri).source)
         return result
 
     # ---- messages -----------------------------------------------------------------------------

@@ -76,6 +76,8 @@ def record_changed(ls, uri: str) -> None:
 
 
 def _recorded(ls, uri: str, step) -> None:
+    for text in (step.text_before, step.text_after):  # held by the document in this session
+        ls.protocol.seen_texts.saw(uri, text)
     ls.log(f"applied {step_label(step)}")
     ls.notify_steps_changed(uri)
     asyncio.ensure_future(verify_step(ls, uri, step))

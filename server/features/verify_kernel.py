@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
+from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from ..app import MtmcLanguageServer
 from ..steps import verification_json
 from ..trust import refuse_untrusted
 from ..verification import publish_report, run_verification, settle
+
+UNSEEN_BASELINE = (
+    "the step history of {name} (.mtmc/history) compares with a text that was never open in the editor "
+    "in this session (a cloned repository can carry a history): it was ignored, and the kernel was "
+    "verified against the reference alone"
+)
 
 
 def register(server) -> None:
@@ -18,15 +27,26 @@ def register(server) -> None:
             raise JsonRpcInvalidParams("mtmc.verifyKernel takes [uri, kernelName?]")
         uri = args[0]
         kernel = args[1] if len(args) > 1 and isinstance(args[1], str) else None
+        if unquote(uri) not in ls.workspace.text_documents:  # pygls would read the file from disk
+            raise JsonRpcInvalidParams(f"mtmc.verifyKernel verifies an open document; {uri!r:.100} is not open")
         document = ls.workspace.get_text_document(uri)
         text, version = document.source, document.version
         if not ls.trusted:
             reason = refuse_untrusted(ls, "Verify Kernel")
             return {"state": "skipped", "status": "untrusted", "message": reason, "version": version}
         baseline = ls.steps.baseline(uri)
+        ignored = None
+        if baseline is not None and not ls.protocol.seen_texts.seen(uri, baseline):
+            # The baseline runs as code: only a text the user had in the editor may be one.
+            ignored = UNSEEN_BASELINE.format(name=uri.rsplit("/", 1)[-1])
+            ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"MTMC: {ignored}"))
+            ls.log(ignored, types.MessageType.Warning)
+            baseline = None
         report = await run_verification(ls, uri, text, baseline, kernel, f"Verifying {kernel or 'the file'}")
         await settle(ls, uri)
         publish_report(ls, uri, text, kernel, report)
         result = verification_json(report)
         result["version"] = version
+        if ignored is not None:
+            result["baselineIgnored"] = ignored
         return result

@@ -149,3 +149,58 @@ def test_a_client_that_can_neither_preview_nor_ask_gets_no_revert(tmp_path):
         assert any("neither preview the revert nor ask" in message for message in shown)
     finally:
         client.close()
+
+
+# ---- verification never runs a history text the editor did not show (issue 33) ---------------------
+@pytest_lsp.fixture(config=CONFIG)
+async def trusted_neovim(lsp_client: EditorClient, tmp_path):
+    lsp_client.set_configuration({"mtmc": {**SETTINGS, "trusted": True, "verification": {"seeds": 1}}})
+    await lsp_client.initialize_session(initialize_params("neovim", tmp_path))
+    yield
+    await lsp_client.shutdown_session()
+
+
+def _plant(root, document, before: str, after: str) -> None:
+    StepHistory(root, document).record(Candidate("warps", "Warps", "matmul_kernel", {"num_warps": 8}, "Use 8 warps", 0),
+                                       before, after)
+
+
+async def test_verify_ignores_a_planted_baseline_the_editor_never_showed(trusted_neovim: EditorClient, tmp_path):
+    client, document = trusted_neovim, tmp_path / "k.py"
+    _plant(tmp_path, document, "x = 0\n" + INJECTED + "\n", "x = 1\n")
+    uri = document.as_uri()
+    client.open(uri, "x = 1\n")
+    await client.diagnostics_for(uri, version=1)  # the settings (trust) are known
+    result = await execute_command(client, "mtmc.verifyKernel", uri)
+    assert "never open in the editor" in result["baselineIgnored"]
+    assert any("history of k.py" in m.message and m.type == types.MessageType.Warning for m in client.messages)
+
+
+async def test_verify_keeps_a_baseline_the_editor_showed(trusted_neovim: EditorClient, tmp_path):
+    client, document = trusted_neovim, tmp_path / "k.py"
+    _plant(tmp_path, document, "x = 0\n", "x = 1\n")
+    uri = document.as_uri()
+    client.open(uri, "x = 0\n")  # the baseline was on screen in this session
+    client.replace_all(uri, "x = 1\n")
+    await client.diagnostics_for(uri, version=2)
+    result = await execute_command(client, "mtmc.verifyKernel", uri)
+    assert "baselineIgnored" not in result and not any("never open" in m.message for m in client.messages)
+
+
+async def test_verify_refuses_a_document_that_is_not_open(trusted_neovim: EditorClient, tmp_path):
+    (tmp_path / "closed.py").write_text(MATMUL)
+    with pytest.raises(Exception, match="not open"):
+        await execute_command(trusted_neovim, "mtmc.verifyKernel", (tmp_path / "closed.py").as_uri())
+
+
+@pytest.mark.slow  # runs the kernel in the Triton interpreter (about half a minute on two cores)
+async def test_a_planted_baseline_is_not_run_by_verification(trusted_neovim: EditorClient, tmp_path):
+    client, document, marker = trusted_neovim, tmp_path / "matmul.py", tmp_path / "baseline-ran"
+    after = MATMUL.replace("num_warps=4", "num_warps=8")
+    _plant(tmp_path, document, f"open({str(marker)!r}, 'w').write('ran')\n" + MATMUL, after)
+    uri = document.as_uri()
+    client.open(uri, after)
+    await client.diagnostics_for(uri, version=1)
+    result = await execute_command(client, "mtmc.verifyKernel", uri, "matmul_kernel")
+    assert "baselineIgnored" in result and not marker.exists()
+    assert result["state"] == "passed", result
