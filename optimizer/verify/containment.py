@@ -28,9 +28,11 @@ from pathlib import Path
 SANDBOX_SCRIPT = Path(__file__).resolve().parent / "runtime" / "sandbox.py"
 MODE_ENV = "MTMC_VERIFY_SANDBOX"
 MODES = ("auto", "required", "user", "none")
-# The sandbox users (root only): two ids per pool, unique among live pools (by the pool's pid and a count),
-# that name no user or group. Without namespaces the pool kills every process of its candidate's user.
+# The sandbox users (root only): two ids per worker (its candidate and its checker) that name no user or
+# group, from a block of 32 per pool, unique among live pools (by the pool's pid and a count). Without
+# namespaces the pool kills every process of a worker's user, so no two workers share one.
 FIRST_ID = 200_000
+IDS_PER_POOL = 32
 _pool_numbers = itertools.count()
 SHARED_MEMORY = Path("/dev/shm")
 GPU_LOCK_ENV = "MTMC_GPU_LOCK"  # runtime/gpu_lock.py: a lock file the pools of one GPU share
@@ -44,9 +46,14 @@ def sandbox_mode() -> str:
     return mode
 
 
-def _free_ids(count: int) -> list[int]:
-    """``count`` ids of this pool's own that are neither a user's nor a group's on this machine."""
-    found, candidate = [], FIRST_ID + 64 * (os.getpid() % 4_000_000) + 2 * (next(_pool_numbers) % 32)
+def _pool_ids() -> int:
+    """The first id of a new pool's block."""
+    return FIRST_ID + 64 * IDS_PER_POOL * (os.getpid() % 1_000_000) + IDS_PER_POOL * (next(_pool_numbers) % 64)
+
+
+def _free_ids(count: int, candidate: int) -> list[int]:
+    """``count`` ids from ``candidate`` on that are neither a user's nor a group's on this machine."""
+    found = []
     while len(found) < count:
         try:
             pwd.getpwuid(candidate)
@@ -82,7 +89,8 @@ class Containment:
         self.root = os.geteuid() == 0 if hasattr(os, "geteuid") else False
         self._base: Path | None = None
         self._memory_base: Path | None = None
-        self._ids: list[int] | None = None
+        self._next_id: int | None = None
+        self._ids: dict[str, int] = {}  # tag -> its user id
         self._placements: dict[str, Placement] = {}
 
     @property
@@ -111,13 +119,15 @@ class Containment:
                 groups.add(mode.st_gid)
         return sorted(groups)
 
-    def _identity(self, role: str) -> tuple[int, int]:
+    def _identity(self, tag: str) -> tuple[int, int]:
         if not self.root:
             return os.getuid(), os.getgid()
-        if self._ids is None:
-            self._ids = _free_ids(2)
-        uid = self._ids[0 if role == "candidate" else 1]
-        return uid, uid
+        if tag not in self._ids:
+            if self._next_id is None:
+                self._next_id = _pool_ids()
+            (self._ids[tag],) = _free_ids(1, self._next_id)
+            self._next_id = self._ids[tag] + 1
+        return self._ids[tag], self._ids[tag]
 
     def _own_folder(self, path: Path, uid: int, gid: int, mode: int) -> Path:
         path.mkdir(exist_ok=True)
@@ -131,7 +141,7 @@ class Containment:
         if tag in self._placements:
             return self._placements[tag]
         base, memory = self._folders()
-        uid, gid = self._identity(role)
+        uid, gid = self._identity(tag)
         groups: list[int] = self._device_groups() if self.root else []
         readable: list[Path] = []
         if role == "checker" and partner is not None:
