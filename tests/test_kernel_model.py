@@ -126,3 +126,15 @@ def test_the_model_is_built_once_per_text():
     analysis = analyze(text)
     kernel = analysis.kernel("rope_kernel")
     assert kernel_model(analysis, kernel) is kernel_model(analyze(text), kernel)
+
+
+def test_masks_are_read_as_bounds():
+    text = (SPELLINGS / "dev" / "mm_then_bias_gelu_rows.py").read_text()
+    _, model = model_of(text, "mm_kernel")
+    store = model.stores()[0]
+    (rows,), (cols,) = store.dims
+    pid_m, pid_n = model.program_ids[0], model.program_ids[1]
+    block_m, block_n = S("BLOCK_M", integer=True), S("BLOCK_N", integer=True)
+    assert store.bounds == ((block_m * pid_m + rows, S("M", integer=True)), (block_n * pid_n + cols, S("N", integer=True)))
+    _, consumer = model_of(text, "bias_gelu_kernel")
+    assert all(a.bounds == consumer.loads()[0].bounds for a in consumer.accesses)  # one `mask` name for all
