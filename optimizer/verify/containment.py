@@ -186,7 +186,10 @@ class Containment:
         if lock:  # the pools of one GPU share this lock: the sandbox binds the file, not a private copy
             for path in (lock, lock + ".turnstile"):
                 os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o666))
-                os.chmod(path, 0o666)
+                try:
+                    os.chmod(path, 0o666)  # the sandbox users open it too
+                except PermissionError:  # another user's file: as its owner left it
+                    pass
                 writable.append(path)
         import json
 
