@@ -138,3 +138,13 @@ def test_masks_are_read_as_bounds():
     assert store.bounds == ((block_m * pid_m + rows, S("M", integer=True)), (block_n * pid_n + cols, S("N", integer=True)))
     _, consumer = model_of(text, "bias_gelu_kernel")
     assert all(a.bounds == consumer.loads()[0].bounds for a in consumer.accesses)  # one `mask` name for all
+
+
+def test_launches_follow_grid_names_and_autotune_configs():
+    text = (SPELLINGS / "dev" / "ew_autotuned_scale_add.py").read_text().replace(
+        'scale_add_kernel[lambda META: (triton.cdiv(n, META["BLOCK"]),)](x, z, y, n, alpha)',
+        'grid = lambda META: (triton.cdiv(n, META["BLOCK"]),)\n    scale_add_kernel[grid](x, z, y, n, alpha)')
+    _, model = model_of(text, "scale_add_kernel")
+    (launch,) = model.launches
+    assert launch.grid == (sp.ceiling(S("n", integer=True) / S("BLOCK", integer=True)),)
+    assert sorted(c["BLOCK"] for c in launch.constexprs) == [64, 64, 128, 128]  # one per config

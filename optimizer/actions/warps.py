@@ -56,8 +56,8 @@ def _model_tile(analysis: FileAnalysis, kernel: Kernel) -> int | None:
     if not tiled:
         return 0
     largest = 0
-    for launch in analysis.launches_of(kernel.name):
-        known = {model.params[n]: v for n, v in launch.constexpr_values(kernel).items() if isinstance(v, int)}
+    for values in (v for launch in model.launches for v in launch.constexprs):
+        known = {model.params[n]: v for n, v in values.items() if isinstance(v, int) and n in model.params}
         for access in tiled:
             elements = 1
             for dim in access.dims:

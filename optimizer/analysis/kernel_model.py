@@ -110,6 +110,9 @@ class LaunchModel:
     args: dict[str, str]  # kernel parameter -> host source passed
     host_function: str | None
     line: int
+    # Constexpr values this launch gives, one dict per autotune config it may run (one dict without autotune):
+    # literals and host constants at the launch, kernel defaults, each config's kwargs over them.
+    constexprs: list[dict[str, object]] = field(default_factory=list)
 
 
 @dataclass
@@ -675,11 +678,14 @@ def _host(node: ast.expr) -> sp.Expr | None:
     return None
 
 
-def _grid(source: str) -> tuple[sp.Expr | None, ...] | None:
+def _grid(source: str, scope: ast.AST | None = None) -> tuple[sp.Expr | None, ...] | None:
+    """The grid's axes; a name is followed to its one assignment or ``def`` in ``scope`` (``grid = lambda META: ...``)."""
     try:
         node = ast.parse(source, mode="eval").body
     except SyntaxError:
         return None
+    if isinstance(node, ast.Name) and scope is not None:
+        node = _named_grid(scope, node.id)
     if isinstance(node, ast.Lambda):
         node = node.body
     if isinstance(node, ast.Tuple | ast.List):
@@ -687,10 +693,42 @@ def _grid(source: str) -> tuple[sp.Expr | None, ...] | None:
     return None
 
 
+def _named_grid(scope: ast.AST, name: str) -> ast.expr | None:
+    """What ``name`` is bound to in ``scope``, when bound once: an expression, or a ``def``'s one returned value."""
+    found = []
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            found.append(node.value)
+        elif isinstance(node, ast.FunctionDef) and node.name == name:
+            returns = [r.value for r in ast.walk(node) if isinstance(r, ast.Return) and r.value is not None]
+            found.append(returns[0] if len(returns) == 1 else None)
+    return found[0] if len(found) == 1 else None
+
+
+def _scopes(analysis: FileAnalysis) -> dict[str | None, ast.AST]:
+    """Host function name -> its ``def`` (None -> the module), from one parse of the file."""
+    try:
+        tree = ast.parse(analysis.text)
+    except SyntaxError:
+        return {}
+    scopes: dict[str | None, ast.AST] = {None: tree}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            scopes.setdefault(node.name, node)
+    return scopes
+
+
 def _launch_models(analysis: FileAnalysis, kernel: Kernel) -> list[LaunchModel]:
-    return [LaunchModel(_grid(launch.grid_source), {a.param: a.source for a in launch.args if a.param},
-                        launch.host_function, launch.span.start.line)
-            for launch in analysis.launches_of(kernel.name)]
+    launches = analysis.launches_of(kernel.name)
+    scopes = _scopes(analysis) if launches else {}
+    configs = [dict(cfg.kwargs) for cfg in kernel.autotune.configs] if kernel.autotune and kernel.autotune.configs_known else [{}]
+    out = []
+    for launch in launches:
+        base = launch.constexpr_values(kernel)
+        out.append(LaunchModel(_grid(launch.grid_source, scopes.get(launch.host_function, scopes.get(None))),
+                               {a.param: a.source for a in launch.args if a.param}, launch.host_function,
+                               launch.span.start.line, [{**base, **config} for config in configs]))
+    return out
 
 
 _models: dict[tuple[str, str], KernelModel] = {}
