@@ -26,13 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Union
 
+from ..safe_exec import safe_python_argv
 from .containment import Containment
-
-try:
-    from ..safe_exec import safe_python_argv
-except ImportError:  # an older tree: the same flags, chosen here
-    def safe_python_argv(python: str | None = None) -> list[str]:
-        return [python or sys.executable, "-P" if sys.version_info >= (3, 11) else "-I"]
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 STARTUP_TIMEOUT_S = 180.0

@@ -117,7 +117,7 @@ def confine_filesystem(writable: list[str], readable: list[str], reach: list[str
     covers: dict[str, list[str]] = {}
     for path in reach:
         closed = _closed_ancestor(path) if os.path.exists(path) else None
-        if closed is not None and not any(closed.startswith(c + "/") for c in covers):
+        if closed is not None:  # the outermost: two covers are never one inside the other
             covers.setdefault(closed, []).append(path)
     exposed = [(path, os.open(path, O_PATH), os.path.isdir(path), False) for paths in covers.values() for path in paths]
     keep = [(path, os.open(path, O_PATH | os.O_NOFOLLOW), os.path.isdir(path), rw)
