@@ -142,6 +142,8 @@ def classify(node, graph_module) -> OpSpec:
         return _classify_module(node, graph_module.get_submodule(node.target))
     name = _name_of(node.target) if node.op == "call_function" else node.target
     args, kwargs = tuple(node.args), dict(node.kwargs)
+    if not args and "input" in kwargs:  # F.linear(input=x, weight=w): the input is the first operand either way
+        args = (kwargs.pop("input"),)
     if node.op == "call_function" and node.target is builtins.getattr:
         return OpSpec(node, "layout", "getattr")
     if node.op == "call_function" and node.target is operator.getitem:

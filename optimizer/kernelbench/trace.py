@@ -83,20 +83,38 @@ def fake_inputs(problem: Problem, fake_mode) -> list:
 
 
 def trace_problem(problem: Problem) -> Traced:
-    """Symbolically trace ``Model.forward`` and propagate shapes over fake inputs."""
+    """Symbolically trace ``Model.forward`` and propagate shapes over fake inputs.
+
+    The graph is shape-generic where torch.fx can trace it; a forward that slices, loops or branches on
+    shapes (or has arguments ``get_inputs()`` leaves to their defaults) is traced again with the shapes of
+    ``get_inputs()`` as constants (shape_trace.py), which KernelBench fixes anyway."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx import symbolic_trace
     from torch.fx.passes.shape_prop import ShapeProp
 
+    from .shape_trace import shape_specialized_trace
+
     model = build_model(problem)
-    graph_module = symbolic_trace(model)
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    inputs = fake_inputs(problem, fake_mode)
-    with torch.no_grad():
-        ShapeProp(graph_module, fake_mode=fake_mode).propagate(*inputs)
+    notes: list[str] = []
+    try:
+        graph_module = symbolic_trace(model)
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        inputs = fake_inputs(problem, fake_mode)
+        with torch.no_grad():
+            ShapeProp(graph_module, fake_mode=fake_mode).propagate(*inputs)
+    except Exception as generic_error:  # shape-dependent code: trace again with get_inputs()' shapes as constants
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        inputs = fake_inputs(problem, fake_mode)
+        try:
+            graph_module = shape_specialized_trace(model, inputs, fake_mode)
+            with torch.no_grad():
+                ShapeProp(graph_module, fake_mode=fake_mode).propagate(*inputs)
+        except Exception as specialized_error:
+            raise specialized_error from generic_error
+        notes.append(f"specialized to the input shapes (generic tracing failed: {type(generic_error).__name__})")
     names = [n.name for n in graph_module.graph.nodes if n.op == "placeholder"]
-    return Traced(problem, model, graph_module, names)
+    return Traced(problem, model, graph_module, names, notes)
 
 
 def shrink_sizes(text: str, limit: int = 64) -> str:
