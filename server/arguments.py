@@ -13,3 +13,13 @@ def command_args(args, *names: str) -> list:
         if name in ("uri", "token", "stepId") and not isinstance(value, str):
             raise JsonRpcInvalidParams(f"argument {name} must be a string, got {value!r:.60}")
     return list(args[: len(names)])
+
+
+def require_open(ls, uri: str) -> None:
+    """A command about a document the editor does not have open is -32602 (pygls would read the file from disk)."""
+    from urllib.parse import unquote
+
+    from pygls.exceptions import JsonRpcInvalidParams
+
+    if unquote(uri) not in ls.workspace.text_documents:
+        raise JsonRpcInvalidParams(f"{uri!r:.100} is not open in the editor")

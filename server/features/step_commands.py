@@ -8,7 +8,7 @@ from lsprotocol import types
 
 from ...optimizer.edits import three_way_revert
 from ..app import MtmcLanguageServer
-from ..arguments import command_args
+from ..arguments import command_args, require_open
 from ..step_edits import (
     StaleDocument,
     apply_step_edit,
@@ -39,6 +39,7 @@ def register(server) -> None:
     def step_applied(ls: MtmcLanguageServer, *args) -> dict:
         """[uri, token]: runs after the client applied a resolved step edit."""
         uri, token = command_args(args, "uri", "token")
+        require_open(ls, uri)
         return record_applied(ls, uri, token)
 
     @server.command("mtmc.applyCandidate")
@@ -49,6 +50,7 @@ def register(server) -> None:
         from ...optimizer.actions import ActionError, Candidate
 
         uri, version, raw = command_args(args, "uri", "version", "candidate")
+        require_open(ls, uri)
         # The version is what makes the edit safe: without one a stale edit could be applied.
         if not isinstance(version, int) or isinstance(version, bool):
             raise JsonRpcInvalidParams(f"argument version must be the document's version (an integer), got {version!r:.40}")
@@ -87,6 +89,7 @@ def register(server) -> None:
         if not ls.trusted:  # the history is the workspace's data: a cloned repository can plant one
             reason = refuse_untrusted(ls, "Reject Step")
             return {"rejected": False, "reason": reason}
+        require_open(ls, uri)  # the revert is computed from the editor's text
         history = ls.steps.history(uri)
         with history_errors_refused():
             step = history.get(step_id)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote
-
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from ..app import MtmcLanguageServer
+from ..arguments import require_open
 from ..steps import verification_json
 from ..trust import refuse_untrusted
 from ..verification import publish_report, run_verification, settle
@@ -27,8 +26,7 @@ def register(server) -> None:
             raise JsonRpcInvalidParams("mtmc.verifyKernel takes [uri, kernelName?]")
         uri = args[0]
         kernel = args[1] if len(args) > 1 and isinstance(args[1], str) else None
-        if unquote(uri) not in ls.workspace.text_documents:  # pygls would read the file from disk
-            raise JsonRpcInvalidParams(f"mtmc.verifyKernel verifies an open document; {uri!r:.100} is not open")
+        require_open(ls, uri)  # a verification runs only a text the editor shows
         document = ls.workspace.get_text_document(uri)
         text, version = document.source, document.version
         if not ls.trusted:
