@@ -24,7 +24,8 @@ Scenarios:
 - containment (issue 33): the planted attacks of tests/corpus/containment_attacks.py, built with this
   run's process ids and paths (the checker's key read from /proc and signed verdicts forged into its pipes,
   the checker stopped and killed, the server stopped, a setsid daemon, files written outside the scratch
-  folder): each must be reported incorrect with nothing escaped, as the host sees it.
+  folder, a connection to the host's loopback): each must be reported incorrect with nothing escaped, as
+  the host sees it.
 
 One command, under 10 minutes on an H200: ``python benchmarks/verify_gpu.py --out $OUT/verify``;
 ``--budget-s`` skips what would not fit (said in the JSON), results are written after every section, and

@@ -3,10 +3,11 @@
 Each planted attack (tests/corpus/containment_attacks.py) computes 3x + y against an accepted 2x + y and
 first tries a way out, the way the issue describes it: the checker's key read from /proc (environ,
 cmdline, fd, mem) and signed "correct" verdicts written into the checker's pipes; the checker stopped or
-killed; the server stopped with SIGSTOP; a setsid daemon; files written outside the scratch folder. Each
-must fail, and the kernel must be reported incorrect. On Linux as root (this machine, the GPU machines)
-the candidate runs in its own PID, mount and IPC namespaces as an unprivileged user; as another user, in
-a user namespace. Where the platform gives neither, the tests that need them skip and say why.
+killed; the server stopped with SIGSTOP; a setsid daemon; files written outside the scratch folder; and
+a connection to the host. Each must fail, and the kernel must be reported incorrect. On Linux as root
+(this machine, the GPU machines) the candidate runs in its own PID, mount, IPC and network namespaces as
+an unprivileged user; as another user, in a user namespace. Where the platform gives neither, the tests
+that need them skip and say why.
 """
 
 from __future__ import annotations
@@ -146,8 +147,18 @@ def test_as_root_candidate_and_checker_are_two_unprivileged_users(pool, tmp_path
     assert "user" in containment["checker"] and f"user {said['uid']}:" not in containment["checker"]
 
 
+@pytest.mark.skipif(not LINUX, reason="containment needs Linux namespaces")
+def test_no_connection_reaches_the_host(pool, tmp_path):
+    report, said, _, escaped = _attack(pool, tmp_path, "connect_out")
+    _assert_incorrect(report)
+    if "no network namespace" in report.raw["runtime"]["containment"]["candidate"]:
+        pytest.skip("this platform gave the sandbox no network namespace")
+    assert said["connected"] is False and escaped == []
+
+
 def test_every_attack_has_a_test():
-    tested = {"forge_verdict_from_proc", "stop_checker", "stop_server", "setsid_daemon", "write_outside"}
+    tested = {"forge_verdict_from_proc", "stop_checker", "stop_server", "setsid_daemon", "write_outside",
+              "connect_out"}
     assert set(ATTACKS) == tested
 
 

@@ -1,7 +1,7 @@
 """Where and as whom a verification worker runs: the sandbox's folders, identities and command line, and the
 sweep that kills whatever a job left running.
 
-Each worker starts through ``runtime/sandbox.py`` (new PID, mount and IPC namespaces; as root, an
+Each worker starts through ``runtime/sandbox.py`` (new PID, mount, IPC and network namespaces; as root, an
 unprivileged user of its own). The candidate and its checker are two users (as root) or two user
 namespaces (otherwise) that see neither each other nor the server. Each has one writable folder of its
 own (temporary files, home, compile caches); the candidate also writes its outputs into two transfer

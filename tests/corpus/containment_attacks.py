@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -178,6 +179,17 @@ with open(_os.path.join(_tempfile.gettempdir(), "scratch-ok"), "w") as _f:  # it
     _R["scratch"] = _f.name
 _report()
 ''',
+    # Beyond the issue: a connection to a service of the host (here a listener on its loopback that ``aim`` opens).
+    "connect_out": r'''
+import socket as _socket
+try:
+    with _socket.create_connection(("127.0.0.1", _T["port"]), timeout=2) as _c:
+        _c.sendall(b"escaped")
+    _R["connected"] = True
+except OSError as _exc:
+    _R["connected"], _R["refused"] = False, _exc.strerror
+_report()
+''',
 }
 
 
@@ -189,7 +201,8 @@ def attack_text(name: str, targets: dict) -> str:
     wrong = base.replace("tl.store(out_ptr + offsets, 2.0 * x + y, mask=mask)",
                          "tl.store(out_ptr + offsets, 3.0 * x + y, mask=mask)")
     assert wrong != base
-    code = (_PRELUDE + ATTACKS[name]).replace("__TARGETS__", json.dumps(targets)).replace("__NAME__", name)
+    baked = {k: v for k, v in targets.items() if k != "listener"}
+    code = (_PRELUDE + ATTACKS[name]).replace("__TARGETS__", json.dumps(baked)).replace("__NAME__", name)
     head, sep, rest = wrong.partition("\n\n\n@triton.jit")
     return f'"""PLANTED ATTACK {name}: 3x + y, and a way out of the check."""\n' + head + "\n" + code + sep + rest
 
@@ -238,10 +251,14 @@ def processes_named(marker: str) -> list[int]:
 
 def aim(checker_launcher_pid: int, write_dirs: list[Path]) -> dict:
     """The targets a candidate would find on a machine without the sandbox: this process (the server), the
-    checker's processes, paths outside its scratch folder (``escape-<marker>`` in each of ``write_dirs``)."""
+    checker's processes, paths outside its scratch folder (``escape-<marker>`` in each of ``write_dirs``), a
+    listener on the loopback (``targets["listener"]``: close it after ``escapes``)."""
     marker = f"mtmc-daemon-{uuid.uuid4().hex[:12]}"
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
     return {"server_pid": os.getpid(), "checker_pids": process_tree(checker_launcher_pid),
-            "paths": [str(Path(d) / f"escape-{marker}") for d in write_dirs], "marker": marker}
+            "paths": [str(Path(d) / f"escape-{marker}") for d in write_dirs], "marker": marker,
+            "port": listener.getsockname()[1], "listener": listener}
 
 
 class StopWatch:
@@ -313,4 +330,12 @@ def escapes(name: str, said: dict | None, targets: dict, stopped: list[int]) -> 
             if os.path.exists(path):
                 out.append(f"wrote {path}")
                 os.unlink(path)
+    listener = targets.get("listener")
+    if listener is not None:
+        try:
+            listener.accept()[0].close()
+            out.append(f"connected to the host's port {targets['port']}")
+        except BlockingIOError:
+            pass
+        listener.close()
     return out

@@ -3,7 +3,7 @@
 ``python -I -S sandbox.py CONFIG_JSON -- WORKER_ARGV...``. The pool (``containment.py``) writes the
 config. On Linux this process:
 
-1. enters new mount, PID and IPC namespaces (and a user namespace when it is not root);
+1. enters new mount, PID, IPC and network namespaces (and a user namespace when it is not root);
 2. makes every mount read-only, puts private tmpfs over /tmp, /var/tmp and /dev/shm, and binds back,
    at their own paths, the folders the worker may write (``writable``) or only read (``readable``);
 3. forks the namespace's init (PID 1), which mounts a /proc of the new PID namespace, and forks the
@@ -31,6 +31,7 @@ import signal
 import sys
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
@@ -149,16 +150,20 @@ def _enter_namespaces(config: dict) -> str:
     """Unshare what this platform allows; a description of it, or raise SandboxError."""
     if sys.platform != "linux":
         raise SandboxError(errno.ENOSYS, f"no namespaces on {sys.platform}")
-    root = os.geteuid() == 0 and config.get("mode") != "userns"
+    root = os.geteuid() == 0
     flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | (0 if root else CLONE_NEWUSER)
     uid, gid = os.geteuid(), os.getegid()
-    _check(_libc.unshare(flags), "unshare")
+    # A network namespace of its own (a loopback, down): no connection out, nor to an abstract socket.
+    kinds = "PID, mount, IPC and network namespaces"
+    if _libc.unshare(flags | CLONE_NEWNET) != 0:
+        _check(_libc.unshare(flags), "unshare")
+        kinds = "PID, mount and IPC namespaces (no network namespace)"
     if root:
-        return f"root: PID, mount and IPC namespaces, user {config['uid']}:{config['gid']}"
+        return f"root: {kinds}, user {config['uid']}:{config['gid']}"
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
-    return "user namespace: PID, mount and IPC namespaces, same user"
+    return f"user namespace: {kinds}, same user"
 
 
 def _drop_capabilities() -> None:
@@ -189,7 +194,7 @@ def _become_worker(config: dict, argv: list[str], root: bool, namespaced: bool =
         for path in (argv[0], config.get("runtime", "")):
             if path and not os.access(path, os.R_OK):
                 raise SandboxError(errno.EACCES, f"user {os.getuid()} cannot read {path}: the install must be "
-                                                 "readable by other users (or set MTMC_VERIFY_SANDBOX=userns)")
+                                                 "readable by other users (or set MTMC_VERIFY_SANDBOX=none)")
         signal.signal(signal.SIGUSR1, signal.SIG_DFL)
         os.execv(argv[0], argv)
     except BaseException as exc:  # noqa: BLE001 - the pool reads why from the log
