@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..analysis import FileAnalysis, Kernel
+from ..analysis.kernel_model import kernel_model
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
@@ -336,40 +337,20 @@ def _all(node: cst.CSTNode, kind: type[cst.CSTNode]) -> list:
     return found
 
 
-class _Canon:
-    """Spell index expressions of two kernels alike: local definitions expanded, parameters by what the launch passes."""
-
-    def __init__(self):
-        self.sources: dict[str, str] = {}
-
-    def of(self, source: str, defs: dict[str, cst.BaseExpression], params: dict[str, str]) -> str:
-        outer = self
-
-        class Expand(cst.CSTTransformer):
-            def __init__(self, depth: int):
-                self.depth = depth
-
-            def leave_Name(self, original_node, updated_node):
-                name = updated_node.value
-                if name in defs and self.depth < 8:
-                    inner = defs[name].visit(Expand(self.depth + 1))
-                    return inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-                if name in params:
-                    key = outer.sources.setdefault(params[name], f"__arg{len(outer.sources)}")
-                    return cst.Name(key)
-                return updated_node
-
-        if not source:
-            return ""
-        text = c.code(c.expr(source).visit(Expand(0))).replace("program_id(axis=", "program_id(")
-        return ast.unparse(ast.parse(text, mode="eval"))  # one spelling: redundant parentheses and spaces gone
+def _only_access(accesses: list, pointer: str):
+    """The one access through kernel parameter ``pointer`` (None when there are none or several)."""
+    found = [a for a in accesses if a.tensor == pointer]
+    return found[0] if len(found) == 1 else None
 
 
-def _one_block_per_program(canon: _Canon, offsets: str, blocks: list[str], identity: dict[str, str]) -> bool:
-    """Whether ``offsets`` (canonical) is ``program_id(0) * B + arange(0, B)`` for one of the constexprs ``blocks``."""
-    pid = canon.of("tl.program_id(0)", {}, {})
-    return any(offsets in (canon.of(f"{pid} * {b} + tl.arange(0, {b})", {}, identity),
-                           canon.of(f"tl.arange(0, {b}) + {pid} * {b}", {}, identity)) for b in blocks)
+def _binding_meaning(model, name: str) -> tuple | None:
+    """What a name bound once means, in host terms: its index value, or its mask (None when neither is understood)."""
+    binding = model.single_binding(name)
+    if binding is None:
+        return None
+    if binding.expr is not None:
+        return ("value", model.in_host_terms(binding.expr))
+    return ("mask", model.bounds_in_host_terms(binding.bounds)) if binding.bounds is not None else None
 
 
 def _top_statement(host: cst.FunctionDef, call: cst.Call) -> int | None:
@@ -436,7 +417,7 @@ class Fusion:
             raise ActionError(f"{consumer.name} does not store one output")
         taken = c.names_in(pdef) | c.names_in(cdef)
         c_index, c_loads, segment, c_store = _normal_form(list(cdef.body.body), taken)
-        c_dest, c_store_offs, c_value, c_store_mask = _store_parts(c_store)
+        c_dest, _offsets, c_value, _mask = _store_parts(c_store)
         p_site, c_site = analysis.launches_of(producer.name)[0], analysis.launches_of(consumer.name)[0]
         p_sources = {k: v for k, v in c.launch_sources(p_launch, producer).items()}
         c_sources = {k: v for k, v in c.launch_sources(c_launch, consumer).items()}
@@ -444,19 +425,18 @@ class Fusion:
         from_buffer = [l for l in c_loads if dest_source is not None and c_sources.get(_load_parts(l)[1]) == dest_source]
         if len(from_buffer) != 1:
             raise ActionError(f"{consumer.name} does not read the buffer {producer.name} writes exactly once")
-        target, c_src, c_offs, c_mask = _load_parts(from_buffer[0])
-        # Index expressions compare by meaning: local names expanded, parameters by the host value passed.
+        target, c_src, _offsets, _mask = _load_parts(from_buffer[0])
+        # Index expressions compare by meaning, in the kernel model: over what each launch passes.
         p_defs = {a[0]: a[1] for st in p_body[:-1] if (a := _assign_of(st)) and "tl.load" not in c.code(a[1])}
-        c_defs = {a[0]: a[1] for st in c_index if (a := _assign_of(st))}
-        canon = _Canon()
+        pm, cm = kernel_model(analysis, producer), kernel_model(analysis, consumer)
 
-        def pc(source: str) -> str:
-            return canon.of(source, p_defs, p_sources)
+        def meaning(model, access) -> tuple | None:
+            if access is None or access.offset is None or access.indirect or access.bounds is None:
+                return None
+            return model.in_host_terms(access.offset), model.bounds_in_host_terms(access.bounds)
 
-        def cc(source: str) -> str:
-            return canon.of(source, c_defs, c_sources)
-
-        if not (pc(p_offs) == cc(c_offs) == cc(c_store_offs) and pc(p_mask) == cc(c_mask) == cc(c_store_mask)):
+        stored = meaning(pm, pm.stores()[0])
+        if stored is None or not stored == meaning(cm, _only_access(cm.loads(), c_src)) == meaning(cm, cm.stores()[0]):
             raise ActionError("the kernels index or mask differently")
         # Consumer names -> producer names: parameters by the host value, index names by their meaning.
         rename: dict[str, str] = {}
@@ -466,16 +446,17 @@ class Fusion:
                 rename[name] = twin[0]
         p_meaning = {}
         for name in p_defs:
-            p_meaning.setdefault(pc(name), name)
-        for name in c_defs:
-            if cc(name) in p_meaning:
-                rename[name] = p_meaning[cc(name)]
+            p_meaning.setdefault(_binding_meaning(pm, name), name)
+        for name in (a[0] for st in c_index if (a := _assign_of(st))):
+            found = _binding_meaning(cm, name)
+            if found is not None and found in p_meaning:
+                rename[name] = p_meaning[found]
         extra_loads = [l for l in c_loads if l is not from_buffer[0]]
         extra_targets: set[str] = set()
         extra_params: set[str] = set()
         for statement in extra_loads:
-            e_target, e_ptr, e_offs, e_mask = _load_parts(statement)
-            if not (cc(e_offs) == pc(p_offs) and cc(e_mask) == pc(p_mask)):
+            e_target, e_ptr, _offsets, _mask = _load_parts(statement)
+            if meaning(cm, _only_access(cm.loads(), e_ptr)) != stored:
                 raise ActionError(f"{consumer.name} loads {e_ptr} with other indices or mask than {producer.name} stores")
             e_arg = c_site.arg(e_ptr)
             if e_arg is None or not isinstance(c.expr(e_arg.source.strip()), cst.Name) or e_ptr in extra_params \

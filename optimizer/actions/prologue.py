@@ -81,6 +81,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..analysis import FileAnalysis, Kernel
+from ..analysis.kernel_model import kernel_model
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
@@ -93,13 +94,11 @@ from .fusion import (
     _assign_of,
     _base_and_offsets,
     _call_of,
-    _Canon,
     _dead_with,
     _drop_consumer,
     _impure_calls,
     _load_parts,
     _normal_form,
-    _one_block_per_program,
     _store_parts,
 )
 
@@ -211,14 +210,11 @@ class Prologue:
         defs = {a[0]: a[1] for s in index if (a := _assign_of(s))}
         if offs not in defs:
             raise ActionError(f"{producer.name} does not store at named offsets (`offs = pid * BLOCK + tl.arange(0, BLOCK)`)")
-        canon = _Canon()
-        identity = {p.name: p.name for p in producer.params}
-        o = canon.of(offs, defs, identity)
+        model = kernel_model(analysis, producer)
+        flat = model.flat_block(model.stores()[0]) if model.single_binding(offs) is not None else None
+        if flat is None or flat[1] not in model.params.values():  # ``offsets < n``, n what the launch passes
+            raise ActionError(f"{producer.name} does not store one block per program masked by `offsets < n`")
         blocks = [p.name for p in producer.params if p.kind == "constexpr"]
-        if not _one_block_per_program(canon, o, blocks, identity):
-            raise ActionError(f"{producer.name} does not index one block per program")
-        if not any(canon.of(mask, defs, identity) == canon.of(f"{o} < {p.name}", {}, identity) for p in producer.params):
-            raise ActionError(f"{producer.name} does not mask its store with `offsets < n`")
 
         # The buffer: written by the producer, read once by the consumer.
         p_sources, c_sources = c.launch_sources(p_launch, producer), c.launch_sources(c_launch, consumer)

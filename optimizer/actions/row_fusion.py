@@ -78,12 +78,13 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..analysis import FileAnalysis, Kernel
+from ..analysis.kernel_model import kernel_model
 from ..analysis.model import Value
 from ..hardware import GpuProfile
 from . import _common as c
 from ._consumer_fusion import ConsumerFusion, consumer_param
 from .base import ActionError, Edit
-from .fusion import _assign_of, _call_of, _Canon, _drop_consumer, _returns, _top_statement
+from .fusion import _assign_of, _call_of, _drop_consumer, _only_access, _returns, _top_statement
 
 _TORCH_TO_TL = {"float32": "tl.float32", "float": "tl.float32", "float16": "tl.float16", "half": "tl.float16",
                 "bfloat16": "tl.bfloat16", "float64": "tl.float64", "double": "tl.float64"}
@@ -192,18 +193,21 @@ class RowFusion(ConsumerFusion):
             raise ActionError(f"{producer.name} does not store only one value per row, at its top level")
         p_sources = c.launch_sources(p_launch, producer)
         c_sources = c.launch_sources(c_launch, consumer)
-        p_defs = {a[0]: a[1] for st in p_body if (a := _assign_of(st))}
-        c_defs = {a[0]: a[1] for st in c_body if (a := _assign_of(st))}
-        canon = _Canon()
+        pm, cm = kernel_model(analysis, producer), kernel_model(analysis, consumer)
+
+        def row_index(model, access):
+            """Where the access is, over what the launch passes (the same row of the same buffer compares equal)."""
+            return None if access is None or access.indirect else model.in_host_terms(access.offset)
         stats: list[_Stat] = []
         for store in stores:
-            p_param, p_idx, value = _stat_store(store)
+            p_param, _index, value = _stat_store(store)
             buffer = p_sources.get(p_param, "")
             loads = [(st, hit) for st in c_body for hit in _stat_loads(st) if c_sources.get(hit[1]) == buffer]
             if not buffer.isidentifier() or len(loads) != 1:
                 raise ActionError(f"{consumer.name} does not load {producer.name}'s {p_param} exactly once")
-            statement, (call, c_param, c_idx) = loads[0]
-            if c.count_name(cdef, c_param) != 2 or canon.of(p_idx, p_defs, p_sources) != canon.of(c_idx, c_defs, c_sources):
+            statement, (call, c_param, _index) = loads[0]
+            stored_at = row_index(pm, _only_access(pm.stores(), p_param))
+            if c.count_name(cdef, c_param) != 2 or stored_at is None or stored_at != row_index(cm, _only_access(cm.loads(), c_param)):
                 raise ActionError(f"{consumer.name} reads {c_param} elsewhere or at another row")
             alloc = c.any_assignment(host, buffer)
             private = c.count_name(host, buffer) == 1 + c.count_name(p_launch.call, buffer) + c.count_name(c_launch.call, buffer)

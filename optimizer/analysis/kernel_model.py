@@ -131,6 +131,7 @@ class KernelModel:
     pointers: frozenset[str]
     launches: list[LaunchModel] = field(default_factory=list)
     opaque: bool = False  # the body could not be read (no syntax tree)
+    defaults: dict[str, sp.Expr] = field(default_factory=dict)  # parameter defaults that are numbers
 
     def loads(self) -> list[Access]:
         return [a for a in self.accesses if a.op == "load"]
@@ -173,6 +174,48 @@ class KernelModel:
                 out[piece] = coef
         return out
 
+    def flat_block(self, access: Access) -> tuple[sp.Expr, sp.Expr] | None:
+        """(block, bound) when ``access`` reads one block per program, ``program_id(0) * B + tl.arange(0, B)``,
+        masked by ``< bound`` and nothing else (a flat elementwise kernel's indexing, however spelled); else None."""
+        if access.offset is None or access.indirect or len(self.program_ids) != 1 or not access.bounds \
+                or len(access.bounds) != 1 or access.bounds[0][0] != access.offset:
+            return None
+        try:
+            terms = self.program_terms(access.offset)
+        except ValueError:
+            return None
+        if len(terms) != 1:
+            return None
+        (pid, block), = terms.items()
+        lanes = access.offset - block * pid
+        if pid not in self.program_id_symbols() or lanes not in self.aranges or self.aranges[lanes].start != 0 \
+                or self.aranges[lanes].size != block:
+            return None
+        return block, access.bounds[0][1]
+
+    def in_host_terms(self, expr: sp.Expr | None, launch: LaunchModel | None = None) -> sp.Expr | None:
+        """``expr`` over what a launch passes: each parameter replaced by the host expression the launch gives it
+        (its default when not passed), each arange by its start and size, so that two kernels launched from one host
+        function compare by meaning (``offs`` of one is ``offsets`` of the other when both read ``x.numel()``)."""
+        if expr is None:
+            return None
+        launch = launch or (self.launches[0] if self.launches else None)
+        mapping: dict[sp.Symbol, sp.Expr] = {}
+        for name, symbol in self.params.items():
+            source = launch.args.get(name) if launch is not None else None
+            value = _host_expr(source) if source is not None else self.defaults.get(name)
+            mapping[symbol] = value if value is not None else sp.Symbol(f"{name}?", integer=True)
+        for arange in self.aranges.values():
+            start, size = arange.start.xreplace(mapping), arange.size.xreplace(mapping)
+            mapping[arange.symbol] = sp.Symbol(f"arange[{sp.srepr(start)}:{sp.srepr(size)}]", integer=True)
+        return sp.expand(expr.xreplace(mapping))
+
+    def bounds_in_host_terms(self, bounds, launch: LaunchModel | None = None):
+        """A mask's conjuncts in host terms (``in_host_terms``), as a set; None when the mask is not understood."""
+        if bounds is None:
+            return None
+        return frozenset((self.in_host_terms(a, launch), self.in_host_terms(b, launch)) for a, b in bounds)
+
     def arange_of(self, name: str) -> Arange | None:
         """The arange a name was first bound to (``offs = pid * B + tl.arange(0, B)`` -> that arange)."""
         return next((a for a in self.aranges.values() if a.name == name), None)
@@ -190,6 +233,7 @@ class Binding:
     line: int
     top_level: bool  # a statement of the body itself, not inside a loop or branch
     statement: ast.stmt = field(repr=False, compare=False)
+    bounds: tuple[tuple[sp.Expr, sp.Expr], ...] | None = None  # a mask's ``a < b`` conjuncts
 
 
 @dataclass(frozen=True)
@@ -304,7 +348,7 @@ class _Builder:
         if isinstance(target, ast.Name):
             self.env[target.id] = value
             top = self.depth == 0 and self.branch == 0
-            self.bindings.setdefault(target.id, []).append(Binding(value.expr, statement.lineno - 1, top, statement))
+            self.bindings.setdefault(target.id, []).append(Binding(value.expr, statement.lineno - 1, top, statement, value.bounds))
             if value.expr is not None:
                 self.note_part(target.id, value.expr)
                 for arange in list(self.aranges.values()):
@@ -745,7 +789,9 @@ def kernel_model(analysis: FileAnalysis, kernel: Kernel) -> KernelModel:
         builder.block(kernel.node.body)
     model = KernelModel(kernel.name, builder.program_ids, builder.parts, builder.aranges, builder.loops,
                         builder.accesses, builder.reductions, builder.bindings, builder.params, builder.pointers,
-                        _launch_models(analysis, kernel), opaque=kernel.node is None)
+                        _launch_models(analysis, kernel), opaque=kernel.node is None,
+                        defaults={p.name: sp.Integer(p.default_value) for p in kernel.params
+                                  if isinstance(p.default_value, int) and not isinstance(p.default_value, bool)})
     if len(_models) >= _CACHE_SIZE:
         _models.pop(next(iter(_models)))
     _models[key] = model
