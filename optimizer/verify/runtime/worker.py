@@ -38,6 +38,17 @@ def _read_key(key_fd: int) -> bytes:
     return bytes.fromhex(text.decode())
 
 
+def _reap_children() -> None:
+    """Collect the exit of children an earlier job forked (the pool killed what it left): no zombies pile up."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def main(job_fd: int, result_fd: int, key_fd: int = -1) -> int:
     # TRITON_INTERPRET (CPU) or CUDA_VISIBLE_DEVICES (GPU) were set by the pool before we started.
     # A segfault or abort in user code then leaves a Python traceback (with the user's line) in the log.
@@ -117,6 +128,7 @@ def main(job_fd: int, result_fd: int, key_fd: int = -1) -> int:
         if not line.strip():
             continue
         job = json.loads(line)
+        _reap_children()
         result = run_job(job, emit, judge)
         # User code that changed the verifier's own code here must not meet another job: a fresh worker.
         recycle = not intact()
