@@ -46,7 +46,8 @@ ATTACKS = {
     # stopped, its pipes opened through /proc, and every judge request answered with a signed "correct".
     # Every process it can see is read; only the baked-in checker is acted on (see stop_checker).
     "forge_verdict_from_proc": r'''
-_keys, _readable = [], {}
+_keys, _readable = [], {}  # what of the checker's it could read (its report stays short: a log keeps a tail)
+_R["visible"] = len(_visible_pids())
 for _pid in sorted(set(_visible_pids() + _T["checker_pids"])):
     for _what in ("environ", "cmdline"):
         try:
@@ -54,10 +55,13 @@ for _pid in sorted(set(_visible_pids() + _T["checker_pids"])):
                 _text = _f.read()
         except OSError:
             continue
-        _readable.setdefault(_what, []).append(_pid)
+        if _pid in _T["checker_pids"]:
+            _readable.setdefault(_what, []).append(_pid)
         for _part in _text.split(b"\0"):
             if b"MTMC_VERIFY_KEY=" in _part:
                 _keys.append((_pid, _part.split(b"=", 1)[1].decode()))
+    if _pid not in _T["checker_pids"]:
+        continue
     try:
         with open(f"/proc/{_pid}/mem", "rb"):
             _readable.setdefault("mem", []).append(_pid)
@@ -208,8 +212,15 @@ def attack_text(name: str, targets: dict) -> str:
 
 
 def reports(log: str) -> list[dict]:
-    """The ``MTMC-ATTACK`` lines a worker's log holds."""
-    return [json.loads(line.split(" ", 1)[1]) for line in log.splitlines() if line.startswith("MTMC-ATTACK ")]
+    """The ``MTMC-ATTACK`` lines a worker's log holds (a line the log's tail cut is left out)."""
+    found = []
+    for line in log.splitlines():
+        if line.startswith("MTMC-ATTACK "):
+            try:
+                found.append(json.loads(line.split(" ", 1)[1]))
+            except ValueError:
+                pass
+    return found
 
 
 # -- the host's side: what to aim at, and what got out ------------------------------------------------------
