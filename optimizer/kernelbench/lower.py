@@ -52,6 +52,7 @@ class Group:
     # a row normalization (x / f(reduce(g(x)))): g before the reduction, the ops on the full shape after it
     prologue: list[OpSpec] = field(default_factory=list)
     final: list[OpSpec] = field(default_factory=list)
+    same_as: "Group | None" = None  # an earlier group with the same kernel: this one calls it, writes none
 
     @property
     def host_name(self) -> str:
@@ -134,6 +135,11 @@ class Lowering:
     @property
     def fully_lowered(self) -> bool:
         return not self.fallbacks
+
+    @property
+    def kernels(self) -> list[Group]:
+        """The groups that write a kernel (the others call one of these)."""
+        return [g for g in self.groups if g.same_as is None]
 
 
 def _only_from(specs: list[OpSpec], allowed: set) -> bool:
@@ -1201,6 +1207,24 @@ _GENERATORS = {"pointwise": _pointwise_group, "reduce": _reduce_group, "normaliz
                "conv": _conv_group}
 
 
+def _canonical_source(group: Group) -> str:
+    """The group's kernel and host source with its own names (kernel, host function, parameters) made positional:
+    two groups with the same canonical source compute the same function of their parameters."""
+    kernel = group.kernel_source
+    start = kernel.find(f"@triton.jit\ndef {group.name}_kernel(")
+    # helpers the file's first user carries (gemm_tiles, scan combines) and continuation indents are not the kernel
+    source = re.sub(r",\n\s+", ",\n ", kernel[max(start, 0):] + "\n" + group.host_source)
+    source = re.sub(rf"\b{re.escape(group.name)}_kernel\b", "KERNEL", source)
+    source = re.sub(rf"\b{re.escape(group.host_name)}\b", "HOST", source)
+    names = sorted({param_name(p) for p in group.params}, key=len, reverse=True)
+    if names:
+        position = {name: i for i, name in enumerate(param_name(p) for p in group.params)}
+        # a parameter's derived names too (x_ptr, x_s0, x_strides)
+        pattern = re.compile(rf"\b({'|'.join(map(re.escape, names))})(?=_|\b)")
+        source = pattern.sub(lambda m: f"PARAM{position[m.group(1)]}", source)
+    return source
+
+
 def _group_name(group: Group, used: set[str]) -> str:
     ops = group.ops()
     words = ops if len(ops) <= 4 else ops[:3] + ["chain"]
@@ -1217,7 +1241,9 @@ def _group_name(group: Group, used: set[str]) -> str:
 # -- forward ---------------------------------------------------------------------------------------
 
 _INFIX = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/", operator.floordiv: "//",
-          operator.pow: "**", operator.matmul: "@", operator.mod: "%"}
+          operator.pow: "**", operator.matmul: "@", operator.mod: "%", operator.eq: "==", operator.ne: "!=",
+          operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=", operator.and_: "&",
+          operator.or_: "|", operator.xor: "^"}
 
 
 def py(value) -> str:
@@ -1255,6 +1281,8 @@ def _call(node) -> str:
         return f"{py(node.args[0])} {_INFIX[target]} {py(node.args[1])}"
     if target is operator.neg:
         return f"-{py(node.args[0])}"
+    if target is operator.invert:
+        return f"~{py(node.args[0])}"
     if target is operator.getitem:
         return f"{py(node.args[0])}[{py(node.args[1])}]"
     if target is builtins.getattr:
@@ -1283,10 +1311,15 @@ def lower(graph_module, fp32_dot: str = "tf32x3") -> Lowering:
     groups, specs = group_nodes(graph_module)
     _EMITTED_HELPERS.clear()  # combine functions shared by this file's scan kernels
     used: set[str] = set()
+    first_with: dict[str, Group] = {}
     for group in groups:
         group.params = _externals(group)
         group.name = _group_name(group, used)
         group.kernel_source, group.host_source = _GENERATORS[group.kind](group, group.name)
+        first = first_with.setdefault(_canonical_source(group), group)
+        if first is not group:  # an unrolled loop or a repeated layer: call the kernel already written
+            used.discard(group.name)
+            group.name, group.same_as = first.name, first
     group_by_out = {g.out_node: g for g in groups}
     inner = {n for g in groups for n in g.nodes if n is not g.out_node}
 

@@ -245,6 +245,8 @@ def _classify_module(node, module) -> OpSpec:
     args = tuple(node.args)
     target = module_expr(node.target)
     if not is_float_tensor(node):
+        if node_dtype(node) is None:  # a tuple (nn.LSTM's output and state), not a tensor
+            return OpSpec(node, "torch", kind, reason=f"no Triton lowering yet for nn.{kind}")
         return OpSpec(node, "torch", kind, reason=f"{kind} on {node_dtype(node)}")
     if kind in _MODULE_UNARY:
         op = _MODULE_UNARY[kind]

@@ -8,6 +8,8 @@ The model itself is built for real under a fixed seed (its parameters are what t
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 import re
 import sys
 import uuid
@@ -101,7 +103,7 @@ def trace_problem(problem: Problem) -> Traced:
         graph_module = symbolic_trace(model)
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         inputs = fake_inputs(problem, fake_mode)
-        with torch.no_grad():
+        with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):  # ShapeProp prints what it raises
             ShapeProp(graph_module, fake_mode=fake_mode).propagate(*inputs)
     except Exception as generic_error:  # shape-dependent code: trace again with get_inputs()' shapes as constants
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
