@@ -170,7 +170,10 @@ class Containment:
         placed = self.placement(tag, role, partner)
         scratch = placed.home / "tmp"
         for stale in scratch.iterdir():  # what a killed predecessor left
-            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() and not stale.is_symlink() else stale.unlink()
+            try:
+                shutil.rmtree(stale) if stale.is_dir() and not stale.is_symlink() else stale.unlink()
+            except OSError:  # a folder it made unwritable (and we are not root): it stays
+                pass
         cache = placed.home / "cache"
         env.update(TMPDIR=str(scratch), HOME=str(placed.home / "home"), XDG_CACHE_HOME=str(cache),
                    TRITON_CACHE_DIR=str(cache / "triton"), TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
