@@ -39,6 +39,23 @@ GPU_LOCK_ENV = "MTMC_GPU_LOCK"  # runtime/gpu_lock.py: a lock file the pools of 
 WORKER_NS_PID = 2  # the worker's pid inside its namespace (init's first child)
 
 
+FOLDER_PREFIX = "mtmc-verify-sandbox-"  # + the pool's pid
+
+
+def _remove_stale_folders(parent: Path) -> None:
+    """The sandbox folders of pools that were killed (no ``close``): removed, so they hold no disk or memory."""
+    for path in parent.glob(FOLDER_PREFIX + "*"):
+        pid = path.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass
+
+
 def sandbox_mode() -> str:
     mode = os.environ.get(MODE_ENV, "auto").strip().lower() or "auto"
     if mode not in MODES:
@@ -99,10 +116,13 @@ class Containment:
 
     def _folders(self) -> tuple[Path, Path | None]:
         if self._base is None:
-            self._base = Path(tempfile.mkdtemp(prefix="mtmc-verify-sandbox-"))
+            prefix = f"{FOLDER_PREFIX}{os.getpid()}-"
+            _remove_stale_folders(Path(tempfile.gettempdir()))
+            self._base = Path(tempfile.mkdtemp(prefix=prefix))
             self._base.chmod(0o711)  # users of the sandbox reach their own folders, list nothing
             if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK):
-                self._memory_base = Path(tempfile.mkdtemp(prefix="mtmc-verify-sandbox-", dir=SHARED_MEMORY))
+                _remove_stale_folders(SHARED_MEMORY)
+                self._memory_base = Path(tempfile.mkdtemp(prefix=prefix, dir=SHARED_MEMORY))
                 self._memory_base.chmod(0o711)
         return self._base, self._memory_base
 
