@@ -257,8 +257,10 @@ def swiglu_backward(a, b, dc):
 '''
 
 ROPE = (DEV / "ew_rope_lightllm.py").read_text()
-# The head axis made unusable as a row index (``// 1`` without ``% 1``: heads would share store addresses): tokens become the rows.
-ROPE_TOKENS = ROPE.replace("cur_head = tl.program_id(1)", "cur_head = tl.program_id(1) // 1")
+# The head axis made unusable as a row index (``% H`` without ``// H``: as far as the store shows, heads could share
+# addresses; the values are the same, the grid has H heads): tokens become the rows. (The kernel model reads ``// 1`` as
+# the id itself, so that spelling no longer hides the head axis.)
+ROPE_TOKENS = ROPE.replace("cur_head = tl.program_id(1)", "cur_head = tl.program_id(1) % H")
 
 # Interpreter runner: each job's host function on the same inputs, before and after, every output compared.
 RUNNER = r'''
@@ -437,7 +439,7 @@ def test_device_functions_and_elementwise_rows_are_checked(old, new, reason):
 
 @pytest.mark.parametrize("old,new,reason", [
     ("    cur_seq = tl.program_id(0)\n    cur_head = tl.program_id(1)\n",
-     "    cur_seq = tl.program_id(0) // 1\n    cur_head = tl.program_id(1) // 1\n",
+     "    cur_seq = tl.program_id(0) // 2\n    cur_head = tl.program_id(1) // 2\n",
      "no grid axis is only a row index: axis 0: `tl.store(Out + off_o0"),
     ("    cur_head = tl.program_id(1)\n", "    cur_head = tl.program_id(1) + 0 * tl.num_programs(1)\n", None),
     ("    grid = (total_len, head_num)\n", "    grid = (total_len, head_num)\n    total_len = total_len + 0\n",
@@ -788,7 +790,7 @@ def test_a_split_program_id_becomes_row_vectors_of_both_indices():
     # The store reaches pid // num_groups and pid % C: two rows can give the same (n, g) address.
     ("    g = pid % num_groups\n", "    g = pid % C\n", "reaches the row index only through `//` or `%` without the other half"),
     # The divisor changes between the halves: they no longer split one index.
-    ("    g = pid % num_groups\n", "    num_groups = num_groups + 0\n    g = pid % num_groups\n", "without the other half"),
+    ("    g = pid % num_groups\n", "    num_groups = num_groups + 1\n    g = pid % num_groups\n", "without the other half"),
     # The address is rebound in a branch: which parts it reaches is unknown.
     ("    # mean\n", "    if HW > 1:\n        base = n * C * HW\n", "without the other half"),
     # Halves of two different indices: ``(pid + 1) // num_groups`` is not the quotient of ``pid``.

@@ -211,22 +211,6 @@ def _int_value(node: cst.CSTNode) -> int | None:
     return None
 
 
-_ROW_INDEX = frozenset({("pid",)})
-
-
-def _pins_row(parts: frozenset) -> bool:
-    """True when ``parts`` determine the row index: it itself, or ``k // D`` together with ``k % D`` of a k that does."""
-    known = set(parts)
-    grown = True
-    while grown:
-        grown = False
-        for part in list(known):
-            if part[0] == "div" and ("mod", part[1], part[2]) in known and not part[1] <= known:
-                known |= part[1]
-                grown = True
-    return ("pid",) in known
-
-
 class _Infer:
     """Gives every expression of the kernel body its shape kind, or raises why the rewrite is not provable."""
 
@@ -255,10 +239,6 @@ class _Infer:
         # row-index parts it reaches.
         self.decompositions = 0
         self.clamps = 0  # Python min/max of a per-row value: ``min(row, 5)`` maps rows onto one, so stores must pin the row
-        self.bindings: dict[str, tuple[cst.BaseExpression | None, tuple[cst.BaseExpression, ...]]] = {}
-        self.store_parts: list[tuple[cst.Call, frozenset]] = []
-        self.serial: dict[str, int] = {}  # name -> how many times it was bound so far
-        self.splits: dict[int, tuple] = {}  # id(``x // D`` node) -> x's and D's text and their names' bindings there
 
     # ---- expressions ---------------------------------------------------------------------------
     def expr(self, node: cst.BaseExpression, env: dict[str, int]) -> int:
@@ -289,10 +269,6 @@ class _Infer:
                                       f"scalar divisor, not a {_KIND_NAMES[right]}" if left == R else
                                       f"computes `{c.code(node)}`: divides by a per-row value")
                 self.decompositions += 1
-                # ``x // n`` and ``x % n`` split one index only if both read the same x and the same n.
-                self.splits[id(node)] = tuple(("".join(c.code(side).split()),
-                                               tuple(sorted((n, self.serial.get(n, 0)) for n in c.names_in(side))))
-                                              for side in (node.left, node.right))
             return left | right
         if isinstance(node, cst.UnaryOperation):
             kind = self.expr(node.expression, env)
@@ -571,59 +547,6 @@ class _Infer:
         for a in call.args:
             if a is not pointer and self.expr(a.value, env) & ~kind:
                 raise ActionError(f"`{c.code(call)}` stores a wider value than its address")
-        self.store_parts.append((call, self.row_parts(pointer.value)))
-
-    # ---- which parts of the row index an address reaches ----------------------------------------
-    def row_parts(self, node: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> frozenset:
-        """The parts of the row index that ``node`` certainly depends on: ``("pid",)`` for the index
-        itself (affine), ``("div", k, D)`` / ``("mod", k, D)`` for ``x // D`` / ``x % D`` of an ``x``
-        with parts ``k``. Empty where unknown (a loaded index, a name rebound in a branch)."""
-        if not self.kinds.get(id(node), S) & R:
-            return frozenset()
-        if isinstance(node, cst.Name):
-            if node.value in seen:
-                return frozenset()
-            value, bumps = self.bindings.get(node.value, (cst.Name(node.value), ()))
-            if value is None:
-                return frozenset()
-            seen = seen | {node.value}
-            parts = self.row_parts(value, seen) if not (isinstance(value, cst.Name) and value.value == node.value) else frozenset()
-            for bump in bumps:
-                parts |= self.row_parts(bump, seen)
-            return parts
-        if isinstance(node, cst.BinaryOperation):
-            if isinstance(node.operator, cst.FloorDivide | cst.Modulo):
-                tag = "div" if isinstance(node.operator, cst.FloorDivide) else "mod"
-                return frozenset({(tag, self.row_parts(node.left, seen), self.splits.get(id(node)))})
-            return self.row_parts(node.left, seen) | self.row_parts(node.right, seen)
-        if isinstance(node, cst.UnaryOperation):
-            return self.row_parts(node.expression, seen)
-        if isinstance(node, cst.Call):
-            if any(node is p for p in self.pid_calls):
-                return _ROW_INDEX
-            if isinstance(node.func, cst.Attribute) and _tl_name(node.func, self.prefix) is None and node.func.attr.value in c.SHAPE_METHODS:
-                return self.row_parts(node.func.value, seen)  # ``pid.to(tl.int64)``
-            if _tl_name(node.func, self.prefix) in ("cast", "multiple_of") and node.args:
-                return self.row_parts(node.args[0].value, seen)  # ``multiple_of`` returns its value unchanged
-        return frozenset()
-
-    def bind(self, name: str, value: cst.BaseExpression | None, bump: cst.BaseExpression | None = None) -> None:
-        """Record ``name = value`` (None: unknown), or ``name += bump``."""
-        self.serial[name] = self.serial.get(name, 0) + 1
-        if bump is None:
-            self.bindings[name] = (value, ())
-            return
-        old_value, bumps = self.bindings.get(name, (cst.Name(name), ()))
-        self.bindings[name] = (old_value, (*bumps, bump))
-
-    def merge_bindings(self, *branches: dict) -> None:
-        """After a branch or loop: a name bound differently on two paths becomes unknown."""
-        merged = dict(branches[0])
-        for other in branches[1:]:
-            for name in set(merged) | set(other):
-                if merged.get(name) is not other.get(name):
-                    merged[name] = (None, ())
-        self.bindings = merged
 
     # ---- statements ----------------------------------------------------------------------------
     def block(self, statements: list[cst.BaseStatement] | tuple, env: dict[str, int]) -> dict[str, int]:
@@ -640,15 +563,12 @@ class _Infer:
         if isinstance(statement, cst.If):
             if self.expr(statement.test, env) != S:
                 raise ActionError(f"branches on a per-row value (`if {c.code(statement.test)}`)")
-            before = dict(self.bindings)
             then = self.block(statement.body.body, env)
-            after_then, self.bindings = self.bindings, dict(before)
             orelse = env
             if isinstance(statement.orelse, cst.If):
                 orelse = self.statement(statement.orelse, env)
             elif isinstance(statement.orelse, cst.Else):
                 orelse = self.block(statement.orelse.body.body, env)
-            self.merge_bindings(after_then, self.bindings)
             out = dict(env)
             for name in sorted(set(then) | set(orelse)):  # sorted: the same name in the reason on every run
                 kinds = {k for k in (then.get(name), orelse.get(name)) if k is not None}
@@ -673,7 +593,6 @@ class _Infer:
             if kind != S:
                 raise ActionError(f"`{c.code(a.value)}` mixes a tensor into a scalar context")
         inits = dict(self.inits)  # the start values, before the body reassigns them
-        bindings_before = dict(self.bindings)
         head = dict(env)
         head[loop.target.value] = S
         for _ in range(4):
@@ -684,7 +603,6 @@ class _Infer:
             head = joined
         else:
             raise ActionError("the loop's values do not settle")
-        self.merge_bindings(bindings_before, self.bindings)  # after zero or more trips
         # A value carried around the loop that widens (a scalar sum that becomes one sum per row)
         # must start wide: only plain constants and tl.zeros/tl.full blocks can.
         for name, kind in head.items():
@@ -737,7 +655,6 @@ class _Infer:
             if id(small.value) in self.widen:  # a loop accumulator's start, already known to widen
                 env[name] = self.widen[id(small.value)][0]
             self.inits[name] = small.value
-            self.bind(name, small.value)
             return
         if isinstance(small, cst.AugAssign):
             if not isinstance(small.target, cst.Name):
@@ -745,10 +662,6 @@ class _Infer:
             name = small.target.value
             env[name] = env.get(name, S) | self.expr(small.value, env)
             self.kinds[id(small.target)] = env[name]
-            if isinstance(small.operator, cst.AddAssign | cst.SubtractAssign):
-                self.bind(name, None, small.value)
-            else:
-                self.bind(name, None)
             return
         if isinstance(small, cst.AnnAssign):
             # ``UNROLL: tl.constexpr = 4``: a local compile-time constant, the same for every row and left as written.
@@ -761,7 +674,6 @@ class _Infer:
             env[name] = S
             self.constexprs.add(name)
             self.inits[name] = small.value
-            self.bind(name, small.value)
             return
         if isinstance(small, cst.Pass):
             return
@@ -940,8 +852,8 @@ class RowsPerProgram:
         found: list[tuple[tuple[bool, int, int], int, _Infer, dict[int, tuple[int, str]]]] = []
         for grid_axis in range(len(grid_axes) if grid_axes else 1):
             try:
-                infer, widen = self._infer(kdef, kernel, prefix, grid_axis, device_fns,
-                                           _block_steps(model, {model.program_ids[grid_axis]} if grid_axis in model.program_ids else set()))
+                infer, widen = self._infer(kdef, kernel, prefix, grid_axis, device_fns, model,
+                                           {model.program_ids[grid_axis]} if grid_axis in model.program_ids else set())
             except ActionError as exc:
                 tried.append((grid_axis, str(exc)))
                 continue
@@ -1020,8 +932,8 @@ class RowsPerProgram:
                           device_fns: dict[str, tuple[cst.FunctionDef, Kernel]]) -> _Plan:
         """The plan for a persistent kernel: its loop body inferred as a one-row-per-program body, the grid left alone."""
         model = kernel_model(analysis, kernel)
-        infer, widen = self._infer(_grid_stride.as_row_kernel(kdef, stride, tl), kernel, prefix, stride.axis, device_fns,
-                                   _block_steps(model, {loop.var for loop in model.loops if loop.var is not None and loop.var.name == stride.row}))
+        infer, widen = self._infer(_grid_stride.as_row_kernel(kdef, stride, tl), kernel, prefix, stride.axis, device_fns, model,
+                                   {loop.var for loop in model.loops if loop.var is not None and loop.var.name == stride.row})
         col_block = next(iter(infer.blocks))
         if launch.host is None:
             raise ActionError("the launch is at module level")
@@ -1057,9 +969,10 @@ class RowsPerProgram:
 
     @staticmethod
     def _infer(kdef: cst.FunctionDef, kernel: Kernel, prefix: dict[str, str], grid_axis: int,
-               device_fns: dict[str, tuple[cst.FunctionDef, Kernel]], block_steps: set[str]) -> tuple[_Infer, dict[int, tuple[int, str]]]:
-        """The kinds with ``tl.program_id(grid_axis)`` as the row index, or why that axis is not one (``block_steps``:
-        the blocks the kernel model says the row index steps every store by)."""
+               device_fns: dict[str, tuple[cst.FunctionDef, Kernel]], model: KernelModel,
+               rows: set) -> tuple[_Infer, dict[int, tuple[int, str]]]:
+        """The kinds with ``tl.program_id(grid_axis)`` as the row index, or why that axis is not one (``rows``: the
+        kernel model's symbols for the row index, whose stores it asks about)."""
         widen: dict[int, tuple[int, str]] = {}
         for _ in range(4):  # again after each widened accumulator: what reads it before the loop widens too
             infer = _Infer(kernel, prefix, widen, grid_axis, device_fns)
@@ -1077,16 +990,16 @@ class RowsPerProgram:
         if not infer.stores:
             raise ActionError("the kernel stores nothing per row")
         if infer.decompositions or infer.clamps:
-            # Each row must still store at its own addresses: every store reaches the whole row index
+            # Each row must still store at its own addresses: every store's index determines the whole row index
             # (``pid * stride``, or ``pid // C`` together with ``pid % C``), not ``pid // 2`` or ``min(pid, 5)`` alone.
-            for call, parts in infer.store_parts:
-                if not _pins_row(parts):
-                    raise ActionError(f"`{c.code(call)}` reaches the row index only through `//` or `%` without the other "
+            for store in model.stores():
+                if not model.pins(store.offset, rows):
+                    raise ActionError(f"`{store.source}` reaches the row index only through `//` or `%` without the other "
                                       "half (`i // D` needs `i % D`), or through min/max: rows would share its addresses")
         shared = _written_and_read(kdef, kernel, prefix)
         if shared:
             raise ActionError(f"stores through {', '.join(sorted(shared))}, which it also loads: rows could read other rows' results")
-        steps = block_steps & infer.blocks
+        steps = _block_steps(model, rows) & infer.blocks
         if not infer.row_reductions and steps:
             # An elementwise kernel whose program id steps by its own block (``pid * BLOCK + tl.arange(0, BLOCK)``)
             # is flat, not a row kernel: a bigger block (tiling) says the same. Elementwise row kernels

@@ -69,7 +69,8 @@ class Access:
     loop_depth: int
     indirect: bool  # the index reads a value loaded from memory (a gather or scatter)
     bounds: tuple[tuple[sp.Expr, sp.Expr], ...] | None = ()  # the mask as ``a < b`` conjuncts; () unmasked, None unread
-    block_pointer: bool = False  # through ``tl.make_block_ptr`` / a tensor descriptor (offset not modelled)
+    block_pointer: bool = False
+    source: str = field(default="", compare=False)  # the call as written (unparsed), for messages  # through ``tl.make_block_ptr`` / a tensor descriptor (offset not modelled)
 
     def stride(self, symbol: sp.Symbol) -> sp.Expr | None:
         """How far the index moves when ``symbol`` grows by one; None when that is not one constant step."""
@@ -149,13 +150,13 @@ class KernelModel:
         wanted = {self.program_ids[axis]} if axis is not None and axis in self.program_ids else self.program_id_symbols()
         return bool(expr.free_symbols & wanted)
 
-    def program_terms(self, expr: sp.Expr) -> dict[sp.Expr, sp.Expr]:
+    def program_terms(self, expr: sp.Expr, symbols: set | None = None) -> dict[sp.Expr, sp.Expr]:
         """The program-id pieces ``expr`` is affine in, each with its coefficient: ``{pid0 % H: D, floor(pid0/H): S*D}``.
 
         A piece is a program id itself or a ``floor``/``Mod`` of program ids (how authors split one flat id);
         the expression must be a sum of such pieces times factors free of program ids, plus a rest without them.
-        Raises ``ValueError`` when it is not."""
-        pids = self.program_id_symbols()
+        Raises ``ValueError`` when it is not. ``symbols``: other index symbols instead (a grid-stride loop's row)."""
+        pids = set(symbols) if symbols is not None else self.program_id_symbols()
         pieces = {node for node in sp.preorder_traversal(expr)
                   if isinstance(node, (sp.floor, sp.Mod)) and node.free_symbols & pids}
         pieces |= {s for s in expr.free_symbols & pids}
@@ -173,6 +174,34 @@ class KernelModel:
             if coef != 0:
                 out[piece] = coef
         return out
+
+    def pins(self, expr: sp.Expr | None, symbols: set) -> bool:
+        """Whether ``expr`` determines the index that ``symbols`` stand for: it reads one of them affinely, or both
+        ``x // D`` and ``x % D`` of an ``x`` it determines (``token = pid // H``, ``head = pid % H``; ``pid // (H * S)``
+        counts as ``(pid // H) // S``). A ``min``/``max`` of the index determines nothing."""
+        if expr is None:
+            return False
+        try:
+            known = {piece for piece, coef in self.program_terms(expr, symbols).items() if coef != 0}
+        except ValueError:
+            return False
+        grown = True
+        while grown and not known & set(symbols):
+            grown = False
+            for piece in [p for p in known if isinstance(p, sp.floor)]:
+                x, d = piece.args[0].as_numer_denom()
+                for other in [p for p in known if isinstance(p, sp.Mod)]:
+                    y, b = other.args
+                    # ``y % b`` with ``y = x // a`` and ``a * b = d``: ``x // d`` is ``y // b``.
+                    y_x, a = y.args[0].as_numer_denom() if isinstance(y, sp.floor) else (None, None)
+                    same = (y == x and b == d) or (y_x == x and sp.simplify(a * b - d) == 0)
+                    if same and y not in known:
+                        known.add(y)
+                        grown = True
+                if any(isinstance(m, sp.Mod) and m.args == (x, d) for m in known) and x not in known:
+                    known.add(x)
+                    grown = True
+        return bool(known & set(symbols))
 
     def flat_block(self, access: Access) -> tuple[sp.Expr, sp.Expr] | None:
         """(block, bound) when ``access`` reads one block per program, ``program_id(0) * B + tl.arange(0, B)``,
@@ -633,7 +662,7 @@ class _Builder:
             else self.pointer_parts(pointer)
         self.accesses.append(Access(
             op, tensor, offset, pointer.dims, ast.unparse(mask_node) if mask_node is not None else None,
-            node.lineno - 1, self.depth, indirect, mask.bounds, block_pointer=block))
+            node.lineno - 1, self.depth, indirect, mask.bounds, block_pointer=block, source=ast.unparse(node)))
         return self.data(pointer.dims) if op != "store" else _Val(None)
 
     def block_pointer(self, node: ast.Call, op: str, args: list[ast.expr], kwargs: dict[str, ast.expr]) -> _Val:
