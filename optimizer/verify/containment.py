@@ -42,6 +42,14 @@ WORKER_NS_PID = 2  # the worker's pid inside its namespace (init's first child)
 FOLDER_PREFIX = "mtmc-verify-sandbox-"  # + the pool's pid
 
 
+def _open_to_others(folder: Path) -> bool:
+    """Whether any user may enter ``folder`` (it and every folder above it)."""
+    try:
+        return all(os.stat(p).st_mode & 0o001 for p in (folder, *folder.parents))
+    except OSError:
+        return False
+
+
 def _remove_stale_folders(parent: Path) -> None:
     """The sandbox folders of pools that were killed (no ``close``): removed, so they hold no disk or memory."""
     for path in parent.glob(FOLDER_PREFIX + "*"):
@@ -117,8 +125,13 @@ class Containment:
     def _folders(self) -> tuple[Path, Path | None]:
         if self._base is None:
             prefix = f"{FOLDER_PREFIX}{os.getpid()}-"
-            _remove_stale_folders(Path(tempfile.gettempdir()))
-            self._base = Path(tempfile.mkdtemp(prefix=prefix))
+            parent = Path(tempfile.gettempdir())
+            if self.root and not _open_to_others(parent) and _open_to_others(Path("/tmp")):
+                # The server's private temporary folder (0700): a sandbox user without a mount namespace could
+                # not reach its folders there.
+                parent = Path("/tmp")
+            _remove_stale_folders(parent)
+            self._base = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
             self._base.chmod(0o711)  # users of the sandbox reach their own folders, list nothing
             if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK):
                 _remove_stale_folders(SHARED_MEMORY)

@@ -263,7 +263,8 @@ def main(config: dict, argv: list[str]) -> None:
         if config.get("required"):
             print(f"mtmc sandbox: {exc}", file=sys.stderr, flush=True)
             os._exit(125)
-        closed = [p for p in config.get("reach", []) if os.path.exists(p) and _closed_ancestor(p)]
+        needed = config.get("reach", []) + config.get("writable", []) + config.get("readable", [])
+        closed = [p for p in needed if os.path.exists(p) and _closed_ancestor(p)]
         if os.geteuid() == 0 and sys.platform == "linux" and not closed:
             os.environ["MTMC_VERIFY_CONTAINMENT"] = (f"root without namespaces ({exc}): "
                                                      f"user {config['uid']}:{config['gid']}")
