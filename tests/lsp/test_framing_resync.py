@@ -88,3 +88,30 @@ def test_errors_from_failing_handlers_carry_no_traceback(server, tmp_path):
         assert "Traceback" not in text and 'File \\"' not in text and "traceback" not in text.lower(), error
         assert error["message"]  # still says what went wrong, on one line
         assert "\n" not in error["message"]
+
+
+def _fuzz_module():
+    import importlib.util
+
+    from .raw_client import REPO
+
+    spec = importlib.util.spec_from_file_location("mtmc_protocol_fuzz", REPO / "benchmarks" / "protocol_fuzz.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_short_random_stream_answers_every_request_once_without_tracebacks():
+    """300 random messages, a quarter of them broken frames, to the stdio server (benchmarks/protocol_fuzz.py)."""
+    result = _fuzz_module().run(messages=300, seed=7, pythonpath=None)
+    assert result["answered_once"] == result["requests_owed"] and result["unanswered"] == 0
+    assert result["answered_more_than_once"] == result["unreadable_frames_answered"] == 0
+    assert result["internal_errors"] == result["errors_with_traceback"] == result["popups_with_traceback"] == 0
+    assert result["server_alive_after"]
+
+
+@pytest.mark.slow  # about 25 s: the round's figures (benchmarks/results/reliability/fuzz_round2.md)
+def test_the_long_random_stream_answers_every_request_once_without_tracebacks():
+    result = _fuzz_module().run(messages=3253, seed=33, pythonpath=None)
+    assert result["answered_once"] == result["requests_owed"] and result["unanswered"] == 0
+    assert result["internal_errors"] == result["errors_with_traceback"] == result["popups_with_traceback"] == 0
