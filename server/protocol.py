@@ -23,7 +23,7 @@ import re
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 from urllib.parse import unquote
 
 from lsprotocol import types
