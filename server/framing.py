@@ -88,6 +88,7 @@ class FrameReader:
         self._buffer = bytearray()
         self._pending: int | None = None  # the declared body length being read
         self._scanned = 0  # how far the pending body was searched for a header line (rule 1)
+        self._stall_checked = -1  # the buffer length stalled() last parsed
         # After a refused header: its body is skipped up to the next header without another report.
         self._discarding = False
 
@@ -107,8 +108,9 @@ class FrameReader:
 
     def stalled(self) -> Frame | None:
         """Rule 3: no bytes came for a while in the middle of a body; take a whole JSON object if one is there."""
-        if self._pending is None:
-            return None
+        if self._pending is None or len(self._buffer) == self._stall_checked:
+            return None  # nothing came since the last look: the same bytes are not parsed again
+        self._stall_checked = len(self._buffer)
         window = bytes(self._buffer[: self._pending])
         end = _json_object_end(window)
         if end is None:
@@ -214,7 +216,7 @@ class FrameReader:
         """Drop ``consumed`` bytes of the body being read and go back to reading headers; the declared length."""
         declared = self._pending
         del self._buffer[:consumed]
-        self._pending, self._scanned = None, 0
+        self._pending, self._scanned, self._stall_checked = None, 0, -1
         return declared
 
     def _content_length(self, header: bytes) -> tuple[int | None, str]:
