@@ -12,6 +12,7 @@ import pytest
 from mtmc_lsp.optimizer.actions import applicable, apply_candidate
 from mtmc_lsp.optimizer.actions import _common as c
 from mtmc_lsp.optimizer.analysis import analyze
+from mtmc_lsp.optimizer.analysis.kernel_model import kernel_model
 from mtmc_lsp.optimizer.hardware import get_profile
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -96,10 +97,11 @@ def test_the_split_is_read_from_the_kernel_and_the_grid():
     analysis = analyze(GROUPED)
     kernel = analysis.kernel("grouped_kernel")
     _kdef, (launch,) = c.locate(c.parse(GROUPED), "grouped_kernel")
-    assert c.split_program_ids(kernel, GROUPED, "BLOCK_N", launch) == ("pid_m", "pid_n", True)
-    assert c.split_program_ids(kernel, GROUPED, "BLOCK_M", launch) == ("pid_m", "pid_n", False)
-    assert not c.accesses_masked_for(kernel, GROUPED, "BLOCK_M", True, launch=launch)
-    assert c.accesses_masked_for(kernel, GROUPED, "BLOCK_N", True, launch=launch)
+    model = kernel_model(analysis, kernel)  # the split is the model's pid // C and pid % C parts
+    assert c.split_program_ids(model, kernel, "BLOCK_N", launch) == ("pid_m", "pid_n", True)
+    assert c.split_program_ids(model, kernel, "BLOCK_M", launch) == ("pid_m", "pid_n", False)
+    assert not c.accesses_masked_for(kernel, GROUPED, "BLOCK_M", True, launch=launch, model=model)
+    assert c.accesses_masked_for(kernel, GROUPED, "BLOCK_N", True, launch=launch, model=model)
 
 
 @pytest.mark.parametrize("change, why", [

@@ -8,8 +8,10 @@ import re
 from dataclasses import dataclass, field
 
 import libcst as cst
+import sympy as sp
 
 from ..analysis import FileAnalysis, Kernel, LaunchSite
+from ..analysis.kernel_model import KernelModel, host_expression, host_grid, kernel_model
 from ..analysis.parse import DICT_MUTATORS, WRAPPERS
 from ..edits import changed_line_count
 from ..triton_rules import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, TORCH_DTYPE_BYTES  # noqa: F401 - re-exported
@@ -1002,7 +1004,8 @@ def block_is_tile_axis(kernel: Kernel | None, text: str, block: str) -> bool:
 
 
 def accesses_masked_for(kernel: Kernel, text: str, block: str, grid_counts_it: bool,
-                        guarded_lines: frozenset[int] = frozenset(), launch: LaunchNode | None = None) -> bool:
+                        guarded_lines: frozenset[int] = frozenset(), launch: LaunchNode | None = None,
+                        model: KernelModel | None = None) -> bool:
     """Every load/store whose address a new value of ``block`` could move is masked.
 
     An unmasked access that reads neither ``block`` nor anything derived from it (a head vector
@@ -1013,7 +1016,7 @@ def accesses_masked_for(kernel: Kernel, text: str, block: str, grid_counts_it: b
     """
     seeds = {block} | ({"program_id"} if grid_counts_it else set())
     stops: frozenset[str] = frozenset()
-    split = split_program_ids(kernel, text, block, launch) if grid_counts_it and launch is not None else None
+    split = split_program_ids(model, kernel, block, launch) if grid_counts_it and launch is not None and model is not None else None
     if split is not None:
         # ``pid_m = pid // num_pid_n``, ``pid_n = pid % num_pid_n`` over a grid of ``cdiv(M, BM) * cdiv(N, BN)``: a new
         # BN moves pid_n's range only, a new BM pid_m's only (vLLM's fused_moe reads expert_ids[pid_m] unmasked).
@@ -1030,90 +1033,45 @@ def accesses_masked_for(kernel: Kernel, text: str, block: str, grid_counts_it: b
     return True
 
 
-def split_program_ids(kernel: Kernel, text: str, block: str, launch: LaunchNode) -> tuple[str, str, bool] | None:
+def split_program_ids(model: KernelModel, kernel: Kernel, block: str, launch: LaunchNode) -> tuple[str, str, bool] | None:
     """(quotient, remainder, whether ``block`` sets the divisor) of a flat program id split in two.
 
-    The kernel reads ``pid = tl.program_id(0)``, ``C = tl.cdiv(X, B)``, ``q = pid // C``, ``r = pid % C`` (each name
-    assigned once), and the launch's grid is one product ``cdiv(A, B2) * cdiv(Y, B)`` (either order; ``B`` by name
-    or ``META["B"]``) whose divisor factor counts the same blocks: ``Y`` is what the launch passes for ``X``. Then
-    ``r`` ranges over ``C`` and ``q`` over the other factor, whichever block changes. None for anything else
-    (a grouped ``GROUP_M`` order, three-way splits, a 2-D grid).
+    The kernel model has names bound once to ``pid // C`` and ``pid % C`` with ``C = cdiv(X, B)`` (however spelled),
+    and the launch's grid is one product ``cdiv(A, B2) * cdiv(Y, B)`` (either order; ``B`` by name or ``META["B"]``)
+    whose divisor factor counts the same blocks: ``Y`` is what the launch passes for ``X``. Then ``r`` ranges over
+    ``C`` and ``q`` over the other factor, whichever block changes. None for anything else (a grouped ``GROUP_M``
+    order, three-way splits, a 2-D grid).
     """
-    import ast
-
-    try:
-        tree = ast.parse(kernel.def_span.text(text))
-    except SyntaxError:
-        return None
-    values: dict[str, list[ast.expr]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            values.setdefault(node.targets[0].id, []).append(node.value)
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign | ast.For | ast.Assign):
-            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        values.setdefault(name.id, []).extend([None, None])  # assigned otherwise: never once
-    once = {name: v[0] for name, v in values.items() if len(v) == 1}
-
-    def program_id(node: ast.expr) -> bool:
-        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "program_id"
-                and ([ast.unparse(a) for a in node.args] in (["0"], []) and
-                     [f"{k.arg}={ast.unparse(k.value)}" for k in node.keywords] in ([], ["axis=0"]))
-                and (node.args or node.keywords))
-
-    def cdiv_parts(node: ast.expr) -> tuple[str, str] | None:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cdiv" \
-                and len(node.args) == 2 and not node.keywords:
-            return ast.unparse(node.args[0]), ast.unparse(node.args[1])
-        return None
-
+    parts = {p.name: p.expr for p in model.parts if p.axis == 0 and model.single_binding(p.name) is not None}
+    pid = model.program_ids.get(0)
     splits = []
-    for q, value in once.items():
-        if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.FloorDiv)
-                and isinstance(value.left, ast.Name) and isinstance(value.right, ast.Name)):
+    for q, quotient in parts.items():
+        if not isinstance(quotient, sp.floor):
             continue
-        pid, divisor = value.left.id, value.right.id
-        if pid not in once or not program_id(once[pid]) or divisor not in once:
-            continue
-        remainders = [r for r, v in once.items() if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Mod)
-                      and ast.unparse(v) == f"{pid} % {divisor}"]
-        parts = cdiv_parts(once[divisor])
-        if len(remainders) == 1 and parts is not None and kernel.param(parts[0]) is not None \
-                and kernel.param(parts[1]) is not None and kernel.param(parts[1]).kind == "constexpr":
-            splits.append((q, remainders[0], parts))
+        numerator, divisor = quotient.args[0].as_numer_denom()
+        remainders = [r for r, e in parts.items() if isinstance(e, sp.Mod) and e.args == (pid, divisor)]
+        if numerator == pid and isinstance(divisor, sp.ceiling) and len(remainders) == 1:
+            size, divisor_block = divisor.args[0].as_numer_denom()
+            if size.is_Symbol and divisor_block.is_Symbol and kernel.param(size.name) is not None \
+                    and getattr(kernel.param(divisor_block.name), "kind", None) == "constexpr":
+                splits.append((q, remainders[0], size.name, divisor_block.name))
     if len(splits) != 1:
         return None
-    quotient, remainder, (size, divisor_block) = splits[0]
-    grid = grid_expression(launch)
-    if isinstance(grid, cst.Lambda):
-        grid = grid.body
-    grid = unparen(grid)
-    if not isinstance(grid, cst.Tuple) or len(grid.elements) != 1:
-        return None
-    product = unparen(grid.elements[0].value)
-    if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply)):
+    quotient, remainder, size, divisor_block = splits[0]
+    grid = host_grid(code(grid_expression(launch)))
+    if grid is None or len(grid) != 1 or grid[0] is None or len(sp.Mul.make_args(grid[0])) != 2:
         return None
     sources = launch_sources(launch, kernel)
-
-    def counts(factor: cst.BaseExpression, name: str) -> bool:
-        """``factor`` is ``cdiv(<launch's value for size>, <name's block>)``."""
-        factor = unparen(factor)
-        if not (isinstance(factor, cst.Call) and code(factor.func).endswith("cdiv") and len(factor.args) == 2):
-            return False
-        first, second = (flat(a.value) for a in factor.args)
-        value = sources.get(name, "")
-        return first == flat(sources.get(size, "\0")) and (
-            name in re.findall(r"\[['\"](\w+)['\"]\]", second) or (second == flat(value) and value != ""))
-
-    factors = [product.left, product.right]
-    by_divisor = [f for f in factors if counts(f, divisor_block)]
+    passed = host_expression(sources.get(size, ""))
+    blocks = {sp.Symbol(divisor_block, integer=True), host_expression(sources.get(divisor_block, ""))} - {None}
+    factors = sp.Mul.make_args(grid[0])
+    by_divisor = [f for f in factors if passed is not None and any(f == sp.ceiling(passed / b) for b in blocks)]
     if len(by_divisor) != 1:
         return None
     other = factors[1 - factors.index(by_divisor[0])]
     if block == divisor_block:
         return quotient, remainder, True
-    if re.search(rf"\b{re.escape(block)}\b", code(other)) or block in code(other):
+    if block in {s.name for s in other.free_symbols}:
         return quotient, remainder, False
     return None
 
@@ -1392,6 +1350,7 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
     masked = all_accesses_masked(kernel, analysis.text)
     descriptors = any("TensorDescriptor" in code(launch.host) for launch in launches if launch.host is not None)
     roles = dot_block_roles(kernel, analysis.text) if plan.has_dot else {}
+    model = kernel_model(analysis, kernel)
     for p in kernel.params:
         if p.kind != "constexpr" or not is_block_name(p.name):
             continue
@@ -1452,10 +1411,10 @@ def _tile_plan(analysis: FileAnalysis, kernel: Kernel, module: cst.Module, _shar
                 bp.reason = "neither the grid nor a loop is derived from this block size"
                 ok = False
                 break
-            if not masked and not accesses_masked_for(kernel, analysis.text, p.name, via_grid, launch=launch):
+            if not masked and not accesses_masked_for(kernel, analysis.text, p.name, via_grid, launch=launch, model=model):
                 flags = even_flags_for(launch, kernel, host_var) if how == "host" else []
                 guarded = even_guarded_lines(kernel, analysis.text, flags)
-                if not guarded or not accesses_masked_for(kernel, analysis.text, p.name, via_grid, guarded, launch):
+                if not guarded or not accesses_masked_for(kernel, analysis.text, p.name, via_grid, guarded, launch, model):
                     bp.reason = "a load or store has no mask, so a different block size could go out of bounds"
                     ok = False
                     break

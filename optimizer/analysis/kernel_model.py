@@ -791,6 +791,16 @@ def _scopes(analysis: FileAnalysis) -> dict[str | None, ast.AST]:
     return scopes
 
 
+def host_expression(source: str) -> sp.Expr | None:
+    """A host expression as sympy, host names as symbols (``triton.cdiv(n, B)`` -> ``ceiling(n/B)``); None if unread."""
+    return _host_expr(source) if source else None
+
+
+def host_grid(source: str) -> tuple[sp.Expr | None, ...] | None:
+    """A launch grid's axes (a tuple or a ``lambda META:`` tuple, ``META["B"]`` as ``B``); None when not one."""
+    return _grid(source)
+
+
 def _launch_models(analysis: FileAnalysis, kernel: Kernel) -> list[LaunchModel]:
     launches = analysis.launches_of(kernel.name)
     scopes = _scopes(analysis) if launches else {}
