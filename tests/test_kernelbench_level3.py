@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from mtmc_lsp.optimizer.kernelbench.evaluate import discover_problems, static_check  # noqa: E402
 from mtmc_lsp.optimizer.kernelbench.trace import load_problem, trace_problem  # noqa: E402
@@ -43,6 +43,33 @@ class Model(nn.Module):
 
 def get_inputs():
     return [torch.randn(4, 2, 8), torch.randn(2, 16)]
+
+
+def get_init_inputs():
+    return [8, 16]
+"""
+
+STATEFUL_CELL = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.hidden = torch.randn(2, hidden_size)
+        self.i2h = nn.Linear(input_size + hidden_size, hidden_size)
+
+    def forward(self, x, initial_hidden=None):
+        if initial_hidden is not None:
+            self.hidden.copy_(initial_hidden)
+        self.hidden = self.hidden.to(x.device)
+        self.hidden = torch.tanh(self.i2h(torch.cat((x, self.hidden), dim=1)))
+        return self.hidden
+
+
+def get_inputs():
+    return [torch.randn(2, 8), torch.randn(2, 16)]
 
 
 def get_init_inputs():
@@ -123,3 +150,13 @@ def test_shape_questions_fold_but_data_dependent_branches_still_refuse():
     assert "size" not in targets and "dim" not in targets
     with pytest.raises(Exception, match="control flow"):
         trace_problem(load_problem(text=DATA_DEPENDENT, name="data_dependent"))
+
+
+def test_a_forward_that_assigns_its_state_keeps_the_model_and_the_in_place_copy(tmp_path):
+    problem = load_problem(text=STATEFUL_CELL, name="stateful_cell")
+    traced = trace_problem(problem)
+    assert type(traced.graph_module.hidden) is torch.Tensor  # not the proxy the forward assigned
+    generated = generate(problem)
+    assert "hidden.copy_(initial_hidden)" in solution_part(generated.text)  # read by nothing, kept for its effect
+    result = _run_interpreted(generated.text, tmp_path)
+    assert result["passed"] == result["trials"] == 2, result

@@ -1293,6 +1293,11 @@ def _call(node) -> str:
     return f"{qualified}({', '.join(args)})"
 
 
+def _mutates(node) -> bool:
+    """An in-place method (``self.hidden.copy_(h0)``): kept for its effect even when nothing reads its result."""
+    return node.op == "call_method" and node.target.endswith("_") and not node.target.startswith("_")
+
+
 def _constant_tensor(graph_module, target: str, forward_params: list[str]) -> str:
     """Source for a small constant tensor fx folded into the traced module, on the first input's device."""
     value = getattr(graph_module, target)
@@ -1328,6 +1333,8 @@ def lower(graph_module, fp32_dot: str = "tf32x3") -> Lowering:
     needed: set = set()
     nodes = list(graph_module.graph.nodes)
     for node in reversed(nodes):
+        if _mutates(node):
+            needed.add(node)
         if node.op != "output" and node not in needed:
             continue
         if node in group_by_out:

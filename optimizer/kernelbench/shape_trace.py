@@ -188,6 +188,31 @@ class ShapeTracer(torch.fx.Tracer):
         return super().getattr(attr, attr_val, parameter_proxy_cache)
 
 
+@contextlib.contextmanager
+def state_restored(model):
+    """The model's attributes as they were before tracing: a forward that assigns ``self.hidden = ...`` leaves a
+    proxy there, which the graph module would copy instead of the tensor."""
+    saved = [(m, dict(m.__dict__), dict(m._buffers), dict(m._parameters)) for m in model.modules()]
+    try:
+        yield
+    finally:
+        for module, attributes, buffers, parameters in saved:
+            module.__dict__.clear()
+            module.__dict__.update(attributes)
+            module._buffers.clear()
+            module._buffers.update(buffers)
+            module._parameters.clear()
+            module._parameters.update(parameters)
+
+
+def generic_trace(model: torch.nn.Module) -> torch.fx.GraphModule:
+    """``torch.fx.symbolic_trace``, with the model's attributes kept as they were before tracing."""
+    tracer = torch.fx.Tracer()
+    with state_restored(model):
+        graph = tracer.trace(model)
+    return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
 def shape_specialized_trace(model: torch.nn.Module, inputs: list, fake_mode) -> torch.fx.GraphModule:
     """Trace ``model.forward`` on ``inputs`` (fake tensors of ``fake_mode``), shapes folded to constants."""
     params = [p for p in inspect.signature(model.forward).parameters.values()
@@ -197,7 +222,7 @@ def shape_specialized_trace(model: torch.nn.Module, inputs: list, fake_mode) -> 
     defaults = {p.name: p.default for p in params[len(inputs):] if p.default is not inspect.Parameter.empty}
     values = {**given, **{f"{name}_1": default for name, default in defaults.items()}}
     tracer = ShapeTracer(fake_mode, values)
-    with _einops_sees_proxies():
+    with _einops_sees_proxies(), state_restored(model):
         graph = tracer.trace(model, concrete_args=defaults or None)
     for node in graph.nodes:
         node.meta.pop("shape_trace_value", None)

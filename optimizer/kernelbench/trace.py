@@ -92,15 +92,14 @@ def trace_problem(problem: Problem) -> Traced:
     ``get_inputs()`` as constants (shape_trace.py), which KernelBench fixes anyway."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx import symbolic_trace
     from torch.fx.passes.shape_prop import ShapeProp
 
-    from .shape_trace import shape_specialized_trace
+    from .shape_trace import generic_trace, shape_specialized_trace
 
     model = build_model(problem)
     notes: list[str] = []
     try:
-        graph_module = symbolic_trace(model)
+        graph_module = generic_trace(model)
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         inputs = fake_inputs(problem, fake_mode)
         with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):  # ShapeProp prints what it raises
