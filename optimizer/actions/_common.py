@@ -991,16 +991,14 @@ def all_accesses_masked(kernel: Kernel, text: str | None = None) -> bool:
     return True
 
 
-def block_is_tile_axis(kernel: Kernel | None, text: str, block: str) -> bool:
-    """``block`` (or a name derived from it) is broadcast as one axis of a 2-D tile: ``offs[:, None]``."""
-    if kernel is None:
-        return False
-    names = block_derived_names(kernel, text, {block}) - {"arange"}
-    body = kernel.def_span.text(text)
-    axis = r"\s*\[\s*(?::\s*,\s*None|None\s*,\s*:)\s*\]"
-    if re.search(rf"arange\([^()]*\b{re.escape(block)}\b[^()]*\){axis}", body):
-        return True
-    return any(re.search(rf"\b{re.escape(n)}{axis}", body) for n in names)
+def block_is_tile_axis(analysis: FileAnalysis, kernel: Kernel, block: str) -> bool:
+    """``block`` sizes one axis of a 2-D tile some load or store indexes (``offs[:, None]``), in the kernel model."""
+    model = kernel_model(analysis, kernel)
+    symbol = model.params.get(block)
+    return symbol is not None and any(
+        len(access.dims) >= 2 and any(symbol in model.aranges[a].size.free_symbols
+                                      for dim in access.dims for a in dim if a in model.aranges)
+        for access in model.accesses)
 
 
 def accesses_masked_for(kernel: Kernel, text: str, block: str, grid_counts_it: bool,

@@ -208,7 +208,7 @@ class Tiling:
             only = tunable_params[0]
             if derived:  # the other side follows it (rows per program): wider column blocks, the tile's size kept
                 return [{only.name: b} for b in FOLLOWED_BLOCKS if b != only.value]
-            if c.block_is_tile_axis(kernel, analysis.text, only.name):
+            if c.block_is_tile_axis(analysis, kernel, only.name):
                 return self._axis_options(only, plan)
             return [{only.name: b} for b in ROW_BLOCKS if b != only.value]
         # Two blocks without tl.dot (a 2-D tile: transpose, column or row reductions in any
@@ -571,7 +571,7 @@ def _computed_cap_options(analysis: FileAnalysis, kernel: Kernel, module: cst.Mo
     caps = {name: found[0].cap_value for name, found in blocks.items()}
     names = list(caps)
     if len(names) == 1:
-        sizes = AXIS_BLOCKS if c.block_is_tile_axis(kernel, analysis.text, names[0]) else ROW_BLOCKS
+        sizes = AXIS_BLOCKS if c.block_is_tile_axis(analysis, kernel, names[0]) else ROW_BLOCKS
         tiles = [(b,) for b in sizes]
     else:
         tiles = list(TILES_2D) if len(names) == 2 else []
