@@ -120,7 +120,8 @@ def test_causal_attention_with_a_sliced_mask_and_a_shape_branch_lowers_and_match
     # the crop to the last 16 positions was taken at trace time, and its sizes are constants
     assert "slice(-16, None, None)" in forward and "view(2, 16, 4, 8)" in forward and ".size(" not in forward
     assert "bias[(slice(None, None, None), slice(None, None, None), slice(None, 16, None)" in forward
-    assert {"linear_kernel", "softmax_kernel"} <= set(generated.kernels)
+    # the projections, both 4-D attention products (q @ k^T with its scale) and the softmax
+    assert {"linear_kernel", "softmax_kernel", "matmul_mul_kernel", "matmul_kernel"} <= set(generated.kernels)
     assert not static_check(generated.text).errors
     result = _run_interpreted(generated.text, tmp_path)
     assert result["passed"] == result["trials"] == 2, result

@@ -339,7 +339,7 @@ def _externals(group: Group) -> list[Ref]:
 
 
 # Locals of the generated kernels and host functions that a parameter name must not shadow.
-_RESERVED = set("""out shape n_elements grid a3 b3 c B M N K batch out_shape x R outer inner BLOCK BLOCK_R NB C H W
+_RESERVED = set("""out shape n_elements grid a3 b3 c B M N K batch batch_shape out_shape x R outer inner BLOCK BLOCK_R NB C H W
 OC OH OW KH KW acc a b offs mask pid rest n oh ow kh kw ih iw c_mask k k0 offs_m offs_n offs_k pid_m pid_n pid_b
 base r start row mean rstd d y torch triton tl math result a_base b_base a_mask c_ptrs out_ptrs acc_max acc_sum
 row_max row_sum self BLOCK_M BLOCK_N BLOCK_K kb I O CG OCG KP KK g oc n_out carry channel group p p_mask lanes o
@@ -1055,6 +1055,11 @@ def _matmul_group(group: Group, name: str) -> tuple[str, str]:
     elif case == "flatten":
         host += [f"out_shape = (*{x}.shape[:-1], {w}.shape[-1])",
                  f"a3, b3 = {x}.reshape(1, -1, {x}.shape[-1]), {w}.unsqueeze(0)"]
+    elif case == "batched_nd":  # a batch view that cannot merge its dims (a transposed head split) is copied
+        host += [f"batch_shape = torch.broadcast_shapes({x}.shape[:-2], {w}.shape[:-2])",
+                 f"a3 = {x}.expand(*batch_shape, *{x}.shape[-2:]).reshape(-1, *{x}.shape[-2:])",
+                 f"b3 = {w}.expand(*batch_shape, *{w}.shape[-2:]).reshape(-1, *{w}.shape[-2:])",
+                 f"out_shape = (*batch_shape, {x}.shape[-2], {w}.shape[-1])"]
     else:
         host += [f"batch = max({x}.shape[0], {w}.shape[0])",
                  f"a3, b3 = {x}.expand(batch, -1, -1), {w}.expand(batch, -1, -1)",

@@ -384,6 +384,8 @@ def _matmul(node, op: str, a, b) -> OpSpec:
         case = "batched"
     elif la >= 3 and lb == 2:
         case = "flatten"
+    elif la >= 3 and lb >= 3:
+        case = "batched_nd"  # attention's (B, heads, T, d) @ (B, heads, d, T): the batch dims broadcast, then flatten
     else:
         return OpSpec(node, "torch", op, reason=f"{op} of rank {la} by rank {lb}")
     return OpSpec(node, "matmul", op, [ra, rb], {"case": case, "transpose_b": False})

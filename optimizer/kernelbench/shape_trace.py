@@ -173,7 +173,8 @@ class ShapeTracer(torch.fx.Tracer):
         return value
 
     def create_arg(self, a):
-        if isinstance(a, type) and a in _PYTHON_DTYPES:  # torch.ones(T, T, dtype=bool): the graph stores the torch dtype it means
+        # torch.ones(T, T, dtype=bool): the graph stores the torch dtype it means
+        if isinstance(a, type) and a in _PYTHON_DTYPES:
             return _PYTHON_DTYPES[a]
         return super().create_arg(a)
 

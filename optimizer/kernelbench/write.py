@@ -86,7 +86,8 @@ def render(problem: Problem, lowering: Lowering) -> str:
     # an fx call on a Python operator without an infix spelling (operator.getitem's kin) needs the module
     uses_operator = any("operator." in line for line in lowering.forward_lines)
     imports = "import math\n" + ("import operator\n" if uses_operator else "")
-    parts = ["\n".join(header), imports + "\nimport torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n"]
+    imports += "\nimport torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n"
+    parts = ["\n".join(header), imports]
     for group in groups:
         parts.append(f"\n# {group.name}_kernel: {group.describe()}.\n")
         parts.append(group.kernel_source)
