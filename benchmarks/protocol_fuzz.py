@@ -215,7 +215,8 @@ def run(messages: int, seed: int, pythonpath: str | None) -> dict:
     popups = [n["params"].get("message", "") for n in client.notifications if n["method"] == "window/showMessage"]
     with_traceback = [e for e in client.errors if carries_traceback(e["error"])]
     codes = Counter(e["error"]["code"] for e in client.errors)
-    return {
+    replacements = {str(workspace): "<workspace>", str(REPO): "<checkout>", **({pythonpath: "<pythonpath>"} if pythonpath else {})}
+    return without_local_paths({
         "seed": seed, "messages_sent": sent, "seconds": round(seconds, 1),
         "requests_owed": len(owed),
         "answered_once": sum(client.answers[i] == 1 for i in owed),
@@ -231,7 +232,7 @@ def run(messages: int, seed: int, pythonpath: str | None) -> dict:
         "server_alive_after": alive,
         "examples_with_traceback": [e["error"] for e in with_traceback[:3]],
         "internal_error_messages": sorted({e["error"]["message"] for e in client.errors if e["error"]["code"] == -32603}),
-    }
+    }, replacements)
 
 
 def framing_attacks(pythonpath: str | None) -> list[dict]:
@@ -274,6 +275,19 @@ def framing_attacks(pythonpath: str | None) -> list[dict]:
                      "outcome": f"errors {[e['error']['code'] for e in client.null_id_errors]} within 5 s"})
     client.process.kill()
     return outcomes
+
+
+def without_local_paths(value, replacements: dict[str, str]):
+    """``value`` with this machine's folders (workspace, checkout, site-packages) named by role, not path."""
+    if isinstance(value, str):
+        for path, role in replacements.items():
+            value = value.replace(path, role)
+        return re.sub(r"/[^\s\"']*/site-packages/", "<site-packages>/", value)
+    if isinstance(value, dict):
+        return {key: without_local_paths(item, replacements) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_local_paths(item, replacements) for item in value]
+    return value
 
 
 def markdown(result: dict, label: str) -> str:
