@@ -22,4 +22,4 @@ def require_open(ls, uri: str) -> None:
     from pygls.exceptions import JsonRpcInvalidParams
 
     if unquote(uri) not in ls.workspace.text_documents:
-        raise JsonRpcInvalidParams(f"{uri!r:.100} is not open in the editor")
+        raise JsonRpcInvalidParams(f"{uri!r:.100} is not open in the editor: open it first")
