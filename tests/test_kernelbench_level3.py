@@ -76,6 +76,24 @@ def get_init_inputs():
     return [8, 16]
 """
 
+MASKED_POINTWISE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return torch.relu(x).masked_fill(y[:, :1] > 0.5, -1.0) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(8, 32), torch.rand(8, 32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 DATA_DEPENDENT = """
 import torch
 import torch.nn as nn
@@ -120,8 +138,8 @@ def test_causal_attention_with_a_sliced_mask_and_a_shape_branch_lowers_and_match
     # the crop to the last 16 positions was taken at trace time, and its sizes are constants
     assert "slice(-16, None, None)" in forward and "view(2, 16, 4, 8)" in forward and ".size(" not in forward
     assert "bias[(slice(None, None, None), slice(None, None, None), slice(None, 16, None)" in forward
-    # the projections, both 4-D attention products (q @ k^T with its scale) and the softmax
-    assert {"linear_kernel", "softmax_kernel", "matmul_mul_kernel", "matmul_kernel"} <= set(generated.kernels)
+    # the projections, both 4-D attention products (q @ k^T with its scale and causal mask) and the softmax
+    assert {"linear_kernel", "softmax_kernel", "matmul_mul_masked_fill_kernel", "matmul_kernel"} <= set(generated.kernels)
     assert not static_check(generated.text).errors
     result = _run_interpreted(generated.text, tmp_path)
     assert result["passed"] == result["trials"] == 2, result
@@ -159,5 +177,13 @@ def test_a_forward_that_assigns_its_state_keeps_the_model_and_the_in_place_copy(
     assert type(traced.graph_module.hidden) is torch.Tensor  # not the proxy the forward assigned
     generated = generate(problem)
     assert "hidden.copy_(initial_hidden)" in solution_part(generated.text)  # read by nothing, kept for its effect
+    result = _run_interpreted(generated.text, tmp_path)
+    assert result["passed"] == result["trials"] == 2, result
+
+
+def test_masked_fill_with_a_broadcast_boolean_mask_is_elementwise(tmp_path):
+    generated = generate(load_problem(text=MASKED_POINTWISE, name="masked"))
+    assert generated.kernels == ["relu_masked_fill_mul_kernel"]
+    assert [node for node, _ in generated.fallbacks] == ["gt"]  # the comparison makes the mask in PyTorch
     result = _run_interpreted(generated.text, tmp_path)
     assert result["passed"] == result["trials"] == 2, result

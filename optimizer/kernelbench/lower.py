@@ -264,6 +264,8 @@ def pointwise_expr(op: str, args: list[str], attrs: dict) -> str:
         exponent = float(args[1])
         return {2.0: f"{a} * {a}", 3.0: f"{a} * {a} * {a}", 0.5: f"tl.sqrt({a})", 1.0: a,
                 -1.0: f"1.0 / {a}", -0.5: f"tl.rsqrt({a})"}[exponent]
+    if op == "masked_fill":  # the mask was loaded as 0.0 / 1.0
+        return f"tl.where({b} != 0, {_lit(attrs['value'])}, {a})"
     if op == "gelu":
         if attrs.get("approximate") == "tanh":
             return f"0.5 * {a} * (1.0 + {_tanh(f'0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a})')})"

@@ -166,6 +166,8 @@ def classify(node, graph_module) -> OpSpec:
         return _pointwise(node, "maximum" if name == "max" else "minimum", args, kwargs)
     if name in _REDUCE_NAMES:
         return _reduce(node, name, args, kwargs)
+    if name == "masked_fill":
+        return _masked_fill(node, args, kwargs)
     if name == "einsum":
         return _einsum(node, args)
     if name in ("cumsum", "cumprod"):
@@ -321,6 +323,17 @@ def _pointwise(node, op: str, args: tuple, kwargs: dict) -> OpSpec:
     if op == "clamp" and attrs["min"] is None and attrs["max"] is None:
         return OpSpec(node, "torch", op, reason="clamp without bounds")
     return OpSpec(node, "pointwise", op, [operand], attrs)
+
+
+def _masked_fill(node, args: tuple, kwargs: dict) -> OpSpec:
+    """``x.masked_fill(mask, value)`` with a boolean mask tensor and a number: elementwise, the mask broadcast."""
+    source = _operand(args[0]) if args else None
+    mask = args[1] if len(args) > 1 else kwargs.get("mask")
+    value = args[2] if len(args) > 2 else kwargs.get("value")
+    if not isinstance(source, Ref) or source.scalar or not hasattr(mask, "op") \
+            or str(node_dtype(mask)) != "torch.bool" or not _is_number(value):
+        return OpSpec(node, "torch", "masked_fill", reason="masked_fill without a boolean mask tensor and a number")
+    return OpSpec(node, "pointwise", "masked_fill", [source, _ref(mask)], {"value": float(value)})
 
 
 def _dims(dim, rank: int) -> list[int] | None:
