@@ -192,17 +192,17 @@ class ShapeTracer(torch.fx.Tracer):
 @contextlib.contextmanager
 def state_restored(model):
     """The model's attributes as they were before tracing: a forward that assigns ``self.hidden = ...`` leaves a
-    proxy there, which the graph module would copy instead of the tensor."""
+    proxy there, which the graph module would copy instead of the tensor. What the tracer adds (fx's
+    ``_tensor_constant0``) stays."""
     saved = [(m, dict(m.__dict__), dict(m._buffers), dict(m._parameters)) for m in model.modules()]
     try:
         yield
     finally:
         for module, attributes, buffers, parameters in saved:
-            module.__dict__.clear()
+            for name in [n for n, v in module.__dict__.items() if n not in attributes and isinstance(v, torch.fx.Proxy)]:
+                del module.__dict__[name]
             module.__dict__.update(attributes)
-            module._buffers.clear()
             module._buffers.update(buffers)
-            module._parameters.clear()
             module._parameters.update(parameters)
 
 
