@@ -4,7 +4,9 @@ Groups, in graph order: a chain of pointwise ops becomes one kernel (each op joi
 value it consumes when that value has no other user and the shape does not change); a reduction,
 softmax / log-softmax or layer norm is a row kernel; a matmul / linear / bmm is a tiled ``tl.dot``
 kernel and a convolution (1-3-D, transposed, grouped) an implicit-GEMM ``tl.dot`` kernel, each taking the pointwise ops that follow
-as its epilogue. Views stay Python; anything else stays a PyTorch call with a comment saying so.
+as its epilogue. Views stay Python; anything else stays a PyTorch call with a comment saying so. Groups
+whose kernel and host function are the same up to names (an unrolled RNN's steps, repeated blocks) call one
+kernel: the file writes it once.
 
 The kernels are meant to be good from the start, their block sizes chosen at run time from the shapes
 (one generated file runs at the problem's sizes on a GPU and at reduced sizes in the interpreter):
