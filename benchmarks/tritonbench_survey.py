@@ -9,8 +9,11 @@ applies the first candidate of each structural action (wild_actions.NOT_STRUCTUR
 edited file to ``.tritonbench/variants/`` with ``.tritonbench/manifest.json``; ``tritonbench_run.py`` (torch only:
 on a GPU machine, or here with ``TRITON_INTERPRET=1``) runs originals and variants and writes results; and
 ``python benchmarks/tritonbench_survey.py --report RESULTS.json --out benchmarks/results/tritonbench`` counts,
-per kernel, whether a structural step was offered, applied, ran and kept ``result_gold``. The held-out set is
-surveyed, never read to tune the engine.
+per kernel, whether a structural step was offered, applied, ran and kept ``result_gold``. To compare two engines
+without running everything twice, ``--changed OLD_FOLDER`` writes ``.tritonbench/run_manifest_changed.json``: only the
+variants whose text differs from the same step's in ``OLD_FOLDER/variants`` (an earlier plan kept there), and
+``--report OLD_RESULTS NEW_RESULTS`` reads the later results over the earlier ones. The held-out set is surveyed,
+never read to tune the engine.
 """
 
 from __future__ import annotations
@@ -73,6 +76,29 @@ def plan(folder: Path, target) -> list[dict]:
                 entry["variants"][name] = str(out.relative_to(BENCH))
         entries.append(entry)
     return entries
+
+
+def changed(entries: list[dict], old: Path) -> list[dict]:
+    """The run manifest of the variants whose text is new or differs from the same step's under ``old/variants``."""
+    out = []
+    for entry in entries:
+        fresh = {name: path for name, path in entry["variants"].items()
+                 if not (old / path).is_file() or (old / path).read_text() != (BENCH / path).read_text()}
+        if fresh:
+            out.append({"file": entry["file"], "variants": fresh})
+    return out
+
+
+def merged(paths: list[str]) -> dict[str, dict]:
+    """Results by file, later files' verdicts over earlier ones (a variant at a time; the original's when it ran)."""
+    out: dict[str, dict] = {}
+    for path in paths:
+        for result in json.loads(Path(path).read_text()):
+            known = out.setdefault(result["file"], {"file": result["file"], "original": result["original"], "variants": {}})
+            if result["original"] == "ran" or known["original"] != "ran":
+                known["original"] = result["original"]
+            known["variants"].update(result["variants"])
+    return out
 
 
 def report(entries: list[dict], results: dict[str, dict]) -> dict:
@@ -147,11 +173,18 @@ def markdown(summary: dict, command: str, seconds: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", action="store_true", help="write variants and .tritonbench/manifest.json")
-    parser.add_argument("--report", metavar="RESULTS", help="results of tritonbench_run.py over the manifest")
+    parser.add_argument("--report", metavar="RESULTS", nargs="+", help="results of tritonbench_run.py (later ones win)")
+    parser.add_argument("--manifest", default=str(BENCH / "manifest.json"), help="the plan to report on")
+    parser.add_argument("--changed", metavar="OLD_FOLDER", help="write the run manifest of variants new since that plan")
     parser.add_argument("--out", default=None, help="folder for tritonbench.md / .json")
     parser.add_argument("--target", default="h100")
     args = parser.parse_args()
-    manifest = BENCH / "manifest.json"
+    manifest = Path(args.manifest)
+    if args.changed:
+        entries = json.loads(manifest.read_text())["entries"]
+        fresh = changed(entries, Path(args.changed))
+        (BENCH / "run_manifest_changed.json").write_text(json.dumps(fresh, indent=1))
+        print(f"{sum(len(e['variants']) for e in fresh)} variants new or changed, in {len(fresh)} files")
     if args.plan:
         start = time.perf_counter()
         entries = plan(BENCH / "G", get_profile(args.target))
@@ -161,8 +194,7 @@ def main() -> int:
         print(f"{len(entries)} files, {sum(len(e['variants']) for e in entries)} variants")
     if args.report:
         data = json.loads(manifest.read_text())
-        results = {r["file"]: r for r in json.loads(Path(args.report).read_text())}
-        summary = report(data["entries"], results)
+        summary = report(data["entries"], merged(args.report))
         text = markdown(summary, " ".join(sys.argv[1:]), data["seconds"])
         print(text)
         if args.out:

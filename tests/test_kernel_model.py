@@ -148,3 +148,25 @@ def test_launches_follow_grid_names_and_autotune_configs():
     (launch,) = model.launches
     assert launch.grid == (sp.ceiling(S("n", integer=True) / S("BLOCK", integer=True)),)
     assert sorted(c["BLOCK"] for c in launch.constexprs) == [64, 64, 128, 128]  # one per config
+
+
+def test_pointers_moved_by_assignment_and_block_pointers_passed_in_keep_their_tensor():
+    text = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def _inner(acc, K_block_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    ptrs = x_ptr + tl.arange(0, BLOCK)
+    for _ in range(0, n, BLOCK):
+        k = tl.load(K_block_ptr)
+        acc += tl.sum(tl.load(ptrs), axis=0) + tl.sum(k, axis=0)
+        ptrs = ptrs + BLOCK
+        K_block_ptr = tl.advance(K_block_ptr, (BLOCK, 0))
+    return acc
+'''
+    _, model = model_of(text, "_inner")
+    (loop,) = model.loops
+    block_load, moved = model.loads()
+    assert block_load.block_pointer and block_load.tensor == "K_block_ptr" and block_load.offset is None
+    assert moved.tensor == "x_ptr" and linear_coefficient(moved.offset, loop.trips) == S("BLOCK", integer=True)

@@ -315,6 +315,7 @@ class _Builder:
         self.kernel = kernel
         self.params = {p.name: sp.Symbol(p.name, integer=True) for p in kernel.params}
         self.pointers = frozenset(p.name for p in kernel.params if p.kind == "pointer")
+        self.constexprs = frozenset(p.name for p in kernel.params if p.kind == "constexpr")
         self.env: dict[str, _Val] = {name: _Val(sym) for name, sym in self.params.items()}
         self.program_ids: dict[int, sp.Symbol] = {}
         self.parts: list[ProgramIdPart] = []
@@ -451,11 +452,17 @@ class _Builder:
         # ``initial + trips * step`` inside it; anything else it rebinds is unknown at the top of a trip.
         for name in carried:
             statements = assigned[name]
-            step_of = None
-            if len(statements) == 1 and isinstance(statements[0], ast.AugAssign) and isinstance(statements[0].op, ast.Add):
-                if not ({n.id for n in ast.walk(statements[0].value) if isinstance(n, ast.Name)} & set(assigned)):
-                    step_of = self.expr(statements[0].value).expr
+            step_of, advanced = None, False
+            if len(statements) == 1:
+                step = _pointer_step(statements[0], name, self.names)
+                advanced = step == "advance"
+                if isinstance(step, ast.expr) and not (
+                        {n.id for n in ast.walk(step) if isinstance(n, ast.Name)} & set(assigned)):
+                    step_of = self.expr(step).expr
             initial = before[name]
+            if advanced and initial.expr is not None and initial.expr not in self.block_pointer_tensors:
+                # ``p = tl.advance(p, ...)`` of a block pointer passed in (a helper's parameter): that tensor's block
+                self.block_pointer_tensors[initial.expr] = self.pointer_parts(initial)[0]
             if initial.expr in self.block_pointer_tensors:  # ``p = tl.advance(p, ...)``: still that tensor's block
                 continue
             if step_of is not None and initial.expr is not None:
@@ -637,6 +644,9 @@ class _Builder:
             return None, None, False
         expr = sp.expand(value.expr)
         bases = [name for name in self.pointers if self.params[name] in expr.free_symbols]
+        if not bases:  # a pointer the analysis did not type (``X`` without ``_ptr``): the one parameter added once
+            bases = [name for name, symbol in self.params.items() if name not in self.constexprs
+                     and linear_coefficient(expr, symbol) == 1]
         if len(bases) != 1:
             return None, None, False
         base = self.params[bases[0]]
@@ -670,7 +680,9 @@ class _Builder:
         for extra in list(args[1:]) + list(kwargs.values()):
             self.expr(extra)
         value = self.data()
-        self.block_pointer_tensors[value.expr] = base.id if isinstance(base, ast.Name) and base.id in self.pointers else None
+        # ``tl.make_block_ptr(base=Q + q_offset, ...)``: the tensor is the pointer parameter the base starts from.
+        tensor = self.pointer_parts(self.expr(base))[0] if base is not None else None
+        self.block_pointer_tensors[value.expr] = tensor
         return value
 
     def reduction(self, node: ast.Call, op: str, args: list[ast.expr], kwargs: dict[str, ast.expr]) -> _Val:
@@ -690,6 +702,23 @@ class _Builder:
             kept = tuple(frozenset() if i == (axis or 0) % max(len(dims), 1) else d for i, d in enumerate(dims))
         self.reductions.append(Reduction(op, axis, reduced, None, node.lineno - 1))
         return self.data(kept)
+
+
+def _pointer_step(statement: ast.stmt, name: str, names) -> ast.expr | str | None:
+    """How a loop moves ``name``: the step ``d`` of ``name += d`` or ``name = name + d``, "advance" for
+    ``name = tl.advance(name, ...)``, None for anything else."""
+    if isinstance(statement, ast.AugAssign) and isinstance(statement.op, ast.Add):
+        return statement.value
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        value = statement.value
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+            for own, step in ((value.left, value.right), (value.right, value.left)):
+                if isinstance(own, ast.Name) and own.id == name:
+                    return step
+        if isinstance(value, ast.Call) and names.tl_op(value.func) == "advance" and value.args \
+                and isinstance(value.args[0], ast.Name) and value.args[0].id == name:
+            return "advance"
+    return None
 
 
 def _read_before_written(body: list[ast.stmt]) -> set[str]:
