@@ -94,6 +94,26 @@ def get_init_inputs():
     return []
 """
 
+L2_NORMALIZED = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def forward(self, q, k):
+        cosine = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
+        return cosine + F.normalize(q.sum(-1))[..., None]
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 8, 16), torch.randn(2, 3, 8, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 DATA_DEPENDENT = """
 import torch
 import torch.nn as nn
@@ -185,5 +205,14 @@ def test_masked_fill_with_a_broadcast_boolean_mask_is_elementwise(tmp_path):
     generated = generate(load_problem(text=MASKED_POINTWISE, name="masked"))
     assert generated.kernels == ["relu_masked_fill_mul_kernel"]
     assert [node for node, _ in generated.fallbacks] == ["gt"]  # the comparison makes the mask in PyTorch
+    result = _run_interpreted(generated.text, tmp_path)
+    assert result["passed"] == result["trials"] == 2, result
+
+
+def test_f_normalize_is_a_fused_row_normalization(tmp_path):
+    generated = generate(load_problem(text=L2_NORMALIZED, name="l2_normalized"))
+    assert not generated.fallbacks and "normalize" in generated.op_classes
+    forward = solution_part(generated.text).split("def forward", 1)[1]
+    assert forward.count("run_norm_clamp_div(") == 2  # q and k: one kernel, written once
     result = _run_interpreted(generated.text, tmp_path)
     assert result["passed"] == result["trials"] == 2, result

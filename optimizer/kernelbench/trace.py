@@ -94,12 +94,14 @@ def trace_problem(problem: Problem) -> Traced:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.passes.shape_prop import ShapeProp
 
+    from .decompose import decompose
     from .shape_trace import generic_trace, shape_specialized_trace
 
     model = build_model(problem)
     notes: list[str] = []
     try:
         graph_module = generic_trace(model)
+        decompose(graph_module)
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         inputs = fake_inputs(problem, fake_mode)
         with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):  # ShapeProp prints what it raises
@@ -109,6 +111,7 @@ def trace_problem(problem: Problem) -> Traced:
         inputs = fake_inputs(problem, fake_mode)
         try:
             graph_module = shape_specialized_trace(model, inputs, fake_mode)
+            decompose(graph_module)
             with torch.no_grad():
                 ShapeProp(graph_module, fake_mode=fake_mode).propagate(*inputs)
         except Exception as specialized_error:
