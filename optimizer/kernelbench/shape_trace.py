@@ -22,8 +22,8 @@ import torch.fx
 from torch.fx.node import map_aggregate
 
 # Questions about a tensor whose answer is fixed by the input shapes and dtypes: answered at trace time.
-_SHAPE_METHODS = {"size", "dim", "ndimension", "numel", "nelement"}
-_SHAPE_ATTRIBUTES = {"shape", "ndim", "dtype", "is_floating_point"}
+_SHAPE_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "is_floating_point"}
+_SHAPE_ATTRIBUTES = {"shape", "ndim", "dtype"}
 _NO_VALUE = object()
 _PYTHON_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
 
