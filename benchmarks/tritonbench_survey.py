@@ -123,6 +123,7 @@ def report(entries: list[dict], results: dict[str, dict]) -> dict:
             kept = [n for n, v in verdicts.items() if v == "kept"]
             counts["kept"] += bool(kept)
             counts["judged_kernels"] += judged
+            counts["structural_judged"] += bool(structural) and judged
             counts["kept_of_judged"] += bool(kept) and judged
             for n in kept:
                 by_action[n.split(".", 1)[1]] += 1
@@ -141,13 +142,14 @@ def report(entries: list[dict], results: dict[str, dict]) -> dict:
     return {"counts": dict(counts), "kept_by_action": dict(by_action.most_common()), "problems": bad}
 
 
-def markdown(summary: dict, command: str, seconds: float) -> str:
+def markdown(summary: dict, command: str, seconds: float, engine: str) -> str:
     c = summary["counts"]
     k = c["kernels"]
+    j = c.get("judged_kernels", 0)
     lines = [
         "# TritonBench-G (held out): structural steps that apply and keep the results",
         "",
-        f"Engine: {engine_version()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; `{command}`; plan {seconds:.0f} s "
+        f"Engine: {engine}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; `{command}`; plan {seconds:.0f} s "
         "on the 2-core CPU machine. Files from github.com/thunlp/TritonBench `data/TritonBench_G_v1` (never committed); "
         "each file's own test (`result_gold`) run before and after each step by benchmarks/tritonbench_run.py.",
         "",
@@ -155,6 +157,9 @@ def markdown(summary: dict, command: str, seconds: float) -> str:
         "|---:|---:|---:|---:|---:|---:|",
         f"| {k} | {pct(c.get('any_action', 0), k)} | {pct(c.get('structural', 0), k)} | {pct(c.get('applies', 0), k)} | "
         f"{pct(c.get('kept', 0), k)} | {c.get('files_judged', 0)}/{c.get('files', 0)} |",
+        "",
+        f"Of the {j} kernels in files whose original runs (twice, the same result) in the interpreter: a structural step "
+        f"offered for {pct(c.get('structural_judged', 0), j)}, one that keeps result_gold for {pct(c.get('kept_of_judged', 0), j)}.",
         "",
         f"Structural steps applied: {c.get('steps_offered', 0)}; offered but not applying: {c.get('steps_not_applying', 0)}; "
         f"changed the results: {c.get('steps_changed_results', 0)}; failed to run: {c.get('steps_failed_to_run', 0)}.",
@@ -188,14 +193,15 @@ def main() -> int:
     if args.plan:
         start = time.perf_counter()
         entries = plan(BENCH / "G", get_profile(args.target))
-        manifest.write_text(json.dumps({"seconds": time.perf_counter() - start, "entries": entries}, indent=1))
+        manifest.write_text(json.dumps({"seconds": time.perf_counter() - start, "engine": engine_version(),
+                                        "entries": entries}, indent=1))
         runnable = [{"file": e["file"], "variants": e["variants"]} for e in entries if "error" not in e]
         (BENCH / "run_manifest.json").write_text(json.dumps(runnable, indent=1))
         print(f"{len(entries)} files, {sum(len(e['variants']) for e in entries)} variants")
     if args.report:
         data = json.loads(manifest.read_text())
         summary = report(data["entries"], merged(args.report))
-        text = markdown(summary, " ".join(sys.argv[1:]), data["seconds"])
+        text = markdown(summary, " ".join(sys.argv[1:]), data["seconds"], data.get("engine", "?"))
         print(text)
         if args.out:
             out = Path(args.out)
