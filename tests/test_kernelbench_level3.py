@@ -156,6 +156,7 @@ def test_causal_attention_with_a_sliced_mask_and_a_shape_branch_lowers_and_match
     generated = generate(load_problem(LEVEL3 / "level3" / "1_CausalAttentionWindow.py"))
     forward = solution_part(generated.text).split("def forward", 1)[1]
     # the crop to the last 16 positions was taken at trace time, and its sizes are constants
+    assert "Traced at the shapes of get_inputs()" in generated.text
     assert "slice(-16, None, None)" in forward and "view(2, 16, 4, 8)" in forward and ".size(" not in forward
     assert "bias[(slice(None, None, None), slice(None, None, None), slice(None, 16, None)" in forward
     # the projections, both 4-D attention products (q @ k^T with its scale and causal mask) and the softmax

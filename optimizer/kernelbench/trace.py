@@ -13,7 +13,7 @@ import io
 import re
 import sys
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -47,7 +47,7 @@ class Traced:
     model: Any
     graph_module: Any
     input_names: list[str]
-    notes: list[str] = field(default_factory=list)
+    specialized: bool = False  # traced with get_inputs()' shapes as constants (shape_trace.py)
 
 
 def load_problem(path: str | Path | None = None, text: str | None = None, name: str | None = None) -> Problem:
@@ -98,7 +98,7 @@ def trace_problem(problem: Problem) -> Traced:
     from .shape_trace import generic_trace, shape_specialized_trace
 
     model = build_model(problem)
-    notes: list[str] = []
+    specialized = False
     try:
         graph_module = generic_trace(model)
         decompose(graph_module)
@@ -116,9 +116,9 @@ def trace_problem(problem: Problem) -> Traced:
                 ShapeProp(graph_module, fake_mode=fake_mode).propagate(*inputs)
         except Exception as specialized_error:
             raise specialized_error from generic_error
-        notes.append(f"specialized to the input shapes (generic tracing failed: {type(generic_error).__name__})")
+        specialized = True
     names = [n.name for n in graph_module.graph.nodes if n.op == "placeholder"]
-    return Traced(problem, model, graph_module, names, notes)
+    return Traced(problem, model, graph_module, names, specialized)
 
 
 def shrink_sizes(text: str, limit: int = 64) -> str:
