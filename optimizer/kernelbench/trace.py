@@ -112,7 +112,7 @@ def trace_problem(problem: Problem) -> Traced:
         try:
             graph_module = shape_specialized_trace(model, inputs, fake_mode)
             decompose(graph_module)
-            with torch.no_grad():
+            with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
                 ShapeProp(graph_module, fake_mode=fake_mode).propagate(*inputs)
         except Exception as specialized_error:
             raise specialized_error from generic_error
