@@ -38,6 +38,8 @@ def scale(x):
 from __future__ import annotations
 
 
+import sympy as sp
+
 from ..analysis import FileAnalysis, Kernel
 from ..analysis.kernel_model import kernel_model
 from ..analysis.model import Value
@@ -57,7 +59,8 @@ def _model_tile(analysis: FileAnalysis, kernel: Kernel) -> int | None:
         return 0
     largest = 0
     for values in (v for launch in model.launches for v in launch.constexprs):
-        known = {model.params[n]: v for n, v in values.items() if isinstance(v, int) and n in model.params}
+        known = {model.params[n]: sp.Integer(v) for n, v in values.items()
+                 if isinstance(v, int) and not isinstance(v, bool) and n in model.params}
         for access in tiled:
             elements = 1
             for dim in access.dims:
