@@ -91,6 +91,13 @@ def same(a, b) -> bool:
 
 def judge(entry: dict, timeout: float, scratch: str, cpu: bool = False) -> dict:
     """One original and its variants: {"file", "original": verdict, "variants": {name: verdict}}."""
+    try:
+        return _judge(entry, timeout, scratch, cpu)
+    except Exception as exc:  # noqa: BLE001 - a result that cannot be loaded or compared is a finding, not the end
+        return {"file": entry["file"], "original": f"error: judging: {type(exc).__name__}: {exc}"[:300], "variants": {}}
+
+
+def _judge(entry: dict, timeout: float, scratch: str, cpu: bool) -> dict:
     import torch
 
     stem = Path(entry["file"]).stem
@@ -101,7 +108,7 @@ def judge(entry: dict, timeout: float, scratch: str, cpu: bool = False) -> dict:
         out["original"] = f"error: {error}"
         return out
     gold = torch.load(first, weights_only=False)
-    if not same(gold, torch.load(second, weights_only=False)):
+    if not same(gold, torch.load(second, weights_only=False)):  # also a result holding NaN-free floats that differ
         out["original"] = "nondeterministic"
         return out
     out["original"] = "ran"
