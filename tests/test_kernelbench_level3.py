@@ -161,6 +161,7 @@ def test_causal_attention_with_a_sliced_mask_and_a_shape_branch_lowers_and_match
     assert "bias[(slice(None, None, None), slice(None, None, None), slice(None, 16, None)" in forward
     # the projections, both 4-D attention products (q @ k^T with its scale and causal mask) and the softmax
     assert {"linear_kernel", "softmax_kernel", "matmul_mul_masked_fill_kernel", "matmul_kernel"} <= set(generated.kernels)
+    assert not generated.fallbacks  # the mask's `== 0` too: no PyTorch op left
     assert not static_check(generated.text).errors
     result = _run_interpreted(generated.text, tmp_path)
     assert result["passed"] == result["trials"] == 2, result
@@ -204,8 +205,8 @@ def test_a_forward_that_assigns_its_state_keeps_the_model_and_the_in_place_copy(
 
 def test_masked_fill_with_a_broadcast_boolean_mask_is_elementwise(tmp_path):
     generated = generate(load_problem(text=MASKED_POINTWISE, name="masked"))
-    assert generated.kernels == ["relu_masked_fill_mul_kernel"]
-    assert [node for node, _ in generated.fallbacks] == ["gt"]  # the comparison makes the mask in PyTorch
+    # the comparison that makes the mask is a kernel of its own (a boolean output joins no float chain)
+    assert generated.kernels == ["relu_masked_fill_mul_kernel", "gt_kernel"] and not generated.fallbacks
     result = _run_interpreted(generated.text, tmp_path)
     assert result["passed"] == result["trials"] == 2, result
 

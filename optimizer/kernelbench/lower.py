@@ -266,6 +266,9 @@ def pointwise_expr(op: str, args: list[str], attrs: dict) -> str:
         exponent = float(args[1])
         return {2.0: f"{a} * {a}", 3.0: f"{a} * {a} * {a}", 0.5: f"tl.sqrt({a})", 1.0: a,
                 -1.0: f"1.0 / {a}", -0.5: f"tl.rsqrt({a})"}[exponent]
+    comparisons = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+    if op in comparisons:
+        return f"{a} {comparisons[op]} {b}"
     if op == "masked_fill":  # the mask was loaded as 0.0 / 1.0
         return f"tl.where({b} != 0, {_lit(attrs['value'])}, {a})"
     if op == "gelu":
@@ -408,8 +411,9 @@ def _pointwise_group(group: Group, name: str) -> tuple[str, str]:
 
     tensor_names = [param_name(p) for p in tensors]
     first = tensor_names[0]
+    out_dtype = "torch.bool" if str(node_dtype(group.out_node)) == "torch.bool" else f"{first}.dtype"  # a comparison
     host = [f"shape = torch.broadcast_shapes({', '.join(n + '.shape' for n in tensor_names)})",
-            f"out = torch.empty(shape, device={first}.device, dtype={first}.dtype)",
+            f"out = torch.empty(shape, device={first}.device, dtype={out_dtype})",
             "n_elements = out.numel()"]
     host += [f"{param_name(p)} = {param_name(p)}.contiguous()" for p in flat]
     args = [*names, "out", "n_elements"]

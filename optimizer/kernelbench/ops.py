@@ -81,6 +81,7 @@ _BINARY = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operat
            operator.pow: "pow", operator.neg: "neg"}
 _BINARY_NAMES = {"add", "sub", "mul", "div", "true_divide", "multiply", "subtract", "pow", "maximum",
                  "minimum", "rsub"}
+_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
 _REDUCE_NAMES = {"sum", "mean", "amax", "amin", "max", "min", "logsumexp"}  # and norm (p=2), below
 _LAYOUT_METHODS = {"view", "reshape", "flatten", "permute", "transpose", "t", "unsqueeze", "squeeze",
                    "contiguous", "expand", "expand_as", "view_as", "reshape_as", "size", "dim", "chunk",
@@ -148,6 +149,8 @@ def classify(node, graph_module) -> OpSpec:
         return OpSpec(node, "layout", "getattr")
     if node.op == "call_function" and node.target is operator.getitem:
         return _classify_getitem(node)
+    if name in _COMPARISONS and str(node_dtype(node)) == "torch.bool":
+        return _comparison(node, name, args, kwargs)
     if not is_float_tensor(node):
         if node_meta(node) is None or not hasattr(node_meta(node), "shape"):
             return OpSpec(node, "layout", "python")  # shape arithmetic, tuples of views
@@ -323,6 +326,15 @@ def _pointwise(node, op: str, args: tuple, kwargs: dict) -> OpSpec:
     if op == "clamp" and attrs["min"] is None and attrs["max"] is None:
         return OpSpec(node, "torch", op, reason="clamp without bounds")
     return OpSpec(node, "pointwise", op, [operand], attrs)
+
+
+def _comparison(node, op: str, args: tuple, kwargs: dict) -> OpSpec:
+    """``a == b``, ``a > 0`` ... of float tensors and numbers: an elementwise op whose output is boolean."""
+    second = args[1] if len(args) > 1 else kwargs.get("other")
+    operands = [_operand(args[0]) if args else None, _operand(second)]
+    if any(o is None for o in operands) or all(isinstance(o, float) or o.scalar for o in operands):
+        return OpSpec(node, "torch", op, reason=f"{op} of operands that are not float tensors or numbers")
+    return OpSpec(node, "pointwise", op, operands)
 
 
 def _masked_fill(node, args: tuple, kwargs: dict) -> OpSpec:
