@@ -82,6 +82,8 @@ def same(a, b) -> bool:
             return bool(torch.equal(a, b))
         tol = 2e-2 if a.dtype in (torch.float16, torch.bfloat16) or a.element_size() < 2 else 1e-3
         return bool(torch.allclose(a.double(), b.double(), atol=tol, rtol=tol, equal_nan=True))
+    if type(a).__module__ == "numpy" or type(b).__module__ == "numpy":  # arrays and numpy scalars
+        return same(torch.as_tensor(a), torch.as_tensor(b)) if type(a) is type(b) else False
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
