@@ -42,24 +42,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from lsp.raw_client import SETTINGS, RawClient, frame  # noqa: E402
+from lsp.raw_client import SETTINGS, RawClient, carries_traceback, frame  # noqa: E402
 
 MATMUL = (REPO / "mtmc_lsp" / "examples" / "matmul.py").read_text()
-TRACEBACK = re.compile(r'Traceback \(most recent call last\)|File "[^"]*", line \d+')
 COMMANDS = ["mtmc.stepHistory", "mtmc.acceptStep", "mtmc.rejectStep", "mtmc.listTargets", "mtmc.selectTarget",
             "mtmc.stepApplied", "mtmc.applyCandidate", "mtmc.nope"]
 TEXT_PIECES = ["a", "b ", "(", ")", "{", ":", "=", ".", "#", "\t", "\n", "\r\n", "\r", "😀", "é", "\u2028", "\x0c"]
 
-
-def carries_traceback(value) -> bool:
-    """Whether any string in a JSON value (keys included) is or holds a Python traceback."""
-    if isinstance(value, str):
-        return bool(TRACEBACK.search(value)) or value.lower() == "traceback"
-    if isinstance(value, dict):
-        return any(carries_traceback(k) or carries_traceback(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(carries_traceback(v) for v in value)
-    return False
 
 
 class CountingClient(RawClient):

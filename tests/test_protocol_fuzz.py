@@ -15,7 +15,6 @@ import gc
 import os
 import json
 import random
-import re
 import resource
 import time
 
@@ -27,25 +26,13 @@ from lsprotocol import types
 from mtmc_lsp.server.positions import TextIndex
 from mtmc_lsp.server.framing import FrameReader
 
-from lsp.raw_client import REPO, RawClient, frame, offset_of, replace_range
+from lsp.raw_client import REPO, RawClient, carries_traceback, frame, offset_of, replace_range
 
 MATMUL = (REPO / "mtmc_lsp" / "examples" / "matmul.py").read_text()
 # Characters that matter for positions and lines: LSP breaks (\n, \r\n, \r), separators str.splitlines
 # also breaks at (\x0c, \u2028), astral characters (two UTF-16 units), multi-byte UTF-8.
 ALPHABET = list("ab (){}:=.#\t\n\r") + ["\r\n", "😀", "é", "\u2028", "\x0c", "\ufffd", "𝔘"]
 texts = st.lists(st.sampled_from(ALPHABET), max_size=30).map("".join)
-TRACEBACK = re.compile(r'Traceback \(most recent call last\)|File "[^"]*", line \d+')
-
-
-def carries_traceback(value) -> bool:
-    """Whether any string in a JSON value (keys included) is or holds a Python traceback."""
-    if isinstance(value, str):
-        return bool(TRACEBACK.search(value)) or value.lower() == "traceback"
-    if isinstance(value, dict):
-        return any(carries_traceback(k) or carries_traceback(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(carries_traceback(v) for v in value)
-    return False
 
 
 FUZZ = settings(max_examples=int(os.environ.get("MTMC_FUZZ_EXAMPLES", "300")), deadline=None, database=None, suppress_health_check=list(HealthCheck))

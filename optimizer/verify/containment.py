@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .runtime.names import remove_dead_owners_folders
+
 SANDBOX_SCRIPT = Path(__file__).resolve().parent / "runtime" / "sandbox.py"
 MODE_ENV = "MTMC_VERIFY_SANDBOX"
 MODES = ("auto", "required", "user", "none")
@@ -48,20 +50,6 @@ def _open_to_others(folder: Path) -> bool:
         return all(os.stat(p).st_mode & 0o001 for p in (folder, *folder.parents))
     except OSError:
         return False
-
-
-def _remove_stale_folders(parent: Path) -> None:
-    """The sandbox folders of pools that were killed (no ``close``): removed, so they hold no disk or memory."""
-    for path in parent.glob(FOLDER_PREFIX + "*"):
-        pid = path.name[len(FOLDER_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except OSError:  # alive, another user's
-            pass
 
 
 def sandbox_mode() -> str:
@@ -130,11 +118,11 @@ class Containment:
                 # The server's private temporary folder (0700): a sandbox user without a mount namespace could
                 # not reach its folders there.
                 parent = Path("/tmp")
-            _remove_stale_folders(parent)
+            remove_dead_owners_folders(parent, FOLDER_PREFIX)
             self._base = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
             self._base.chmod(0o711)  # users of the sandbox reach their own folders, list nothing
             if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK):
-                _remove_stale_folders(SHARED_MEMORY)
+                remove_dead_owners_folders(SHARED_MEMORY, FOLDER_PREFIX)
                 self._memory_base = Path(tempfile.mkdtemp(prefix=prefix, dir=SHARED_MEMORY))
                 self._memory_base.chmod(0o711)
         return self._base, self._memory_base

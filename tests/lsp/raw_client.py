@@ -57,6 +57,20 @@ def replace_range(text: str, start: tuple[int, int], end: tuple[int, int], new_t
     return text[:a] + new_text + text[b:]
 
 
+TRACEBACK = re.compile(r'Traceback \(most recent call last\)|File "[^"]*", line \d+')
+
+
+def carries_traceback(value) -> bool:
+    """Whether any string in a JSON value (keys included) is or holds a Python traceback."""
+    if isinstance(value, str):
+        return bool(TRACEBACK.search(value)) or value.lower() == "traceback"
+    if isinstance(value, dict):
+        return any(carries_traceback(k) or carries_traceback(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(carries_traceback(v) for v in value)
+    return False
+
+
 def frame(message: Any) -> bytes:
     body = json.dumps(message).encode()
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)

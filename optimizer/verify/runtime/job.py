@@ -22,6 +22,7 @@ from . import gpu_lock, launches, tamper
 from .flops import count_flops
 from .launches import AUTOTUNE, Recorder
 from .lru import ByteBoundedLRU
+from .names import remove_dead_owners_folders
 from .poison import poisoned_allocations
 from .stats import speedup_stats
 from .timing import interleaved
@@ -102,16 +103,7 @@ def _remove_stale_transfers(folder: Path) -> None:
     if _stale_transfers_removed:
         return
     _stale_transfers_removed = True
-    for path in folder.glob(TRANSFER_PREFIX + "*"):
-        pid = path.name[len(TRANSFER_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except OSError:  # alive, someone else's
-            pass
+    remove_dead_owners_folders(folder, TRANSFER_PREFIX)
 
 
 def _outputs_folder(parent: Path, group_reads: bool) -> Path:

@@ -1,6 +1,9 @@
 """What the verifier's host side and its workers agree on (stdlib only: the harness discovery imports it too)."""
 
 import ast
+import os
+import shutil
+from pathlib import Path
 
 # A file's ``if __name__ == "__main__":`` block, run as one test when it has no other harness (versions.py builds it,
 # harness.py names it).
@@ -16,3 +19,21 @@ def main_block(tree: ast.Module) -> ast.If | None:
                                                                                   {"__name__", '"__main__"'})):
             return node
     return None
+
+
+def remove_dead_owners_folders(parent: Path, prefix: str) -> None:
+    """Remove the folders ``prefix + PID-...`` under ``parent`` whose process is gone (it was killed, never closed).
+
+    Sandbox folders and output transfers carry the pid of the process that made them; what a killed one left in
+    /tmp or /dev/shm would hold disk and shared memory until the machine restarts.
+    """
+    for path in parent.glob(prefix + "*"):
+        pid = path.name[len(prefix):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass
