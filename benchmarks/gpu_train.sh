@@ -17,7 +17,6 @@ if [ "$stage" = split ]; then
   rm -rf "$folder" && mkdir -p "$folder"
   split -b 30M "$model" "$folder/part_"
   sha256sum "$model" | cut -d' ' -f1 > "$folder/SHA256"
-  grep -qx "/$folder/" .git/info/exclude 2>/dev/null || echo "/$folder/" >> .git/info/exclude
   ls -la "$folder"
   exit 0
 fi
