@@ -62,7 +62,7 @@ def _sites(analysis: FileAnalysis, kernel: Kernel) -> list[tuple[str, str, int, 
             continue
         arange = model.aranges[axes[0]]
         block = arange.size
-        if arange.start != 0 or not (block.is_Symbol and model.params.get(block.name) is block or block.is_Integer):
+        if arange.start != 0 or not (block.is_Symbol and model.params.get(block.name) == block or block.is_Integer):
             continue
         rest = binding.expr - arange.symbol
         if sp.diff(rest, arange.symbol) != 0 or not model.reads_program_id(rest) or not _whole_blocks(rest, block):
