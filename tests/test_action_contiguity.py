@@ -47,6 +47,8 @@ def test_whole_blocks_in_any_spelling_are_offered(start):
     ("start = pid * BLOCK", "start = BLOCK"),  # the same offsets in every program: no program id
     ("    tl.store(", "    offs = offs + 1\n    tl.store("),  # bound twice
     ("    tl.store(", "    offs = tl.multiple_of(offs, BLOCK)\n    tl.store("),  # hints already there
+    # a [BLOCK, 1] tile: the hints take one value per dimension (the interpreter refuses a scalar there)
+    ("offs = start + tl.arange(0, BLOCK)", "offs = start + tl.arange(0, BLOCK)[:, None]"),
 ])
 def test_offsets_that_are_not_whole_blocks_are_refused(old, new):
     text = KERNEL.replace(old, new, 1)

@@ -55,7 +55,8 @@ def _sites(analysis: FileAnalysis, kernel: Kernel) -> list[tuple[str, str, int, 
     out = []
     for name in model.bindings:
         binding = model.single_binding(name)
-        if binding is None or not binding.top_level or binding.expr is None:
+        # tl.multiple_of / max_contiguous take one value per dimension: a [:, None] tile is not this hint's
+        if binding is None or not binding.top_level or binding.expr is None or binding.rank > 1:
             continue
         axes = [s for s in binding.expr.free_symbols if s in model.aranges]
         if len(axes) != 1:

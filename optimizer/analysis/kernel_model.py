@@ -263,6 +263,7 @@ class Binding:
     top_level: bool  # a statement of the body itself, not inside a loop or branch
     statement: ast.stmt = field(repr=False, compare=False)
     bounds: tuple[tuple[sp.Expr, sp.Expr], ...] | None = None  # a mask's ``a < b`` conjuncts
+    rank: int = 0  # the value's tile rank: 1 for ``tl.arange(0, B)``, 2 once ``[:, None]`` expands it
 
 
 @dataclass(frozen=True)
@@ -378,7 +379,8 @@ class _Builder:
         if isinstance(target, ast.Name):
             self.env[target.id] = value
             top = self.depth == 0 and self.branch == 0
-            self.bindings.setdefault(target.id, []).append(Binding(value.expr, statement.lineno - 1, top, statement, value.bounds))
+            binding = Binding(value.expr, statement.lineno - 1, top, statement, value.bounds, len(value.dims))
+            self.bindings.setdefault(target.id, []).append(binding)
             if value.expr is not None:
                 self.note_part(target.id, value.expr)
                 for arange in list(self.aranges.values()):
