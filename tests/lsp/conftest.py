@@ -6,6 +6,7 @@ import pytest
 import pytest_lsp
 
 from .editor import CLIENTS, CONFIG, EditorClient, initialize_params
+from .raw_client import RawClient
 
 # Short debounce so tests do not wait on the 200 ms default; compile diagnostics off unless a test
 # asks for them (they compile in subprocesses for seconds); the heuristic policy (no model load);
@@ -28,3 +29,13 @@ async def client(request, lsp_client: EditorClient, tmp_path):
 @pytest.fixture
 def workspace(tmp_path):
     return tmp_path
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A real server over stdio, driven byte by byte (raw_client.RawClient), initialized with ``tmp_path`` as root."""
+    client = RawClient.subprocess(cwd=tmp_path)
+    client.initialize(tmp_path)
+    client.root = tmp_path
+    yield client
+    client.close()

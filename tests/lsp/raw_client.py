@@ -71,6 +71,15 @@ def carries_traceback(value) -> bool:
     return False
 
 
+LIST_TARGETS = {"command": "mtmc.listTargets", "arguments": []}
+
+
+def request_body(msg_id: int, method: str = "workspace/executeCommand", params: Any = None) -> bytes:
+    """A request's JSON body, unframed (``frame`` frames it; tests of broken framing frame it themselves)."""
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method,
+                       "params": LIST_TARGETS if params is None else params}).encode()
+
+
 def frame(message: Any) -> bytes:
     body = json.dumps(message).encode()
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)

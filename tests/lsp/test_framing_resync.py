@@ -12,27 +12,12 @@ import time
 
 import pytest
 
-from .raw_client import RawClient, frame
-
-LIST_TARGETS = {"command": "mtmc.listTargets", "arguments": []}
-
-
-@pytest.fixture
-def server(tmp_path):
-    client = RawClient.subprocess(cwd=tmp_path)
-    client.initialize(tmp_path)
-    yield client
-    client.close()
-
-
-def _request(msg_id: int, params: dict | None = None) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "workspace/executeCommand",
-                       "params": params or LIST_TARGETS}).encode()
+from .raw_client import LIST_TARGETS, frame, request_body
 
 
 @pytest.mark.parametrize("too_large_by", [200, 100_000])
 def test_a_length_too_large_never_stalls_the_requests_after_it(server, too_large_by):
-    first = _request(100)
+    first = request_body(100)
     server.send_raw(b"Content-Length: %d\r\n\r\n" % (len(first) + too_large_by) + first)
     started = time.monotonic()
     later = list(range(101, 151))
@@ -47,7 +32,7 @@ def test_a_length_too_large_never_stalls_the_requests_after_it(server, too_large
 
 
 def test_one_request_after_a_length_too_large_by_200_is_answered_without_more_input(server):
-    first, second = _request(200), _request(201)
+    first, second = request_body(200), request_body(201)
     server.send_raw(b"Content-Length: %d\r\n\r\n" % (len(first) + 200) + first)
     server.send_raw(b"Content-Length: %d\r\n\r\n" % len(second) + second)
     assert "result" in server.wait(201, timeout=5) and "result" in server.wait(200, timeout=5)
@@ -55,7 +40,7 @@ def test_one_request_after_a_length_too_large_by_200_is_answered_without_more_in
 
 @pytest.mark.parametrize("short_by", [40, 25, 3])
 def test_a_short_body_holding_the_text_content_length_loses_only_itself(server, short_by):
-    body = _request(300, {"command": "mtmc.listTargets", "arguments": ["see Content-Length: 12 below", "x" * 8]})
+    body = request_body(300, params={"command": "mtmc.listTargets", "arguments": ["see Content-Length: 12 below", "x" * 8]})
     server.send_raw(b"Content-Length: %d\r\n\r\n" % (len(body) - short_by) + body)
     server.send_raw(frame({"jsonrpc": "2.0", "id": 301, "method": "workspace/executeCommand", "params": LIST_TARGETS}))
     assert "result" in server.wait(301, timeout=10)
@@ -64,7 +49,7 @@ def test_a_short_body_holding_the_text_content_length_loses_only_itself(server, 
 
 
 def test_a_header_without_content_length_gets_an_error_and_the_next_request_works(server):
-    server.send_raw(b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" + _request(400))
+    server.send_raw(b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" + request_body(400))
     server.send_raw(frame({"jsonrpc": "2.0", "id": 401, "method": "workspace/executeCommand", "params": LIST_TARGETS}))
     assert "result" in server.wait(401, timeout=10)
     assert server.wait_for(lambda: server.null_id_errors, 5)

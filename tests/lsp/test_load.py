@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from .raw_client import REPO, RawClient
 
 MATMUL = (REPO / "mtmc_lsp" / "examples" / "matmul.py").read_text()
-
-
-@pytest.fixture
-def server(tmp_path):
-    client = RawClient.subprocess(cwd=tmp_path)
-    client.initialize(tmp_path)
-    client.root = tmp_path
-    yield client
-    client.close()
 
 
 def _rss_mb(client: RawClient) -> float:

@@ -11,24 +11,7 @@ import time
 
 import pytest
 
-from .raw_client import REPO, RawClient, frame
-
-LIST_TARGETS = {"command": "mtmc.listTargets", "arguments": []}
-
-
-@pytest.fixture
-def server(tmp_path):
-    client = RawClient.subprocess(cwd=tmp_path)
-    client.initialize(tmp_path)
-    yield client
-    client.close()
-
-
-def _request(msg_id, method="workspace/executeCommand", params=None) -> bytes:
-    import json
-
-    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method,
-                       "params": LIST_TARGETS if params is None else params}).encode()
+from .raw_client import LIST_TARGETS, REPO, RawClient, frame, request_body
 
 
 def test_requests_before_initialize_and_after_shutdown_get_errors(tmp_path):
@@ -59,14 +42,14 @@ def test_a_huge_content_length_is_refused_and_the_server_lives(server):
 
 @pytest.mark.parametrize("off", [1, 3, 8])
 def test_a_content_length_too_large_recovers_both_messages(server, off):
-    first, second = _request(501), _request(502)
+    first, second = request_body(501), request_body(502)
     server.send_raw(b"Content-Length: %d\r\n\r\n" % (len(first) + off) + first)
     server.send_raw(b"Content-Length: %d\r\n\r\n" % len(second) + second)
     assert "result" in server.wait(501, timeout=10) and "result" in server.wait(502, timeout=10)
 
 
 def test_a_content_length_too_large_with_nothing_after_it_is_answered(server):
-    body = _request(601)
+    body = request_body(601)
     server.send_raw(b"Content-Length: %d\r\n\r\n" % (len(body) + 4) + body)  # then the editor waits
     assert "result" in server.wait(601, timeout=10)
     assert server.alive()
@@ -74,7 +57,7 @@ def test_a_content_length_too_large_with_nothing_after_it_is_answered(server):
 
 @pytest.mark.parametrize("off", [1, 5, 40])
 def test_a_content_length_too_small_is_a_parse_error_and_the_next_message_works(server, off):
-    body = _request(701)
+    body = request_body(701)
     server.send_raw(b"Content-Length: %d\r\n\r\n" % (len(body) - off) + body)
     server.send_raw(frame({"jsonrpc": "2.0", "id": 702, "method": "workspace/executeCommand", "params": LIST_TARGETS}))
     assert "result" in server.wait(702, timeout=10)
