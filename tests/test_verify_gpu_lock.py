@@ -70,3 +70,26 @@ def test_without_the_variable_the_lock_is_nothing(monkeypatch):
     monkeypatch.setattr(gpu_lock, "_lock", None)
     with gpu_lock.shared(), gpu_lock.alone():
         assert gpu_lock._lock is None
+
+
+def _pid_or_fail(item: int) -> int:
+    if item == 2:
+        raise ValueError("two")
+    return os.getpid()
+
+
+def test_one_process_maps_in_this_one_and_more_read_items_only_as_they_start():
+    from mtmc_lsp.optimizer.verify.shared_gpu import map_on_one_gpu
+
+    results = dict(map_on_one_gpu(_pid_or_fail, [1, 2, 3], 1))
+    assert results[1] == results[3] == os.getpid() and isinstance(results[2], ValueError)
+    read: list[int] = []
+
+    def items():
+        for item in (1, 3, 4, 5, 6):
+            read.append(item)
+            yield item
+
+    started = iter([True, True, True, False])
+    spread = dict(map_on_one_gpu(_pid_or_fail, items(), 2, lambda: next(started, False)))
+    assert set(spread) == {1, 3, 4} and read == [1, 3, 4] and os.getpid() not in spread.values()

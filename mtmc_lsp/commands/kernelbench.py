@@ -198,18 +198,10 @@ def _optimize_all(generated: list[tuple], args, budget_left) -> list[tuple]:
     The loop may spend half of ``--budget-s``; the rest scores. A problem the loop did not reach is left out
     of this run (not scored as lowered), so that ``--resume`` optimizes and scores it in the next window.
     """
+    from mtmc_lsp.optimizer.verify.shared_gpu import map_on_one_gpu
+
     def may_start() -> bool:
         return budget_left() > (args.budget_s / 2 if args.budget_s else 0)
-
-    if args.optimize_processes <= 1:
-        done = []
-        for row, path, text, solution in generated:
-            if not may_start():
-                break
-            done.append((row, path, text, _optimize(row, solution, path, args)))
-        _left_for_later(len(generated) - len(done))
-        return done
-    from mtmc_lsp.optimizer.verify.shared_gpu import map_on_one_gpu
 
     def optimize_one(index: int) -> tuple[str, int]:
         row, path, _, solution = generated[index]
@@ -224,13 +216,10 @@ def _optimize_all(generated: list[tuple], args, budget_left) -> list[tuple]:
             finals[index] = solution
             continue
         finals[index], row.optimize_steps = result
-    _left_for_later(len(generated) - len(finals))
+    if len(finals) < len(generated):
+        print(f"mtmc kernelbench: the loop's half of the budget is spent: {len(generated) - len(finals)} problems "
+              "left for --resume", flush=True)
     return [(row, path, text, finals[i]) for i, (row, path, text, _) in enumerate(generated) if i in finals]
-
-
-def _left_for_later(count: int) -> None:
-    if count:
-        print(f"mtmc kernelbench: the loop's half of the budget is spent: {count} problems left for --resume", flush=True)
 
 
 def _optimize(row, text: str, path: Path, args) -> str:

@@ -111,6 +111,17 @@ class ResultCache:
                 with self.path.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps({"key": key, "report": report}, default=str) + "\n")
 
+    def of_file(self, path: str) -> dict[str, dict]:
+        """The entries of one file (the key holds the texts): what a unit run elsewhere may hit."""
+        with self._lock:
+            return {k: v for k, v in self.entries.items() if v.get("path") == path}
+
+    def merge(self, found: dict[str, dict]) -> None:
+        """Entries a unit run elsewhere verified: the new ones are kept (and appended to the file)."""
+        for key, report in found.items():
+            if key not in self.entries:
+                self.put(key, report)
+
 
 class CachedVerifier:
     """A verifier whose reports are looked up by source first (``ResultCache``)."""
@@ -336,18 +347,14 @@ class RayBackend:
         while todo or running:
             while todo and len(running) < slots and budget_left() > 0:
                 unit = todo.pop(0)
-                # Each task gets the cached results of its own file only (the key holds the texts).
-                entries = {k: v for k, v in cache.entries.items() if v.get("path") == unit.file}
-                running[task.remote(unit, settings, verifier_for, entries, budget_left(), folder)] = unit
+                running[task.remote(unit, settings, verifier_for, cache.of_file(unit.file), budget_left(), folder)] = unit
             if not running:
                 return
             finished, _ = ray.wait(list(running), num_returns=1)
             for ref in finished:
                 running.pop(ref)
                 result = ray.get(ref)
-                for key, report in result.new_cache.items():
-                    if key not in cache.entries:
-                        cache.put(key, report)
+                cache.merge(result.new_cache)
                 yield result
 
 
@@ -367,19 +374,14 @@ class ProcessBackend:
             cache: ResultCache, budget_left: Callable[[], float], folder: str) -> Iterator[UnitResult]:
         from ..verify.shared_gpu import map_on_one_gpu
 
-        def task(unit: WorkUnit) -> tuple:
-            # Each child gets the cached results of its own file only (the key holds the texts).
-            return unit, {k: v for k, v in cache.entries.items() if v.get("path") == unit.file}
-
         run = functools.partial(_run_task, settings=settings, verifier_for=verifier_for, budget_left=budget_left,
                                 folder=folder)
-        for (unit, _), result in map_on_one_gpu(run, (task(u) for u in units), self.processes,
-                                                lambda: budget_left() > 0):
+        # Each child gets the cached results of its unit's file as they are when the unit is handed out.
+        tasks = ((unit, cache.of_file(unit.file)) for unit in units)
+        for (unit, _), result in map_on_one_gpu(run, tasks, self.processes, lambda: budget_left() > 0):
             if isinstance(result, BaseException):
                 result = UnitResult(unit, [], {}, 0, 0, 0.0, f"{type(result).__name__}: {result}")
-            for key, report in result.new_cache.items():
-                if key not in cache.entries:
-                    cache.put(key, report)
+            cache.merge(result.new_cache)
             yield result
 
 

@@ -22,28 +22,39 @@ def map_on_one_gpu(fn: Callable[[Any], Any], items: Iterable[Any], processes: in
                    may_start: Callable[[], bool] = lambda: True) -> Iterator[tuple[Any, Any]]:
     """``(item, fn(item))`` as they finish, ``processes`` at a time; an exception becomes the result.
 
-    ``may_start`` is asked before each item is handed out (a budget): once False, nothing new starts
-    and the items in flight finish. Children are forked, so they have the package however this
-    process imported it (an uninstalled checkout on a GPU machine too); this process must not have
-    touched CUDA (its verifier pools' workers are separate processes, and a fork forgets the pools).
+    ``items`` is read as items are handed out, and ``may_start`` is asked before each (a budget): once
+    False, nothing new starts and the items in flight finish. One process runs in this one. More are
+    forked, so they have the package however this process imported it (an uninstalled checkout on a GPU
+    machine too); this process must not have touched CUDA (its verifier pools' workers are separate
+    processes, and a fork forgets the pools).
     """
+    pending = iter(items)
+    if processes <= 1:
+        for item in pending:
+            if not may_start():
+                return
+            yield item, _call(fn, item)
+        return
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
     lock_dir = tempfile.mkdtemp(prefix="mtmc-gpu-lock-")
     os.chmod(lock_dir, 0o755)
     previous = os.environ.get(gpu_lock.ENV)
     os.environ[gpu_lock.ENV] = os.path.join(lock_dir, "gpu.lock")
     tasks, results = context.Queue(), context.Queue()
-    processes = max(1, processes)
     children = [context.Process(target=_serve, args=(fn, tasks, results), name=f"mtmc-gpu-share-{i}")
                 for i in range(processes)]
     try:
         for child in children:
             child.start()
-        todo, running, handed = list(items), 0, 0
-        while todo or running:
-            while todo and running < processes and may_start():
-                tasks.put((handed, todo.pop(0)))
-                handed, running = handed + 1, running + 1
+        running, exhausted = 0, False
+        while True:
+            while not exhausted and running < processes and may_start():
+                item = next(pending, _DONE)
+                if item is _DONE:
+                    exhausted = True
+                    break
+                tasks.put(item)
+                running += 1
             if not running:
                 break
             try:
@@ -67,23 +78,29 @@ def map_on_one_gpu(fn: Callable[[Any], Any], items: Iterable[Any], processes: in
             os.environ[gpu_lock.ENV] = previous
 
 
+_DONE = object()
+
+
 def _serve(fn: Callable[[Any], Any], tasks, results) -> None:
     """A child: call ``fn`` on items until the sentinel, then close this process's verifier pools."""
     from .api import close_pools
 
     try:
         while True:
-            task = tasks.get()
-            if task is None:
+            item = tasks.get()
+            if item is None:
                 return
-            _, item = task
-            try:
-                result = fn(item)
-            except BaseException as exc:  # noqa: BLE001 - the parent counts on one answer per item
-                result = exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}")
-            results.put((item, result))
+            results.put((item, _call(fn, item)))
     finally:
         close_pools()  # a child ends without atexit: its pools' workers would outlive it
+
+
+def _call(fn: Callable[[Any], Any], item: Any) -> Any:
+    """``fn(item)``, or the exception it raised (one that cannot cross a pipe as a plain RuntimeError)."""
+    try:
+        return fn(item)
+    except BaseException as exc:  # noqa: BLE001 - the caller counts on one answer per item
+        return exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
 def _picklable(value: Any) -> bool:
