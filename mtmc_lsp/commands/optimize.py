@@ -48,7 +48,7 @@ def settings_from_args(args: argparse.Namespace):
     settings.policy_endpoint = args.endpoint
     settings.policy_endpoint_model = args.endpoint_model
     settings.allow_precision_changes = args.allow_precision
-    settings.record_trajectories = bool(args.record)
+    settings.record_trajectories = _records(args)
     return settings
 
 
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"target: {target.summary()}", file=out)
     print(f"policy: {policy.describe()}", file=out)
     verify = make_verifier(str(path), target, VerifyOptions(seeds=args.seeds, kernel=args.kernel))
-    recorder = TrajectoryRecorder(args.workspace) if _records(args) else None
+    recorder = TrajectoryRecorder(args.workspace) if settings.record_trajectories else None
     reporter = ProgressPrinter(out)
     result = optimize(
         text, str(path), args.kernel, target, policy, verify, steps=args.steps, beam=args.beam,
