@@ -411,13 +411,17 @@ def _grid_axes(launch) -> list[str] | None:
 
 def _row_count_sources(host: cst.FunctionDef, buffer: str) -> set[str]:
     """Host expressions (whitespace-free) that count the rows of a fresh 2-D ``buffer``."""
-    out = {f"{buffer}.shape[0]", f"{buffer}.size(0)"}
+    return {f"{buffer}.shape[0]", f"{buffer}.size(0)"} | _allocated_extent(host, buffer, 0)
+
+
+def _allocated_extent(host: cst.FunctionDef, buffer: str, axis: int) -> set[str]:
+    """The extent along ``axis`` (whitespace-free) that the host allocated a fresh 2-D ``buffer`` with, if it did."""
     alloc = c.host_assignment(host, buffer)
     if alloc is not None and isinstance(alloc.value, cst.Call) and alloc.value.args:
         shape = alloc.value.args[0].value
         if isinstance(shape, cst.Tuple | cst.List) and len(shape.elements) == 2:
-            out.add("".join(c.code(shape.elements[0].value).split()))
-    return out
+            return {"".join(c.code(shape.elements[axis].value).split())}
+    return set()
 
 
 def _written_names(statement: cst.CSTNode) -> set[str]:
@@ -546,11 +550,7 @@ def _only_store_line(kernel_def: cst.FunctionDef) -> cst.SimpleStatementLine | N
 def _row_length_sources(host: cst.FunctionDef, buffer: str) -> set[str]:
     """Host expressions (whitespace-free) that are the length of a row of a fresh 2-D ``buffer``."""
     out = {f"{buffer}.shape[1]", f"{buffer}.shape[-1]", f"{buffer}.size(1)", f"{buffer}.size(-1)"}
-    alloc = c.host_assignment(host, buffer)
-    if alloc is not None and isinstance(alloc.value, cst.Call) and alloc.value.args:
-        shape = alloc.value.args[0].value
-        if isinstance(shape, cst.Tuple | cst.List) and len(shape.elements) == 2:
-            out.add("".join(c.code(shape.elements[1].value).split()))
+    out |= _allocated_extent(host, buffer, 1)
     names = {o for o in out if o.isidentifier()}
     for statement in host.body.body:  # ``N = h.shape[1]``: a host name for one of them
         single = _assign_of(statement)
